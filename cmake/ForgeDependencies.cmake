@@ -1,0 +1,66 @@
+# Finds every external dependency. A missing one stops configuration with the command that fixes it.
+set(FORGE_SETUP_HINT "run scripts/setup (it installs every Debian package and the Python environment)")
+
+macro(forge_require_package name)
+  find_package(${name} ${ARGN} QUIET)
+  if(NOT ${name}_FOUND)
+    message(FATAL_ERROR "Forge needs ${name} (${FORGE_DEP_${name}}), which was not found: ${FORGE_SETUP_HINT}.")
+  endif()
+endmacro()
+
+set(FORGE_DEP_Threads "pthreads")
+set(FORGE_DEP_Protobuf "Debian: libprotobuf-dev protobuf-compiler")
+set(FORGE_DEP_gRPC "Debian: libgrpc++-dev protobuf-compiler-grpc")
+set(FORGE_DEP_absl "Debian: libabsl-dev")
+set(FORGE_DEP_spdlog "Debian: libspdlog-dev")
+set(FORGE_DEP_hiredis "Debian: libhiredis-dev")
+set(FORGE_DEP_civetweb "Debian: libcivetweb-dev")
+set(FORGE_DEP_GTest "Debian: libgtest-dev libgmock-dev")
+set(FORGE_DEP_CUDAToolkit "the CUDA 13 toolkit at /usr/local/cuda, or set CUDAToolkit_ROOT")
+
+forge_require_package(Threads)
+forge_require_package(Protobuf)
+forge_require_package(gRPC CONFIG)
+forge_require_package(absl CONFIG)
+forge_require_package(spdlog CONFIG)
+
+# Debian's civetweb CMake config names a /usr/bin/civetweb it does not ship; find the library directly.
+find_path(FORGE_CIVETWEB_INCLUDE civetweb.h)
+find_library(FORGE_CIVETWEB_LIBRARY civetweb)
+if(NOT FORGE_CIVETWEB_INCLUDE OR NOT FORGE_CIVETWEB_LIBRARY)
+  message(FATAL_ERROR "Forge needs civetweb (${FORGE_DEP_civetweb}), not found: ${FORGE_SETUP_HINT}.")
+endif()
+add_library(forge_civetweb INTERFACE)
+target_include_directories(forge_civetweb SYSTEM INTERFACE ${FORGE_CIVETWEB_INCLUDE})
+target_link_libraries(forge_civetweb INTERFACE ${FORGE_CIVETWEB_LIBRARY})
+
+# Debian's hiredis 0.14 ships a CMake config without an imported target; use pkg-config.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(hiredis QUIET IMPORTED_TARGET hiredis)
+endif()
+if(NOT hiredis_FOUND)
+  message(FATAL_ERROR "Forge needs hiredis (${FORGE_DEP_hiredis}) and pkg-config, not found: ${FORGE_SETUP_HINT}.")
+endif()
+
+find_program(FORGE_PROTOC protoc)
+find_program(FORGE_GRPC_CPP_PLUGIN grpc_cpp_plugin)
+if(NOT FORGE_PROTOC OR NOT FORGE_GRPC_CPP_PLUGIN)
+  message(FATAL_ERROR "Forge needs protoc and grpc_cpp_plugin (Debian: protobuf-compiler protobuf-compiler-grpc): ${FORGE_SETUP_HINT}.")
+endif()
+
+if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+forge_require_package(CUDAToolkit)
+
+if(FORGE_BUILD_TESTS)
+  forge_require_package(GTest)
+  find_program(FORGE_REDIS_SERVER redis-server)
+  find_program(FORGE_PROMTOOL promtool)
+  if(NOT FORGE_REDIS_SERVER OR NOT FORGE_PROMTOOL)
+    message(FATAL_ERROR "Forge's tests need redis-server and promtool (Debian: redis-server prometheus): ${FORGE_SETUP_HINT}.")
+  endif()
+endif()
+
+include(ForgeTorch)

@@ -1,0 +1,36 @@
+# LibTorch from the project's Python environment (torch==2.11.0, C++11 ABI).
+# Only the CPU libraries are linked (libtorch_cpu, libc10): the reference interpreter calls ATen
+# on the CPU, and the GPU machine brings its own CUDA build of the same version.
+# Targets that include LibTorch headers are few on purpose: they cost ~20 s each to compile.
+option(FORGE_WITH_TORCH "Build the parts that link LibTorch" ON)
+set(FORGE_PYTHON "" CACHE FILEPATH "Python of the Forge environment (default: scripts/pyenv-path)")
+
+if(FORGE_WITH_TORCH)
+  if(NOT FORGE_PYTHON)
+    execute_process(COMMAND ${PROJECT_SOURCE_DIR}/scripts/pyenv-path
+                    OUTPUT_VARIABLE _forge_pyenv OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(FORGE_PYTHON "${_forge_pyenv}/bin/python" CACHE FILEPATH "" FORCE)
+  endif()
+  execute_process(COMMAND ${FORGE_PYTHON} -c "import torch,os;print(os.path.dirname(torch.__file__));print(torch.__version__)"
+                  OUTPUT_VARIABLE _forge_torch RESULT_VARIABLE _forge_torch_rc OUTPUT_STRIP_TRAILING_WHITESPACE
+                  ERROR_QUIET)
+  if(NOT _forge_torch_rc EQUAL 0)
+    message(FATAL_ERROR "Forge needs torch in its Python environment (${FORGE_PYTHON}): ${FORGE_SETUP_HINT}, "
+                        "or configure with -DFORGE_WITH_TORCH=OFF to build without the ATen parts.")
+  endif()
+  string(REPLACE "\n" ";" _forge_torch "${_forge_torch}")
+  list(GET _forge_torch 0 FORGE_TORCH_DIR)
+  list(GET _forge_torch 1 FORGE_TORCH_VERSION)
+  if(NOT FORGE_TORCH_VERSION MATCHES "^2\\.11\\.")
+    message(WARNING "Forge is pinned to torch 2.11 (the GPU machine's); found ${FORGE_TORCH_VERSION}")
+  endif()
+  add_library(forge_libtorch_cpu INTERFACE)
+  add_library(forge::libtorch_cpu ALIAS forge_libtorch_cpu)
+  target_include_directories(forge_libtorch_cpu SYSTEM INTERFACE
+    ${FORGE_TORCH_DIR}/include ${FORGE_TORCH_DIR}/include/torch/csrc/api/include)
+  target_compile_definitions(forge_libtorch_cpu INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
+  target_link_libraries(forge_libtorch_cpu INTERFACE
+    ${FORGE_TORCH_DIR}/lib/libtorch_cpu.so ${FORGE_TORCH_DIR}/lib/libc10.so)
+  set_target_properties(forge_libtorch_cpu PROPERTIES INTERFACE_LINK_OPTIONS "-Wl,-rpath,${FORGE_TORCH_DIR}/lib")
+  message(STATUS "Forge: LibTorch ${FORGE_TORCH_VERSION} (CPU libraries) from ${FORGE_TORCH_DIR}")
+endif()

@@ -1,0 +1,20 @@
+# Shared helpers for the scripts in this folder. Source it; do not run it.
+# shellcheck shell=bash
+
+FORGE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export FORGE_ROOT
+
+say() { printf '[forge] %s\n' "$*"; }
+die() { printf '[forge] error: %s\n' "$*" >&2; exit 1; }
+
+# The Python environment lives outside the clone, keyed by the Python version and the
+# exact requirements, so that every clone on this machine shares one copy of torch.
+forge_pyenv_path() {
+  local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
+  local pyver key
+  pyver="$(python3 -c 'import sys;print("%d.%d"%sys.version_info[:2])' 2>/dev/null || echo none)"
+  key="$( (echo "python$pyver"; cat "$FORGE_ROOT/python/requirements.txt") | sha256sum | cut -c1-12)"
+  echo "$base/pyenv-py$pyver-$key"
+}
+
+forge_build_dir() { echo "${FORGE_BUILD_DIR:-$FORGE_ROOT/build}"; }
