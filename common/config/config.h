@@ -1,0 +1,148 @@
+// Typed configuration: keys declared in code (ConfigSchema), values read from four sources, each
+// overriding the one before: default < file < environment < flags.
+//
+// The file is a subset of TOML:
+//   # A comment, on its own line or after a value.
+//   log.level = debug            # keys before any [section] are used as written
+//   [redis]                      # a section prefixes the keys below it: this is redis.port
+//   port = 6380
+//   host = "10.0.0.7"            # values may be double-quoted; inside quotes \" \\ \n \t \r
+//   timeout = 500ms              # are escapes and # is not a comment
+// Keys are letters, digits, '_', '-' and '.'; a key may be set once per file.
+//
+// Environment: FORGE_ and the key upper-cased with '.' and '-' turned into '_' (redis.port is
+// FORGE_REDIS_PORT). Variables that name no key are ignored.
+//
+// Flags: --redis.port=6380 or --redis.port 6380. A bool flag on its own (--dry_run) means true;
+// it takes the next argument only if that is a bool word (--dry_run false). A flag given twice
+// keeps the last value. Arguments that do not start with "-", "-" itself, and all arguments after
+// "--" are positional; other single-dash arguments (-p) are errors.
+//
+// Value syntax by type: int64 and double as usual; bool true/false, yes/no, on/off or 1/0;
+// duration a number with a unit (ns, us, ms, s, m, h), units may be combined ("1m30s"), never
+// negative; enum one of the declared strings.
+//
+// Every source is checked, even where a later one overrides it, and all problems are reported
+// together: each names the key, the value and where it came from, e.g.
+//   config: redis.port = "abc" (from env FORGE_REDIS_PORT): not an integer
+//   config: unknown key "redis.prot" in forge.conf:3 (did you mean "redis.port"?)
+#ifndef FORGE_COMMON_CONFIG_CONFIG_H_
+#define FORGE_COMMON_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace forge {
+
+enum class ConfigType { kString, kInt64, kDouble, kBool, kDuration, kEnum };
+
+// A value of any ConfigType; an enum's value is its string.
+using ConfigValue = std::variant<std::string, std::int64_t, double, bool, absl::Duration>;
+
+// Inclusive bounds for an int64 key.
+struct Int64Range {
+  std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  std::int64_t max = std::numeric_limits<std::int64_t>::max();
+};
+
+// The keys a program accepts. Declare them in a chain:
+//   ConfigSchema schema;
+//   schema.Int64("redis.port", 6379, "TCP port of Redis.", {.min = 1, .max = 65535})
+//         .Duration("lease.timeout", absl::Seconds(30), "How long a worker may hold a lease.");
+// Mistakes in the schema itself (a duplicate key, a default outside its range) are reported by
+// Config::Load.
+class ConfigSchema {
+ public:
+  ConfigSchema& String(std::string key, std::string default_value, std::string help);
+  ConfigSchema& Int64(std::string key, std::int64_t default_value, std::string help,
+                      Int64Range range = {});
+  ConfigSchema& Double(std::string key, double default_value, std::string help);
+  ConfigSchema& Bool(std::string key, bool default_value, std::string help);
+  ConfigSchema& Duration(std::string key, absl::Duration default_value, std::string help);
+  ConfigSchema& Enum(std::string key, std::vector<std::string> allowed, std::string default_value,
+                     std::string help);
+
+  // One entry per key, in declaration order: name, type, default, environment variable, help.
+  std::string HelpText() const;
+
+  struct Key {
+    std::string name;
+    ConfigType type;
+    ConfigValue default_value;
+    std::string help;
+    Int64Range range{};                  // kInt64 only
+    std::vector<std::string> allowed{};  // kEnum only
+    std::string env_name{};              // FORGE_..., derived from name
+  };
+  const std::vector<Key>& keys() const { return keys_; }
+
+ private:
+  friend class ConfigLoader;
+  ConfigSchema& Add(Key key);
+
+  std::vector<Key> keys_;
+  std::vector<std::string> errors_;
+};
+
+// Where Config::Load reads values from.
+struct ConfigSources {
+  // The config file's path; empty for none. A path that is given must be readable.
+  std::string file{};
+  // "NAME=value" entries; unset means this process's environment.
+  std::optional<std::vector<std::string>> environment{};
+  // Command-line arguments, without the program name.
+  std::vector<std::string> args{};
+};
+
+// The resolved value of every key in a schema.
+class Config {
+ public:
+  // InvalidArgument lists every problem found in the schema or the sources, one per line.
+  static absl::StatusOr<Config> Load(const ConfigSchema& schema, const ConfigSources& sources);
+
+  // Getters for keys of the matching type (GetString for string and enum keys). Asking for an
+  // undeclared key, or with the wrong type, is a bug in the caller and aborts the process.
+  const std::string& GetString(absl::string_view key) const;
+  std::int64_t GetInt64(absl::string_view key) const;
+  double GetDouble(absl::string_view key) const;
+  bool GetBool(absl::string_view key) const;
+  absl::Duration GetDuration(absl::string_view key) const;
+
+  // Where a key's value came from: "default", "file forge.conf:12", "env FORGE_REDIS_PORT" or
+  // "flag --redis.port". Aborts for an undeclared key, like the getters.
+  const std::string& Origin(absl::string_view key) const;
+
+  // The arguments that were not flags, in order.
+  const std::vector<std::string>& positional_args() const { return positional_args_; }
+
+ private:
+  struct Entry {
+    ConfigType type;
+    ConfigValue value;
+    std::string origin;
+  };
+  friend class ConfigLoader;
+
+  // The entry of `key`, aborting if the schema has no such key; `caller` names the getter.
+  const Entry& Find(absl::string_view key, absl::string_view caller) const;
+  // Its value, aborting also if the key's type is not among `types`.
+  const ConfigValue& ValueOf(absl::string_view key, absl::string_view caller,
+                             std::initializer_list<ConfigType> types) const;
+
+  absl::flat_hash_map<std::string, Entry> entries_;
+  std::vector<std::string> positional_args_;
+};
+
+}  // namespace forge
+
+#endif  // FORGE_COMMON_CONFIG_CONFIG_H_
