@@ -1,0 +1,80 @@
+"""Test models, built in test code with random weights (no downloads)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from llama_block import LlamaBlock
+
+
+class Mlp(nn.Module):
+    def __init__(self, width=64, hidden=256):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class LinearMulLeakyRelu(nn.Module):
+    def __init__(self, width=64):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return F.leaky_relu(self.fc(x) * 2.0, 0.01)
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+class LayerNormGelu(nn.Module):
+    def __init__(self, width=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return F.gelu(self.norm(x))
+
+
+class CrossEntropy(nn.Module):
+    def forward(self, logits, target):
+        return F.cross_entropy(logits, target)
+
+
+def resnet18():
+    import torchvision
+
+    return torchvision.models.resnet18(weights=None)
+
+
+def all_models():
+    """(name, module in eval mode, example inputs) for every test model."""
+    torch.manual_seed(0)
+    cases = [
+        ("mlp", Mlp(), (torch.randn(8, 64),)),
+        ("linear_mul_leaky_relu", LinearMulLeakyRelu(), (torch.randn(8, 64),)),
+        ("llama_block", LlamaBlock(), (torch.randn(2, 16, 64),)),
+        ("conv_bn_relu", ConvBnRelu(), (torch.randn(2, 3, 16, 16),)),
+        ("softmax", Softmax(), (torch.randn(8, 100),)),
+        ("layer_norm_gelu", LayerNormGelu(), (torch.randn(8, 64),)),
+        ("cross_entropy", CrossEntropy(), (torch.randn(8, 10), torch.randint(0, 10, (8,)))),
+        ("resnet18", resnet18(), (torch.randn(1, 3, 64, 64),)),
+    ]
+    return [(name, module.eval(), inputs) for name, module, inputs in cases]
