@@ -8,12 +8,14 @@ function(forge_library name)
   target_compile_options(forge_${name} PRIVATE -Wall -Wextra)
 endfunction()
 
-# forge_test(NAME SOURCES ... DEPS ... [LABELS ...]): a GoogleTest binary whose tests ctest discovers.
+# forge_test(NAME SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [NEEDS_MODELS]): a GoogleTest binary
+# whose tests ctest discovers. NEEDS_MODELS: the tests read the exported test models
+# (tests/fixtures), from the directory in $FORGE_TEST_MODELS.
 function(forge_test name)
   if(NOT FORGE_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "NEEDS_MODELS" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
@@ -25,6 +27,9 @@ function(forge_test name)
   set(properties TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)
     list(APPEND properties LABELS ${ARG_LABELS})
+  endif()
+  if(ARG_NEEDS_MODELS)
+    list(APPEND properties FIXTURES_REQUIRED forge_models ENVIRONMENT FORGE_TEST_MODELS=${FORGE_TEST_MODELS_DIR})
   endif()
   gtest_discover_tests(${name} TEST_PREFIX "${name}." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
     PROPERTIES ${properties})

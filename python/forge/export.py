@@ -101,6 +101,15 @@ def _fill_tensor_spec(spec, tensor: torch.Tensor, where: str) -> None:
     spec.layout = _LAYOUTS.get(tensor.layout, graph_pb2.LAYOUT_UNSPECIFIED)
 
 
+def _is_schema_default(argument, value) -> bool:
+    if not argument.has_default_value() or isinstance(value, torch.fx.Node):
+        return False
+    default = argument.default_value
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) == list(default)
+    return type(value) is type(default) and value == default
+
+
 class _Converter:
     def __init__(self, program: torch.export.ExportedProgram, inline_limit: int):
         self.program = program
@@ -204,7 +213,10 @@ class _Converter:
         unknown = set(given) - {a.name for a in schema.arguments}
         if unknown:
             raise ExportError(f"{where}: arguments {sorted(unknown)} are not in schema {schema}")
-        last = max((i for i, a in enumerate(schema.arguments) if a.name in given), default=-1)
+        # Canonical argument list: schema order, up to the last argument whose value differs from
+        # its schema default (the C++ .pt2 importer follows the same rule, so digests agree).
+        last = max((i for i, a in enumerate(schema.arguments)
+                    if a.name in given and not _is_schema_default(a, given[a.name])), default=-1)
         for argument in schema.arguments[: last + 1]:
             if argument.name in given:
                 value = given[argument.name]

@@ -58,6 +58,19 @@ class CrossEntropy(nn.Module):
         return F.cross_entropy(logits, target)
 
 
+class LlamaStack(nn.Module):
+    """Identical Llama-style blocks in a row: their tasks must collapse into one set."""
+
+    def __init__(self, layers=3):
+        super().__init__()
+        self.layers = nn.ModuleList(LlamaBlock() for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
 def resnet18():
     import torchvision
 
@@ -71,6 +84,7 @@ def all_models():
         ("mlp", Mlp(), (torch.randn(8, 64),)),
         ("linear_mul_leaky_relu", LinearMulLeakyRelu(), (torch.randn(8, 64),)),
         ("llama_block", LlamaBlock(), (torch.randn(2, 16, 64),)),
+        ("llama_stack", LlamaStack(), (torch.randn(2, 16, 64),)),
         ("conv_bn_relu", ConvBnRelu(), (torch.randn(2, 3, 16, 16),)),
         ("softmax", Softmax(), (torch.randn(8, 100),)),
         ("layer_norm_gelu", LayerNormGelu(), (torch.randn(8, 64),)),
