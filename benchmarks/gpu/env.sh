@@ -1,0 +1,9 @@
+# Sourced by the GPU scripts on the GPU machine: library paths for a bundle made by
+# scripts/gpu-bundle (carried as .gpu/), LibTorch from the machine's PyTorch, CUDA from its toolkit.
+# shellcheck shell=bash
+FORGE_BUNDLE="${FORGE_BUNDLE:-$PWD/.gpu}"
+FORGE_TORCH_LIB="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
+FORGE_NVIDIA_LIBS="$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null || true)"
+export LD_LIBRARY_PATH="$FORGE_BUNDLE/lib:$FORGE_TORCH_LIB:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$FORGE_NVIDIA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OUT="${OUT:-/tmp/forge-out}"
+mkdir -p "$OUT"
