@@ -1,0 +1,191 @@
+#include "client/forge/inspect.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
+#include "common/arch/arch.h"
+#include "compiler/graph/op_classes.h"
+#include "compiler/graph/partition.h"
+
+namespace forge::client {
+namespace {
+
+using ::forge::v1::KernelTask;
+using ::forge::v1::TensorSpec;
+
+struct TaskRow {
+  std::string short_digest;
+  std::string family;  // "GEMM"
+  std::string ops;     // "linear+gelu"
+  std::vector<std::string> inputs;   // "[8, 64] float32"
+  std::vector<std::string> outputs;
+  const KernelTask* task;
+  Roofline floor;
+};
+
+std::string DTypeName(forge::v1::DType dtype) {
+  return absl::AsciiStrToLower(absl::StripPrefix(forge::v1::DType_Name(dtype), "DTYPE_"));
+}
+
+std::string Describe(const TensorSpec& spec) {
+  return absl::StrCat("[", absl::StrJoin(spec.shape(), ", "), "] ", DTypeName(spec.dtype()));
+}
+
+MathMode ModeOf(const KernelTask& task) {
+  const forge::v1::DType dtype =
+      task.inputs().empty() ? forge::v1::DTYPE_FLOAT32 : task.inputs(0).dtype();
+  if (dtype == forge::v1::DTYPE_FLOAT64) return MathMode::kFp64;
+  const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
+                            task.family() == forge::v1::KERNEL_FAMILY_CONV ||
+                            task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;
+  if (!tensor_cores) return MathMode::kFp32;
+  switch (dtype) {
+    case forge::v1::DTYPE_BFLOAT16:
+    case forge::v1::DTYPE_FLOAT16:
+      return MathMode::kBf16;
+    case forge::v1::DTYPE_FLOAT8_E4M3FN:
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return MathMode::kFp8;
+    default:
+      return MathMode::kFp32;
+  }
+}
+
+// The ops of a group without its views, "+"-joined; the views when that is all there is.
+std::string OpSummary(const forge::v1::Graph& group) {
+  std::vector<std::string> compute;
+  std::vector<std::string> all;
+  for (const auto& node : group.nodes()) {
+    const std::string op(absl::StripPrefix(node.op(), "aten::"));
+    if (graph::ClassifyNode(node) != graph::OpClass::kView) compute.push_back(op);
+    all.push_back(op);
+  }
+  return absl::StrJoin(compute.empty() ? all : compute, "+");
+}
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonTensors(const google::protobuf::RepeatedPtrField<TensorSpec>& specs) {
+  std::vector<std::string> items;
+  for (const TensorSpec& spec : specs) {
+    items.push_back(absl::StrCat("{\"shape\": [", absl::StrJoin(spec.shape(), ", "),
+                                 "], \"dtype\": ", JsonString(DTypeName(spec.dtype())), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
+std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRow>& rows, int instances,
+                       double total_floor_us) {
+  std::vector<std::string> tasks;
+  for (const TaskRow& row : rows) {
+    tasks.push_back(absl::StrCat(
+        "    {\"digest\": ", JsonString(row.task->digest()),
+        ", \"family\": ", JsonString(row.family), ", \"ops\": ", JsonString(row.ops),
+        ", \"inputs\": ", JsonTensors(row.task->inputs()),
+        ", \"outputs\": ", JsonTensors(row.task->outputs()),
+        ", \"flops\": ", row.task->flops(), ", \"min_bytes\": ", row.task->min_bytes(),
+        ", \"floor_us\": ", absl::StrFormat("%.6g", row.floor.seconds * 1e6),
+        ", \"bound\": ", JsonString(BoundName(row.floor.bound)),
+        ", \"occurrences\": ", row.task->occurrences(), "}"));
+  }
+  return absl::StrCat("{\n  \"gpu\": ", JsonString(gpu.name), ",\n  \"tasks\": [\n",
+                      absl::StrJoin(tasks, ",\n"), "\n  ],\n  \"totals\": {\"tasks\": ", instances,
+                      ", \"unique_tasks\": ", rows.size(), ", \"floor_us\": ",
+                      absl::StrFormat("%.6g", total_floor_us), "}\n}\n");
+}
+
+std::string RenderText(const GpuArch& gpu, const std::vector<TaskRow>& rows, int instances,
+                       double total_floor_us) {
+  std::string out = absl::StrFormat("%-12s  %-9s  %-32s  %9s  %9s  %10s  %-13s  %4s\n", "task",
+                                    "family", "ops", "GFLOP", "MB", "floor us", "bound", "occ");
+  for (const TaskRow& row : rows) {
+    absl::StrAppendFormat(&out, "%-12s  %-9s  %-32s  %9.4f  %9.4f  %10.3f  %-13s  %4d\n",
+                          row.short_digest, row.family, row.ops, row.task->flops() / 1e9,
+                          row.task->min_bytes() / 1e6, row.floor.seconds * 1e6,
+                          BoundName(row.floor.bound), row.task->occurrences());
+    absl::StrAppend(&out, "              in:  ", absl::StrJoin(row.inputs, ", "), "\n",
+                    "              out: ", absl::StrJoin(row.outputs, ", "), "\n");
+  }
+  absl::StrAppendFormat(&out,
+                        "\n%d tasks (%d unique); roofline floor of the model on %s: %.3f us\n",
+                        instances, static_cast<int>(rows.size()), gpu.name, total_floor_us);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<forge::v1::Graph> ReadGraphFile(absl::string_view path) {
+  std::ifstream file{std::string(path), std::ios::binary};
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path));
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  forge::v1::Graph graph;
+  if (!graph.ParseFromString(bytes.str())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a forge.v1.Graph (binary protobuf) file"));
+  }
+  if (graph.nodes().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds no operator nodes; is it a forge.v1.Graph?"));
+  }
+  return graph;
+}
+
+absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
+                                         const InspectOptions& options) {
+  absl::StatusOr<GpuArch> gpu = FindGpu(options.gpu);
+  if (!gpu.ok()) return gpu.status();
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
+  if (!partition.ok()) return partition.status();
+
+  std::vector<TaskRow> rows;
+  double total_floor_us = 0;
+  for (const KernelTask& task : partition->tasks) {
+    absl::StatusOr<Roofline> floor =
+        RooflineFloor(*gpu, static_cast<double>(task.flops()),
+                      static_cast<double>(task.min_bytes()), ModeOf(task));
+    if (!floor.ok()) return floor.status();
+    TaskRow row{.short_digest = task.digest().substr(0, 12),
+                .family = std::string(absl::StripPrefix(
+                    forge::v1::KernelFamily_Name(task.family()), "KERNEL_FAMILY_")),
+                .ops = OpSummary(task.group()),
+                .inputs = {},
+                .outputs = {},
+                .task = &task,
+                .floor = *floor};
+    for (const TensorSpec& spec : task.inputs()) row.inputs.push_back(Describe(spec));
+    for (const TensorSpec& spec : task.outputs()) row.outputs.push_back(Describe(spec));
+    total_floor_us += floor->seconds * 1e6 * task.occurrences();
+    rows.push_back(std::move(row));
+  }
+  const int instances = static_cast<int>(partition->instances.size());
+  return options.json ? RenderJson(*gpu, rows, instances, total_floor_us)
+                      : RenderText(*gpu, rows, instances, total_floor_us);
+}
+
+}  // namespace forge::client

@@ -1,0 +1,77 @@
+#include "client/forge/inspect.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
+namespace forge::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ModelPath(const std::string& name) {
+  const char* directory = std::getenv("FORGE_TEST_MODELS");
+  EXPECT_NE(directory, nullptr) << "FORGE_TEST_MODELS is not set; run through ctest";
+  return absl::StrCat(directory == nullptr ? "" : directory, "/", name, "/graph.pb");
+}
+
+TEST(InspectTest, LlamaBlockListsItsFamiliesAndAFloor) {
+  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(ModelPath("llama_block"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<std::string> report = InspectGraph(*graph, InspectOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(*report, HasSubstr("ATTENTION"));
+  EXPECT_THAT(*report, HasSubstr("REDUCTION  pow+mean+add+rsqrt+mul+mul"));
+  EXPECT_THAT(*report, HasSubstr("GEMM"));
+  EXPECT_THAT(*report, HasSubstr("memory-bound"));
+  EXPECT_THAT(*report, HasSubstr("on H200"));
+}
+
+TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
+  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(ModelPath("llama_block"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::StatusOr<std::string> json = InspectGraph(*graph, InspectOptions{"rtx4090", true});
+  ASSERT_TRUE(json.ok()) << json.status();
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok()) << *json;
+  EXPECT_EQ(parsed.fields().at("gpu").string_value(), "RTX 4090");
+  const auto& tasks = parsed.fields().at("tasks").list_value().values();
+  ASSERT_FALSE(tasks.empty());
+  bool saw_attention = false;
+  for (const auto& task : tasks) {
+    const auto& fields = task.struct_value().fields();
+    EXPECT_EQ(fields.at("digest").string_value().size(), 64u);
+    EXPECT_GE(fields.at("floor_us").number_value(), 0);
+    saw_attention |= fields.at("family").string_value() == "ATTENTION";
+  }
+  EXPECT_TRUE(saw_attention);
+  const auto& totals = parsed.fields().at("totals").struct_value().fields();
+  EXPECT_GT(totals.at("floor_us").number_value(), 0);
+  EXPECT_EQ(totals.at("unique_tasks").number_value(), static_cast<double>(tasks.size()));
+}
+
+TEST(InspectTest, BadInputsAreErrors) {
+  EXPECT_EQ(ReadGraphFile("/nonexistent/graph.pb").status().code(), absl::StatusCode::kNotFound);
+  forge::testing::TempDir dir;
+  const std::string garbage = absl::StrCat(dir.path(), "/garbage.pb");
+  std::ofstream(garbage) << "this is not a protobuf \xff\xff\xff";
+  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(garbage);
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(graph.status().message(), HasSubstr(garbage));
+
+  absl::StatusOr<forge::v1::Graph> model = ReadGraphFile(ModelPath("mlp"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::string> report = InspectGraph(*model, InspectOptions{"v100", false});
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(report.status().message(), HasSubstr("H200"));
+}
+
+}  // namespace
+}  // namespace forge::client

@@ -1,0 +1,57 @@
+// What the partitioner knows about an ATen operator: the class that decides which fusion group it
+// can join, and the per-element cost constants of the cost model. All rules live in op_classes.cc.
+#ifndef FORGE_COMPILER_GRAPH_OP_CLASSES_H_
+#define FORGE_COMPILER_GRAPH_OP_CLASSES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "forge/v1/graph.pb.h"
+
+namespace forge::graph {
+
+enum class OpClass {
+  // Elementwise with broadcasting: arithmetic, comparisons, unary math, activations, casts,
+  // copies (clone, contiguous: the identity op).
+  kPointwise,
+  // Batch norm in eval mode: elementwise with per-channel parameters (scale and shift).
+  kBatchNormEval,
+  // Re-reads storage without computing: view, reshape, transpose, slice, expand, split, ...
+  kView,
+  // Reduces along dimensions: softmax, norms, sum, mean, losses, ...
+  kReduction,
+  // Matrix products: linear, mm, bmm, addmm, matmul, baddbmm.
+  kGemm,
+  // Convolutions.
+  kConv,
+  // Scaled dot-product attention and its backend variants.
+  kAttention,
+  // Anything else: runs as one ATen call.
+  kOpaque,
+};
+
+// Lower-case name of the class, e.g. "pointwise".
+absl::string_view OpClassName(OpClass op_class);
+
+// The class of `op` ("aten::add") in its `overload` ("Tensor"). Some names change class with the
+// overload: aten::where.default (the one-argument nonzero form) is opaque, aten::max.other is
+// pointwise while aten::max.dim reduces.
+OpClass ClassifyOp(absl::string_view op, absl::string_view overload);
+
+// The class of a node: ClassifyOp, except that aten::batch_norm with training=True is opaque (it
+// updates running statistics).
+OpClass ClassifyNode(const forge::v1::Node& node);
+
+// Floating-point operations per element the cost model charges for a pointwise, batch-norm or
+// reduction node (per output element for the first two, per input element for reductions).
+// 0 for other classes, whose flops follow from their shapes.
+double FlopsPerElement(const forge::v1::Node& node);
+
+// Names of the values `node` reads, in argument order (list elements in order, Nones skipped);
+// a value read twice appears twice.
+std::vector<std::string> TensorArgumentNames(const forge::v1::Node& node);
+
+}  // namespace forge::graph
+
+#endif  // FORGE_COMPILER_GRAPH_OP_CLASSES_H_

@@ -1,0 +1,524 @@
+#include "compiler/graph/partition.h"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/graph/cost.h"
+#include "compiler/graph/op_classes.h"
+#include "compiler/graph/task_digest.h"
+
+namespace forge::graph {
+namespace {
+
+using ::forge::v1::Graph;
+using ::forge::v1::KernelFamily;
+using ::forge::v1::KernelTask;
+using ::forge::v1::Node;
+
+// Producer index of a value that a graph input defines.
+constexpr int kGraphInput = -1;
+
+using NodeSet = absl::flat_hash_set<int>;
+
+struct Group {
+  KernelFamily family;
+  std::vector<int> nodes;  // topological positions
+  bool merged_away = false;
+};
+
+// Indices (into `order`'s positions) sorted topologically by Kahn's algorithm, ties broken by the
+// smallest key, so that a graph already in topological order keeps its order. Returns the
+// positions it could not place (those on or behind a cycle) through `unplaced`.
+std::vector<int> KahnOrder(const std::vector<std::vector<int>>& successors,
+                           const std::vector<int>& keys, std::vector<int>* unplaced) {
+  const int count = static_cast<int>(successors.size());
+  std::vector<int> indegree(count, 0);
+  for (const auto& next : successors) {
+    for (int successor : next) ++indegree[successor];
+  }
+  auto later = [&keys](int a, int b) { return keys[a] > keys[b]; };
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  for (int i = 0; i < count; ++i) {
+    if (indegree[i] == 0) ready.push(i);
+  }
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int current = ready.top();
+    ready.pop();
+    order.push_back(current);
+    for (int successor : successors[current]) {
+      if (--indegree[successor] == 0) ready.push(successor);
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    if (indegree[i] > 0) unplaced->push_back(i);
+  }
+  return order;
+}
+
+KernelFamily AnchorFamily(OpClass op_class) {
+  switch (op_class) {
+    case OpClass::kReduction: return forge::v1::KERNEL_FAMILY_REDUCTION;
+    case OpClass::kGemm: return forge::v1::KERNEL_FAMILY_GEMM;
+    case OpClass::kConv: return forge::v1::KERNEL_FAMILY_CONV;
+    case OpClass::kAttention: return forge::v1::KERNEL_FAMILY_ATTENTION;
+    default: return forge::v1::KERNEL_FAMILY_UNSPECIFIED;
+  }
+}
+
+class Partitioner {
+ public:
+  explicit Partitioner(const Graph& graph) : graph_(graph) {}
+
+  absl::StatusOr<PartitionResult> Run() {
+    if (absl::Status status = IndexGraph(); !status.ok()) return status;
+    group_of_.assign(nodes_.size(), -1);
+    GroupAnchors();
+    GroupPointwise();
+    GroupOpaque();
+    GroupViews();
+    return BuildResult();
+  }
+
+ private:
+  absl::Status IndexGraph();
+
+  bool IsView(int node) const { return classes_[node] == OpClass::kView; }
+  bool IsPointwise(int node) const {
+    return classes_[node] == OpClass::kPointwise || classes_[node] == OpClass::kBatchNormEval;
+  }
+
+  // The non-view nodes that read `value`, directly or through views; `escapes` turns true when
+  // the value or a view of it is a graph output.
+  void ComputeReaders(const std::string& value, NodeSet* readers, bool* escapes) const {
+    if (graph_outputs_.contains(value)) *escapes = true;
+    auto it = readers_.find(value);
+    if (it == readers_.end()) return;
+    for (int reader : it->second) {
+      if (!IsView(reader)) {
+        readers->insert(reader);
+        continue;
+      }
+      for (const std::string& output : nodes_[reader]->outputs()) {
+        ComputeReaders(output, readers, escapes);
+      }
+    }
+  }
+
+  std::vector<std::string> UsedOutputs(int node) const {
+    std::vector<std::string> used;
+    for (const std::string& output : nodes_[node]->outputs()) {
+      if (graph_outputs_.contains(output) || readers_.contains(output)) used.push_back(output);
+    }
+    return used;
+  }
+
+  // The non-view node whose result `value` is, looking through views; kGraphInput for a graph
+  // input or a view of one.
+  int RootProducer(const std::string& value) const {
+    int producer = producer_.at(value);
+    while (producer != kGraphInput && IsView(producer) && !args_[producer].empty()) {
+      producer = producer_.at(args_[producer].front());
+    }
+    return producer;
+  }
+
+  NodeSet Members(int group) const {
+    return NodeSet(groups_[group].nodes.begin(), groups_[group].nodes.end());
+  }
+
+  int NewGroup(KernelFamily family, int node) {
+    groups_.push_back(Group{family, {}, false});
+    AddToGroup(static_cast<int>(groups_.size()) - 1, node);
+    return static_cast<int>(groups_.size()) - 1;
+  }
+  void AddToGroup(int group, int node) {
+    groups_[group].nodes.push_back(node);
+    group_of_[node] = group;
+  }
+
+  // Whether fusing `members` into one kernel would make it depend on itself: some path leaves
+  // the set through a non-view node and comes back. Views are looked through: they join a group
+  // later and never move data between groups.
+  bool WouldCreateCycle(const NodeSet& members) const;
+
+  void GroupAnchors();
+  void AbsorbPrologue(int group, int reduction);
+  void AbsorbEpilogue(int group, int anchor);
+  void GroupPointwise();
+  void GroupOpaque();
+  void GroupViews();
+  absl::StatusOr<PartitionResult> BuildResult();
+
+  const Graph& graph_;
+  std::vector<const Node*> nodes_;  // topological order
+  std::vector<OpClass> classes_;
+  std::vector<std::vector<std::string>> args_;  // tensor arguments per node
+  absl::flat_hash_map<std::string, const forge::v1::Value*> values_;
+  absl::flat_hash_map<std::string, const forge::v1::GraphInput*> graph_inputs_;
+  absl::flat_hash_map<std::string, int> producer_;  // value -> node position or kGraphInput
+  absl::flat_hash_map<std::string, std::vector<int>> readers_;  // value -> readers, each once
+  absl::flat_hash_set<std::string> graph_outputs_;
+  std::vector<int> group_of_;
+  std::vector<Group> groups_;
+};
+
+absl::Status Partitioner::IndexGraph() {
+  for (const auto& value : graph_.values()) {
+    if (!values_.emplace(value.name(), &value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate value '", value.name(), "' in Graph.values"));
+    }
+  }
+  // Which input or node defines each value, for error messages and the producer map.
+  absl::flat_hash_map<std::string, std::string> definer;
+  auto define = [&](const std::string& value, const std::string& by) -> absl::Status {
+    if (!values_.contains(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(by, " defines value '", value, "', which has no entry in Graph.values"));
+    }
+    auto [it, inserted] = definer.emplace(value, by);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate value '", value, "': defined by ",
+                                                     it->second, " and by ", by));
+    }
+    return absl::OkStatus();
+  };
+  absl::flat_hash_map<std::string, int> original_producer;
+  for (const auto& input : graph_.inputs()) {
+    if (absl::Status status = define(input.value_name(), "graph input"); !status.ok()) {
+      return status;
+    }
+    graph_inputs_[input.value_name()] = &input;
+    original_producer[input.value_name()] = kGraphInput;
+  }
+  absl::flat_hash_set<std::string> node_names;
+  const int count = graph_.nodes_size();
+  for (int i = 0; i < count; ++i) {
+    const Node& node = graph_.nodes(i);
+    if (!node_names.insert(node.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("duplicate node name '", node.name(), "'"));
+    }
+    for (const std::string& output : node.outputs()) {
+      if (absl::Status status = define(output, absl::StrCat("node '", node.name(), "'"));
+          !status.ok()) {
+        return status;
+      }
+      original_producer[output] = i;
+    }
+  }
+  std::vector<std::vector<int>> successors(count);
+  std::vector<int> keys(count);
+  for (int i = 0; i < count; ++i) {
+    keys[i] = i;
+    const Node& node = graph_.nodes(i);
+    for (const std::string& arg : TensorArgumentNames(node)) {
+      auto it = original_producer.find(arg);
+      if (it == original_producer.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("node '", node.name(), "' (", node.op(),
+                                                       ") reads undefined value '", arg, "'"));
+      }
+      if (it->second != kGraphInput) successors[it->second].push_back(i);
+    }
+  }
+  for (const auto& output : graph_.outputs()) {
+    if (!definer.contains(output.value_name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph output names undefined value '", output.value_name(), "'"));
+    }
+    graph_outputs_.insert(output.value_name());
+  }
+  std::vector<int> unplaced;
+  const std::vector<int> order = KahnOrder(successors, keys, &unplaced);
+  if (!unplaced.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dependency cycle: node '", graph_.nodes(unplaced.front()).name(),
+        "' depends on its own output (", unplaced.size(), " nodes on or behind the cycle)"));
+  }
+  for (const int original : order) {
+    const int position = static_cast<int>(nodes_.size());
+    const Node& node = graph_.nodes(original);
+    nodes_.push_back(&node);
+    classes_.push_back(ClassifyNode(node));
+    args_.push_back(TensorArgumentNames(node));
+    for (const std::string& output : node.outputs()) producer_[output] = position;
+    for (const std::string& arg : args_.back()) {
+      std::vector<int>& readers = readers_[arg];
+      if (readers.empty() || readers.back() != position) readers.push_back(position);
+    }
+  }
+  for (const auto& [name, input] : graph_inputs_) producer_[name] = kGraphInput;
+  return absl::OkStatus();
+}
+
+bool Partitioner::WouldCreateCycle(const NodeSet& members) const {
+  const int last = *std::max_element(members.begin(), members.end());
+  // Nodes after the last member cannot lead back into the set (topological order).
+  std::vector<int> through_views;
+  std::vector<int> outside;
+  auto push_readers = [&](int node, std::vector<int>& into) {
+    for (const std::string& output : nodes_[node]->outputs()) {
+      auto it = readers_.find(output);
+      if (it == readers_.end()) continue;
+      for (int reader : it->second) {
+        if (reader <= last) into.push_back(reader);
+      }
+    }
+  };
+  for (int member : members) push_readers(member, through_views);
+  NodeSet visited_views;
+  while (!through_views.empty()) {
+    const int node = through_views.back();
+    through_views.pop_back();
+    if (members.contains(node)) continue;
+    if (!IsView(node)) {
+      outside.push_back(node);
+    } else if (visited_views.insert(node).second) {
+      push_readers(node, through_views);
+    }
+  }
+  NodeSet visited;
+  while (!outside.empty()) {
+    const int node = outside.back();
+    outside.pop_back();
+    if (members.contains(node)) return true;
+    if (!visited.insert(node).second) continue;
+    push_readers(node, outside);
+  }
+  return false;
+}
+
+void Partitioner::GroupAnchors() {
+  for (int node = 0; node < static_cast<int>(nodes_.size()); ++node) {
+    const KernelFamily family = AnchorFamily(classes_[node]);
+    if (family == forge::v1::KERNEL_FAMILY_UNSPECIFIED) continue;
+    const int group = NewGroup(family, node);
+    if (classes_[node] == OpClass::kReduction) AbsorbPrologue(group, node);
+    AbsorbEpilogue(group, node);
+  }
+}
+
+void Partitioner::AbsorbPrologue(int group, int reduction) {
+  std::vector<int> pending = {reduction};
+  while (!pending.empty()) {
+    const int consumer = pending.back();
+    pending.pop_back();
+    for (const std::string& arg : args_[consumer]) {
+      const int producer = RootProducer(arg);
+      if (producer == kGraphInput || group_of_[producer] >= 0 || !IsPointwise(producer)) continue;
+      bool only_feeds_group = true;
+      for (const std::string& output : UsedOutputs(producer)) {
+        NodeSet readers;
+        bool escapes = false;
+        ComputeReaders(output, &readers, &escapes);
+        only_feeds_group = only_feeds_group && !escapes &&
+            std::all_of(readers.begin(), readers.end(),
+                        [&](int reader) { return group_of_[reader] == group; });
+      }
+      if (!only_feeds_group) continue;
+      NodeSet members = Members(group);
+      members.insert(producer);
+      if (WouldCreateCycle(members)) continue;
+      AddToGroup(group, producer);
+      pending.push_back(producer);
+    }
+  }
+}
+
+void Partitioner::AbsorbEpilogue(int group, int anchor) {
+  int last = anchor;
+  while (true) {
+    const std::vector<std::string> used = UsedOutputs(last);
+    if (used.size() != 1) return;
+    NodeSet readers;
+    bool escapes = false;
+    ComputeReaders(used.front(), &readers, &escapes);
+    if (escapes || readers.size() != 1) return;
+    const int consumer = *readers.begin();
+    if (!IsPointwise(consumer) || group_of_[consumer] >= 0) return;
+    NodeSet members = Members(group);
+    members.insert(consumer);
+    if (WouldCreateCycle(members)) return;
+    AddToGroup(group, consumer);
+    last = consumer;
+  }
+}
+
+void Partitioner::GroupPointwise() {
+  for (int node = 0; node < static_cast<int>(nodes_.size()); ++node) {
+    if (!IsPointwise(node) || group_of_[node] >= 0) continue;
+    std::vector<int> candidates;
+    for (const std::string& arg : args_[node]) {
+      const int producer = RootProducer(arg);
+      if (producer == kGraphInput) continue;
+      const int group = group_of_[producer];
+      if (group >= 0 && groups_[group].family == forge::v1::KERNEL_FAMILY_POINTWISE &&
+          std::find(candidates.begin(), candidates.end(), group) == candidates.end()) {
+        candidates.push_back(group);
+      }
+    }
+    // First try to merge every producing pointwise group; then each alone.
+    NodeSet all = {node};
+    for (int group : candidates) all.merge(Members(group));
+    if (candidates.size() > 1 && !WouldCreateCycle(all)) {
+      const int target = candidates.front();
+      for (std::size_t i = 1; i < candidates.size(); ++i) {
+        Group& source = groups_[candidates[i]];
+        for (int member : source.nodes) AddToGroup(target, member);
+        source.nodes.clear();
+        source.merged_away = true;
+      }
+      AddToGroup(target, node);
+      continue;
+    }
+    bool placed = false;
+    for (int group : candidates) {
+      NodeSet members = Members(group);
+      members.insert(node);
+      if (!WouldCreateCycle(members)) {
+        AddToGroup(group, node);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) NewGroup(forge::v1::KERNEL_FAMILY_POINTWISE, node);
+  }
+}
+
+void Partitioner::GroupOpaque() {
+  for (int node = 0; node < static_cast<int>(nodes_.size()); ++node) {
+    if (classes_[node] == OpClass::kOpaque) NewGroup(forge::v1::KERNEL_FAMILY_ATEN, node);
+  }
+}
+
+void Partitioner::GroupViews() {
+  for (int node = 0; node < static_cast<int>(nodes_.size()); ++node) {
+    if (!IsView(node)) continue;
+    NodeSet readers;
+    bool escapes = false;
+    for (const std::string& output : nodes_[node]->outputs()) {
+      ComputeReaders(output, &readers, &escapes);
+    }
+    absl::flat_hash_set<int> reading_groups;
+    for (int reader : readers) reading_groups.insert(group_of_[reader]);
+    if (!escapes && reading_groups.size() == 1) {
+      AddToGroup(*reading_groups.begin(), node);
+      continue;
+    }
+    const int producer = args_[node].empty() ? kGraphInput : producer_.at(args_[node].front());
+    if (producer != kGraphInput) {
+      AddToGroup(group_of_[producer], node);
+    } else {
+      NewGroup(forge::v1::KERNEL_FAMILY_ATEN, node);
+    }
+  }
+}
+
+absl::StatusOr<PartitionResult> Partitioner::BuildResult() {
+  std::vector<int> live;
+  for (int group = 0; group < static_cast<int>(groups_.size()); ++group) {
+    if (groups_[group].merged_away) continue;
+    std::sort(groups_[group].nodes.begin(), groups_[group].nodes.end());
+    live.push_back(group);
+  }
+  // Position of each group in `live`, its dependencies, and its boundary values.
+  absl::flat_hash_map<int, int> live_index;
+  for (int i = 0; i < static_cast<int>(live.size()); ++i) live_index[live[i]] = i;
+  std::vector<std::vector<std::string>> inputs(live.size());
+  std::vector<std::vector<std::string>> outputs(live.size());
+  std::vector<std::vector<int>> successors(live.size());
+  std::vector<int> keys(live.size());
+  for (int i = 0; i < static_cast<int>(live.size()); ++i) {
+    const Group& group = groups_[live[i]];
+    keys[i] = group.nodes.front();
+    absl::flat_hash_set<std::string> seen;
+    for (int node : group.nodes) {
+      for (const std::string& arg : args_[node]) {
+        const int producer = producer_.at(arg);
+        if (producer != kGraphInput && group_of_[producer] == live[i]) continue;
+        if (!seen.insert(arg).second) continue;
+        inputs[i].push_back(arg);
+        if (producer != kGraphInput) successors[live_index.at(group_of_[producer])].push_back(i);
+      }
+      for (const std::string& output : nodes_[node]->outputs()) {
+        auto readers = readers_.find(output);
+        const bool read_outside = readers != readers_.end() &&
+            std::any_of(readers->second.begin(), readers->second.end(),
+                        [&](int reader) { return group_of_[reader] != live[i]; });
+        if (read_outside || graph_outputs_.contains(output)) outputs[i].push_back(output);
+      }
+    }
+  }
+  std::vector<int> unplaced;
+  const std::vector<int> order = KahnOrder(successors, keys, &unplaced);
+  if (!unplaced.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "partition produced groups that depend on each other in a cycle, at node '",
+        nodes_[groups_[live[unplaced.front()]].nodes.front()]->name(), "'"));
+  }
+
+  PartitionResult result;
+  absl::flat_hash_map<std::string, int> task_of_digest;
+  for (const int i : order) {
+    const Group& group = groups_[live[i]];
+    Graph sub;
+    for (const std::string& input : inputs[i]) {
+      auto* graph_input = sub.add_inputs();
+      auto model_input = graph_inputs_.find(input);
+      graph_input->set_kind(model_input == graph_inputs_.end() ? forge::v1::INPUT_KIND_USER_INPUT
+                                                               : model_input->second->kind());
+      graph_input->set_value_name(input);
+      *sub.add_values() = *values_.at(input);
+    }
+    TaskInstance instance;
+    for (int node : group.nodes) {
+      *sub.add_nodes() = *nodes_[node];
+      for (const std::string& output : nodes_[node]->outputs()) *sub.add_values() = *values_.at(output);
+      instance.node_names.push_back(nodes_[node]->name());
+    }
+    for (const std::string& output : outputs[i]) {
+      auto* graph_output = sub.add_outputs();
+      graph_output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
+      graph_output->set_value_name(output);
+    }
+    instance.task_digest = TaskDigest(sub);
+    instance.input_values = inputs[i];
+    instance.output_values = outputs[i];
+    auto [it, inserted] = task_of_digest.emplace(instance.task_digest, result.tasks.size());
+    instance.task_index = it->second;
+    if (inserted) {
+      absl::StatusOr<TaskCost> cost = ComputeTaskCost(sub);
+      if (!cost.ok()) return cost.status();
+      KernelTask& task = result.tasks.emplace_back();
+      task.set_digest(instance.task_digest);
+      task.set_family(group.family);
+      for (const std::string& input : inputs[i]) *task.add_inputs() = values_.at(input)->tensor();
+      for (const std::string& output : outputs[i]) {
+        *task.add_outputs() = values_.at(output)->tensor();
+      }
+      task.set_flops(cost->flops);
+      task.set_min_bytes(cost->min_bytes);
+      *task.mutable_group() = std::move(sub);
+    }
+    KernelTask& task = result.tasks[instance.task_index];
+    task.set_occurrences(task.occurrences() + 1);
+    result.instances.push_back(std::move(instance));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionResult> Partition(const Graph& graph) {
+  return Partitioner(graph).Run();
+}
+
+}  // namespace forge::graph

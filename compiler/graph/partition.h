@@ -1,0 +1,59 @@
+// The partitioner: a model graph -> kernel tasks (fusion groups with fixed shapes) and the ordered
+// task instances that, run in turn, compute the whole model.
+//
+// Fusion rules, applied in this order (op classes: op_classes.h):
+//  1. Anchors, in graph order: every reduction, GEMM, convolution and attention node starts a
+//     group of its family.
+//     - A reduction takes its pointwise prologue: pointwise producers whose every use is inside the
+//       group (RMSNorm's pow feeding mean), transitively.
+//     - Every anchor takes its pointwise epilogue: while the group's last node has exactly one used
+//       output, read by exactly one pointwise (or eval batch-norm) node and not a graph output,
+//       that node joins (bias add, activation, scale, residual add, batch norm, layer_norm+gelu).
+//  2. Pointwise chains: each remaining pointwise or eval batch-norm node joins the pointwise
+//     groups of its producers, merging them (any DAG of elementwise ops, with broadcasts, becomes
+//     one POINTWISE group), unless that would make the groups depend on each other in a cycle.
+//  3. Every other node (opaque ATen ops) is one ATEN task.
+//  4. Views are free and folded: a view joins the one group that reads its result (directly or
+//     through more views) when there is exactly one such group and the result is not a graph
+//     output; otherwise it joins the group that produced its input; a view of a graph input read
+//     by several groups becomes an ATEN task of its own (an ATen view call: no data moves).
+// "Reads through views": when deciding single use, views are transparent.
+// Every node lands in exactly one group. Identical groups (same task digest) share one task.
+#ifndef FORGE_COMPILER_GRAPH_PARTITION_H_
+#define FORGE_COMPILER_GRAPH_PARTITION_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
+
+namespace forge::graph {
+
+// One occurrence of a task in the model: which model values it reads and writes.
+struct TaskInstance {
+  int task_index = 0;       // into PartitionResult::tasks
+  std::string task_digest;  // the task's digest, for convenience
+  // Model nodes the instance covers, in graph order.
+  std::vector<std::string> node_names;
+  // The model value bound to each input / output of the task's group, in the group's order.
+  std::vector<std::string> input_values;
+  std::vector<std::string> output_values;
+};
+
+struct PartitionResult {
+  // Distinct tasks, in the order of their first instance; occurrences counts the instances.
+  std::vector<forge::v1::KernelTask> tasks;
+  // Every instance, in an order that respects data dependencies.
+  std::vector<TaskInstance> instances;
+};
+
+// Partitions `graph`. InvalidArgument, naming the node or value, for a malformed graph: a value
+// described twice or defined twice, a node reading or an output naming an undefined value, a node
+// output without a Value entry, duplicate node names, or a dependency cycle.
+absl::StatusOr<PartitionResult> Partition(const forge::v1::Graph& graph);
+
+}  // namespace forge::graph
+
+#endif  // FORGE_COMPILER_GRAPH_PARTITION_H_

@@ -1,0 +1,378 @@
+#include "compiler/graph/partition.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace forge::graph {
+namespace {
+
+using ::forge::v1::Graph;
+using ::forge::v1::KernelFamily;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Builds small float32 graphs: every value is contiguous, every node has one output named after
+// the node ("relu" -> "relu_1", ...).
+class GraphBuilder {
+ public:
+  std::string Input(const std::string& name, std::vector<std::int64_t> shape,
+                    forge::v1::InputKind kind = forge::v1::INPUT_KIND_USER_INPUT) {
+    AddValue(name, shape);
+    auto* input = graph_.add_inputs();
+    input->set_kind(kind);
+    input->set_value_name(name);
+    return name;
+  }
+  // A node `op` ("aten::relu") reading `tensors` in order, plus `scalar` as a float argument
+  // when given; returns its output's name.
+  std::string Op(const std::string& op, const std::vector<std::string>& tensors,
+                 std::vector<std::int64_t> shape, std::optional<double> scalar = std::nullopt) {
+    auto* node = graph_.add_nodes();
+    const std::string name = absl::StrCat(op.substr(op.find(':') + 2), "_", ++count_);
+    node->set_name(name);
+    node->set_op(op);
+    node->set_overload("default");
+    for (const std::string& tensor : tensors) node->add_arguments()->set_tensor(tensor);
+    if (scalar) node->add_arguments()->set_float_value(*scalar);
+    node->add_outputs(name);
+    AddValue(name, shape);
+    return name;
+  }
+  void Output(const std::string& name) {
+    auto* output = graph_.add_outputs();
+    output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
+    output->set_value_name(name);
+  }
+  Graph& graph() { return graph_; }
+
+ private:
+  void AddValue(const std::string& name, const std::vector<std::int64_t>& shape) {
+    auto* tensor = graph_.add_values()->mutable_tensor();
+    graph_.mutable_values(graph_.values_size() - 1)->set_name(name);
+    tensor->set_dtype(forge::v1::DTYPE_FLOAT32);
+    std::int64_t stride = 1;
+    std::vector<std::int64_t> strides(shape.size());
+    for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+      strides[i] = stride;
+      stride *= shape[i];
+    }
+    tensor->mutable_shape()->Add(shape.begin(), shape.end());
+    tensor->mutable_strides()->Add(strides.begin(), strides.end());
+  }
+
+  Graph graph_;
+  int count_ = 0;
+};
+
+// Partitions `graph` and checks what must hold for every partition: each node in exactly one
+// instance, instances in dependency order, tasks' occurrences matching their instances.
+PartitionResult PartitionAndCheck(const Graph& graph) {
+  absl::StatusOr<PartitionResult> result = Partition(graph);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  std::map<std::string, int> covered;
+  std::set<std::string> available;
+  for (const auto& input : graph.inputs()) available.insert(input.value_name());
+  std::vector<int> occurrences(result->tasks.size(), 0);
+  for (const TaskInstance& instance : result->instances) {
+    for (const std::string& node : instance.node_names) ++covered[node];
+    for (const std::string& value : instance.input_values) {
+      EXPECT_TRUE(available.contains(value)) << value << " read before it is written";
+    }
+    available.insert(instance.output_values.begin(), instance.output_values.end());
+    const auto& task = result->tasks[instance.task_index];
+    EXPECT_EQ(task.digest(), instance.task_digest);
+    EXPECT_EQ(task.inputs_size(), static_cast<int>(instance.input_values.size()));
+    EXPECT_EQ(task.outputs_size(), static_cast<int>(instance.output_values.size()));
+    ++occurrences[instance.task_index];
+  }
+  for (const auto& node : graph.nodes()) {
+    EXPECT_EQ(covered[node.name()], 1) << "node " << node.name();
+  }
+  EXPECT_EQ(covered.size(), static_cast<std::size_t>(graph.nodes_size()));
+  for (std::size_t i = 0; i < result->tasks.size(); ++i) {
+    EXPECT_EQ(result->tasks[i].occurrences(), occurrences[i]);
+  }
+  for (const auto& output : graph.outputs()) EXPECT_TRUE(available.contains(output.value_name()));
+  return *std::move(result);
+}
+
+// "FAMILY: op+op" for each instance, in run order.
+std::vector<std::string> Summary(const PartitionResult& result) {
+  std::vector<std::string> rows;
+  for (const TaskInstance& instance : result.instances) {
+    const auto& task = result.tasks[instance.task_index];
+    std::vector<std::string> ops;
+    for (const auto& node : task.group().nodes()) ops.push_back(node.op().substr(6));
+    rows.push_back(absl::StrCat(forge::v1::KernelFamily_Name(task.family()).substr(14), ": ",
+                                absl::StrJoin(ops, "+")));
+  }
+  return rows;
+}
+
+TEST(PartitionTest, PointwiseChainWithBroadcastIsOneTask) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {8, 64});
+  const std::string bias = b.Input("bias", {64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string expanded = b.Op("aten::expand", {bias}, {8, 64});
+  const std::string sum = b.Op("aten::add", {x, expanded}, {8, 64});
+  const std::string scaled = b.Op("aten::mul", {sum}, {8, 64}, 2.0);
+  const std::string other = b.Op("aten::exp", {x}, {8, 64});
+  b.Output(b.Op("aten::sub", {scaled, other}, {8, 64}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("POINTWISE: expand+add+mul+exp+sub"));
+  const auto& task = result.tasks[0];
+  // Read from outside, in order of first use: bias (by expand), then x.
+  EXPECT_THAT(result.instances[0].input_values, ElementsAre("bias", "x"));
+  EXPECT_EQ(task.group().inputs(0).kind(), forge::v1::INPUT_KIND_PARAMETER);
+  EXPECT_EQ(task.group().inputs(1).kind(), forge::v1::INPUT_KIND_USER_INPUT);
+  EXPECT_EQ(task.flops(), 4 * 8 * 64);
+  EXPECT_EQ(task.min_bytes(), (8 * 64 + 64 + 8 * 64) * 4);
+}
+
+TEST(PartitionTest, RmsNormIsOneReductionTask) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {2, 16, 64});
+  const std::string weight = b.Input("w", {64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string square = b.Op("aten::pow", {x}, {2, 16, 64}, 2.0);
+  const std::string mean = b.Op("aten::mean", {square}, {2, 16, 1});
+  const std::string eps = b.Op("aten::add", {mean}, {2, 16, 1}, 1e-6);
+  const std::string inv = b.Op("aten::rsqrt", {eps}, {2, 16, 1});
+  const std::string normed = b.Op("aten::mul", {x, inv}, {2, 16, 64});
+  const std::string scaled = b.Op("aten::mul", {normed, weight}, {2, 16, 64});
+  b.Output(b.Op("aten::linear", {scaled, b.Input("wq", {64, 64})}, {2, 16, 64}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("REDUCTION: pow+mean+add+rsqrt+mul+mul",
+                                           "GEMM: linear"));
+  EXPECT_THAT(result.instances[0].input_values, ElementsAre("x", "w"));
+}
+
+TEST(PartitionTest, GemmTakesItsSingleConsumerEpilogue) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {8, 64});
+  const std::string w = b.Input("w", {64, 64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string bias = b.Input("bias", {64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string product = b.Op("aten::linear", {x, w}, {8, 64});
+  const std::string biased = b.Op("aten::add", {product, bias}, {8, 64});
+  const std::string act = b.Op("aten::gelu", {biased}, {8, 64});
+  const std::string residual = b.Op("aten::add", {x, act}, {8, 64});
+  // Two readers of the next GEMM's output: no epilogue for it.
+  const std::string second = b.Op("aten::linear", {residual, w}, {8, 64});
+  const std::string relu = b.Op("aten::relu", {second}, {8, 64});
+  b.Output(relu);
+  b.Output(b.Op("aten::neg", {second}, {8, 64}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("GEMM: linear+add+gelu+add", "GEMM: linear",
+                                           "POINTWISE: relu", "POINTWISE: neg"));
+  EXPECT_EQ(result.tasks[0].flops(), 2 * 8 * 64 * 64 + 3 * 8 * 64);
+}
+
+TEST(PartitionTest, ConvTakesBatchNormReluAndResidual) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {1, 8, 16, 16});
+  const std::string w = b.Input("w", {8, 8, 3, 3}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string mean = b.Input("mean", {8}, forge::v1::INPUT_KIND_BUFFER);
+  const std::string var = b.Input("var", {8}, forge::v1::INPUT_KIND_BUFFER);
+  const std::string conv = b.Op("aten::conv2d", {x, w}, {1, 8, 16, 16});
+  const std::string bn = b.Op("aten::batch_norm", {conv, mean, var}, {1, 8, 16, 16});
+  const std::string relu = b.Op("aten::relu", {bn}, {1, 8, 16, 16});
+  const std::string conv2 = b.Op("aten::conv2d", {relu, w}, {1, 8, 16, 16});
+  const std::string bn2 = b.Op("aten::batch_norm", {conv2, mean, var}, {1, 8, 16, 16});
+  const std::string sum = b.Op("aten::add", {bn2, x}, {1, 8, 16, 16});
+  b.Output(b.Op("aten::relu", {sum}, {1, 8, 16, 16}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("CONV: conv2d+batch_norm+relu",
+                                           "CONV: conv2d+batch_norm+add+relu"));
+}
+
+TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
+  GraphBuilder b;
+  const std::string q = b.Input("q", {2, 4, 16, 16});
+  const std::string k = b.Input("k", {2, 4, 16, 16});
+  const std::string attention =
+      b.Op("aten::scaled_dot_product_attention", {q, k, k}, {2, 4, 16, 16});
+  const std::string joined = b.Op("aten::cat", {attention, q}, {2, 4, 32, 16});
+  const std::string probabilities = b.Op("aten::softmax", {joined}, {2, 4, 32, 16});
+  b.Output(b.Op("aten::gelu", {probabilities}, {2, 4, 32, 16}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result),
+              ElementsAre("ATTENTION: scaled_dot_product_attention", "ATEN: cat",
+                          "REDUCTION: softmax+gelu"));
+}
+
+TEST(PartitionTest, ViewsFoldIntoTheGroupThatReadsThem) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {2, 8, 64});
+  const std::string table = b.Input("table", {64, 64}, forge::v1::INPUT_KIND_BUFFER);
+  const std::string flat = b.Op("aten::view", {x}, {16, 64});  // read by the GEMM only
+  const std::string product = b.Op("aten::linear", {flat, table}, {16, 64});
+  const std::string shaped = b.Op("aten::view", {product}, {2, 8, 64});  // inside the epilogue
+  const std::string act = b.Op("aten::relu", {shaped}, {2, 8, 64});
+  const std::string rows = b.Op("aten::slice", {table}, {8, 64});  // read by two groups
+  const std::string left = b.Op("aten::mul", {act, rows}, {2, 8, 64});
+  const std::string joined = b.Op("aten::cat", {left, rows}, {2, 16, 64});
+  b.Output(joined);
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  // The slice runs first: the GEMM's epilogue reads it.
+  EXPECT_THAT(Summary(result), ElementsAre("ATEN: slice", "GEMM: view+linear+view+relu+mul",
+                                           "ATEN: cat"));
+  // The lone view moves no data.
+  EXPECT_EQ(result.tasks[result.instances[0].task_index].min_bytes(), 0);
+  EXPECT_THAT(result.instances[1].input_values, ElementsAre("x", "table", rows));
+}
+
+TEST(PartitionTest, PointwiseFusionNeverMakesACycle) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {4, 4});
+  const std::string first = b.Op("aten::neg", {x}, {4, 4});
+  const std::string opaque = b.Op("aten::cumsum", {first}, {4, 4});
+  // Reads `first` and the opaque op's result: joining neg's group would need cumsum inside it.
+  b.Output(b.Op("aten::add", {first, opaque}, {4, 4}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("POINTWISE: neg", "ATEN: cumsum", "POINTWISE: add"));
+}
+
+TEST(PartitionTest, IdenticalGroupsShareATask) {
+  GraphBuilder b;
+  std::string x = b.Input("x", {8, 64});
+  for (int layer = 0; layer < 3; ++layer) {
+    x = b.Op("aten::cumsum", {b.Op("aten::tanh", {x}, {8, 64})}, {8, 64});
+  }
+  b.Output(x);
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  ASSERT_EQ(result.tasks.size(), 2u);
+  EXPECT_EQ(result.instances.size(), 6u);
+  EXPECT_EQ(result.tasks[0].occurrences(), 3);
+  EXPECT_EQ(result.tasks[1].occurrences(), 3);
+}
+
+TEST(PartitionTest, MalformedGraphsNameTheProblem) {
+  GraphBuilder undefined;
+  undefined.Op("aten::relu", {"ghost"}, {4});
+  absl::StatusOr<PartitionResult> result = Partition(undefined.graph());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("relu_1"));
+  EXPECT_THAT(result.status().message(), HasSubstr("'ghost'"));
+
+  GraphBuilder duplicate;
+  duplicate.Input("x", {4});
+  duplicate.Input("x", {4});
+  result = Partition(duplicate.graph());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("duplicate value 'x'"));
+
+  GraphBuilder cycle;
+  cycle.Input("x", {4});
+  cycle.Op("aten::add", {"x", "neg_2"}, {4});
+  cycle.Op("aten::neg", {"add_1"}, {4});
+  result = Partition(cycle.graph());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("cycle"));
+  EXPECT_THAT(result.status().message(), HasSubstr("add_1"));
+
+  GraphBuilder bad_output;
+  bad_output.Input("x", {4});
+  bad_output.Output("nowhere");
+  result = Partition(bad_output.graph());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("'nowhere'"));
+}
+
+TEST(PartitionTest, OutOfOrderNodesAreSorted) {
+  GraphBuilder b;
+  b.Input("x", {4});
+  b.Op("aten::neg", {"relu_2"}, {4});
+  b.Op("aten::relu", {"x"}, {4});
+  b.Output("neg_1");
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("POINTWISE: relu+neg"));
+}
+
+// The exported test models (tests/fixtures/make_models.py).
+Graph LoadModel(const std::string& name) {
+  const char* directory = std::getenv("FORGE_TEST_MODELS");
+  Graph graph;
+  if (directory == nullptr) {
+    ADD_FAILURE() << "FORGE_TEST_MODELS is not set; run through ctest (fixtures.make_models)";
+    return graph;
+  }
+  const std::string path = absl::StrCat(directory, "/", name, "/graph.pb");
+  std::ifstream file(path, std::ios::binary);
+  EXPECT_TRUE(file && graph.ParseFromIstream(&file)) << "cannot read " << path;
+  return graph;
+}
+
+std::map<std::string, int> InstancesPerFamily(const PartitionResult& result) {
+  std::map<std::string, int> count;
+  for (const TaskInstance& instance : result.instances) {
+    ++count[forge::v1::KernelFamily_Name(result.tasks[instance.task_index].family())];
+  }
+  return count;
+}
+
+TEST(PartitionModelsTest, EveryModelPartitionsCoveringEachNodeOnce) {
+  for (const char* name : {"mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack",
+                           "conv_bn_relu", "softmax", "layer_norm_gelu", "cross_entropy",
+                           "resnet18"}) {
+    SCOPED_TRACE(name);
+    const Graph graph = LoadModel(name);
+    ASSERT_GT(graph.nodes_size(), 0);
+    const PartitionResult result = PartitionAndCheck(graph);
+    EXPECT_FALSE(result.tasks.empty());
+  }
+}
+
+TEST(PartitionModelsTest, LlamaBlockTasks) {
+  const PartitionResult result = PartitionAndCheck(LoadModel("llama_block"));
+  const std::map<std::string, int> families = InstancesPerFamily(result);
+  EXPECT_EQ(families.at("KERNEL_FAMILY_REDUCTION"), 2);  // the two RMSNorms
+  EXPECT_EQ(families.at("KERNEL_FAMILY_GEMM"), 7);       // q, k, v, o, gate, up, down
+  EXPECT_EQ(families.at("KERNEL_FAMILY_ATTENTION"), 1);
+  for (const std::string& row : Summary(result)) {
+    if (row.starts_with("REDUCTION")) EXPECT_EQ(row, "REDUCTION: pow+mean+add+rsqrt+mul+mul");
+  }
+  EXPECT_THAT(Summary(result), testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
+}
+
+TEST(PartitionModelsTest, LlamaStackCollapsesToTheBlocksTasks) {
+  const PartitionResult block = PartitionAndCheck(LoadModel("llama_block"));
+  const PartitionResult stack = PartitionAndCheck(LoadModel("llama_stack"));
+  std::map<std::string, int> block_occurrences;
+  for (const auto& task : block.tasks) block_occurrences[task.digest()] = task.occurrences();
+  std::map<std::string, int> stack_occurrences;
+  for (const auto& task : stack.tasks) stack_occurrences[task.digest()] = task.occurrences();
+  ASSERT_EQ(stack_occurrences.size(), block_occurrences.size());
+  for (const auto& [digest, occurrences] : block_occurrences) {
+    ASSERT_TRUE(stack_occurrences.contains(digest)) << digest;
+    EXPECT_EQ(stack_occurrences.at(digest), 3 * occurrences) << digest;
+  }
+  EXPECT_EQ(stack.instances.size(), 3 * block.instances.size());
+}
+
+TEST(PartitionModelsTest, ResnetConvsTakeTheirEpilogues) {
+  const PartitionResult result = PartitionAndCheck(LoadModel("resnet18"));
+  const std::vector<std::string> rows = Summary(result);
+  const auto count = [&rows](const std::string& row) {
+    return std::count(rows.begin(), rows.end(), row);
+  };
+  // Stem, and the first conv of each of the 8 basic blocks.
+  EXPECT_EQ(count("CONV: conv2d+_native_batch_norm_legit_no_training+relu"), 9);
+  // The second conv of each basic block, with the residual add.
+  EXPECT_EQ(count("CONV: conv2d+_native_batch_norm_legit_no_training+add+relu"), 8);
+  // Downsample shortcuts: conv + batch norm, read by the residual add of another group.
+  EXPECT_EQ(count("CONV: conv2d+_native_batch_norm_legit_no_training"), 3);
+  EXPECT_EQ(InstancesPerFamily(result).at("KERNEL_FAMILY_CONV"), 20);
+}
+
+}  // namespace
+}  // namespace forge::graph
