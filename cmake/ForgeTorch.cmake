@@ -26,8 +26,18 @@ if(FORGE_WITH_TORCH)
   endif()
   add_library(forge_libtorch_cpu INTERFACE)
   add_library(forge::libtorch_cpu ALIAS forge_libtorch_cpu)
+  # torch/include also ships an old protobuf's headers (google/), which would shadow Debian's in
+  # every file that includes generated forge.v1 messages; expose the rest through links.
+  set(_forge_torch_include ${PROJECT_BINARY_DIR}/libtorch_include)
+  file(REMOVE_RECURSE ${_forge_torch_include})
+  file(MAKE_DIRECTORY ${_forge_torch_include})
+  file(GLOB _forge_torch_entries RELATIVE ${FORGE_TORCH_DIR}/include ${FORGE_TORCH_DIR}/include/*)
+  list(REMOVE_ITEM _forge_torch_entries google)
+  foreach(_entry IN LISTS _forge_torch_entries)
+    file(CREATE_LINK ${FORGE_TORCH_DIR}/include/${_entry} ${_forge_torch_include}/${_entry} SYMBOLIC)
+  endforeach()
   target_include_directories(forge_libtorch_cpu SYSTEM INTERFACE
-    ${FORGE_TORCH_DIR}/include ${FORGE_TORCH_DIR}/include/torch/csrc/api/include)
+    ${_forge_torch_include} ${FORGE_TORCH_DIR}/include/torch/csrc/api/include)
   target_compile_definitions(forge_libtorch_cpu INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
   target_link_libraries(forge_libtorch_cpu INTERFACE
     ${FORGE_TORCH_DIR}/lib/libtorch_cpu.so ${FORGE_TORCH_DIR}/lib/libc10.so)

@@ -1,0 +1,181 @@
+#include "compiler/codegen/codegen_test_util.h"
+
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/cuda_expr.h"
+
+namespace forge::codegen::testing {
+
+using forge::v1::Argument;
+
+Argument TensorArg(const std::string& name, const std::string& value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_tensor(value);
+  return argument;
+}
+Argument OptionalTensorArg(const std::string& name, const std::string& value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.mutable_optional_tensor()->set_value_name(value);
+  return argument;
+}
+Argument NoneArg(const std::string& name) {
+  Argument argument;
+  argument.set_name(name);
+  argument.mutable_none();
+  return argument;
+}
+Argument FloatArg(const std::string& name, double value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_float_value(value);
+  return argument;
+}
+Argument IntArg(const std::string& name, int64_t value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_int_value(value);
+  return argument;
+}
+Argument BoolArg(const std::string& name, bool value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_bool_value(value);
+  return argument;
+}
+Argument StringArg(const std::string& name, const std::string& value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_keyword(true);
+  argument.set_string_value(value);
+  return argument;
+}
+Argument IntsArg(const std::string& name, const std::vector<int64_t>& values) {
+  Argument argument;
+  argument.set_name(name);
+  for (int64_t value : values) argument.mutable_ints()->add_values(value);
+  return argument;
+}
+Argument DTypeArg(const std::string& name, forge::v1::DType value) {
+  Argument argument;
+  argument.set_name(name);
+  argument.set_keyword(true);
+  argument.set_dtype(value);
+  return argument;
+}
+
+forge::v1::TensorSpec TaskBuilder::Spec(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                                        std::vector<int64_t> strides,
+                                        int64_t storage_offset) const {
+  if (strides.empty()) strides = ContiguousStrides(shape);
+  forge::v1::TensorSpec spec;
+  spec.set_dtype(dtype);
+  for (int64_t size : shape) spec.add_shape(size);
+  for (int64_t stride : strides) spec.add_strides(stride);
+  spec.set_storage_offset(storage_offset);
+  spec.mutable_device()->set_type("cuda");
+  spec.set_layout(forge::v1::LAYOUT_STRIDED);
+  return spec;
+}
+
+TaskBuilder& TaskBuilder::Input(const std::string& name, forge::v1::DType dtype,
+                                std::vector<int64_t> shape, std::vector<int64_t> strides,
+                                int64_t storage_offset) {
+  forge::v1::Value* value = task_.mutable_group()->add_values();
+  value->set_name(name);
+  *value->mutable_tensor() = Spec(dtype, shape, strides, storage_offset);
+  forge::v1::GraphInput* input = task_.mutable_group()->add_inputs();
+  input->set_kind(forge::v1::INPUT_KIND_USER_INPUT);
+  input->set_value_name(name);
+  *task_.add_inputs() = value->tensor();
+  return *this;
+}
+
+TaskBuilder& TaskBuilder::Node(const std::string& output, const std::string& op,
+                               const std::string& overload, std::vector<Argument> arguments,
+                               forge::v1::DType dtype, std::vector<int64_t> shape) {
+  forge::v1::Value* value = task_.mutable_group()->add_values();
+  value->set_name(output);
+  *value->mutable_tensor() = Spec(dtype, shape, {}, 0);
+  forge::v1::Node* node = task_.mutable_group()->add_nodes();
+  node->set_name(output);
+  node->set_op(absl::StrCat("aten::", op));
+  node->set_overload(overload);
+  // The dispatcher's schema is not needed by the generators; the fallback only checks presence.
+  node->set_schema(absl::StrCat("aten::", op, overload.empty() ? "" : ".", overload, "(...)"));
+  for (Argument& argument : arguments) *node->add_arguments() = std::move(argument);
+  node->add_outputs(output);
+  return *this;
+}
+
+TaskBuilder& TaskBuilder::Output(const std::string& name, std::vector<int64_t> strides) {
+  forge::v1::GraphOutput* output = task_.mutable_group()->add_outputs();
+  output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
+  output->set_value_name(name);
+  for (const forge::v1::Value& value : task_.group().values()) {
+    if (value.name() != name) continue;
+    std::vector<int64_t> shape(value.tensor().shape().begin(), value.tensor().shape().end());
+    *task_.add_outputs() = Spec(value.tensor().dtype(), shape, std::move(strides), 0);
+  }
+  return *this;
+}
+
+forge::v1::KernelTask TaskBuilder::Build(forge::v1::KernelFamily family) const {
+  forge::v1::KernelTask task = task_;
+  task.set_family(family);
+  task.set_digest(std::string(64, 'a'));
+  task.set_occurrences(1);
+  return task;
+}
+
+forge::compile::CompilePool& Pool() {
+  static forge::compile::CompilePool* pool = [] {
+    auto created = forge::compile::CompilePool::Create({.threads = 2});
+    if (!created.ok()) {
+      std::cerr << "compile pool: " << created.status() << "\n";
+      std::abort();
+    }
+    return created->release();
+  }();
+  return *pool;
+}
+
+forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch) {
+  forge::compile::CompileRequest request;
+  request.source = kernel.source;
+  request.name_expressions = {kernel.kernel_name};
+  request.arch = arch;
+  return request;
+}
+
+void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
+                    const std::vector<std::string>& labels, bool expect_no_spills) {
+  ASSERT_EQ(kernels.size(), labels.size());
+  const std::vector<std::string> archs = {"sm_80", "sm_90"};
+  std::vector<std::future<forge::compile::CompileResult>> pending;
+  for (const GeneratedKernel& kernel : kernels) {
+    for (const std::string& arch : archs) pending.push_back(Pool().Submit(RequestFor(kernel, arch)));
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const std::string& label = labels[i / archs.size()];
+    const std::string& arch = archs[i % archs.size()];
+    forge::compile::CompileResult result = pending[i].get();
+    ASSERT_TRUE(result.ok()) << label << " for " << arch << ": " << result.status << "\n"
+                             << result.log << "\n" << kernels[i / archs.size()].source;
+    const forge::compile::PtxasFunctionReport* report =
+        result.ptxas.Find(kernels[i / archs.size()].kernel_name);
+    ASSERT_NE(report, nullptr) << label << " for " << arch << ": no ptxas report\n" << result.log;
+    if (expect_no_spills) {
+      EXPECT_EQ(report->spill_store_bytes + report->spill_load_bytes, 0)
+          << label << " for " << arch << " spills:\n" << result.log;
+    }
+  }
+}
+
+}  // namespace forge::codegen::testing

@@ -1,0 +1,59 @@
+// Test support for the generators: hand-made KernelTasks shaped like the exporter's, and NVRTC
+// compiles of generated kernels through the worker's compile pool.
+#ifndef FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_
+#define FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "compiler/codegen/generated_kernel.h"
+#include "forge/v1/task.pb.h"
+#include "worker/compile/compile_pool.h"
+
+namespace forge::codegen::testing {
+
+// Argument constructors, named as the exporter names them.
+forge::v1::Argument TensorArg(const std::string& name, const std::string& value);
+forge::v1::Argument OptionalTensorArg(const std::string& name, const std::string& value);
+forge::v1::Argument NoneArg(const std::string& name);
+forge::v1::Argument FloatArg(const std::string& name, double value);
+forge::v1::Argument IntArg(const std::string& name, int64_t value);
+forge::v1::Argument BoolArg(const std::string& name, bool value);
+forge::v1::Argument StringArg(const std::string& name, const std::string& value);
+forge::v1::Argument IntsArg(const std::string& name, const std::vector<int64_t>& values);
+forge::v1::Argument DTypeArg(const std::string& name, forge::v1::DType value);
+
+class TaskBuilder {
+ public:
+  // A kernel input; contiguous unless `strides` is given.
+  TaskBuilder& Input(const std::string& name, forge::v1::DType dtype, std::vector<int64_t> shape,
+                     std::vector<int64_t> strides = {}, int64_t storage_offset = 0);
+  // A node "aten::<op>.<overload>" whose one output is `output`.
+  TaskBuilder& Node(const std::string& output, const std::string& op, const std::string& overload,
+                    std::vector<forge::v1::Argument> arguments, forge::v1::DType dtype,
+                    std::vector<int64_t> shape);
+  // Marks `name` as a kernel output; contiguous unless `strides` is given.
+  TaskBuilder& Output(const std::string& name, std::vector<int64_t> strides = {});
+  forge::v1::KernelTask Build(forge::v1::KernelFamily family) const;
+
+ private:
+  forge::v1::TensorSpec Spec(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                             std::vector<int64_t> strides, int64_t storage_offset) const;
+  forge::v1::KernelTask task_;
+};
+
+// One process-wide pool (2 threads) shared by the tests.
+forge::compile::CompilePool& Pool();
+forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
+
+// Compiles every kernel for every arch through Pool(), in parallel, and checks that each compiles
+// and (when `expect_no_spills`) that ptxas reports no spills for it. Failures name `labels[i]`.
+void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
+                    const std::vector<std::string>& labels, bool expect_no_spills);
+
+}  // namespace forge::codegen::testing
+
+#endif  // FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_

@@ -1,0 +1,92 @@
+#include "compiler/codegen/family.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/reduction.h"
+
+namespace forge::codegen {
+
+SchedulePoint DefaultPoint(const TemplateSpace& space) {
+  SchedulePoint point{space.template_name, {}};
+  for (const ScheduleParameter& parameter : space.parameters) {
+    point.parameters[parameter.name] = parameter.default_value;
+  }
+  return point;
+}
+
+std::vector<SchedulePoint> EnumeratePoints(const TemplateSpace& space) {
+  std::vector<SchedulePoint> points = {SchedulePoint{space.template_name, {}}};
+  for (const ScheduleParameter& parameter : space.parameters) {
+    std::vector<SchedulePoint> extended;
+    extended.reserve(points.size() * parameter.values.size());
+    for (const SchedulePoint& point : points) {
+      for (int64_t value : parameter.values) {
+        SchedulePoint next = point;
+        next.parameters[parameter.name] = value;
+        extended.push_back(std::move(next));
+      }
+    }
+    points = std::move(extended);
+  }
+  return points;
+}
+
+absl::Status CheckPointInSpace(const TemplateSpace& space, const SchedulePoint& point) {
+  if (point.template_name != space.template_name) {
+    return absl::InvalidArgumentError(absl::StrCat("template '", point.template_name,
+                                                   "' is not '", space.template_name, "'"));
+  }
+  for (const ScheduleParameter& parameter : space.parameters) {
+    auto it = point.parameters.find(parameter.name);
+    if (it == point.parameters.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("template '", space.template_name,
+                                                     "': parameter '", parameter.name,
+                                                     "' is not set"));
+    }
+    if (std::find(parameter.values.begin(), parameter.values.end(), it->second) ==
+        parameter.values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("template '", space.template_name, "': parameter '", parameter.name,
+                       "' = ", it->second, " is not one of {",
+                       absl::StrJoin(parameter.values, ", "), "}"));
+    }
+  }
+  for (const auto& [name, value] : point.parameters) {
+    bool known = false;
+    for (const ScheduleParameter& parameter : space.parameters) known |= parameter.name == name;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "template '", space.template_name, "' has no parameter '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<const KernelFamily*>& AllFamilies() {
+  static const auto* families = new std::vector<const KernelFamily*>{
+      new PointwiseFamily(), new ReductionFamily(), new AtenFallbackFamily()};
+  return *families;
+}
+
+const KernelFamily* FindFamily(forge::v1::KernelFamily kind) {
+  for (const KernelFamily* family : AllFamilies()) {
+    if (family->kind() == kind) return family;
+  }
+  return nullptr;
+}
+
+std::vector<const KernelFamily*> ApplicableFamilies(const forge::v1::KernelTask& task) {
+  std::vector<const KernelFamily*> applicable;
+  for (const KernelFamily* family : AllFamilies()) {
+    if (family->Applies(task).ok()) applicable.push_back(family);
+  }
+  return applicable;
+}
+
+bool IsAtenFallback(const GeneratedKernel& kernel) { return kernel.source.empty(); }
+
+}  // namespace forge::codegen

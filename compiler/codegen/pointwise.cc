@@ -1,0 +1,332 @@
+#include "compiler/codegen/pointwise.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/codegen/cuda_expr.h"
+
+namespace forge::codegen {
+namespace {
+
+using forge::v1::KernelTask;
+using forge::v1::TensorSpec;
+
+constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
+
+// What Generate needs to know about a task, checked once.
+struct PointwiseTask {
+  GroupView view;
+  int64_t elements = 0;       // of every output
+  bool wide_index = false;    // some tensor of the group reaches past 2^31 elements
+  int64_t widest_access = 1;  // bytes per element of the widest input or output
+};
+
+std::vector<int64_t> ShapeOf(const TensorSpec& spec) {
+  return {spec.shape().begin(), spec.shape().end()};
+}
+
+absl::StatusOr<PointwiseTask> Analyze(const KernelTask& task) {
+  absl::StatusOr<GroupView> view = GroupView::Create(task);
+  if (!view.ok()) return view.status();
+  PointwiseTask analysis{*std::move(view)};
+  const forge::v1::Graph& group = task.group();
+  for (const forge::v1::Node& node : group.nodes()) {
+    if (!IsPointwiseOp(node) && !IsViewOp(node)) {
+      return absl::UnimplementedError(absl::StrCat("pointwise: ", DescribeNode(node),
+                                                   " is not an elementwise or view op"));
+    }
+  }
+  if (group.outputs_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pointwise: task ", task.digest(),
+                                                   " has no outputs"));
+  }
+  int64_t largest = 0;
+  for (const forge::v1::Value& value : group.values()) {
+    if (!StorageType(value.tensor().dtype()).ok()) {
+      return absl::UnimplementedError(absl::StrCat("pointwise: value '", value.name(),
+                                                   "' has dtype ",
+                                                   DTypeName(value.tensor().dtype()),
+                                                   ", which the generator does not support"));
+    }
+    largest = std::max(largest, NumElements(value.tensor().shape()));
+  }
+  for (int i = 0; i < task.outputs_size(); ++i) {
+    const TensorSpec& spec = task.outputs(i);
+    const std::string& name = group.outputs(i).value_name();
+    if (ShapeOf(spec) != analysis.view.Shape(name) || spec.dtype() != analysis.view.DType(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pointwise: output ", i, " ('", name, "') TensorSpec disagrees with its Value in shape or dtype"));
+    }
+    const int64_t elements = NumElements(spec.shape());
+    if (i == 0) analysis.elements = elements;
+    if (elements != analysis.elements) {
+      return absl::UnimplementedError(absl::StrCat(
+          "pointwise: outputs have different element counts (", analysis.elements, " and ",
+          elements, " for output ", i, "); one kernel writes outputs of one size"));
+    }
+    largest = std::max(largest, MaxOffset(spec) + 1);
+    analysis.widest_access = std::max(analysis.widest_access, ElementBytes(spec.dtype()));
+  }
+  for (int i = 0; i < task.inputs_size(); ++i) {
+    largest = std::max(largest, MaxOffset(task.inputs(i)) + 1);
+    analysis.widest_access = std::max(analysis.widest_access, ElementBytes(task.inputs(i).dtype()));
+  }
+  // Leaves room for the last block's overhang past the element count.
+  analysis.wide_index = largest >= (int64_t{1} << 30);
+  return analysis;
+}
+
+// The one template's space; defaults are chosen per task by ScheduleSpace.
+TemplateSpace FlatSpace() {
+  return {PointwiseFamily::kTemplateName,
+          {{"threads_per_block", {128, 256, 512, 1024}, 256},
+           {"elements_per_thread", {1, 2, 4, 8}, 1},
+           {"vector_width", {1, 2, 4, 8}, 1}}};
+}
+
+int64_t ParameterOf(const SchedulePoint& point, const std::string& name) {
+  return point.parameters.at(name);
+}
+
+// The statements that compute and store one chunk of `vector_width` elements starting at
+// element `chunk_start`.
+absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis, int vector_width,
+                                                   const std::string& index_type) {
+  const GroupView& view = analysis.view;
+  const KernelTask& task = view.task();
+  int lane = 0;  // the element of the chunk being emitted
+  std::map<int, std::string> vector_loads;  // input position -> its vector variable
+  auto element = [&](int v) { return v == 0 ? std::string("chunk_start") : absl::StrCat("(chunk_start + ", v, ")"); };
+
+  ElementEmitter emitter(
+      view, index_type, "t",
+      [&](absl::string_view value, const Index& index,
+          ElementEmitter& self) -> absl::StatusOr<std::optional<Term>> {
+        const int position = view.InputPosition(value);
+        if (position < 0) return std::optional<Term>();
+        const TensorSpec& spec = view.InputSpec(position);
+        absl::StatusOr<std::string> storage = StorageType(spec.dtype());
+        if (!storage.ok()) return storage.status();
+        absl::StatusOr<std::string> reg = RegisterType(spec.dtype());
+        if (!reg.ok()) return reg.status();
+        const bool in_place = NumElements(spec.shape()) == analysis.elements && IsContiguous(spec) &&
+                              index == RowMajorCoordinates(element(lane), ShapeOf(spec));
+        std::string loaded;
+        if (in_place && vector_width > 1 && spec.storage_offset() % vector_width == 0 &&
+            ElementBytes(spec.dtype()) * vector_width <= 16) {
+          auto [it, inserted] = vector_loads.try_emplace(position, "");
+          if (inserted) {
+            it->second = self.NewVariable();
+            self.AddStatement(absl::StrCat("const ForgeVec<", *storage, ", ", vector_width, "> ",
+                                           it->second, " = *reinterpret_cast<const ForgeVec<",
+                                           *storage, ", ", vector_width, ">*>(in", position,
+                                           " + chunk_start);"));
+          }
+          loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", lane, "]"));
+        } else if (in_place) {
+          loaded = LoadConversion(spec.dtype(), absl::StrCat("in", position, "[", element(lane), "]"));
+        } else {
+          loaded = LoadConversion(spec.dtype(),
+                                  absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));
+        }
+        const std::string variable = self.NewVariable();
+        self.AddStatement(absl::StrCat("const ", *reg, " ", variable, " = ", loaded, ";"));
+        return Term{variable, spec.dtype()};
+      });
+
+  // results[o][v]: output o's element v of the chunk, in its register type.
+  std::vector<std::vector<Term>> results(task.outputs_size());
+  for (lane = 0; lane < vector_width; ++lane) {
+    for (int o = 0; o < task.outputs_size(); ++o) {
+      const std::string& name = task.group().outputs(o).value_name();
+      absl::StatusOr<Term> term = emitter.Emit(name, RowMajorCoordinates(element(lane), view.Shape(name)));
+      if (!term.ok()) return term.status();
+      results[o].push_back(*term);
+    }
+  }
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    const TensorSpec& spec = task.outputs(o);
+    const std::string storage = *StorageType(spec.dtype());
+    // The computed term has the register type of its own dtype, which may differ from the
+    // output's when the output is a group input passed through.
+    auto stored = [&](const Term& term) {
+      const std::string reg = *RegisterType(spec.dtype());
+      const std::string converted =
+          spec.dtype() == forge::v1::DTYPE_BOOL ? absl::StrCat("(", term.expr, " != 0)")
+                                                : absl::StrCat("((", reg, ")", term.expr, ")");
+      return StoreConversion(spec.dtype(), converted);
+    };
+    if (vector_width > 1) {
+      const std::string variable = emitter.NewVariable();
+      emitter.AddStatement(absl::StrCat("ForgeVec<", storage, ", ", vector_width, "> ", variable, ";"));
+      for (int v = 0; v < vector_width; ++v) {
+        emitter.AddStatement(absl::StrCat(variable, ".v[", v, "] = ", stored(results[o][v]), ";"));
+      }
+      emitter.AddStatement(absl::StrCat("*reinterpret_cast<ForgeVec<", storage, ", ", vector_width,
+                                        ">*>(out", o, " + chunk_start) = ", variable, ";"));
+    } else if (IsContiguous(spec)) {
+      emitter.AddStatement(absl::StrCat("out", o, "[chunk_start] = ", stored(results[o][0]), ";"));
+    } else {
+      const Index coordinates = RowMajorCoordinates("chunk_start", ShapeOf(spec));
+      emitter.AddStatement(absl::StrCat("out", o, "[", ElementOffset(coordinates, spec, emitter),
+                                        "] = ", stored(results[o][0]), ";"));
+    }
+  }
+  return emitter.statements();
+}
+
+}  // namespace
+
+absl::Status PointwiseFamily::Applies(const KernelTask& task) const {
+  absl::StatusOr<PointwiseTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  // Emitting one element proves every op and argument is expressible.
+  return ChunkBody(*analysis, 1, "int").status();
+}
+
+absl::StatusOr<std::vector<TemplateSpace>> PointwiseFamily::ScheduleSpace(
+    const KernelTask& task) const {
+  absl::StatusOr<PointwiseTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  TemplateSpace space = FlatSpace();
+  // Default: the widest vector that is valid, then more elements per thread for scalar code.
+  for (int64_t width : {8, 4, 2}) {
+    SchedulePoint point = DefaultPoint(space);
+    point.parameters["vector_width"] = width;
+    if (Validate(task, point).ok()) {
+      space.parameters[2].default_value = width;
+      break;
+    }
+  }
+  if (space.parameters[2].default_value == 1) {
+    for (int64_t elements : {4, 2}) {
+      SchedulePoint point = DefaultPoint(space);
+      point.parameters["elements_per_thread"] = elements;
+      if (Validate(task, point).ok()) {
+        space.parameters[1].default_value = elements;
+        break;
+      }
+    }
+  }
+  // Small tasks: the default block must not be mostly idle.
+  while (space.parameters[0].default_value > 128) {
+    SchedulePoint point = DefaultPoint(space);
+    if (Validate(task, point).ok()) break;
+    space.parameters[0].default_value /= 2;
+  }
+  return std::vector<TemplateSpace>{space};
+}
+
+absl::Status PointwiseFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
+  absl::StatusOr<PointwiseTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  if (absl::Status status = CheckPointInSpace(FlatSpace(), point); !status.ok()) return status;
+  const int64_t threads = ParameterOf(point, "threads_per_block");
+  const int64_t per_thread = ParameterOf(point, "elements_per_thread");
+  const int64_t width = ParameterOf(point, "vector_width");
+  const int64_t elements = analysis->elements;
+  if (width > 1) {
+    if (elements % width != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("vector_width ", width,
+                                                     " does not divide the ", elements,
+                                                     " elements of the outputs"));
+    }
+    for (int o = 0; o < task.outputs_size(); ++o) {
+      const TensorSpec& spec = task.outputs(o);
+      if (!IsContiguous(spec)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "vector_width ", width, " needs contiguous outputs; output ", o, " is strided"));
+      }
+      if (spec.storage_offset() % width != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("vector_width ", width, " needs 16-byte aligned outputs; output ", o,
+                         " starts at storage offset ", spec.storage_offset()));
+      }
+    }
+    if (width * analysis->widest_access > 16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vector_width ", width, " of ", analysis->widest_access,
+          "-byte elements exceeds a 16-byte vector access"));
+    }
+  }
+  // Every thread of a block but the last one's slots must have work, or the point is only a
+  // slower copy of a smaller one.
+  if (per_thread > 1 && elements <= threads * width * (per_thread - 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "elements_per_thread ", per_thread, " leaves slots empty: the ", elements,
+        " elements fit in ", per_thread - 1, " slots of ", threads, " threads x ", width));
+  }
+  if (threads > 128 && elements <= (threads / 2) * width * per_thread) {
+    return absl::InvalidArgumentError(absl::StrCat("threads_per_block ", threads,
+                                                   " leaves half the block idle for ", elements,
+                                                   " elements"));
+  }
+  const int64_t per_block = threads * per_thread * width;
+  if ((elements + per_block - 1) / per_block > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(elements, " elements need more than 2^31-1 blocks of ", per_block));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GeneratedKernel> PointwiseFamily::Generate(const KernelTask& task,
+                                                          const SchedulePoint& point) const {
+  if (absl::Status status = Validate(task, point); !status.ok()) return status;
+  absl::StatusOr<PointwiseTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  const int64_t threads = ParameterOf(point, "threads_per_block");
+  const int64_t per_thread = ParameterOf(point, "elements_per_thread");
+  const int64_t width = ParameterOf(point, "vector_width");
+  const std::string index_type = analysis->wide_index ? "long long" : "int";
+  absl::StatusOr<std::vector<std::string>> body =
+      ChunkBody(*analysis, static_cast<int>(width), index_type);
+  if (!body.ok()) return body.status();
+
+  std::vector<std::string> parameters;
+  for (int i = 0; i < task.inputs_size(); ++i) {
+    parameters.push_back(absl::StrCat("const ", *StorageType(task.inputs(i).dtype()),
+                                      "* __restrict__ in", i));
+  }
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    parameters.push_back(
+        absl::StrCat(*StorageType(task.outputs(o).dtype()), "* __restrict__ out", o));
+  }
+  const int64_t chunks = analysis->elements / width;
+  const int64_t per_block = threads * per_thread;
+  const int64_t blocks = std::max<int64_t>(1, (chunks + per_block - 1) / per_block);
+
+  std::string source(KernelPrelude());
+  absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis->elements,
+                  " elements; pointwise_flat, ", threads, " threads x ", per_thread, " chunks x ",
+                  width, " elements.\n");
+  absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
+                  kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
+  absl::StrAppend(&source, "#pragma unroll\n  for (int slot = 0; slot < ", per_thread,
+                  "; ++slot) {\n");
+  absl::StrAppend(&source, "    const long long chunk = ((long long)blockIdx.x * ", per_thread,
+                  " + slot) * ", threads, " + threadIdx.x;\n");
+  absl::StrAppend(&source, "    if (chunk >= ", chunks, "LL) break;\n");
+  absl::StrAppend(&source, "    const ", index_type, " chunk_start = (", index_type, ")chunk * ",
+                  width, ";\n");
+  for (const std::string& statement : *body) absl::StrAppend(&source, "    ", statement, "\n");
+  absl::StrAppend(&source, "  }\n}\n");
+
+  GeneratedKernel kernel;
+  kernel.source = std::move(source);
+  kernel.kernel_name = kKernelName;
+  kernel.launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
+  kernel.launch.block = {static_cast<uint32_t>(threads), 1, 1};
+  kernel.template_name = kTemplateName;
+  kernel.parameters = point.parameters;
+  kernel.generator_version = std::string(generator_version());
+  return kernel;
+}
+
+}  // namespace forge::codegen

@@ -1,0 +1,46 @@
+// The pointwise family: any DAG of elementwise ATen ops (arithmetic, comparisons, where, unary
+// math, activations, casts), with broadcasting, arbitrary input strides, 0-d tensors, scalar
+// constants, several outputs, and view ops (view, reshape, permute, transpose, expand, slice,
+// select, squeeze, unsqueeze) folded in as index remapping. One kernel computes every output.
+//
+// Template "pointwise_flat": each thread handles `elements_per_thread` chunks of `vector_width`
+// consecutive elements (in the row-major order of the outputs); the chunks of one block are
+// interleaved across threads so that every load and store instruction is coalesced. There is no
+// grid-stride loop: the grid covers every element (one block per threads*elements*vector
+// elements), which keeps the index arithmetic free of loop-carried state. Inputs laid out like the
+// outputs (same shape, contiguous) are read at the element's position directly ("contiguous fast
+// path"), with 16-byte vector loads when vector_width > 1; any other input (broadcast, strided,
+// remapped by a view op) is gathered element by element through its strides. Index arithmetic is
+// 32-bit unless some tensor of the group reaches past 2^31 elements.
+//
+// Parameters: threads_per_block {128, 256, 512, 1024}, elements_per_thread {1, 2, 4, 8},
+// vector_width {1, 2, 4, 8} (elements; needs contiguous outputs, a width that divides the element
+// count and the storage offsets, and at most 16 bytes per vector access).
+#ifndef FORGE_COMPILER_CODEGEN_POINTWISE_H_
+#define FORGE_COMPILER_CODEGEN_POINTWISE_H_
+
+#include "compiler/codegen/family.h"
+
+namespace forge::codegen {
+
+class PointwiseFamily : public KernelFamily {
+ public:
+  static constexpr char kTemplateName[] = "pointwise_flat";
+  static constexpr char kKernelName[] = "forge_pointwise";
+
+  forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_POINTWISE; }
+  absl::string_view name() const override { return "pointwise"; }
+  absl::string_view generator_version() const override { return "pointwise-1"; }
+
+  absl::Status Applies(const forge::v1::KernelTask& task) const override;
+  absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
+      const forge::v1::KernelTask& task) const override;
+  absl::Status Validate(const forge::v1::KernelTask& task,
+                        const SchedulePoint& point) const override;
+  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
+                                           const SchedulePoint& point) const override;
+};
+
+}  // namespace forge::codegen
+
+#endif  // FORGE_COMPILER_CODEGEN_POINTWISE_H_

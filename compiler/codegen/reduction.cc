@@ -1,0 +1,964 @@
+#include "compiler/codegen/reduction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "compiler/codegen/cuda_expr.h"
+
+namespace forge::codegen {
+namespace {
+
+using forge::v1::Argument;
+using forge::v1::KernelTask;
+using forge::v1::Node;
+using forge::v1::TensorSpec;
+
+// Row accumulators and their cross-thread combination. Every lane of a row group ends with the
+// row's result; warps of one row meet in shared memory.
+constexpr char kReductionPrelude[] = R"(
+template <typename T>
+struct ForgeSoftmaxAcc {
+  T max;
+  T sum;  // of exp(x - max)
+};
+template <typename T>
+struct ForgeWelfordAcc {
+  T count;
+  T mean;
+  T m2;  // sum of squared deviations from mean
+};
+
+template <typename T>
+__device__ __forceinline__ T forge_shfl_xor(T value, int mask) {
+  return __shfl_xor_sync(0xffffffffu, value, mask);
+}
+template <typename T>
+__device__ __forceinline__ ForgeSoftmaxAcc<T> forge_shfl_xor(ForgeSoftmaxAcc<T> value, int mask) {
+  return {forge_shfl_xor(value.max, mask), forge_shfl_xor(value.sum, mask)};
+}
+template <typename T>
+__device__ __forceinline__ ForgeWelfordAcc<T> forge_shfl_xor(ForgeWelfordAcc<T> value, int mask) {
+  return {forge_shfl_xor(value.count, mask), forge_shfl_xor(value.mean, mask),
+          forge_shfl_xor(value.m2, mask)};
+}
+
+struct ForgeSumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct ForgeMaxOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return forge_max<T>(a, b); }
+};
+struct ForgeMinOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return forge_min<T>(a, b); }
+};
+// A max of -inf means "no finite element yet": its sum contributes nothing (and exp(-inf - -inf)
+// would be NaN).
+struct ForgeSoftmaxOp {
+  template <typename T>
+  __device__ __forceinline__ ForgeSoftmaxAcc<T> operator()(ForgeSoftmaxAcc<T> a,
+                                                           ForgeSoftmaxAcc<T> b) const {
+    const T max = forge_max<T>(a.max, b.max);
+    const T from_a = a.max == -T(forge_inf()) ? T(0) : a.sum * forge_exp(a.max - max);
+    const T from_b = b.max == -T(forge_inf()) ? T(0) : b.sum * forge_exp(b.max - max);
+    return {max, from_a + from_b};
+  }
+};
+struct ForgeWelfordOp {
+  template <typename T>
+  __device__ __forceinline__ ForgeWelfordAcc<T> operator()(ForgeWelfordAcc<T> a,
+                                                           ForgeWelfordAcc<T> b) const {
+    const T count = a.count + b.count;
+    if (count == T(0)) return {T(0), T(0), T(0)};
+    const T delta = b.mean - a.mean;
+    const T b_share = b.count / count;
+    return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share};
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void forge_softmax_add(ForgeSoftmaxAcc<T>& acc, T x) {
+  if (x > acc.max) {
+    acc.sum = (acc.max == -T(forge_inf()) ? T(0) : acc.sum * forge_exp(acc.max - x)) + T(1);
+    acc.max = x;
+  } else {
+    acc.sum += acc.max == -T(forge_inf()) ? T(0) : forge_exp(x - acc.max);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void forge_welford_add(ForgeWelfordAcc<T>& acc, T x) {
+  acc.count += T(1);
+  const T delta = x - acc.mean;
+  acc.mean += delta / acc.count;
+  acc.m2 += delta * (x - acc.mean);
+}
+
+// `scratch` holds one slot per warp of this row; unused when the row is one warp.
+template <int kThreadsPerRow, typename Acc, typename Op>
+__device__ __forceinline__ Acc forge_row_allreduce(Acc value, Op op, Acc* scratch) {
+#pragma unroll
+  for (int mask = 16; mask > 0; mask >>= 1) value = op(value, forge_shfl_xor(value, mask));
+  if (kThreadsPerRow > 32) {
+    if (threadIdx.x % 32 == 0) scratch[(threadIdx.x % kThreadsPerRow) / 32] = value;
+    __syncthreads();
+    value = scratch[0];
+#pragma unroll
+    for (int warp = 1; warp < kThreadsPerRow / 32; ++warp) value = op(value, scratch[warp]);
+    __syncthreads();
+  }
+  return value;
+}
+)";
+
+constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
+// Register budget of cache_row: elements of the row-sized inputs one thread keeps.
+constexpr int64_t kMaxCachedElementsPerThread = 64;
+
+enum class ReductionKind { kSum, kMean, kMax, kMin, kSoftmax, kLogSoftmax, kLayerNorm };
+
+struct Reduction {
+  const Node* node = nullptr;
+  ReductionKind kind = ReductionKind::kSum;
+  std::string input;
+  std::string weight, bias;  // layer_norm's, empty when None
+  double eps = 1e-5;
+  std::vector<int> depends_on;  // indices of reductions whose results its input reads
+};
+
+struct ReductionTask {
+  explicit ReductionTask(GroupView group_view) : view(std::move(group_view)) {}
+  GroupView view;
+  std::vector<int64_t> row_shape;  // the reduced tensor's shape: outer dims..., columns
+  int64_t columns = 0;
+  int64_t rows = 0;
+  std::vector<Reduction> reductions;
+  std::map<std::string, int, std::less<>> reduction_of_value;  // output value -> reduction
+  std::string acc_type;  // "float" or "double"
+  bool wide_index = false;
+  int64_t widest_access = 1;
+  int row_sized_inputs = 0;  // inputs of the row tensor's shape: what cache_row keeps
+  bool has_softmax = false, has_layer_norm = false;
+};
+
+absl::StatusOr<ReductionKind> KindOf(absl::string_view op) {
+  absl::ConsumePrefix(&op, "aten::");
+  if (op == "sum") return ReductionKind::kSum;
+  if (op == "mean") return ReductionKind::kMean;
+  if (op == "amax") return ReductionKind::kMax;
+  if (op == "amin") return ReductionKind::kMin;
+  if (op == "softmax" || op == "_softmax") return ReductionKind::kSoftmax;
+  if (op == "log_softmax" || op == "_log_softmax") return ReductionKind::kLogSoftmax;
+  if (op == "layer_norm") return ReductionKind::kLayerNorm;
+  return absl::NotFoundError(op);
+}
+
+bool ElementwiseInRow(ReductionKind kind) {
+  return kind == ReductionKind::kSoftmax || kind == ReductionKind::kLogSoftmax ||
+         kind == ReductionKind::kLayerNorm;
+}
+
+std::vector<int64_t> ShapeOf(const TensorSpec& spec) {
+  return {spec.shape().begin(), spec.shape().end()};
+}
+
+// Reductions reachable from `value` through elementwise producers.
+void CollectDependencies(const ReductionTask& task, const std::string& value,
+                         std::set<int>& found, std::set<std::string>& seen) {
+  if (!seen.insert(value).second) return;
+  if (auto it = task.reduction_of_value.find(value); it != task.reduction_of_value.end()) {
+    found.insert(it->second);
+    return;
+  }
+  const Node* producer = task.view.Producer(value);
+  if (producer == nullptr) return;
+  for (const Argument& argument : producer->arguments()) {
+    if (argument.value_case() == Argument::kTensor) {
+      CollectDependencies(task, argument.tensor(), found, seen);
+    } else if (argument.value_case() == Argument::kOptionalTensor &&
+               argument.optional_tensor().has_value_name()) {
+      CollectDependencies(task, argument.optional_tensor().value_name(), found, seen);
+    }
+  }
+}
+
+std::string TensorArgument(const Node& node, absl::string_view name) {
+  const Argument* argument = FindArgument(node, name);
+  if (argument == nullptr) return "";
+  if (argument->value_case() == Argument::kTensor) return argument->tensor();
+  if (argument->value_case() == Argument::kOptionalTensor &&
+      argument->optional_tensor().has_value_name()) {
+    return argument->optional_tensor().value_name();
+  }
+  return "";
+}
+
+absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
+  absl::StatusOr<GroupView> view = GroupView::Create(task);
+  if (!view.ok()) return view.status();
+  ReductionTask analysis(*std::move(view));
+  const forge::v1::Graph& group = task.group();
+  for (const Node& node : group.nodes()) {
+    absl::StatusOr<ReductionKind> kind = KindOf(node.op());
+    if (!kind.ok()) {
+      if (IsPointwiseOp(node)) continue;
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node),
+          IsViewOp(node) ? " is a view op; the row_reduce template does not remap indices"
+                         : " is neither a supported reduction nor elementwise"));
+    }
+    Reduction reduction;
+    reduction.node = &node;
+    reduction.kind = *kind;
+    reduction.input = TensorArgument(node, *kind == ReductionKind::kLayerNorm ? "input" : "self");
+    if (reduction.input.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reduction: ", DescribeNode(node), " has no tensor input"));
+    }
+    const std::vector<int64_t> shape = analysis.view.Shape(reduction.input);
+    if (shape.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("reduction: ", DescribeNode(node), " reduces a 0-d tensor"));
+    }
+    if (analysis.row_shape.empty()) analysis.row_shape = shape;
+    if (shape != analysis.row_shape) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node), " reduces a tensor of another shape than the first "
+          "reduction's; one kernel reduces rows of one shape"));
+    }
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    auto last_dim_only = [&](std::vector<int64_t> dims) -> absl::Status {
+      if (dims.empty() && rank == 1) return absl::OkStatus();  // all dims of a vector
+      if (dims.size() == 1 && (dims[0] == -1 || dims[0] == rank - 1)) return absl::OkStatus();
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node), " reduces dims [", absl::StrJoin(dims, ", "),
+          "] of a rank-", rank, " tensor; only the last dimension is supported"));
+    };
+    switch (*kind) {
+      case ReductionKind::kSum:
+      case ReductionKind::kMean:
+      case ReductionKind::kMax:
+      case ReductionKind::kMin: {
+        const Argument* dims = FindArgument(node, "dim");
+        if (dims == nullptr || dims->value_case() != Argument::kInts) {
+          if (rank != 1) {
+            return absl::UnimplementedError(absl::StrCat(
+                "reduction: ", DescribeNode(node), " reduces every dimension; only the last is supported"));
+          }
+        } else if (absl::Status status = last_dim_only({dims->ints().values().begin(),
+                                                        dims->ints().values().end()});
+                   !status.ok()) {
+          return status;
+        }
+        break;
+      }
+      case ReductionKind::kSoftmax:
+      case ReductionKind::kLogSoftmax: {
+        const Argument* dim = FindArgument(node, "dim");
+        if (dim == nullptr || dim->value_case() != Argument::kIntValue) {
+          return absl::InvalidArgumentError(absl::StrCat("reduction: ", DescribeNode(node), " has no dim"));
+        }
+        if (absl::Status status = last_dim_only({dim->int_value()}); !status.ok()) return status;
+        analysis.has_softmax = true;
+        break;
+      }
+      case ReductionKind::kLayerNorm: {
+        const Argument* normalized = FindArgument(node, "normalized_shape");
+        if (normalized == nullptr || normalized->ints().values_size() != 1 ||
+            normalized->ints().values(0) != shape.back()) {
+          return absl::UnimplementedError(absl::StrCat(
+              "reduction: ", DescribeNode(node), " normalizes more than the last dimension"));
+        }
+        reduction.weight = TensorArgument(node, "weight");
+        reduction.bias = TensorArgument(node, "bias");
+        if (const Argument* eps = FindArgument(node, "eps"); eps != nullptr) {
+          reduction.eps = eps->value_case() == Argument::kFloatValue
+                              ? eps->float_value()
+                              : static_cast<double>(eps->int_value());
+        }
+        analysis.has_layer_norm = true;
+        break;
+      }
+    }
+    if (!IsFloatingDType(analysis.view.DType(reduction.input))) {
+      return absl::UnimplementedError(absl::StrCat("reduction: ", DescribeNode(node),
+                                                   " reduces a non-floating tensor"));
+    }
+    analysis.reduction_of_value[node.outputs(0)] = static_cast<int>(analysis.reductions.size());
+    analysis.reductions.push_back(std::move(reduction));
+  }
+  if (analysis.reductions.empty()) {
+    return absl::UnimplementedError(absl::StrCat("reduction: task ", task.digest(),
+                                                 " has no reduction"));
+  }
+  analysis.columns = analysis.row_shape.back();
+  analysis.rows = 1;
+  for (size_t d = 0; d + 1 < analysis.row_shape.size(); ++d) analysis.rows *= analysis.row_shape[d];
+  if (analysis.columns == 0 || analysis.rows == 0) {
+    return absl::UnimplementedError("reduction: the reduced tensor is empty");
+  }
+
+  analysis.acc_type = "float";
+  int64_t largest = 0;
+  for (const forge::v1::Value& value : group.values()) {
+    if (!StorageType(value.tensor().dtype()).ok()) {
+      return absl::UnimplementedError(absl::StrCat("reduction: value '", value.name(),
+                                                   "' has unsupported dtype ",
+                                                   DTypeName(value.tensor().dtype())));
+    }
+    if (value.tensor().dtype() == forge::v1::DTYPE_FLOAT64) analysis.acc_type = "double";
+    largest = std::max(largest, NumElements(value.tensor().shape()));
+  }
+  // Outputs: row-shaped (written per element) or one value per row (keepdim or not).
+  std::vector<int64_t> per_row_keepdim = analysis.row_shape;
+  per_row_keepdim.back() = 1;
+  const std::vector<int64_t> per_row(analysis.row_shape.begin(), analysis.row_shape.end() - 1);
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    const TensorSpec& spec = task.outputs(o);
+    const std::string& name = group.outputs(o).value_name();
+    const std::vector<int64_t> shape = ShapeOf(spec);
+    if (shape != analysis.view.Shape(name) || spec.dtype() != analysis.view.DType(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reduction: output ", o, " ('", name, "') TensorSpec disagrees with its Value"));
+    }
+    if (shape != analysis.row_shape && shape != per_row_keepdim && shape != per_row) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: output ", o, " ('", name, "') has shape [", absl::StrJoin(shape, ", "),
+          "], neither the rows' [", absl::StrJoin(analysis.row_shape, ", "), "] nor one per row"));
+    }
+    largest = std::max(largest, MaxOffset(spec) + 1);
+    analysis.widest_access = std::max(analysis.widest_access, ElementBytes(spec.dtype()));
+  }
+  for (int i = 0; i < task.inputs_size(); ++i) {
+    largest = std::max(largest, MaxOffset(task.inputs(i)) + 1);
+    if (ShapeOf(task.inputs(i)) == analysis.row_shape) {
+      ++analysis.row_sized_inputs;
+      analysis.widest_access = std::max(analysis.widest_access, ElementBytes(task.inputs(i).dtype()));
+    }
+  }
+  analysis.wide_index = largest >= (int64_t{1} << 30);
+
+  for (size_t r = 0; r < analysis.reductions.size(); ++r) {
+    Reduction& reduction = analysis.reductions[r];
+    std::set<int> dependencies;
+    std::set<std::string> seen;
+    CollectDependencies(analysis, reduction.input, dependencies, seen);
+    reduction.depends_on.assign(dependencies.begin(), dependencies.end());
+  }
+  return analysis;
+}
+
+int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t fallback) {
+  auto it = point.parameters.find(name);
+  return it == point.parameters.end() ? fallback : it->second;
+}
+
+TemplateSpace RowSpace(const ReductionTask& analysis) {
+  TemplateSpace space{ReductionFamily::kTemplateName,
+                      {{"threads_per_row", {32, 64, 128, 256, 512, 1024}, 32},
+                       {"rows_per_block", {1, 2, 4, 8}, 1},
+                       {"vector_width", {1, 2, 4, 8}, 1},
+                       {"cache_row", {0, 1}, 0}}};
+  if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
+  if (analysis.has_layer_norm) space.parameters.push_back({"welford", {0, 1}, 1});
+  return space;
+}
+
+absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point) {
+  if (absl::Status status = CheckPointInSpace(RowSpace(analysis), point); !status.ok()) {
+    return status;
+  }
+  const int64_t threads_per_row = Parameter(point, "threads_per_row", 32);
+  const int64_t rows_per_block = Parameter(point, "rows_per_block", 1);
+  const int64_t width = Parameter(point, "vector_width", 1);
+  const int64_t columns = analysis.columns;
+  if (threads_per_row * rows_per_block > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("threads_per_row ", threads_per_row,
+                                                   " x rows_per_block ", rows_per_block,
+                                                   " exceeds 1024 threads per block"));
+  }
+  if (columns % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("vector_width ", width,
+                                                   " does not divide the row length ", columns));
+  }
+  if (width * analysis.widest_access > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("vector_width ", width, " of ",
+                                                   analysis.widest_access,
+                                                   "-byte elements exceeds a 16-byte vector access"));
+  }
+  if (threads_per_row > 32 && columns <= (threads_per_row / 2) * width) {
+    return absl::InvalidArgumentError(absl::StrCat("threads_per_row ", threads_per_row,
+                                                   " leaves half the row's threads idle for ",
+                                                   columns, " columns of vector_width ", width));
+  }
+  if (rows_per_block > 1 && analysis.rows <= rows_per_block / 2) {
+    return absl::InvalidArgumentError(absl::StrCat("rows_per_block ", rows_per_block,
+                                                   " leaves half the block idle for ",
+                                                   analysis.rows, " rows"));
+  }
+  const int64_t chunks_per_thread =
+      (columns + threads_per_row * width - 1) / (threads_per_row * width);
+  if (Parameter(point, "cache_row", 0) == 1 &&
+      chunks_per_thread * width * std::max(1, analysis.row_sized_inputs) >
+          kMaxCachedElementsPerThread) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache_row keeps ", chunks_per_thread * width, " elements of each of ",
+        analysis.row_sized_inputs, " row-sized inputs per thread; more than ",
+        kMaxCachedElementsPerThread, " registers"));
+  }
+  if ((analysis.rows + rows_per_block - 1) / rows_per_block > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(analysis.rows, " rows need more than 2^31-1 blocks"));
+  }
+  return absl::OkStatus();
+}
+
+// One accumulation of a pass: a reduction's first or second stage.
+struct Stage {
+  int reduction = 0;
+  int step = 0;  // 0, or 1 for the second pass of two-pass softmax / layer_norm
+  std::string accumulator;
+};
+
+class RowKernelWriter {
+ public:
+  RowKernelWriter(const ReductionTask& analysis, const SchedulePoint& point)
+      : analysis_(analysis),
+        view_(analysis.view),
+        threads_per_row_(Parameter(point, "threads_per_row", 32)),
+        rows_per_block_(Parameter(point, "rows_per_block", 1)),
+        width_(Parameter(point, "vector_width", 1)),
+        cache_row_(Parameter(point, "cache_row", 0) == 1),
+        online_softmax_(Parameter(point, "online_softmax", 1) == 1),
+        welford_(Parameter(point, "welford", 1) == 1),
+        index_type_(analysis.wide_index ? "long long" : "int"),
+        chunks_per_thread_((analysis.columns + threads_per_row_ * width_ - 1) /
+                           (threads_per_row_ * width_)) {}
+
+  absl::StatusOr<std::string> Write();
+
+ private:
+  bool TwoStep(const Reduction& reduction) const {
+    if (reduction.kind == ReductionKind::kLayerNorm) return !welford_;
+    if (reduction.kind == ReductionKind::kSoftmax || reduction.kind == ReductionKind::kLogSoftmax) {
+      return !online_softmax_;
+    }
+    return false;
+  }
+  std::string RowVariable(int reduction, absl::string_view what) const {
+    return absl::StrCat("row", reduction, "_", what);
+  }
+  // The index of the row tensor's element in column chunk lane `lane`.
+  Index ElementIndex(int lane) const {
+    Index index;
+    for (size_t d = 0; d + 1 < analysis_.row_shape.size(); ++d) {
+      index.push_back(analysis_.row_shape[d] == 1 ? "0" : absl::StrCat("o", d));
+    }
+    index.push_back(analysis_.columns == 1 ? "0" : lane == 0 ? "c0" : absl::StrCat("(c0 + ", lane, ")"));
+    return index;
+  }
+  // The index a value of one-per-row `shape` is read at in the current row.
+  Index RowIndex(const std::vector<int64_t>& shape) const {
+    Index index;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      index.push_back(shape[d] == 1 || d + 1 == analysis_.row_shape.size()
+                          ? "0"
+                          : absl::StrCat("o", d));
+    }
+    return index;
+  }
+  bool VectorAccess(const TensorSpec& spec) const {
+    if (width_ == 1 || ShapeOf(spec) != analysis_.row_shape) return false;
+    if (spec.strides(spec.strides_size() - 1) != 1 || spec.storage_offset() % width_ != 0) return false;
+    for (int d = 0; d + 1 < spec.shape_size(); ++d) {
+      if (spec.shape(d) > 1 && spec.strides(d) % width_ != 0) return false;
+    }
+    return ElementBytes(spec.dtype()) * width_ <= 16;
+  }
+  ElementEmitter NewEmitter(const std::string& prefix);
+  absl::StatusOr<std::vector<std::string>> Pass(int pass, const std::vector<Stage>& stages);
+  absl::StatusOr<std::vector<std::string>> FinalPass();
+  absl::StatusOr<std::vector<std::string>> RowOutputs();
+  std::vector<std::string> CacheRowInputs();
+  std::string ChunkLoopHeader() const;
+
+  const ReductionTask& analysis_;
+  const GroupView& view_;
+  const int64_t threads_per_row_, rows_per_block_, width_;
+  const bool cache_row_, online_softmax_, welford_;
+  const std::string index_type_;
+  const int64_t chunks_per_thread_;
+  int lane_ = 0;  // lane of the column chunk being emitted
+  std::set<int> cached_inputs_;
+  std::vector<std::string> scratch_;  // shared-memory declarations
+  int scratch_count_ = 0;
+};
+
+ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
+  return ElementEmitter(
+      view_, index_type_, prefix,
+      [this](absl::string_view value, const Index& index,
+             ElementEmitter& self) -> absl::StatusOr<std::optional<Term>> {
+        if (auto it = analysis_.reduction_of_value.find(value);
+            it != analysis_.reduction_of_value.end()) {
+          const int r = it->second;
+          const Reduction& reduction = analysis_.reductions[r];
+          const forge::v1::DType dtype = view_.DType(value);
+          const std::string reg = *RegisterType(dtype);
+          const std::string& acc = analysis_.acc_type;
+          std::string expr;
+          if (!ElementwiseInRow(reduction.kind)) {
+            if (index != RowIndex(view_.Shape(value))) {
+              return absl::UnimplementedError(absl::StrCat(
+                  "reduction: the result of ", DescribeNode(*reduction.node),
+                  " is broadcast against another row's elements"));
+            }
+            expr = RowVariable(r, "value");
+          } else {
+            absl::StatusOr<Term> x = self.Emit(reduction.input, index);
+            if (!x.ok()) return x.status();
+            const std::string xv = absl::StrCat("((", acc, ")", x->expr, ")");
+            if (reduction.kind == ReductionKind::kSoftmax) {
+              expr = absl::StrCat("forge_exp(", xv, " - ", RowVariable(r, "max"), ") / ",
+                                  RowVariable(r, "sum"));
+            } else if (reduction.kind == ReductionKind::kLogSoftmax) {
+              expr = absl::StrCat(xv, " - ", RowVariable(r, "max"), " - forge_log(",
+                                  RowVariable(r, "sum"), ")");
+            } else {
+              expr = absl::StrCat("(", xv, " - ", RowVariable(r, "mean"), ") * ",
+                                  RowVariable(r, "rstd"));
+              for (const std::string* affine : {&reduction.weight, &reduction.bias}) {
+                if (affine->empty()) continue;
+                absl::StatusOr<Term> term =
+                    self.Emit(*affine, ElementEmitter::Broadcast(index, view_.Shape(*affine)));
+                if (!term.ok()) return term.status();
+                expr = absl::StrCat("(", expr, affine == &reduction.weight ? " * " : " + ", "((",
+                                    acc, ")", term->expr, "))");
+              }
+            }
+          }
+          const std::string variable = self.NewVariable();
+          self.AddStatement(absl::StrCat("const ", reg, " ", variable, " = (", reg, ")(", expr, ");"));
+          return Term{variable, dtype};
+        }
+        const int position = view_.InputPosition(value);
+        if (position < 0) return std::optional<Term>();
+        const TensorSpec& spec = view_.InputSpec(position);
+        const std::string storage = *StorageType(spec.dtype());
+        const std::string reg = *RegisterType(spec.dtype());
+        const bool row_element = ShapeOf(spec) == analysis_.row_shape && index == ElementIndex(lane_);
+        std::string loaded;
+        if (row_element && cache_row_) {
+          cached_inputs_.insert(position);
+          loaded = absl::StrCat("cached", position, "[j * ", width_, " + ", lane_, "]");
+        } else if (row_element && VectorAccess(spec)) {
+          const std::string vector = absl::StrCat("vec", position);
+          if (lane_ == 0) {
+            self.AddStatement(absl::StrCat(
+                "const ForgeVec<", storage, ", ", width_, "> ", vector,
+                " = *reinterpret_cast<const ForgeVec<", storage, ", ", width_, ">*>(in", position,
+                " + ", ElementOffset(ElementIndex(0), spec, self), ");"));
+          }
+          loaded = LoadConversion(spec.dtype(), absl::StrCat(vector, ".v[", lane_, "]"));
+        } else {
+          loaded = LoadConversion(spec.dtype(),
+                                  absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));
+        }
+        const std::string variable = self.NewVariable();
+        self.AddStatement(absl::StrCat("const ", reg, " ", variable, " = ", loaded, ";"));
+        return Term{variable, spec.dtype()};
+      });
+}
+
+std::string RowKernelWriter::ChunkLoopHeader() const {
+  // cache_row indexes its register arrays by j: the loop must unroll fully to keep them there.
+  return absl::StrCat(cache_row_ ? "#pragma unroll\n  " : "", "for (int j = 0; j < ",
+                      chunks_per_thread_, "; ++j) {\n    const int c0 = (j * ", threads_per_row_,
+                      " + lane) * ", width_, ";\n    if (c0 < ", analysis_.columns, ") {");
+}
+
+absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
+                                                               const std::vector<Stage>& stages) {
+  const std::string& acc = analysis_.acc_type;
+  std::vector<std::string> lines;
+  for (const Stage& stage : stages) {
+    const Reduction& reduction = analysis_.reductions[stage.reduction];
+    const bool softmax = reduction.kind == ReductionKind::kSoftmax ||
+                         reduction.kind == ReductionKind::kLogSoftmax;
+    std::string init;
+    if (softmax && online_softmax_) {
+      init = absl::StrCat("ForgeSoftmaxAcc<", acc, "> ", stage.accumulator, " = {-(", acc,
+                          ")forge_inf(), (", acc, ")0};");
+    } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+      init = absl::StrCat("ForgeWelfordAcc<", acc, "> ", stage.accumulator, " = {0, 0, 0};");
+    } else if ((softmax && stage.step == 0) || reduction.kind == ReductionKind::kMax) {
+      init = absl::StrCat(acc, " ", stage.accumulator, " = -(", acc, ")forge_inf();");
+    } else if (reduction.kind == ReductionKind::kMin) {
+      init = absl::StrCat(acc, " ", stage.accumulator, " = (", acc, ")forge_inf();");
+    } else {
+      init = absl::StrCat(acc, " ", stage.accumulator, " = 0;");
+    }
+    lines.push_back(init);
+  }
+  ElementEmitter emitter = NewEmitter(absl::StrCat("p", pass, "_"));
+  for (lane_ = 0; lane_ < width_; ++lane_) {
+    for (const Stage& stage : stages) {
+      const Reduction& reduction = analysis_.reductions[stage.reduction];
+      absl::StatusOr<Term> x = emitter.Emit(reduction.input, ElementIndex(lane_));
+      if (!x.ok()) return x.status();
+      const std::string xv = absl::StrCat("((", acc, ")", x->expr, ")");
+      const std::string& a = stage.accumulator;
+      const bool softmax = reduction.kind == ReductionKind::kSoftmax ||
+                           reduction.kind == ReductionKind::kLogSoftmax;
+      std::string update;
+      if (softmax && online_softmax_) {
+        update = absl::StrCat("forge_softmax_add(", a, ", ", xv, ");");
+      } else if (softmax && stage.step == 0) {
+        update = absl::StrCat(a, " = forge_max<", acc, ">(", a, ", ", xv, ");");
+      } else if (softmax) {
+        update = absl::StrCat(a, " += forge_exp(", xv, " - ", RowVariable(stage.reduction, "max"), ");");
+      } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+        update = absl::StrCat("forge_welford_add(", a, ", ", xv, ");");
+      } else if (reduction.kind == ReductionKind::kLayerNorm && stage.step == 1) {
+        const std::string deviation = emitter.NewVariable();
+        emitter.AddStatement(absl::StrCat("const ", acc, " ", deviation, " = ", xv, " - ",
+                                          RowVariable(stage.reduction, "mean"), ";"));
+        update = absl::StrCat(a, " += ", deviation, " * ", deviation, ";");
+      } else if (reduction.kind == ReductionKind::kMax) {
+        update = absl::StrCat(a, " = forge_max<", acc, ">(", a, ", ", xv, ");");
+      } else if (reduction.kind == ReductionKind::kMin) {
+        update = absl::StrCat(a, " = forge_min<", acc, ">(", a, ", ", xv, ");");
+      } else {
+        update = absl::StrCat(a, " += ", xv, ";");
+      }
+      emitter.AddStatement(update);
+    }
+  }
+  lines.push_back(ChunkLoopHeader());
+  for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
+  lines.push_back("    }\n  }");
+
+  const std::string columns = absl::StrCat("((", acc, ")", analysis_.columns, ")");
+  for (const Stage& stage : stages) {
+    const Reduction& reduction = analysis_.reductions[stage.reduction];
+    const bool softmax = reduction.kind == ReductionKind::kSoftmax ||
+                         reduction.kind == ReductionKind::kLogSoftmax;
+    std::string acc_type = acc, op = "ForgeSumOp";
+    if (softmax && online_softmax_) {
+      acc_type = absl::StrCat("ForgeSoftmaxAcc<", acc, ">");
+      op = "ForgeSoftmaxOp";
+    } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+      acc_type = absl::StrCat("ForgeWelfordAcc<", acc, ">");
+      op = "ForgeWelfordOp";
+    } else if ((softmax && stage.step == 0) || reduction.kind == ReductionKind::kMax) {
+      op = "ForgeMaxOp";
+    } else if (reduction.kind == ReductionKind::kMin) {
+      op = "ForgeMinOp";
+    }
+    const std::string scratch = absl::StrCat("scratch", scratch_count_++);
+    std::string scratch_row = "nullptr";
+    if (threads_per_row_ > 32) {
+      scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", scratch, "[", rows_per_block_,
+                                      "][", threads_per_row_ / 32, "];"));
+      scratch_row = absl::StrCat(scratch, "[row_in_block]");
+    } else {
+      scratch_row = absl::StrCat("static_cast<", acc_type, "*>(nullptr)");
+    }
+    const std::string& a = stage.accumulator;
+    lines.push_back(absl::StrCat(a, " = forge_row_allreduce<", threads_per_row_, ">(", a, ", ",
+                                 op, "(), ", scratch_row, ");"));
+    const int r = stage.reduction;
+    auto define = [&](absl::string_view what, const std::string& value) {
+      lines.push_back(absl::StrCat("const ", acc, " ", RowVariable(r, what), " = ", value, ";"));
+    };
+    const std::string eps = absl::StrFormat("((%s)%.17g)", acc, reduction.eps);
+    switch (reduction.kind) {
+      case ReductionKind::kSum:
+      case ReductionKind::kMax:
+      case ReductionKind::kMin: define("value", a); break;
+      case ReductionKind::kMean: define("value", absl::StrCat(a, " / ", columns)); break;
+      case ReductionKind::kSoftmax:
+      case ReductionKind::kLogSoftmax:
+        if (online_softmax_) {
+          define("max", absl::StrCat(a, ".max"));
+          define("sum", absl::StrCat(a, ".sum"));
+        } else {
+          define(stage.step == 0 ? "max" : "sum", a);
+        }
+        break;
+      case ReductionKind::kLayerNorm:
+        if (welford_) {
+          define("mean", absl::StrCat(a, ".mean"));
+          define("rstd", absl::StrCat("forge_rsqrt(", a, ".m2 / ", columns, " + ", eps, ")"));
+        } else if (stage.step == 0) {
+          define("mean", absl::StrCat(a, " / ", columns));
+        } else {
+          define("rstd", absl::StrCat("forge_rsqrt(", a, " / ", columns, " + ", eps, ")"));
+        }
+        break;
+    }
+  }
+  return lines;
+}
+
+absl::StatusOr<std::vector<std::string>> RowKernelWriter::FinalPass() {
+  const KernelTask& task = view_.task();
+  ElementEmitter emitter = NewEmitter("e_");
+  std::vector<std::vector<Term>> results(task.outputs_size());
+  bool any = false;
+  for (lane_ = 0; lane_ < width_; ++lane_) {
+    for (int o = 0; o < task.outputs_size(); ++o) {
+      if (ShapeOf(task.outputs(o)) != analysis_.row_shape) continue;
+      any = true;
+      absl::StatusOr<Term> term =
+          emitter.Emit(task.group().outputs(o).value_name(), ElementIndex(lane_));
+      if (!term.ok()) return term.status();
+      results[o].push_back(*term);
+    }
+  }
+  if (!any) return std::vector<std::string>();
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    if (results[o].empty()) continue;
+    const TensorSpec& spec = task.outputs(o);
+    const std::string storage = *StorageType(spec.dtype());
+    const std::string reg = *RegisterType(spec.dtype());
+    auto stored = [&](const Term& term) {
+      return StoreConversion(spec.dtype(), absl::StrCat("((", reg, ")", term.expr, ")"));
+    };
+    if (VectorAccess(spec)) {
+      const std::string variable = emitter.NewVariable();
+      emitter.AddStatement(absl::StrCat("ForgeVec<", storage, ", ", width_, "> ", variable, ";"));
+      for (int v = 0; v < width_; ++v) {
+        emitter.AddStatement(absl::StrCat(variable, ".v[", v, "] = ", stored(results[o][v]), ";"));
+      }
+      emitter.AddStatement(absl::StrCat("if (active) *reinterpret_cast<ForgeVec<", storage, ", ",
+                                        width_, ">*>(out", o, " + ",
+                                        ElementOffset(ElementIndex(0), spec, emitter), ") = ",
+                                        variable, ";"));
+    } else {
+      for (int v = 0; v < width_; ++v) {
+        emitter.AddStatement(absl::StrCat("if (active) out", o, "[",
+                                          ElementOffset(ElementIndex(v), spec, emitter),
+                                          "] = ", stored(results[o][v]), ";"));
+      }
+    }
+  }
+  std::vector<std::string> lines = {ChunkLoopHeader()};
+  for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
+  lines.push_back("    }\n  }");
+  return lines;
+}
+
+absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
+  const KernelTask& task = view_.task();
+  ElementEmitter emitter = NewEmitter("r_");
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    const TensorSpec& spec = task.outputs(o);
+    if (ShapeOf(spec) == analysis_.row_shape) continue;
+    const Index index = RowIndex(ShapeOf(spec));
+    absl::StatusOr<Term> term = emitter.Emit(task.group().outputs(o).value_name(), index);
+    if (!term.ok()) return term.status();
+    const std::string reg = *RegisterType(spec.dtype());
+    emitter.AddStatement(absl::StrCat(
+        "out", o, "[", ElementOffset(index, spec, emitter), "] = ",
+        StoreConversion(spec.dtype(), absl::StrCat("((", reg, ")", term->expr, ")")), ";"));
+  }
+  if (emitter.statements().empty()) return std::vector<std::string>();
+  std::vector<std::string> lines = {"if (active && lane == 0) {"};
+  for (const std::string& statement : emitter.statements()) lines.push_back("  " + statement);
+  lines.push_back("}");
+  return lines;
+}
+
+std::vector<std::string> RowKernelWriter::CacheRowInputs() {
+  std::vector<std::string> lines;
+  for (int position : cached_inputs_) {
+    const TensorSpec& spec = view_.InputSpec(position);
+    const std::string storage = *StorageType(spec.dtype());
+    const std::string reg = *RegisterType(spec.dtype());
+    const std::string array = absl::StrCat("cached", position);
+    lines.push_back(absl::StrCat(reg, " ", array, "[", chunks_per_thread_ * width_, "];"));
+    ElementEmitter emitter = NewEmitter(absl::StrCat("c", position, "_"));
+    if (VectorAccess(spec)) {
+      const std::string vector = emitter.NewVariable();
+      emitter.AddStatement(absl::StrCat("const ForgeVec<", storage, ", ", width_, "> ", vector,
+                                        " = *reinterpret_cast<const ForgeVec<", storage, ", ",
+                                        width_, ">*>(in", position, " + ",
+                                        ElementOffset(ElementIndex(0), spec, emitter), ");"));
+      for (int v = 0; v < width_; ++v) {
+        emitter.AddStatement(absl::StrCat(array, "[j * ", width_, " + ", v, "] = ",
+                                          LoadConversion(spec.dtype(), absl::StrCat(vector, ".v[", v, "]")),
+                                          ";"));
+      }
+    } else {
+      for (int v = 0; v < width_; ++v) {
+        emitter.AddStatement(absl::StrCat(
+            array, "[j * ", width_, " + ", v, "] = ",
+            LoadConversion(spec.dtype(), absl::StrCat("in", position, "[",
+                                                      ElementOffset(ElementIndex(v), spec, emitter),
+                                                      "]")),
+            ";"));
+      }
+    }
+    lines.push_back(ChunkLoopHeader());
+    for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
+    lines.push_back(absl::StrCat("    } else {\n#pragma unroll\n      for (int v = 0; v < ", width_,
+                                 "; ++v) ", array, "[j * ", width_, " + v] = 0;\n    }\n  }"));
+  }
+  return lines;
+}
+
+absl::StatusOr<std::string> RowKernelWriter::Write() {
+  const KernelTask& task = view_.task();
+  // Stages by pass: a reduction's first stage runs one pass after the last stage of every
+  // reduction its input reads; two-pass variants take the following pass too.
+  std::vector<int> last_pass(analysis_.reductions.size(), 0);
+  std::map<int, std::vector<Stage>> passes;
+  for (size_t r = 0; r < analysis_.reductions.size(); ++r) {
+    const Reduction& reduction = analysis_.reductions[r];
+    int first = 0;
+    for (int dependency : reduction.depends_on) first = std::max(first, last_pass[dependency] + 1);
+    const int steps = TwoStep(reduction) ? 2 : 1;
+    for (int step = 0; step < steps; ++step) {
+      passes[first + step].push_back(
+          Stage{static_cast<int>(r), step, absl::StrCat("acc", r, "_", step)});
+    }
+    last_pass[r] = first + steps - 1;
+  }
+  std::vector<std::string> body;
+  for (const auto& [pass, stages] : passes) {
+    absl::StatusOr<std::vector<std::string>> lines = Pass(pass, stages);
+    if (!lines.ok()) return lines.status();
+    body.push_back(absl::StrCat("// pass ", pass));
+    body.insert(body.end(), lines->begin(), lines->end());
+  }
+  absl::StatusOr<std::vector<std::string>> final_pass = FinalPass();
+  if (!final_pass.ok()) return final_pass.status();
+  absl::StatusOr<std::vector<std::string>> row_outputs = RowOutputs();
+  if (!row_outputs.ok()) return row_outputs.status();
+
+  std::vector<std::string> parameters;
+  for (int i = 0; i < task.inputs_size(); ++i) {
+    parameters.push_back(absl::StrCat("const ", *StorageType(task.inputs(i).dtype()),
+                                      "* __restrict__ in", i));
+  }
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    parameters.push_back(
+        absl::StrCat(*StorageType(task.outputs(o).dtype()), "* __restrict__ out", o));
+  }
+  const int64_t block = threads_per_row_ * rows_per_block_;
+  std::string source(KernelPrelude());
+  absl::StrAppend(&source, kReductionPrelude);
+  absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis_.rows, " rows of ",
+                  analysis_.columns, "; row_reduce, ", threads_per_row_, " threads per row, ",
+                  rows_per_block_, " rows per block, vector ", width_, ".\n");
+  absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, ") ",
+                  ReductionFamily::kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
+  std::vector<std::string> lines = scratch_;
+  lines.push_back(absl::StrCat("const int lane = threadIdx.x % ", threads_per_row_, ";"));
+  lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x / ", threads_per_row_, ";"));
+  lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
+                               rows_per_block_, " + row_in_block;"));
+  lines.push_back("// Rows past the end recompute the last row (every thread must reach the");
+  lines.push_back("// barriers of the cross-warp reduction) but store nothing.");
+  lines.push_back(absl::StrCat("const bool active = row_wide < ", analysis_.rows, "LL;"));
+  lines.push_back(absl::StrCat("const ", index_type_, " row = active ? (", index_type_,
+                               ")row_wide : (", index_type_, ")", analysis_.rows - 1, ";"));
+  const std::vector<int64_t> outer(analysis_.row_shape.begin(), analysis_.row_shape.end() - 1);
+  const Index outer_coordinates = RowMajorCoordinates("row", outer);
+  for (size_t d = 0; d < outer.size(); ++d) {
+    if (outer[d] == 1) continue;
+    lines.push_back(absl::StrCat("const ", index_type_, " o", d, " = ", outer_coordinates[d], ";"));
+  }
+  std::vector<std::string> cache = CacheRowInputs();
+  lines.insert(lines.end(), cache.begin(), cache.end());
+  lines.insert(lines.end(), body.begin(), body.end());
+  lines.insert(lines.end(), final_pass->begin(), final_pass->end());
+  lines.insert(lines.end(), row_outputs->begin(), row_outputs->end());
+  for (const std::string& line : lines) absl::StrAppend(&source, "  ", line, "\n");
+  absl::StrAppend(&source, "}\n");
+  return source;
+}
+
+}  // namespace
+
+absl::Status ReductionFamily::Applies(const KernelTask& task) const {
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  SchedulePoint point = DefaultPoint(RowSpace(*analysis));
+  return RowKernelWriter(*analysis, point).Write().status();
+}
+
+absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
+    const KernelTask& task) const {
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  TemplateSpace space = RowSpace(*analysis);
+  // Default: the valid point closest to "widest vectors, row in registers, about four chunks per
+  // thread, 256 threads per block".
+  const double target_threads = std::clamp<double>(
+      static_cast<double>(analysis->columns) / 4, 32, 1024);
+  std::optional<SchedulePoint> best;
+  double best_score = 0;
+  for (const SchedulePoint& point : EnumeratePoints(space)) {
+    if (!ValidatePoint(*analysis, point).ok()) continue;
+    const double threads = static_cast<double>(point.parameters.at("threads_per_row"));
+    const double width = static_cast<double>(point.parameters.at("vector_width"));
+    const double block = threads * static_cast<double>(point.parameters.at("rows_per_block"));
+    const double score = 100 * std::log2(width) + 50 * point.parameters.at("cache_row") -
+                         10 * std::abs(std::log2(threads * width / target_threads)) -
+                         5 * std::abs(std::log2(block / 256)) +
+                         Parameter(point, "online_softmax", 0) + Parameter(point, "welford", 0);
+    if (!best.has_value() || score > best_score) {
+      best = point;
+      best_score = score;
+    }
+  }
+  if (best.has_value()) {
+    for (ScheduleParameter& parameter : space.parameters) {
+      parameter.default_value = best->parameters.at(parameter.name);
+    }
+  }
+  return std::vector<TemplateSpace>{space};
+}
+
+absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  return ValidatePoint(*analysis, point);
+}
+
+absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task,
+                                                          const SchedulePoint& point) const {
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  if (absl::Status status = ValidatePoint(*analysis, point); !status.ok()) return status;
+  absl::StatusOr<std::string> source = RowKernelWriter(*analysis, point).Write();
+  if (!source.ok()) return source.status();
+  const int64_t rows_per_block = point.parameters.at("rows_per_block");
+  GeneratedKernel kernel;
+  kernel.source = *std::move(source);
+  kernel.kernel_name = kKernelName;
+  kernel.launch.grid = {
+      static_cast<uint32_t>((analysis->rows + rows_per_block - 1) / rows_per_block), 1, 1};
+  kernel.launch.block = {
+      static_cast<uint32_t>(point.parameters.at("threads_per_row") * rows_per_block), 1, 1};
+  kernel.template_name = kTemplateName;
+  kernel.parameters = point.parameters;
+  kernel.generator_version = std::string(generator_version());
+  return kernel;
+}
+
+}  // namespace forge::codegen

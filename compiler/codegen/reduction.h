@@ -1,0 +1,43 @@
+// The reduction family: reductions along the last dimension with the group's elementwise ops
+// fused before and after them. Supported reductions: softmax, log_softmax, layer_norm (weight,
+// bias, eps), sum / mean / amax / amin over the last dimension (keepdim or not); the RMSNorm
+// pattern (pow, mean, add eps, rsqrt, mul, mul weight) is mean plus elementwise ops. Several
+// reductions may be chained (e.g. layer_norm then softmax): a reduction whose input depends on
+// another's result runs in a later pass over the row.
+//
+// Template "row_reduce": a row (all elements that share the leading coordinates) is reduced by a
+// group of `threads_per_row` threads: one warp (32) or several warps (64..1024, combining warps
+// through shared memory). A block holds `rows_per_block` such groups. Each pass walks the row in
+// chunks of `vector_width` consecutive elements per thread; `cache_row` loads the row-sized
+// inputs into registers once instead of re-reading them every pass. `online_softmax` computes
+// softmax's max and sum in one pass (else two); `welford` computes layer_norm's mean and variance
+// in one pass (else two: mean, then the sum of squared deviations). Accumulation is in float32
+// (float64 when the task has float64 values).
+#ifndef FORGE_COMPILER_CODEGEN_REDUCTION_H_
+#define FORGE_COMPILER_CODEGEN_REDUCTION_H_
+
+#include "compiler/codegen/family.h"
+
+namespace forge::codegen {
+
+class ReductionFamily : public KernelFamily {
+ public:
+  static constexpr char kTemplateName[] = "row_reduce";
+  static constexpr char kKernelName[] = "forge_row_reduce";
+
+  forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
+  absl::string_view name() const override { return "reduction"; }
+  absl::string_view generator_version() const override { return "reduction-1"; }
+
+  absl::Status Applies(const forge::v1::KernelTask& task) const override;
+  absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
+      const forge::v1::KernelTask& task) const override;
+  absl::Status Validate(const forge::v1::KernelTask& task,
+                        const SchedulePoint& point) const override;
+  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
+                                           const SchedulePoint& point) const override;
+};
+
+}  // namespace forge::codegen
+
+#endif  // FORGE_COMPILER_CODEGEN_REDUCTION_H_
