@@ -1,0 +1,213 @@
+// A thin RAII layer over the CUDA driver API: one device's primary context, device memory, streams,
+// events, modules loaded from cubins, and kernel launches. Every CUresult becomes an absl::Status
+// that names the driver call and the error (cuGetErrorName and cuGetErrorString).
+//
+// The driver (libcuda.so.1) is loaded at run time with dlopen rather than linked, so that every
+// binary that uses this library starts on a machine without a GPU or driver (CI, the emulated
+// backend) and finds out through DriverStatus() instead of failing to load.
+//
+// A context is current per thread: Device::Open makes the device's primary context current on the
+// calling thread; any other thread that uses the device, its buffers, streams or modules must call
+// Device::MakeCurrent first.
+#ifndef FORGE_WORKER_GPU_DEVICE_H_
+#define FORGE_WORKER_GPU_DEVICE_H_
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace forge::gpu {
+
+// OK when the driver loaded, cuInit succeeded and at least one device is present; otherwise
+// Unavailable with the reason (no libcuda.so.1, the toolkit's stub library, no device, ...).
+// Cached after the first call.
+absl::Status DriverStatus();
+
+// A status for `result`, naming `call`: "cuMemAlloc(4096 bytes): CUDA_ERROR_OUT_OF_MEMORY (out of
+// memory)". OK for CUDA_SUCCESS. Errors that leave the context unusable (illegal address, trap,
+// illegal instruction, ...) carry a marker that IsStickyError() detects, and say so.
+absl::Status CudaStatus(CUresult result, absl::string_view call);
+
+// True for a status from an error after which the CUDA context is unusable and the process must
+// be restarted to use the GPU again (the sandbox child's cue to exit).
+bool IsStickyError(const absl::Status& status);
+
+struct DeviceProperties {
+  int ordinal = 0;
+  std::string name;  // "NVIDIA H200"
+  int compute_capability_major = 0;
+  int compute_capability_minor = 0;
+  int sm_count = 0;
+  int64_t l2_cache_bytes = 0;
+  int64_t total_memory_bytes = 0;
+  int max_threads_per_block = 0;
+  int64_t max_shared_memory_per_block_optin = 0;  // dynamic shared memory a kernel may opt into
+  int driver_version = 0;                          // e.g. 13000 for CUDA 13.0
+
+  // NVRTC's name of the architecture: "sm_90".
+  std::string arch() const;
+};
+
+class Stream;
+
+// Device memory, freed on destruction. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr address() const { return address_; }
+  size_t size_bytes() const { return size_bytes_; }
+
+  // Blocking copies of the whole buffer; `host` must hold size_bytes().
+  absl::Status CopyFromHost(const void* host, size_t bytes);
+  absl::Status CopyToHost(void* host, size_t bytes) const;
+  // A copy to host ordered on `stream` (it waits for the stream's earlier work); returns once the
+  // copy is enqueued, so synchronize `stream` before reading `host`.
+  absl::Status CopyToHostAsync(void* host, size_t bytes, Stream& stream) const;
+
+  // Copies all of `source` (which must be as large) into this buffer, ordered on `stream`.
+  absl::Status CopyFromDeviceAsync(const DeviceBuffer& source, Stream& stream);
+
+  // Fill every 4-, 2- or 1-byte word of the buffer with `pattern`, ordered on `stream`. The size
+  // must be a multiple of the word size.
+  absl::Status Fill32(uint32_t pattern, Stream& stream);
+  absl::Status Fill16(uint16_t pattern, Stream& stream);
+  absl::Status Fill8(uint8_t pattern, Stream& stream);
+
+ private:
+  friend class Device;
+  DeviceBuffer(CUdeviceptr address, size_t size_bytes)
+      : address_(address), size_bytes_(size_bytes) {}
+  void Release();
+
+  CUdeviceptr address_ = 0;
+  size_t size_bytes_ = 0;
+};
+
+// A non-blocking stream (no implicit synchronization with the legacy default stream). Move-only.
+class Stream {
+ public:
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  CUstream handle() const { return stream_; }
+  absl::Status Synchronize();
+
+ private:
+  friend class Device;
+  explicit Stream(CUstream stream) : stream_(stream) {}
+  CUstream stream_ = nullptr;
+};
+
+// A timing event. Move-only.
+class Event {
+ public:
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  absl::Status Record(Stream& stream);
+  absl::Status Synchronize();
+  // Milliseconds between `start` and this event; both must have completed.
+  absl::StatusOr<float> MillisecondsSince(const Event& start) const;
+
+ private:
+  friend class Device;
+  explicit Event(CUevent event) : event_(event) {}
+  CUevent event_ = nullptr;
+};
+
+struct LaunchShape {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamic_shared_bytes = 0;
+};
+
+// A kernel of a loaded module; valid while its Module lives.
+class Kernel {
+ public:
+  // Enqueues the kernel on `stream`. `args` points at each parameter's value, in order (for a
+  // pointer parameter, a pointer to a CUdeviceptr). Launch errors come back here; errors of the
+  // running kernel come back at the next synchronization.
+  absl::Status Launch(const LaunchShape& shape, absl::Span<void* const> args, Stream& stream) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Module;
+  Kernel(CUfunction function, std::string name) : function_(function), name_(std::move(name)) {}
+  CUfunction function_;
+  std::string name_;
+};
+
+// A cubin loaded into the context. Move-only.
+class Module {
+ public:
+  ~Module();
+  Module(Module&& other) noexcept;
+  Module& operator=(Module&& other) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The kernel named `name` (the cubin's symbol: an extern "C" name or a lowered C++ name).
+  absl::StatusOr<Kernel> GetKernel(absl::string_view name) const;
+
+ private:
+  friend class Device;
+  explicit Module(CUmodule module) : module_(module) {}
+  CUmodule module_ = nullptr;
+};
+
+// One GPU through its primary context, retained for the object's lifetime.
+class Device {
+ public:
+  // Initializes the driver, retains device `ordinal`'s primary context and makes it current on
+  // the calling thread. Unavailable when there is no usable driver or device.
+  static absl::StatusOr<std::unique_ptr<Device>> Open(int ordinal = 0);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceProperties& properties() const { return properties_; }
+  // Makes the context current on the calling thread.
+  absl::Status MakeCurrent() const;
+  // Waits for all work on every stream of the context; the place where a crashed kernel's sticky
+  // error shows.
+  absl::Status Synchronize() const;
+  // Bytes of device memory free now.
+  absl::StatusOr<int64_t> FreeMemoryBytes() const;
+
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) const;
+  absl::StatusOr<Stream> CreateStream() const;
+  absl::StatusOr<Event> CreateEvent() const;
+  absl::StatusOr<Module> LoadModule(absl::string_view cubin) const;
+
+ private:
+  Device(CUdevice device, CUcontext context, DeviceProperties properties)
+      : device_(device), context_(context), properties_(std::move(properties)) {}
+
+  CUdevice device_;
+  CUcontext context_;
+  DeviceProperties properties_;
+};
+
+}  // namespace forge::gpu
+
+#endif  // FORGE_WORKER_GPU_DEVICE_H_

@@ -1,0 +1,68 @@
+#include "worker/judge/aten_reference.h"
+
+#include <vector>
+
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "worker/judge/compare.h"
+#include "worker/judge/inputs.h"
+
+namespace forge::judge {
+namespace {
+
+// y = a + 2 * b, with b broadcast along the rows and read through transposed strides.
+constexpr char kTask[] = R"pb(
+  digest: "aten-reference-test"
+  inputs { dtype: DTYPE_FLOAT32 shape: [ 2, 3 ] }
+  inputs { dtype: DTYPE_BFLOAT16 shape: [ 2, 3 ] strides: [ 1, 2 ] }
+  outputs { dtype: DTYPE_FLOAT32 shape: [ 2, 3 ] }
+  group {
+    values { name: "a" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 3 ] } }
+    values { name: "b" tensor { dtype: DTYPE_BFLOAT16 shape: [ 2, 3 ] strides: [ 1, 2 ] } }
+    values { name: "y" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 3 ] } }
+    inputs { kind: INPUT_KIND_USER_INPUT value_name: "a" }
+    inputs { kind: INPUT_KIND_USER_INPUT value_name: "b" }
+    nodes {
+      name: "y"
+      op: "aten::add"
+      overload: "Tensor"
+      schema: "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+      arguments { name: "self" tensor: "a" }
+      arguments { name: "other" tensor: "b" }
+      arguments { name: "alpha" keyword: true int_value: 2 }
+      outputs: "y"
+    }
+    outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "y" }
+  }
+)pb";
+
+TEST(AtenFloat64ReferenceTest, RunsTheGroupInFloat64OnTheJudgesInputs) {
+  forge::v1::KernelTask task;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &task));
+  std::vector<HostTensor> inputs;
+  for (int i = 0; i < 2; ++i) {
+    auto input = DrawInput(task.inputs(i), {}, 0, i, 11);
+    ASSERT_TRUE(input.ok()) << input.status();
+    inputs.push_back(*std::move(input));
+  }
+  auto outputs = AtenFloat64Reference()(task, inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ(outputs->size(), 1u);
+  ASSERT_EQ((*outputs)[0].size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    // Exact in float64: the inputs are float32 and bfloat16 values.
+    EXPECT_EQ((*outputs)[0][i], inputs[0].Get(i) + 2 * inputs[1].Get(i)) << i;
+  }
+}
+
+TEST(AtenFloat64ReferenceTest, ReportsInterpreterErrors) {
+  forge::v1::KernelTask task;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &task));
+  task.mutable_group()->mutable_nodes(0)->set_op("aten::no_such_op");
+  std::vector<HostTensor> inputs;
+  for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 0, i, 11));
+  EXPECT_FALSE(AtenFloat64Reference()(task, inputs).ok());
+}
+
+}  // namespace
+}  // namespace forge::judge

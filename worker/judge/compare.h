@@ -1,0 +1,97 @@
+// The judge's comparison core, pure CPU: a candidate's output (as the kernel stored it) against the
+// float64 reference, with per-dtype tolerances, a relative-norm bound, detection of elements the
+// kernel never wrote (still holding the NaN poison), and the checks that keep a constant output
+// from passing a task whose reference is nearly constant.
+#ifndef FORGE_WORKER_JUDGE_COMPARE_H_
+#define FORGE_WORKER_JUDGE_COMPARE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/types/span.h"
+#include "forge/v1/graph.pb.h"
+#include "worker/judge/host_tensor.h"
+
+namespace forge::judge {
+
+// An element passes when |candidate - reference| <= atol + rtol * |reference|; an output passes
+// when, in addition, ||candidate - reference||_2 / ||reference||_2 <= rel_norm.
+struct Tolerances {
+  double atol = 0;
+  double rtol = 0;
+  double rel_norm = 0;
+};
+
+// float64: 1e-7; float32: 1e-4 (no TF32 shortcut passes unless it meets it); float16 and
+// bfloat16: 1e-2; float8: 1e-1 (about one ulp of e4m3). Integers and bool compare exactly.
+// The relative-norm bound equals rtol: a correct kernel sits orders of magnitude below it, and
+// outputs whose values all hide under atol (a zero output where the reference is ~1e-9) fail it.
+Tolerances DefaultTolerances(forge::v1::DType dtype);
+
+// How the judge fills an output before each launch: a word of `word_bytes` bytes repeated. For
+// floating types the pattern is a quiet NaN of the dtype (0x7FC00000 for float32, 0x7E00 for
+// float16, 0x7FC0 for bfloat16, 0x7FF8 repeated for float64, 0x7F for float8); integers and bool,
+// which have no NaN, get the byte 0xA5 (a bool that is neither 0 nor 1).
+struct Poison {
+  int word_bytes;
+  uint32_t word;
+};
+Poison PoisonFor(forge::v1::DType dtype);
+// True when the element at `element` holds exactly the poison's bytes.
+bool IsPoison(forge::v1::DType dtype, const std::byte* element);
+
+struct OutputComparison {
+  bool passed = true;
+  int64_t element_count = 0;
+  int64_t unwritten = 0;   // elements still holding the poison where the reference is finite
+  int64_t mismatches = 0;  // written elements outside the tolerance
+  int64_t nan_reference = 0;
+  double max_abs_error = 0;
+  double max_rel_error = 0;   // over elements with a non-zero reference
+  double rel_norm_error = 0;  // 0 when the reference's norm is 0 (then not checked)
+  // Logical (row-major) index of the element the failure message names.
+  std::optional<int64_t> failed_index;
+  // Why it failed, one line: "element 1003 [1, 0] never written (still holds the NaN poison);
+  // 1002000 of 1003000 elements unwritten". Empty when passed.
+  std::string failure;
+};
+
+// Compares every logical element of `candidate` with `reference` (row-major float64, one value per
+// element). A NaN reference element accepts only a NaN; an infinite one only the same infinity.
+// Unwritten elements are reported before mismatches, mismatches before the norm bound.
+OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
+                               const Tolerances& tolerances);
+
+// True when a constant could stand in for `values` within the tolerances: every element lies within
+// atol + rtol * |v| of the mean. Such an output is flagged and its variation checked separately.
+bool IsNearConstant(absl::Span<const double> values, const Tolerances& tolerances);
+// True when `a` and `b` agree element-wise within the tolerances (a reference that did not change
+// between two input draws).
+bool AgreeWithin(absl::Span<const double> a, absl::Span<const double> b,
+                 const Tolerances& tolerances);
+
+struct VariationComparison {
+  // False when the reference's variation vanishes once rounded to the output dtype (keeps less
+  // than a thousandth of its norm): a constant candidate is then as good as any, and nothing is
+  // checked.
+  bool representable = false;
+  bool passed = true;
+  // ||candidate variation - reference variation|| / ||reference variation||.
+  double relative_error = 0;
+};
+
+// Whether the candidate reproduces the reference's variation. `candidate_variation` and
+// `reference_variation` are matching deviations: each output minus its mean (variation within an
+// output), or one draw's output minus another's (variation across draws). `rounded_variation` is
+// the reference variation computed from reference values rounded to the output dtype. Passes when
+// the error is at most half the reference variation plus twice the rounding noise; a constant
+// candidate (zero variation) has error 1 and fails wherever the variation is representable.
+VariationComparison CompareVariation(absl::Span<const double> candidate_variation,
+                                     absl::Span<const double> reference_variation,
+                                     absl::Span<const double> rounded_variation);
+
+}  // namespace forge::judge
+
+#endif  // FORGE_WORKER_JUDGE_COMPARE_H_

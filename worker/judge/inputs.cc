@@ -1,0 +1,215 @@
+#include "worker/judge/inputs.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace forge::judge {
+namespace {
+
+using forge::v1::Argument;
+using forge::v1::Node;
+using forge::v1::TensorSpec;
+
+const absl::flat_hash_set<std::string>& ClassTargetOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d_forward",
+      "aten::cross_entropy_loss"};
+  return *ops;
+}
+
+const absl::flat_hash_set<std::string>& DimIndexOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "aten::gather", "aten::scatter", "aten::scatter_add", "aten::scatter_reduce",
+      "aten::index_select", "aten::index_add", "aten::index_copy", "aten::index_fill"};
+  return *ops;
+}
+
+const absl::flat_hash_set<std::string>& PositiveOperandOps() {
+  static const auto* ops = new absl::flat_hash_set<std::string>{
+      "aten::sqrt", "aten::rsqrt", "aten::log", "aten::log2", "aten::log10"};
+  return *ops;
+}
+
+const Argument* FindArgument(const Node& node, absl::string_view name) {
+  for (const Argument& argument : node.arguments()) {
+    if (argument.name() == name) return &argument;
+  }
+  return nullptr;
+}
+
+// The tensor value an argument names, or "" when it names none.
+std::string TensorName(const Argument* argument) {
+  if (argument == nullptr) return "";
+  if (argument->has_tensor()) return argument->tensor();
+  if (argument->has_optional_tensor() && argument->optional_tensor().has_value_name()) {
+    return argument->optional_tensor().value_name();
+  }
+  return "";
+}
+
+class DomainInference {
+ public:
+  explicit DomainInference(const forge::v1::KernelTask& task)
+      : task_(task), domains_(task.inputs_size()) {
+    for (int i = 0; i < task.group().inputs_size() && i < task.inputs_size(); ++i) {
+      input_index_[task.group().inputs(i).value_name()] = i;
+      specs_[task.group().inputs(i).value_name()] = &task.inputs(i);
+    }
+    for (const forge::v1::Value& value : task.group().values()) {
+      specs_.try_emplace(value.name(), &value.tensor());
+    }
+  }
+
+  std::vector<InputDomain> Run() {
+    for (const Node& node : task_.group().nodes()) Visit(node);
+    return std::move(domains_);
+  }
+
+ private:
+  void Visit(const Node& node) {
+    const std::string& op = node.op();
+    if (ClassTargetOps().contains(op)) {
+      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+      if (self != nullptr && self->shape_size() > 0) {
+        int64_t classes = self->shape(self->shape_size() >= 2 ? 1 : 0);
+        SetRange(TensorName(FindArgument(node, "target")), classes,
+                 absl::StrCat("target of ", op, ": classes"));
+      }
+    } else if (op == "aten::embedding") {
+      const TensorSpec* weight = Spec(TensorName(FindArgument(node, "weight")));
+      if (weight != nullptr && weight->shape_size() > 0) {
+        SetRange(TensorName(FindArgument(node, "indices")), weight->shape(0),
+                 absl::StrCat("indices of ", op, ": rows"));
+      }
+    } else if (DimIndexOps().contains(op)) {
+      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+      const Argument* dim = FindArgument(node, "dim");
+      if (self != nullptr && dim != nullptr && dim->has_int_value() && self->shape_size() > 0) {
+        int64_t axis = dim->int_value() < 0 ? dim->int_value() + self->shape_size() : dim->int_value();
+        if (axis >= 0 && axis < self->shape_size()) {
+          SetRange(TensorName(FindArgument(node, "index")), self->shape(axis),
+                   absl::StrCat("index of ", op, " along dim ", axis, ": positions"));
+        }
+      }
+    } else if (op == "aten::index") {
+      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+      const Argument* indices = FindArgument(node, "indices");
+      if (self != nullptr && indices != nullptr && indices->has_optional_tensors()) {
+        const auto& items = indices->optional_tensors().items();
+        for (int k = 0; k < items.size() && k < self->shape_size(); ++k) {
+          if (items[k].has_value_name()) {
+            SetRange(items[k].value_name(), self->shape(k),
+                     absl::StrCat("index ", k, " of ", op, ": positions"));
+          }
+        }
+      }
+    } else if (absl::StrContains(op, "batch_norm")) {
+      SetPositive(TensorName(FindArgument(node, "running_var")),
+                  absl::StrCat("running_var of ", op));
+    } else if (PositiveOperandOps().contains(op)) {
+      SetPositive(TensorName(FindArgument(node, "self")), absl::StrCat("operand of ", op));
+    }
+  }
+
+  const TensorSpec* Spec(const std::string& name) const {
+    auto it = specs_.find(name);
+    return it == specs_.end() ? nullptr : it->second;
+  }
+
+  void SetRange(const std::string& name, int64_t size, const std::string& what) {
+    auto it = input_index_.find(name);
+    if (it == input_index_.end() || size <= 0) return;
+    InputDomain& domain = domains_[it->second];
+    domain.kind = InputDomain::Kind::kIntegerRange;
+    domain.range = {0, size};
+    domain.reason = absl::StrCat(what, " [0, ", size, ")");
+  }
+
+  void SetPositive(const std::string& name, const std::string& what) {
+    auto it = input_index_.find(name);
+    if (it == input_index_.end()) return;
+    InputDomain& domain = domains_[it->second];
+    if (domain.kind != InputDomain::Kind::kAny) return;
+    domain.kind = InputDomain::Kind::kPositive;
+    domain.reason = absl::StrCat(what, ": positive");
+  }
+
+  const forge::v1::KernelTask& task_;
+  std::vector<InputDomain> domains_;
+  absl::flat_hash_map<std::string, int> input_index_;
+  absl::flat_hash_map<std::string, const TensorSpec*> specs_;
+};
+
+enum class Distribution { kNormal, kUniform, kScaledNormal };
+
+Distribution DistributionOf(int draw) { return static_cast<Distribution>(draw % 3); }
+
+uint64_t SeedOf(uint64_t seed, int draw, int input_index) {
+  // splitmix64 over the three numbers: nearby arguments give unrelated streams.
+  uint64_t state = seed ^ (static_cast<uint64_t>(draw) << 32) ^ static_cast<uint64_t>(input_index);
+  state += 0x9E3779B97F4A7C15ull;
+  state = (state ^ (state >> 30)) * 0xBF58476D1CE4E5B9ull;
+  state = (state ^ (state >> 27)) * 0x94D049BB133111EBull;
+  return state ^ (state >> 31);
+}
+
+}  // namespace
+
+std::vector<InputDomain> InferInputDomains(const forge::v1::KernelTask& task) {
+  return DomainInference(task).Run();
+}
+
+std::string DescribeDraw(int draw) {
+  switch (DistributionOf(draw)) {
+    case Distribution::kNormal:
+      return "normal(0, 1)";
+    case Distribution::kUniform:
+      return "uniform(-2, 2)";
+    case Distribution::kScaledNormal:
+      return "normal(0, s_i) with a scale per input";
+  }
+  return "";
+}
+
+double InputScale(int draw, int input_index) {
+  if (DistributionOf(draw) != Distribution::kScaledNormal) return 1.0;
+  return std::ldexp(1.0, input_index % 5 - 2);
+}
+
+absl::StatusOr<HostTensor> DrawInput(const TensorSpec& spec, const InputDomain& domain, int draw,
+                                     int input_index, uint64_t seed) {
+  absl::StatusOr<HostTensor> tensor = HostTensor::Allocate(spec);
+  if (!tensor.ok()) return tensor.status();
+  std::mt19937_64 generator(SeedOf(seed, draw, input_index));
+  const int64_t count = tensor->element_count();
+  const forge::v1::DType dtype = spec.dtype();
+
+  if (!IsFloatingPoint(dtype)) {
+    IntegerRange range = domain.range;
+    if (dtype == forge::v1::DTYPE_BOOL) range = {0, 2};
+    std::uniform_int_distribution<int64_t> integers(range.low, range.high - 1);
+    for (int64_t i = 0; i < count; ++i) tensor->Set(i, static_cast<double>(integers(generator)));
+    return tensor;
+  }
+
+  const double scale = InputScale(draw, input_index);
+  std::normal_distribution<double> normal(0.0, scale);
+  std::uniform_real_distribution<double> uniform(-2.0, 2.0);
+  const bool positive = domain.kind == InputDomain::Kind::kPositive;
+  for (int64_t i = 0; i < count; ++i) {
+    double value = 0;
+    do {
+      value = DistributionOf(draw) == Distribution::kUniform ? uniform(generator) : normal(generator);
+      if (positive) value = std::fabs(value) + 0.1 * scale;
+    } while (RoundToDType(dtype, value) == 0);
+    tensor->Set(i, value);
+  }
+  return tensor;
+}
+
+}  // namespace forge::judge

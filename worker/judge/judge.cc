@@ -1,0 +1,479 @@
+#include "worker/judge/judge.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status/status_macros.h"
+
+namespace forge::judge {
+namespace {
+
+using forge::v1::FailureReason;
+using forge::v1::KernelTask;
+
+constexpr double kSpeedupLimit = 10.0;
+
+absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, forge::v1::DType dtype,
+                            gpu::Stream& stream) {
+  Poison poison = PoisonFor(dtype);
+  switch (poison.word_bytes) {
+    case 4:
+      return buffer.Fill32(poison.word, stream);
+    case 2:
+      return buffer.Fill16(static_cast<uint16_t>(poison.word), stream);
+    default:
+      return buffer.Fill8(static_cast<uint8_t>(poison.word), stream);
+  }
+}
+
+// The first element whose bytes differ between two storages of one spec, if any.
+std::optional<int64_t> FirstDifference(const HostTensor& a, const std::vector<std::byte>& b) {
+  const int element_bytes = *ElementBytes(a.spec.dtype());
+  for (int64_t i = 0; i < a.element_count(); ++i) {
+    const int64_t offset = StorageOffsetOf(a.spec, i) * element_bytes;
+    if (std::memcmp(a.storage.data() + offset, b.data() + offset, element_bytes) != 0) return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<double> Centered(absl::Span<const double> values) {
+  double sum = 0;
+  for (double value : values) sum += value;
+  const double mean = values.empty() ? 0 : sum / static_cast<double>(values.size());
+  std::vector<double> centered(values.begin(), values.end());
+  for (double& value : centered) value -= mean;
+  return centered;
+}
+
+std::vector<double> Rounded(forge::v1::DType dtype, absl::Span<const double> values) {
+  std::vector<double> rounded(values.begin(), values.end());
+  for (double& value : rounded) value = RoundToDType(dtype, value);
+  return rounded;
+}
+
+std::vector<double> Difference(absl::Span<const double> a, absl::Span<const double> b) {
+  std::vector<double> difference(a.size());
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) difference[i] = a[i] - b[i];
+  return difference;
+}
+
+FailureReason ReasonForCudaError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted
+             ? forge::v1::FAILURE_REASON_RESOURCE_LIMIT
+             : forge::v1::FAILURE_REASON_CRASH;
+}
+
+}  // namespace
+
+absl::StatusOr<CandidateLaunch> LoadGeneratedKernel(const gpu::Device& device,
+                                                    absl::string_view cubin,
+                                                    const codegen::GeneratedKernel& kernel) {
+  struct Loaded {
+    gpu::Module module;
+    gpu::Kernel kernel;
+  };
+  FORGE_ASSIGN_OR_RETURN(gpu::Module module, device.LoadModule(cubin));
+  FORGE_ASSIGN_OR_RETURN(gpu::Kernel function, module.GetKernel(kernel.kernel_name));
+  auto loaded = std::make_shared<Loaded>(Loaded{std::move(module), std::move(function)});
+  gpu::LaunchShape shape;
+  for (int i = 0; i < 3; ++i) {
+    shape.grid[i] = kernel.launch.grid[i];
+    shape.block[i] = kernel.launch.block[i];
+  }
+  shape.dynamic_shared_bytes = kernel.launch.dynamic_shared_bytes;
+  return CandidateLaunch([loaded, shape](gpu::Stream& stream, absl::Span<const CUdeviceptr> args) {
+    // The driver wants a pointer to each parameter's value.
+    std::vector<void*> parameters(args.size());
+    for (size_t i = 0; i < args.size(); ++i) parameters[i] = const_cast<CUdeviceptr*>(&args[i]);
+    return loaded->kernel.Launch(shape, parameters, stream);
+  });
+}
+
+// Runs the draws of one Judge() call.
+class JudgeRunner {
+ public:
+  JudgeRunner(const gpu::Device& device, const KernelTask& task, CandidateLaunch launch,
+              const ReferenceFn& reference, const JudgeOptions& options)
+      : device_(device), task_(task), reference_(reference), options_(options) {
+    result_ = std::unique_ptr<JudgedCandidate>(new JudgedCandidate());
+    result_->device_ = &device;
+    result_->task_ = task;
+    result_->launch_ = std::move(launch);
+    result_->tolerances_override_ = options.tolerances;
+  }
+
+  absl::StatusOr<std::unique_ptr<JudgedCandidate>> Run() {
+    FORGE_RETURN_IF_ERROR(Validate());
+    domains_ = InferInputDomains(task_);
+    for (const auto& [index, range] : options_.integer_ranges) {
+      if (index < 0 || index >= static_cast<int>(domains_.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "JudgeOptions.integer_ranges names input ", index, "; the task has ",
+            domains_.size(), " inputs"));
+      }
+      domains_[index] = {InputDomain::Kind::kIntegerRange, range,
+                         absl::StrCat("caller's range [", range.low, ", ", range.high, ")")};
+    }
+    forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
+    evidence.set_passed(true);
+    const Tolerances first = ToleranceFor(0);
+    evidence.set_atol(first.atol);
+    evidence.set_rtol(first.rtol);
+    for (size_t i = 0; i < domains_.size(); ++i) {
+      if (domains_[i].kind != InputDomain::Kind::kAny) {
+        evidence.add_notes(absl::StrCat("input ", i, ": ", domains_[i].reason));
+      } else if (!IsFloatingPoint(task_.inputs(i).dtype())) {
+        evidence.add_notes(absl::StrCat("input ", i, " (", DescribeSpec(task_.inputs(i)),
+                                        "): integers in [0, 16), its use not recognized"));
+      }
+    }
+    FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_.CreateStream());
+    stream_.emplace(std::move(stream));
+    for (int draw = 0; draw < options_.draws; ++draw) {
+      evidence.set_draws(draw + 1);
+      FORGE_RETURN_IF_ERROR(RunDraw(draw));
+      if (!evidence.passed()) break;
+    }
+    return std::move(result_);
+  }
+
+ private:
+  absl::Status Validate() const {
+    if (options_.draws < 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the judge needs at least 3 draws, JudgeOptions.draws is ", options_.draws));
+    }
+    if (task_.outputs_size() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("task ", task_.digest(), " has no outputs"));
+    }
+    for (const auto* specs : {&task_.inputs(), &task_.outputs()}) {
+      for (const forge::v1::TensorSpec& spec : *specs) {
+        if (!ElementBytes(spec.dtype()).ok() || spec.dtype() == forge::v1::DTYPE_COMPLEX64) {
+          return absl::UnimplementedError(absl::StrCat(
+              "the judge does not handle tensors of ", DescribeSpec(spec), " (task ",
+              task_.digest(), ")"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Tolerances ToleranceFor(int output) const {
+    return options_.tolerances ? *options_.tolerances
+                               : DefaultTolerances(task_.outputs(output).dtype());
+  }
+
+  void Fail(int draw, FailureReason reason, const std::string& detail) {
+    JudgeVerdict& verdict = result_->verdict_;
+    verdict.evidence.set_passed(false);
+    verdict.evidence.set_failed_draw(draw);
+    verdict.reason = reason;
+    verdict.detail = absl::StrCat("draw ", draw, " (", DescribeDraw(draw), "): ", detail);
+    verdict.evidence.add_notes(verdict.detail);
+  }
+
+  void FailWithCudaError(int draw, const absl::Status& status) {
+    Fail(draw, ReasonForCudaError(status), std::string(status.message()));
+    result_->verdict_.context_lost = gpu::IsStickyError(status);
+  }
+
+  std::string OutputName(int output) const {
+    return absl::StrCat("output ", output, " (", DescribeSpec(task_.outputs(output)), ")");
+  }
+
+  absl::Status RunDraw(int draw) {
+    JudgedCandidate& run = *result_;
+    gpu::Stream& stream = *stream_;
+    // Fresh host inputs and fresh device allocations for every draw.
+    std::vector<HostTensor> inputs;
+    std::vector<gpu::DeviceBuffer> input_buffers;
+    std::vector<gpu::DeviceBuffer> output_buffers;
+    std::vector<CUdeviceptr> args;
+    for (int i = 0; i < task_.inputs_size(); ++i) {
+      FORGE_ASSIGN_OR_RETURN(HostTensor input,
+                             DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
+      FORGE_RETURN_IF_ERROR(buffer.CopyFromHost(input.storage.data(), input.storage.size()));
+      args.push_back(buffer.address());
+      inputs.push_back(std::move(input));
+      input_buffers.push_back(std::move(buffer));
+    }
+    std::vector<HostTensor> outputs;
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      FORGE_ASSIGN_OR_RETURN(HostTensor output, HostTensor::Allocate(task_.outputs(o)));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(output.storage.size()));
+      FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
+      args.push_back(buffer.address());
+      outputs.push_back(std::move(output));
+      output_buffers.push_back(std::move(buffer));
+    }
+
+    // The candidate first; its outputs read in the order of its stream.
+    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
+      FailWithCudaError(draw, launched);
+      return absl::OkStatus();
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (absl::Status copied = output_buffers[o].CopyToHostAsync(
+              outputs[o].storage.data(), outputs[o].storage.size(), stream);
+          !copied.ok()) {
+        FailWithCudaError(draw, copied);
+        return absl::OkStatus();
+      }
+    }
+    for (absl::Status synced : {stream.Synchronize(), device_.Synchronize()}) {
+      if (!synced.ok()) {
+        FailWithCudaError(draw, synced);
+        return absl::OkStatus();
+      }
+    }
+    // With every stream idle, the outputs must read as they did in stream order.
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      std::vector<std::byte> settled(outputs[o].storage.size());
+      FORGE_RETURN_IF_ERROR(output_buffers[o].CopyToHost(settled.data(), settled.size()));
+      if (std::optional<int64_t> changed = FirstDifference(outputs[o], settled)) {
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrCat(OutputName(o), " changed after its launch stream finished (first at "
+                          "element ", *changed, " ",
+                          FormatIndex(Unravel(task_.outputs(o).shape(), *changed)),
+                          "): the candidate ran work outside the stream it was given"));
+        return absl::OkStatus();
+      }
+    }
+    FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
+                           ModifiedInput(inputs, input_buffers));
+    if (modified) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT, *modified);
+      return absl::OkStatus();
+    }
+
+    // The reference second.
+    FORGE_ASSIGN_OR_RETURN(std::vector<std::vector<double>> references, Reference(inputs));
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o], references[o]));
+      if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
+    }
+
+    // The last passing draw stays for the timer and the re-check.
+    run.inputs_ = std::move(inputs);
+    run.references_ = std::move(references);
+    run.input_buffers_ = std::move(input_buffers);
+    run.output_buffers_ = std::move(output_buffers);
+    run.args_ = std::move(args);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::string>> ModifiedInput(
+      const std::vector<HostTensor>& inputs, const std::vector<gpu::DeviceBuffer>& buffers) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<std::byte> now(inputs[i].storage.size());
+      FORGE_RETURN_IF_ERROR(buffers[i].CopyToHost(now.data(), now.size()));
+      if (std::optional<int64_t> changed = FirstDifference(inputs[i], now)) {
+        const int element_bytes = *ElementBytes(inputs[i].spec.dtype());
+        double after = DecodeElement(inputs[i].spec.dtype(),
+                                     now.data() + StorageOffsetOf(inputs[i].spec, *changed) *
+                                                      element_bytes);
+        return std::optional<std::string>(absl::StrFormat(
+            "the kernel modified input %d (%s): element %d %s was %.9g, is %.9g", i,
+            DescribeSpec(inputs[i].spec), *changed,
+            FormatIndex(Unravel(inputs[i].spec.shape(), *changed)), inputs[i].Get(*changed),
+            after));
+      }
+    }
+    return std::optional<std::string>();
+  }
+
+  absl::StatusOr<std::vector<std::vector<double>>> Reference(
+      const std::vector<HostTensor>& inputs) {
+    absl::StatusOr<std::vector<std::vector<double>>> references = reference_(task_, inputs);
+    if (!references.ok()) {
+      return Annotate(references.status(), absl::StrCat("reference of task ", task_.digest()));
+    }
+    if (static_cast<int>(references->size()) != task_.outputs_size()) {
+      return absl::InternalError(absl::StrCat("the reference of task ", task_.digest(), " gave ",
+                                              references->size(), " outputs, the task has ",
+                                              task_.outputs_size()));
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (static_cast<int64_t>((*references)[o].size()) != ElementCount(task_.outputs(o))) {
+        return absl::InternalError(absl::StrCat(
+            "the reference of task ", task_.digest(), " gave ", (*references)[o].size(),
+            " elements for ", OutputName(o)));
+      }
+    }
+    return references;
+  }
+
+  absl::Status CompareDraw(int draw, int o, const HostTensor& output,
+                           const std::vector<double>& reference) {
+    forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
+    const Tolerances tolerances = ToleranceFor(o);
+    OutputComparison comparison = CompareOutput(output, reference, tolerances);
+    if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
+          " for draw ", draw, " (", DescribeDraw(draw), "): the drawn inputs are outside an op's "
+          "domain"));
+    }
+    evidence.set_max_abs_error(std::max(evidence.max_abs_error(), comparison.max_abs_error));
+    evidence.set_max_rel_error(std::max(evidence.max_rel_error(), comparison.max_rel_error));
+    evidence.set_rel_norm_error(std::max(evidence.rel_norm_error(), comparison.rel_norm_error));
+    if (!comparison.passed) {
+      Fail(draw,
+           comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                    : forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat(OutputName(o), ": ", comparison.failure));
+      return absl::OkStatus();
+    }
+    if (comparison.nan_reference > 0 && draw == 0) {
+      evidence.add_notes(absl::StrCat(OutputName(o), ": reference NaN at ",
+                                      comparison.nan_reference, " elements"));
+    }
+
+    const forge::v1::DType dtype = task_.outputs(o).dtype();
+    const std::vector<double> candidate = output.ToDoubles();
+    if (IsNearConstant(reference, tolerances)) {
+      std::vector<double> rounded_reference = Rounded(dtype, reference);
+      VariationComparison variation = CompareVariation(
+          Centered(candidate), Centered(reference), Centered(rounded_reference));
+      if (draw == 0) {
+        evidence.add_notes(absl::StrCat(
+            OutputName(o), ": reference near constant within the output",
+            variation.representable ? "; the candidate must reproduce its variation"
+                                    : "; its variation vanishes at the output's precision"));
+      }
+      if (!variation.passed) {
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrFormat("%s: the reference is near constant and the candidate misses its "
+                             "variation (error %.3g of the variation's norm; a constant output "
+                             "has 1)",
+                             OutputName(o), variation.relative_error));
+        return absl::OkStatus();
+      }
+    }
+
+    if (draw == 0) {
+      first_candidates_.push_back(candidate);
+      first_references_.push_back(reference);
+      return absl::OkStatus();
+    }
+    if (AgreeWithin(reference, first_references_[o], tolerances)) {
+      VariationComparison variation = CompareVariation(
+          Difference(candidate, first_candidates_[o]), Difference(reference, first_references_[o]),
+          Difference(Rounded(dtype, reference), Rounded(dtype, first_references_[o])));
+      if (!flagged_across_draws_.contains(o)) {
+        flagged_across_draws_.insert(o);
+        evidence.add_notes(absl::StrCat(
+            OutputName(o), ": reference near constant across draws",
+            variation.representable ? "; the candidate must change with it"
+                                    : "; its change vanishes at the output's precision"));
+      }
+      if (!variation.passed) {
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrFormat("%s: the reference barely changes between draws and the candidate "
+                             "does not follow it (error %.3g of the change's norm; an output that "
+                             "ignores its inputs has 1)",
+                             OutputName(o), variation.relative_error));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const gpu::Device& device_;
+  const KernelTask& task_;
+  const ReferenceFn& reference_;
+  const JudgeOptions& options_;
+  std::unique_ptr<JudgedCandidate> result_;
+  std::vector<InputDomain> domains_;
+  std::optional<gpu::Stream> stream_;
+  // Draw 0's outputs, to see how later draws differ from it.
+  std::vector<std::vector<double>> first_candidates_;
+  std::vector<std::vector<double>> first_references_;
+  absl::flat_hash_set<int> flagged_across_draws_;
+};
+
+absl::StatusOr<std::unique_ptr<JudgedCandidate>> Judge(const gpu::Device& device,
+                                                       const KernelTask& task,
+                                                       CandidateLaunch launch,
+                                                       const ReferenceFn& reference,
+                                                       const JudgeOptions& options) {
+  return JudgeRunner(device, task, std::move(launch), reference, options).Run();
+}
+
+absl::Status JudgedCandidate::Launch(gpu::Stream& stream) {
+  if (!verdict_.passed()) {
+    return absl::FailedPreconditionError("only a candidate that passed the judge is timed");
+  }
+  return launch_(stream, args_);
+}
+
+absl::Status JudgedCandidate::PoisonOutputs(gpu::Stream& stream) {
+  for (int o = 0; o < static_cast<int>(output_buffers_.size()); ++o) {
+    FORGE_RETURN_IF_ERROR(FillWithPoison(output_buffers_[o], task_.outputs(o).dtype(), stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
+  if (!verdict_.passed()) {
+    return absl::FailedPreconditionError("only a candidate that passed the judge is re-checked");
+  }
+  JudgeVerdict verdict = verdict_;
+  auto fail = [&verdict](FailureReason reason, const std::string& detail) {
+    verdict.evidence.set_passed(false);
+    verdict.reason = reason;
+    verdict.detail = absl::StrCat("timed runs: ", detail);
+    verdict.evidence.add_notes(verdict.detail);
+    return verdict;
+  };
+  if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
+    verdict.context_lost = gpu::IsStickyError(synced);
+    return fail(ReasonForCudaError(synced), std::string(synced.message()));
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    std::vector<std::byte> now(inputs_[i].storage.size());
+    FORGE_RETURN_IF_ERROR(input_buffers_[i].CopyToHost(now.data(), now.size()));
+    if (std::optional<int64_t> changed = FirstDifference(inputs_[i], now)) {
+      return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
+                  absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs_[i].spec),
+                               ") at element ", *changed));
+    }
+  }
+  for (int o = 0; o < task_.outputs_size(); ++o) {
+    FORGE_ASSIGN_OR_RETURN(HostTensor output, HostTensor::Allocate(task_.outputs(o)));
+    FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.storage.data(), output.storage.size()));
+    const Tolerances tolerances =
+        tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
+    OutputComparison comparison = CompareOutput(output, references_[o], tolerances);
+    if (!comparison.passed) {
+      return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                           : forge::v1::FAILURE_REASON_WRONG_RESULT,
+                  absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
+                               comparison.failure));
+    }
+  }
+  verdict.evidence.add_notes("outputs of the timed runs re-checked");
+  return verdict;
+}
+
+std::vector<std::string> ReverificationReasons(double candidate_median_us, double eager_median_us,
+                                               double roofline_floor_us) {
+  std::vector<std::string> reasons;
+  if (eager_median_us > 0 && candidate_median_us * kSpeedupLimit < eager_median_us) {
+    reasons.push_back(absl::StrFormat(
+        "speedup %.1fx over eager (%.3g us vs %.3g us) exceeds %.0fx",
+        eager_median_us / candidate_median_us, candidate_median_us, eager_median_us,
+        kSpeedupLimit));
+  }
+  if (roofline_floor_us > 0 && candidate_median_us < roofline_floor_us) {
+    reasons.push_back(absl::StrFormat("time %.3g us is below the roofline floor %.3g us",
+                                      candidate_median_us, roofline_floor_us));
+  }
+  return reasons;
+}
+
+}  // namespace forge::judge

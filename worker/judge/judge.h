@@ -1,0 +1,127 @@
+// The judge: runs a candidate kernel on fresh random inputs and compares its outputs with the
+// float64 reference of the task's ATen ops. What it guarantees (docs in compare.h and inputs.h):
+//   - at least 3 independent draws from more than one distribution, weights included, no zeros;
+//   - every output filled with NaN before every launch, and every element must be written;
+//   - the candidate runs first and the reference second, on separate allocations per draw; the
+//     outputs are read once ordered on the launch stream and once after synchronizing every
+//     stream: a difference means the candidate left work running outside its stream;
+//   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
+//   - per-dtype tolerances and a relative-norm bound; an output whose reference is near constant,
+//     within itself or across draws, is flagged and the candidate must reproduce its variation;
+//   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
+//   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
+//     (ReverificationReasons).
+#ifndef FORGE_WORKER_JUDGE_JUDGE_H_
+#define FORGE_WORKER_JUDGE_JUDGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "compiler/codegen/generated_kernel.h"
+#include "forge/v1/task.pb.h"
+#include "worker/gpu/device.h"
+#include "worker/judge/compare.h"
+#include "worker/judge/host_tensor.h"
+#include "worker/judge/inputs.h"
+
+namespace forge::judge {
+
+// The task's ops in float64 on the CPU (compiler/reference's interpreter in production; a
+// hand-written function in tests): given the inputs the candidate got, one row-major float64
+// vector per task output, in KernelTask.outputs order.
+using ReferenceFn = std::function<absl::StatusOr<std::vector<std::vector<double>>>(
+    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)>;
+
+// Enqueues one run of the candidate on `stream`. `args` holds the device address of each task
+// input, then of each task output (the generated-kernel ABI).
+using CandidateLaunch =
+    std::function<absl::Status(gpu::Stream& stream, absl::Span<const CUdeviceptr> args)>;
+
+// The launch of a compiled generated kernel: loads `cubin`, finds `kernel.kernel_name` and launches
+// it with `kernel.launch`. The module stays loaded while the returned function lives.
+absl::StatusOr<CandidateLaunch> LoadGeneratedKernel(const gpu::Device& device,
+                                                    absl::string_view cubin,
+                                                    const codegen::GeneratedKernel& kernel);
+
+struct JudgeOptions {
+  int draws = 3;  // at least 3
+  uint64_t seed = 0x5EED5EEDull;
+  // Per-element and norm tolerances for every output; unset: DefaultTolerances(output dtype).
+  std::optional<Tolerances> tolerances;
+  // Valid ranges of integer inputs by input index, overriding InferInputDomains (e.g. the range of
+  // the example inputs).
+  std::map<int, IntegerRange> integer_ranges;
+};
+
+struct JudgeVerdict {
+  forge::v1::JudgeEvidence evidence;
+  // Why it failed (WRONG_RESULT, UNWRITTEN_OUTPUT, CRASH, RESOURCE_LIMIT); unspecified if passed.
+  forge::v1::FailureReason reason = forge::v1::FAILURE_REASON_UNSPECIFIED;
+  // The first failure, one line, e.g. "draw 1 (uniform(-2, 2)), output 0 (float32[1000, 1003]):
+  // element 1003 [1, 0] never written (still holds the NaN poison); ...".
+  std::string detail;
+  // A CUDA error that leaves the context unusable ended the run: the process must restart.
+  bool context_lost = false;
+
+  bool passed() const { return evidence.passed(); }
+};
+
+// A judged candidate. When it passed, it keeps the last draw's device buffers and reference so the
+// timer can run it again and the judge can re-check what the timed runs wrote.
+class JudgedCandidate {
+ public:
+  const JudgeVerdict& verdict() const { return verdict_; }
+
+  // Runs the candidate on the last draw's buffers: the timer's launch. Requires a passed verdict.
+  absl::Status Launch(gpu::Stream& stream);
+  // Fills the outputs with the NaN poison again: the timer's hook before each rep, so that the
+  // re-check also proves every element was written by the timed runs.
+  absl::Status PoisonOutputs(gpu::Stream& stream);
+  // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
+  // inputs are unchanged. The returned verdict extends verdict() with the outcome.
+  absl::StatusOr<JudgeVerdict> RecheckTimedOutputs();
+
+ private:
+  friend class JudgeRunner;
+  JudgedCandidate() = default;
+
+  JudgeVerdict verdict_;
+  const gpu::Device* device_ = nullptr;
+  forge::v1::KernelTask task_;
+  CandidateLaunch launch_;
+  std::optional<Tolerances> tolerances_override_;
+  std::vector<HostTensor> inputs_;                  // the last draw's
+  std::vector<std::vector<double>> references_;     // its reference outputs
+  std::vector<gpu::DeviceBuffer> input_buffers_;
+  std::vector<gpu::DeviceBuffer> output_buffers_;
+  std::vector<CUdeviceptr> args_;
+};
+
+// Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten
+// elements, modified inputs, a CUDA error of its own) gives a verdict that says so; an error
+// status means the judge itself could not work (allocation, a reference failure, inputs outside
+// an op's domain, an unsupported dtype).
+absl::StatusOr<std::unique_ptr<JudgedCandidate>> Judge(const gpu::Device& device,
+                                                       const forge::v1::KernelTask& task,
+                                                       CandidateLaunch launch,
+                                                       const ReferenceFn& reference,
+                                                       const JudgeOptions& options = {});
+
+// Why a timed result needs to be judged again (with a fresh seed) before it is believed: a
+// speedup above 10x over eager, or a time below the roofline floor. Empty when neither holds;
+// a non-positive eager time or floor is not checked.
+std::vector<std::string> ReverificationReasons(double candidate_median_us, double eager_median_us,
+                                               double roofline_floor_us);
+
+}  // namespace forge::judge
+
+#endif  // FORGE_WORKER_JUDGE_JUDGE_H_
