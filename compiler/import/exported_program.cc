@@ -182,6 +182,13 @@ class ProgramConverter {
   absl::Status Convert();
 
  private:
+  // How a node target is imported. In-place targets map to their functional variant.
+  struct OpInfo {
+    std::string op;  // "aten::relu" for target torch.ops.aten.relu_.default
+    std::string overload;
+    OpSchema schema;
+    bool functionalized = false;
+  };
   struct Payloads {
     google::protobuf::Value document;
     std::string directory;  // "data/weights/"
@@ -201,6 +208,10 @@ class ProgramConverter {
   absl::StatusOr<Argument> ConvertArgument(const JsonRef& value, const SchemaArgument& schema);
   absl::StatusOr<Argument> ConvertDefault(const SchemaArgument& schema, const JsonRef& where);
   absl::StatusOr<std::string> TensorName(const JsonRef& tensor_argument);
+  absl::StatusOr<const OpInfo*> ImportedOp(const std::string& target, const JsonRef& target_ref,
+                                           const std::string& node_name);
+  void MapArchiveName(const std::string& archive_name, const std::string& ir_name);
+  void TrackAliasing(const OpSchema& schema, const forge::v1::Node& ir_node);
   absl::Status ConvertOutput(const JsonRef& output_spec);
 
   const ProgramRecords& records_;
@@ -213,7 +224,12 @@ class ProgramConverter {
   absl::flat_hash_map<std::string, TensorSpec> specs_;          // archive name -> converted
   absl::flat_hash_map<std::string, std::string> value_of_;      // archive name -> IR value name
   absl::flat_hash_set<std::string> value_names_;                // IR value names
-  absl::flat_hash_map<std::string, OpSchema> schemas_;          // node target -> schema
+  absl::flat_hash_map<std::string, OpInfo> ops_;                // node target -> import
+  // Every archive name that reads an IR value: an in-place op's input and result name one tensor.
+  absl::flat_hash_map<std::string, std::vector<std::string>> archive_names_of_;
+  // IR values an in-place op may not write, and why (graph inputs, views, tensors with views):
+  // functionalizing such a write would lose its effect on the aliased tensor.
+  absl::flat_hash_map<std::string, std::string> not_writable_;
   absl::flat_hash_map<std::string, std::string> storage_files_; // record -> bytes
   std::vector<Payloads> payloads_;  // weights first, then constants, as torch looks them up
 };
@@ -420,7 +436,8 @@ absl::Status ProgramConverter::ConvertInput(const JsonRef& input, const JsonRef&
   } else {
     FORGE_RETURN_IF_ERROR(AttachData(ir_input, name, spec));
   }
-  value_of_[name] = name;
+  MapArchiveName(name, name);
+  not_writable_.emplace(name, "a graph input (user input, parameter, buffer or constant)");
   *graph_.add_inputs() = std::move(ir_input);
   return absl::OkStatus();
 }
@@ -486,38 +503,12 @@ absl::Status ProgramConverter::ConvertNode(const JsonRef& node) {
   FORGE_ASSIGN_OR_RETURN(JsonRef target_ref, node.Field("target"));
   FORGE_ASSIGN_OR_RETURN(std::string target, target_ref.String());
 
-  // "torch.ops.<namespace>.<op>.<overload>"
-  constexpr absl::string_view kOpsPrefix = "torch.ops.";
-  std::vector<std::string> parts;
-  if (absl::StartsWith(target, kOpsPrefix)) {
-    parts = absl::StrSplit(absl::string_view(target).substr(kOpsPrefix.size()), '.');
-  }
-  if (parts.size() != 3) {
-    return annotate(target_ref.Error(absl::StrCat(
-        "target '", target, "' is not an operator overload (torch.ops.<namespace>.<op>.<overload>)")));
-  }
-  const std::string op = absl::StrCat(parts[0], "::", parts[1]);
-  const std::string& overload = parts[2];
-  auto cached = schemas_.find(target);
-  if (cached == schemas_.end()) {
-    auto looked_up = LookupOpSchema(op, overload);
-    if (!looked_up.ok()) {
-      return annotate(target_ref.Error(absl::StrCat(
-          looked_up.status().message(), "; Forge needs the schema of every operator")));
-    }
-    cached = schemas_.emplace(target, *std::move(looked_up)).first;
-  }
-  const OpSchema& schema = cached->second;
-  if (schema.is_mutable || absl::EndsWith(parts[1], "_")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        records_.program, ": mutating op ", op, " at node '", name,
-        "': re-export after ep.run_decompositions({})"));
-  }
-
+  FORGE_ASSIGN_OR_RETURN(const OpInfo* op_info, ImportedOp(target, target_ref, name));
+  const OpSchema& schema = op_info->schema;
   forge::v1::Node ir_node;
   ir_node.set_name(name);
-  ir_node.set_op(op);
-  ir_node.set_overload(overload);
+  ir_node.set_op(op_info->op);
+  ir_node.set_overload(op_info->overload);
   ir_node.set_schema(schema.text);
 
   FORGE_ASSIGN_OR_RETURN(JsonRef inputs_ref, node.Field("inputs"));
@@ -584,11 +575,99 @@ absl::Status ProgramConverter::ConvertNode(const JsonRef& node) {
     FORGE_ASSIGN_OR_RETURN(std::string trace, stack_trace->String());
     if (!trace.empty()) (*ir_node.mutable_attributes())["stack_trace"] = trace;
   }
+  // The functional op writes its result where the in-place op wrote `self` (its first argument):
+  // later readers of the written tensor, under any of its archive names, read the result.
+  std::string written_value;
+  if (op_info->functionalized) {
+    if (ir_node.arguments().empty() || !ir_node.arguments(0).has_tensor()) {
+      return annotate(inputs_ref.Error(absl::StrCat("in-place op ", op_info->op,
+                                                    "_ writes no tensor")));
+    }
+    written_value = ir_node.arguments(0).tensor();
+    auto reason = not_writable_.find(written_value);
+    if (reason != not_writable_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          records_.program, ": mutating op ", op_info->op, "_ at node '", name, "' writes '",
+          written_value, "', ", reason->second, "; Forge functionalizes in-place ops on "
+          "intermediates only: re-export after ep.run_decompositions({})"));
+    }
+  }
   if (absl::Status status = ConvertOutputs(node, name, ir_node); !status.ok()) {
     return annotate(status);
   }
+  if (op_info->functionalized) {
+    std::vector<std::string> aliases = std::move(archive_names_of_[written_value]);
+    archive_names_of_.erase(written_value);
+    for (const std::string& archive_name : aliases) MapArchiveName(archive_name, ir_node.outputs(0));
+  }
+  TrackAliasing(schema, ir_node);
   *graph_.add_nodes() = std::move(ir_node);
   return absl::OkStatus();
+}
+
+// "torch.ops.<namespace>.<op>.<overload>" -> operator and schema. In-place ops (relu_, add_.Tensor)
+// become their functional variants (relu, add.Tensor); ConvertNode checks what they write.
+absl::StatusOr<const ProgramConverter::OpInfo*> ProgramConverter::ImportedOp(
+    const std::string& target, const JsonRef& target_ref, const std::string& node_name) {
+  if (auto cached = ops_.find(target); cached != ops_.end()) return &cached->second;
+  constexpr absl::string_view kOpsPrefix = "torch.ops.";
+  std::vector<std::string> parts;
+  if (absl::StartsWith(target, kOpsPrefix)) {
+    parts = absl::StrSplit(absl::string_view(target).substr(kOpsPrefix.size()), '.');
+  }
+  const auto annotate = [&](const absl::Status& status) {
+    return Annotate(status, absl::StrCat("node '", node_name, "'"));
+  };
+  if (parts.size() != 3) {
+    return annotate(target_ref.Error(absl::StrCat(
+        "target '", target, "' is not an operator overload (torch.ops.<namespace>.<op>.<overload>)")));
+  }
+  OpInfo info;
+  info.op = absl::StrCat(parts[0], "::", parts[1]);
+  info.overload = parts[2];
+  const std::string& overload = info.overload;
+  auto looked_up = LookupOpSchema(info.op, overload);
+  if (!looked_up.ok()) {
+    return annotate(target_ref.Error(absl::StrCat(
+        looked_up.status().message(), "; Forge needs the schema of every operator")));
+  }
+  info.schema = *std::move(looked_up);
+  if (info.schema.is_mutable || absl::EndsWith(parts[1], "_")) {
+    auto functional = LookupFunctionalVariant(info.op, overload);
+    if (!functional.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          records_.program, ": mutating op ", info.op, " at node '", node_name, "' (",
+          functional.status().message(), "): re-export after ep.run_decompositions({})"));
+    }
+    info.op.pop_back();
+    info.schema = *std::move(functional);
+    info.functionalized = true;
+  }
+  return &ops_.emplace(target, std::move(info)).first->second;
+}
+
+void ProgramConverter::MapArchiveName(const std::string& archive_name, const std::string& ir_name) {
+  value_of_[archive_name] = ir_name;
+  archive_names_of_[ir_name].push_back(archive_name);
+}
+
+// A view's results and the tensors it views alias each other; an in-place op writing either
+// cannot be functionalized.
+void ProgramConverter::TrackAliasing(const OpSchema& schema, const forge::v1::Node& ir_node) {
+  if (!schema.result_aliases_argument) return;
+  for (const std::string& output : ir_node.outputs()) {
+    not_writable_.emplace(output, "a view of another tensor");
+  }
+  // The node's arguments are a prefix of the schema's, in schema order.
+  for (int i = 0; i < ir_node.arguments_size(); ++i) {
+    if (!schema.arguments[i].aliased_by_result) continue;
+    const Argument& argument = ir_node.arguments(i);
+    std::vector<std::string> viewed;
+    if (argument.has_tensor()) viewed.push_back(argument.tensor());
+    if (argument.has_optional_tensor()) viewed.push_back(argument.optional_tensor().value_name());
+    for (const std::string& name : argument.tensors().value_names()) viewed.push_back(name);
+    for (const std::string& name : viewed) not_writable_.emplace(name, "a tensor a view was taken of");
+  }
 }
 
 // A single tensor result is named after the node; the elements of a tuple or list result are
@@ -624,9 +703,10 @@ absl::Status ProgramConverter::ConvertOutputs(const JsonRef& node, const std::st
     const std::string ir_name = single ? node_name : absl::StrCat(node_name, ".", i);
     FORGE_ASSIGN_OR_RETURN(const TensorSpec* spec, SpecOf(archive_name, where));
     FORGE_RETURN_IF_ERROR(AddValue(ir_name, *spec, where));
-    if (!value_of_.emplace(archive_name, ir_name).second) {
+    if (value_of_.contains(archive_name)) {
       return where.Error(absl::StrCat("tensor '", archive_name, "' is defined twice"));
     }
+    MapArchiveName(archive_name, ir_name);
     ir_node.add_outputs(ir_name);
   }
   return absl::OkStatus();

@@ -1,11 +1,14 @@
 #include "compiler/import/op_schema.h"
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
 #include <utility>
 
 #include "ATen/core/dispatch/Dispatcher.h"
 #include "ATen/core/function_schema.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace forge::pt2 {
@@ -128,18 +131,19 @@ DefaultValue DefaultOf(const c10::Argument& argument) {
   return result;
 }
 
-}  // namespace
-
-absl::StatusOr<OpSchema> LookupOpSchema(absl::string_view qualified_name,
-                                        absl::string_view overload) {
+std::optional<c10::OperatorHandle> FindOperator(absl::string_view qualified_name,
+                                                absl::string_view overload) {
   const std::string dispatcher_overload = overload == "default" ? "" : std::string(overload);
-  std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema(
+  return c10::Dispatcher::singleton().findSchema(
       c10::OperatorName(std::string(qualified_name), dispatcher_overload));
-  if (!handle.has_value()) {
-    return absl::NotFoundError(absl::StrCat("operator ", qualified_name, ".", overload,
-                                            " is not registered with LibTorch's dispatcher"));
-  }
-  const c10::FunctionSchema& schema = handle->schema();
+}
+
+absl::Status NotRegistered(absl::string_view qualified_name, absl::string_view overload) {
+  return absl::NotFoundError(absl::StrCat("operator ", qualified_name, ".", overload,
+                                          " is not registered with LibTorch's dispatcher"));
+}
+
+OpSchema ConvertSchema(const c10::FunctionSchema& schema) {
   OpSchema result;
   std::ostringstream text;
   text << schema;
@@ -152,8 +156,82 @@ absl::StatusOr<OpSchema> LookupOpSchema(absl::string_view qualified_name,
     out.keyword_only = argument.kwarg_only();
     out.has_default = argument.default_value().has_value();
     if (out.has_default) out.default_value = DefaultOf(argument);
+    if (const c10::AliasInfo* alias = argument.alias_info()) {
+      out.written = alias->isWrite();
+      out.aliased_by_result = !out.written;
+      // Views name the argument a result aliases ("Tensor(a -> *) self" of chunk) even where
+      // the result's own annotation sits on a list's elements.
+      result.result_aliases_argument |= out.aliased_by_result;
+    }
+  }
+  for (const c10::Argument& result_argument : schema.returns()) {
+    result.result_aliases_argument |= result_argument.alias_info() != nullptr;
   }
   return result;
+}
+
+c10::Argument WithoutAliasAnnotation(const c10::Argument& argument) {
+  return c10::Argument(argument.name(), argument.type(), argument.real_type(), argument.N(),
+                       argument.default_value(), argument.kwarg_only(), std::nullopt);
+}
+
+// Whether the two lists agree apart from alias annotations.
+bool SameApartFromAliases(const std::vector<c10::Argument>& in_place,
+                          const std::vector<c10::Argument>& functional) {
+  if (in_place.size() != functional.size()) return false;
+  for (size_t i = 0; i < in_place.size(); ++i) {
+    if (WithoutAliasAnnotation(in_place[i]) != WithoutAliasAnnotation(functional[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<OpSchema> LookupOpSchema(absl::string_view qualified_name,
+                                        absl::string_view overload) {
+  std::optional<c10::OperatorHandle> handle = FindOperator(qualified_name, overload);
+  if (!handle.has_value()) return NotRegistered(qualified_name, overload);
+  return ConvertSchema(handle->schema());
+}
+
+absl::StatusOr<OpSchema> LookupFunctionalVariant(absl::string_view qualified_name,
+                                                 absl::string_view overload) {
+  std::optional<c10::OperatorHandle> in_place = FindOperator(qualified_name, overload);
+  if (!in_place.has_value()) return NotRegistered(qualified_name, overload);
+  const c10::FunctionSchema& in_place_schema = in_place->schema();
+  const std::vector<c10::Argument>& arguments = in_place_schema.arguments();
+  const std::vector<c10::Argument>& returns = in_place_schema.returns();
+  const auto writes = [](const c10::Argument& argument) {
+    return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  };
+  const bool writes_first_only =
+      !arguments.empty() && writes(arguments[0]) &&
+      std::none_of(arguments.begin() + 1, arguments.end(), writes);
+  if (!absl::EndsWith(qualified_name, "_") || !writes_first_only || returns.size() != 1 ||
+      !writes(returns[0])) {
+    return absl::NotFoundError(absl::StrCat(
+        qualified_name, ".", overload,
+        " is not an in-place op (one that writes its first argument and returns it)"));
+  }
+  const absl::string_view functional_name =
+      qualified_name.substr(0, qualified_name.size() - 1);
+  std::optional<c10::OperatorHandle> functional = FindOperator(functional_name, overload);
+  if (!functional.has_value()) {
+    return absl::NotFoundError(absl::StrCat(qualified_name, ".", overload,
+                                            " has no functional variant: ",
+                                            NotRegistered(functional_name, overload).message()));
+  }
+  const c10::FunctionSchema& functional_schema = functional->schema();
+  if (functional_schema.is_mutable() ||
+      !SameApartFromAliases(arguments, functional_schema.arguments()) ||
+      !SameApartFromAliases(returns, functional_schema.returns())) {
+    std::ostringstream schemas;
+    schemas << in_place_schema << " vs " << functional_schema;
+    return absl::NotFoundError(absl::StrCat(qualified_name, ".", overload,
+                                            " and its functional variant differ: ",
+                                            schemas.str()));
+  }
+  return ConvertSchema(functional_schema);
 }
 
 }  // namespace forge::pt2

@@ -50,6 +50,10 @@ struct SchemaArgument {
   bool keyword_only = false;
   bool has_default = false;
   DefaultValue default_value;  // when has_default
+  // An alias annotation that lets a result alias this argument ("Tensor(a) self" of a view op),
+  // or one that writes it ("Tensor(a!) self").
+  bool aliased_by_result = false;
+  bool written = false;
 };
 
 struct OpSchema {
@@ -58,12 +62,21 @@ struct OpSchema {
   std::vector<SchemaArgument> arguments;
   // Whether an argument is written in place (an alias annotation with "!", e.g. add_ or out=).
   bool is_mutable = false;
+  // Whether a result may alias an argument (views, in-place ops): then it is not a fresh tensor.
+  bool result_aliases_argument = false;
 };
 
 // The schema of `qualified_name` (e.g. "aten::addmm") at `overload` as torch.export spells it
 // ("default" for the dispatcher's ""). NotFound when LibTorch does not register the operator.
 absl::StatusOr<OpSchema> LookupOpSchema(absl::string_view qualified_name,
                                         absl::string_view overload);
+
+// The functional counterpart of an in-place op: for "aten::relu_" at `overload`, the schema of
+// "aten::relu" at the same overload. NotFound, saying why, unless the in-place op writes exactly
+// its first argument and returns it, and the functional op exists, mutates nothing and has the
+// same arguments and result type apart from the alias annotations.
+absl::StatusOr<OpSchema> LookupFunctionalVariant(absl::string_view qualified_name,
+                                                 absl::string_view overload);
 
 }  // namespace forge::pt2
 

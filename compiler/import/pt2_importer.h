@@ -7,8 +7,18 @@
 //
 // The graph is the one Python's forge.export builds for the same module (same ops, schemas,
 // canonical argument lists, value specs, input kinds and weight digests) when the archive holds a
-// functional program: save `torch.export.export(m, args).run_decompositions({})`. Programs with
-// in-place ops are refused, naming the node. Shapes must be static: a symbolic size is refused
+// functional program: save `torch.export.export(m, args).run_decompositions({})`.
+//
+// Archives of plain `torch.export.export(m, args)` import too. Their CompositeImplicit ops
+// (batch_norm, chunk, reshape, linear, ...) stay as they are: the dispatcher runs them. Their
+// in-place ops are functionalized where that is safe: an op aten::X_ that writes only its first
+// argument `self` and returns it (relu_, add_.Tensor, mul_.Tensor, copy_, ...) becomes aten::X at
+// the same overload when LibTorch registers it with the same schema apart from alias annotations,
+// and when the written tensor is an intermediate: the result of a node that returns fresh tensors,
+// not a graph input (user input, parameter, buffer, constant), not a view, and not a tensor a view
+// was taken of. Later readers of the written tensor read the functional op's result. Every other
+// mutation (of inputs or views, out= variants, ops writing several arguments) is refused, naming
+// the node. Shapes must be static: a symbolic size is refused
 // rather than specialized. Operators LibTorch does not register are refused: Forge needs their
 // schema. Every error is an absl::Status naming the problem and where it is (record inside the
 // archive, node, field).

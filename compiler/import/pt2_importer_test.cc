@@ -1,5 +1,6 @@
 #include "compiler/import/pt2_importer.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -11,10 +12,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
 #include "compiler/import/pt2_archive.h"
+#include "compiler/reference/reference.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -39,13 +42,14 @@ std::string ReadFile(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(file), {});
 }
 
-std::string ArchiveBytes(const std::string& model) {
-  return ReadFile(ModelsDir() / model / "model.pt2");
+// model.pt2 holds the functionalized program, model_raw.pt2 the program as export traced it.
+std::string ArchiveBytes(const std::string& model, const std::string& file = "model.pt2") {
+  return ReadFile(ModelsDir() / model / file);
 }
 
 // The records of a real archive, to be edited and written back with pt2::WriteArchive.
-Records RecordsOf(const std::string& model) {
-  auto archive = pt2::Pt2Archive::Open(ArchiveBytes(model), std::uint64_t{1} << 32);
+Records RecordsOf(const std::string& model, const std::string& file = "model.pt2") {
+  auto archive = pt2::Pt2Archive::Open(ArchiveBytes(model, file), std::uint64_t{1} << 32);
   EXPECT_TRUE(archive.ok()) << archive.status();
   Records records;
   for (const std::string& name : (*archive)->record_names()) {
@@ -195,10 +199,80 @@ TEST_P(ImportMatchesPythonExport, SameGraphAndBlobs) {
 }
 
 // python/tests/models.py, as tests/fixtures/make_models.py names them.
-INSTANTIATE_TEST_SUITE_P(TestModels, ImportMatchesPythonExport,
-                         ::testing::Values("mlp", "linear_mul_leaky_relu", "llama_block",
-                                           "llama_stack", "conv_bn_relu", "softmax",
-                                           "layer_norm_gelu", "cross_entropy", "resnet18"));
+const auto kTestModels =
+    ::testing::Values("mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack", "conv_bn_relu",
+                      "softmax", "layer_norm_gelu", "cross_entropy", "resnet18");
+INSTANTIATE_TEST_SUITE_P(TestModels, ImportMatchesPythonExport, kTestModels);
+
+const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::string& value_name) {
+  for (const forge::v1::Value& value : graph.values()) {
+    if (value.name() == value_name) return value.tensor();
+  }
+  ADD_FAILURE() << "the graph has no value " << value_name;
+  return forge::v1::TensorSpec::default_instance();
+}
+
+std::vector<float> Floats(const reference::HostTensor& tensor) {
+  EXPECT_EQ(tensor.dtype, forge::v1::DTYPE_FLOAT32);
+  std::vector<float> values(tensor.bytes.size() / sizeof(float));
+  std::memcpy(values.data(), tensor.bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// Archives as users hold them: torch.export.export's program, with in-place ops (resnet18's
+// relu_ and add_) and CompositeImplicit ops (batch_norm, chunk, reshape) kept.
+class RawArchiveImports : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RawArchiveImports, FunctionalAndRunsLikePyTorch) {
+  const std::filesystem::path dir = ModelsDir() / GetParam();
+  auto imported = ImportPt2((dir / "model_raw.pt2").string());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const forge::v1::Graph& graph = imported->graph;
+
+  absl::flat_hash_set<std::string> defined;
+  for (const forge::v1::GraphInput& input : graph.inputs()) defined.insert(input.value_name());
+  for (const forge::v1::Node& node : graph.nodes()) {
+    SCOPED_TRACE(node.name());
+    EXPECT_THAT(node.schema(), ::testing::Not(HasSubstr("!"))) << "a mutating op remains";
+    for (const forge::v1::Argument& argument : node.arguments()) {
+      std::vector<std::string> reads(argument.tensors().value_names().begin(),
+                                     argument.tensors().value_names().end());
+      if (argument.has_tensor()) reads.push_back(argument.tensor());
+      if (argument.has_optional_tensor()) reads.push_back(argument.optional_tensor().value_name());
+      for (const auto& item : argument.optional_tensors().items()) reads.push_back(item.value_name());
+      for (const std::string& name : reads) {
+        EXPECT_TRUE(name.empty() || defined.contains(name)) << name << " read before definition";
+      }
+    }
+    for (const std::string& output : node.outputs()) defined.insert(output);
+  }
+
+  std::vector<reference::HostTensor> inputs;
+  for (const forge::v1::GraphInput& input : graph.inputs()) {
+    if (input.kind() != forge::v1::INPUT_KIND_USER_INPUT) continue;
+    const forge::v1::TensorSpec& spec = SpecOf(graph, input.value_name());
+    inputs.push_back({spec.dtype(), {spec.shape().begin(), spec.shape().end()}, {},
+                      ReadFile(dir / "inputs" / absl::StrCat(inputs.size(), ".bin"))});
+  }
+  auto outputs = reference::RunGraph(graph, inputs, reference::InMemoryBlobSource(imported->blobs),
+                                     reference::Precision::kNative);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("output ", i));
+    const std::vector<float> actual = Floats((*outputs)[i]);
+    const std::vector<float> expected = Floats(
+        {forge::v1::DTYPE_FLOAT32, {}, {}, ReadFile(dir / "expected" / absl::StrCat(i, ".bin"))});
+    ASSERT_EQ(actual.size(), expected.size());
+    double difference = 0, norm = 0;
+    for (size_t k = 0; k < actual.size(); ++k) {
+      difference += (actual[k] - expected[k]) * (actual[k] - expected[k]);
+      norm += expected[k] * expected[k];
+    }
+    EXPECT_LE(std::sqrt(difference), 1e-5 * std::sqrt(norm)) << "relative L2 error too large";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TestModels, RawArchiveImports, kTestModels);
 
 const char kModelJson[] = "models/model.json";
 const char kWeightsConfig[] = "data/weights/model_weights_config.json";
@@ -279,14 +353,99 @@ TEST(ImportPt2Errors, SymbolicShape) {
                     HasSubstr("static shapes")));
 }
 
-TEST(ImportPt2Errors, MutatingOp) {
+// In mlp, node 'gelu' reads the first linear's result 'linear'.
+const char kGeluReadsLinear[] = "{\"name\": \"self\", \"arg\": {\"as_tensor\": {\"name\": \"linear\"}}";
+
+TEST(ImportPt2, InPlaceOpOnIntermediateBecomesFunctional) {
   Records records = RecordsOf("mlp");
-  ReplaceFirst(Record(records, kModelJson), "torch.ops.aten.gelu.default",
-               "torch.ops.aten.gelu_.default");
+  std::string& json = Record(records, kModelJson);
+  ReplaceFirst(json, "torch.ops.aten.gelu.default", "torch.ops.aten.gelu_.default");
+  // The second linear reads the written tensor under its old name: it must see gelu_'s result.
+  ReplaceFirst(json, "{\"name\": \"input\", \"arg\": {\"as_tensor\": {\"name\": \"gelu\"}}",
+               "{\"name\": \"input\", \"arg\": {\"as_tensor\": {\"name\": \"linear\"}}");
+  auto imported = ImportRecords(records);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  auto functional = ImportPt2FromBytes(ArchiveBytes("mlp"), "edited");
+  ASSERT_TRUE(functional.ok()) << functional.status();
+  ASSERT_EQ(imported->graph.nodes_size(), 3);
+  for (int n = 0; n < 3; ++n) {
+    EXPECT_TRUE(MessageDifferencer::Equals(imported->graph.nodes(n), functional->graph.nodes(n)))
+        << "imported " << imported->graph.nodes(n).ShortDebugString() << "\nfunctional "
+        << functional->graph.nodes(n).ShortDebugString();
+  }
+}
+
+// A fuzz seed: mul, then add_ and relu_ writing it, relu_ and the graph output naming it 'mul'.
+TEST(ImportPt2, InPlaceChainReadsTheLatestResult) {
+  auto imported = ImportRecords(
+      {{"archive_format", "pt2"},
+       {"archive_version", "0"},
+       {kModelJson, ReadFile(std::filesystem::path(FORGE_FUZZ_SEEDS) / "inplace_chain.json")}});
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const forge::v1::Graph& graph = imported->graph;
+  ASSERT_EQ(graph.nodes_size(), 3);
+  EXPECT_EQ(graph.nodes(1).op(), "aten::add");
+  EXPECT_EQ(graph.nodes(1).arguments(0).tensor(), "mul");
+  EXPECT_EQ(graph.nodes(2).op(), "aten::relu");
+  EXPECT_EQ(graph.nodes(2).arguments(0).tensor(), "add_");
+  ASSERT_EQ(graph.outputs_size(), 1);
+  EXPECT_EQ(graph.outputs(0).value_name(), "relu_");
+}
+
+TEST(ImportPt2Errors, InPlaceOpOnGraphInput) {
+  for (const std::string input : {"x", "p_up_weight"}) {
+    SCOPED_TRACE(input);
+    Records records = RecordsOf("mlp");
+    std::string& json = Record(records, kModelJson);
+    ReplaceFirst(json, "torch.ops.aten.gelu.default", "torch.ops.aten.gelu_.default");
+    ReplaceFirst(json, kGeluReadsLinear,
+                 "{\"name\": \"self\", \"arg\": {\"as_tensor\": {\"name\": \"" + input + "\"}}");
+    auto imported = ImportRecords(records);
+    EXPECT_EQ(imported.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(imported.status().message(),
+                AllOf(HasSubstr("mutating op aten::gelu_ at node 'gelu' writes '" + input +
+                                "', a graph input"),
+                      HasSubstr("re-export after ep.run_decompositions({})")))
+        << imported.status();
+  }
+}
+
+TEST(ImportPt2Errors, InPlaceOpOnView) {
+  Records records = RecordsOf("llama_block", "model_raw.pt2");
+  // neg reads the second half of a chunk (rotate_half), a view of the attention projection.
+  ReplaceFirst(Record(records, kModelJson), "torch.ops.aten.neg.default",
+               "torch.ops.aten.neg_.default");
   auto imported = ImportRecords(records);
   EXPECT_THAT(imported.status().message(),
-              HasSubstr("mutating op aten::gelu_ at node 'gelu': re-export after "
-                        "ep.run_decompositions({})"));
+              HasSubstr("mutating op aten::neg_ at node 'neg' writes 'chunk.1', a view of another "
+                        "tensor"))
+      << imported.status();
+}
+
+TEST(ImportPt2Errors, InPlaceOpOnTensorWithView) {
+  Records records = RecordsOf("llama_block", "model_raw.pt2");
+  // 'linear' (the query projection) is viewed by 'view'; silu_ writing it would have to update
+  // the view, which later nodes read, too.
+  std::string& json = Record(records, kModelJson);
+  ReplaceFirst(json, "torch.ops.aten.neg.default", "torch.ops.aten.silu_.default");
+  ReplaceFirst(json, "{\"as_tensor\": {\"name\": \"getitem_1\"}}",
+               "{\"as_tensor\": {\"name\": \"linear\"}}");
+  auto imported = ImportRecords(records);
+  EXPECT_THAT(imported.status().message(),
+              HasSubstr("mutating op aten::silu_ at node 'neg' writes 'linear', a tensor a view "
+                        "was taken of"))
+      << imported.status();
+}
+
+TEST(ImportPt2Errors, OutVariantIsNotFunctionalized) {
+  Records records = RecordsOf("mlp");
+  ReplaceFirst(Record(records, kModelJson), "torch.ops.aten.gelu.default",
+               "torch.ops.aten.gelu.out");
+  auto imported = ImportRecords(records);
+  EXPECT_THAT(imported.status().message(),
+              AllOf(HasSubstr("mutating op aten::gelu at node 'gelu'"),
+                    HasSubstr("not an in-place op"),
+                    HasSubstr("re-export after ep.run_decompositions({})")));
 }
 
 TEST(ImportPt2Errors, UnregisteredOp) {
