@@ -1,5 +1,6 @@
 #include "client/forge/inspect.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -11,7 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/match.h"
 #include "common/arch/arch.h"
+#include "common/status/status_macros.h"
+#include "compiler/import/pt2_importer.h"
 #include "compiler/graph/op_classes.h"
 #include "compiler/graph/partition.h"
 
@@ -139,15 +143,21 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
 
 }  // namespace
 
-absl::StatusOr<forge::v1::Graph> ReadGraphFile(absl::string_view path) {
+absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path) {
   std::ifstream file{std::string(path), std::ios::binary};
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open graph file ", path));
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open model file ", path));
   std::ostringstream bytes;
   bytes << file.rdbuf();
+  if (absl::StartsWith(bytes.str(), "PK\x03\x04")) {  // a zip: a torch.export archive
+    absl::StatusOr<ImportedModel> imported = ImportPt2FromBytes(
+        bytes.str(), std::filesystem::path(std::string(path)).stem().string());
+    if (!imported.ok()) return Annotate(imported.status(), absl::StrCat("importing ", path));
+    return std::move(imported->graph);
+  }
   forge::v1::Graph graph;
   if (!graph.ParseFromString(bytes.str())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a forge.v1.Graph (binary protobuf) file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is neither a torch.export archive (.pt2) nor a forge.v1.Graph (binary protobuf)"));
   }
   if (graph.nodes().empty()) {
     return absl::InvalidArgumentError(

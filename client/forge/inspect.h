@@ -15,9 +15,11 @@ struct InspectOptions {
   bool json = false;         // JSON instead of a text table
 };
 
-// Reads a binary forge.v1.Graph. NotFound when the file cannot be opened; InvalidArgument when it
-// does not parse as a Graph or has no nodes. Messages name the path.
-absl::StatusOr<forge::v1::Graph> ReadGraphFile(absl::string_view path);
+// Reads a model: a torch.export archive (.pt2, recognised by its zip signature, imported by
+// compiler/import) or a binary forge.v1.Graph (what `python -m forge export` writes). NotFound
+// when the file cannot be opened; InvalidArgument when it is neither, or has no nodes; the
+// importer's errors for a bad archive. Messages name the path.
+absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path);
 
 // Partitions `graph` and renders the task list: per task the short digest (12 hex), family, ops,
 // input and output shapes, GFLOP, MB, roofline floor on the GPU and occurrences, then totals.

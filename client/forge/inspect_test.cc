@@ -23,7 +23,7 @@ std::string ModelPath(const std::string& name) {
 }
 
 TEST(InspectTest, LlamaBlockListsItsFamiliesAndAFloor) {
-  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(ModelPath("llama_block"));
+  absl::StatusOr<forge::v1::Graph> graph = ReadModelFile(ModelPath("llama_block"));
   ASSERT_TRUE(graph.ok()) << graph.status();
   absl::StatusOr<std::string> report = InspectGraph(*graph, InspectOptions{});
   ASSERT_TRUE(report.ok()) << report.status();
@@ -35,7 +35,7 @@ TEST(InspectTest, LlamaBlockListsItsFamiliesAndAFloor) {
 }
 
 TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
-  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(ModelPath("llama_block"));
+  absl::StatusOr<forge::v1::Graph> graph = ReadModelFile(ModelPath("llama_block"));
   ASSERT_TRUE(graph.ok()) << graph.status();
   absl::StatusOr<std::string> json = InspectGraph(*graph, InspectOptions{"rtx4090", true});
   ASSERT_TRUE(json.ok()) << json.status();
@@ -57,16 +57,31 @@ TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
   EXPECT_EQ(totals.at("unique_tasks").number_value(), static_cast<double>(tasks.size()));
 }
 
+TEST(InspectTest, ArchiveAndPythonExportGiveTheSameTasks) {
+  const std::string graph_path = ModelPath("llama_block");
+  const std::string archive_path = graph_path.substr(0, graph_path.rfind('/')) + "/model.pt2";
+  absl::StatusOr<forge::v1::Graph> from_python = ReadModelFile(graph_path);
+  absl::StatusOr<forge::v1::Graph> from_archive = ReadModelFile(archive_path);
+  ASSERT_TRUE(from_python.ok()) << from_python.status();
+  ASSERT_TRUE(from_archive.ok()) << from_archive.status();
+  EXPECT_EQ(from_archive->metadata().name(), "model");
+  // The report starts with the task table (digests included); only the title line may differ.
+  absl::StatusOr<std::string> python_report = InspectGraph(*from_python, InspectOptions{});
+  absl::StatusOr<std::string> archive_report = InspectGraph(*from_archive, InspectOptions{});
+  ASSERT_TRUE(python_report.ok() && archive_report.ok());
+  EXPECT_EQ(*python_report, *archive_report);
+}
+
 TEST(InspectTest, BadInputsAreErrors) {
-  EXPECT_EQ(ReadGraphFile("/nonexistent/graph.pb").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadModelFile("/nonexistent/graph.pb").status().code(), absl::StatusCode::kNotFound);
   forge::testing::TempDir dir;
   const std::string garbage = absl::StrCat(dir.path(), "/garbage.pb");
   std::ofstream(garbage) << "this is not a protobuf \xff\xff\xff";
-  absl::StatusOr<forge::v1::Graph> graph = ReadGraphFile(garbage);
+  absl::StatusOr<forge::v1::Graph> graph = ReadModelFile(garbage);
   EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(graph.status().message(), HasSubstr(garbage));
 
-  absl::StatusOr<forge::v1::Graph> model = ReadGraphFile(ModelPath("mlp"));
+  absl::StatusOr<forge::v1::Graph> model = ReadModelFile(ModelPath("mlp"));
   ASSERT_TRUE(model.ok()) << model.status();
   absl::StatusOr<std::string> report = InspectGraph(*model, InspectOptions{"v100", false});
   EXPECT_EQ(report.status().code(), absl::StatusCode::kNotFound);

@@ -16,7 +16,7 @@ constexpr int kExitFailed = 1;  // the command ran and failed: unreadable file, 
 constexpr int kExitUsage = 2;   // bad command line
 
 constexpr char kInspectHelp[] =
-    "usage: forge inspect GRAPH.pb [--gpu NAME] [--json]\n"
+    "usage: forge inspect MODEL [--gpu NAME] [--json]\n"
     "\n"
     "Partitions a forge.v1.Graph (binary protobuf, as forge.export or the .pt2 importer write it)\n"
     "into kernel tasks and prints each task: digest, family, ops, shapes, GFLOP, MB, roofline\n"
@@ -47,10 +47,10 @@ int RunInspect(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) {
-    std::cerr << "forge inspect: missing GRAPH.pb\n" << kInspectHelp;
+    std::cerr << "forge inspect: missing MODEL\n" << kInspectHelp;
     return kExitUsage;
   }
-  absl::StatusOr<forge::v1::Graph> graph = forge::client::ReadGraphFile(path);
+  absl::StatusOr<forge::v1::Graph> graph = forge::client::ReadModelFile(path);
   if (!graph.ok()) {
     std::cerr << "forge inspect: " << graph.status().message() << "\n";
     return kExitFailed;
