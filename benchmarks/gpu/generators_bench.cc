@@ -1,0 +1,646 @@
+// Runs the generated-kernel families on a real GPU: problems exported by problems.py are
+// partitioned, and every POINTWISE / REDUCTION task is generated, compiled with NVRTC, judged
+// against the float64 ATen reference and (for anchor problems) timed.
+//
+//   generators_bench validate PROBLEMS_DIR OUT.jsonl
+//     For each "validate" problem of PROBLEMS_DIR/manifest.tsv: the default schedule point and
+//     kSampledPoints others per task, each judged (3 draws). One JSON line per problem. Problems
+//     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
+//     the caller reruns the same command to go on with the next problem.
+//   generators_bench anchor PROBLEMS_DIR OUT.jsonl
+//   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems)
+//     For each "anchor" problem: up to kAnchorPoints schedule points timed (L2 flushed, median of
+//     kTimedReps), the fastest judged (then the next, if it fails), timed again on the judge's
+//     buffers with the outputs poisoned before every rep and re-checked; roofline floors from the
+//     arch table and from the measured copy bandwidth. One JSON line per problem.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/arch/arch.h"
+#include "common/status/status_macros.h"
+#include "compiler/codegen/family.h"
+#include "compiler/graph/partition.h"
+#include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/compile/compile_pool.h"
+#include "worker/gpu/device.h"
+#include "worker/judge/aten_reference.h"
+#include "worker/judge/host_tensor.h"
+#include "worker/judge/inputs.h"
+#include "worker/judge/judge.h"
+#include "worker/timer/timer.h"
+
+namespace forge {
+namespace {
+
+constexpr int kSampledPoints = 4;   // besides the default, per task, in the validation sweep
+constexpr int kAnchorPoints = 20;   // timed per anchor task, the default included
+constexpr int kTimedReps = 30;
+constexpr int kJudgeAttempts = 3;   // anchor candidates judged, fastest first, until one passes
+constexpr int kContextLostExitCode = 75;
+constexpr int64_t kTimingTileElements = int64_t{1} << 22;
+
+struct Problem {
+  std::string name;
+  std::string family;  // the family the problem is meant to exercise
+  std::string mode;    // "validate" or "anchor"
+};
+
+// A schedule point's kernel and its compile.
+struct Candidate {
+  codegen::SchedulePoint point;
+  absl::StatusOr<codegen::GeneratedKernel> kernel;
+  std::future<compile::CompileResult> compiled_future;
+  compile::CompileResult compiled;
+};
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonDouble(double value) {
+  return std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null";
+}
+
+std::string ParametersJson(const codegen::SchedulePoint& point) {
+  std::vector<std::string> fields;
+  for (const auto& [name, value] : point.parameters) {
+    fields.push_back(absl::StrCat(JsonString(name), ":", value));
+  }
+  return absl::StrCat("{", absl::StrJoin(fields, ","), "}");
+}
+
+std::string ParametersText(const codegen::SchedulePoint& point) {
+  std::vector<std::string> fields;
+  for (const auto& [name, value] : point.parameters) fields.push_back(absl::StrCat(name, "=", value));
+  return absl::StrJoin(fields, " ");
+}
+
+std::string EvidenceJson(const forge::v1::JudgeEvidence& evidence) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(evidence, &json, options).ok()) return "null";
+  return json;
+}
+
+std::string TaskSummaryJson(const forge::v1::KernelTask& task) {
+  std::vector<std::string> ops, inputs, outputs;
+  for (const auto& node : task.group().nodes()) ops.push_back(JsonString(node.op()));
+  for (const auto& spec : task.inputs()) inputs.push_back(JsonString(judge::DescribeSpec(spec)));
+  for (const auto& spec : task.outputs()) outputs.push_back(JsonString(judge::DescribeSpec(spec)));
+  return absl::StrCat("\"digest\":", JsonString(task.digest()), ",\"family\":",
+                      JsonString(forge::v1::KernelFamily_Name(task.family())), ",\"ops\":[",
+                      absl::StrJoin(ops, ","), "],\"inputs\":[", absl::StrJoin(inputs, ","),
+                      "],\"outputs\":[", absl::StrJoin(outputs, ","), "]");
+}
+
+absl::StatusOr<std::vector<Problem>> ReadManifest(const std::string& dir) {
+  std::ifstream file(dir + "/manifest.tsv");
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot open ", dir, "/manifest.tsv"));
+  std::vector<Problem> problems;
+  std::string line;
+  while (std::getline(file, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, '\t');
+    if (fields.size() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(dir, "/manifest.tsv: bad line '", line, "'"));
+    }
+    problems.push_back({fields[0], fields[1], fields[2]});
+  }
+  return problems;
+}
+
+absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
+    const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
+  const std::string path = absl::StrCat(dir, "/", problem.name, "/", graph_file);
+  std::ifstream file(path, std::ios::binary);
+  forge::v1::Graph graph;
+  if (!file || !graph.ParseFromIstream(&file)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read a forge.v1.Graph from ", path));
+  }
+  FORGE_ASSIGN_OR_RETURN(graph::PartitionResult partition, graph::Partition(graph));
+  std::vector<forge::v1::KernelTask> tasks;
+  for (const auto& task : partition.tasks) {
+    if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
+        task.family() == forge::v1::KERNEL_FAMILY_REDUCTION) {
+      tasks.push_back(task);
+    }
+  }
+  return tasks;
+}
+
+// The default point, then up to `others` distinct valid points drawn with a fixed seed.
+absl::StatusOr<std::vector<codegen::SchedulePoint>> PickPoints(const codegen::KernelFamily& family,
+                                                              const forge::v1::KernelTask& task,
+                                                              int others, uint64_t seed) {
+  FORGE_ASSIGN_OR_RETURN(std::vector<codegen::TemplateSpace> spaces, family.ScheduleSpace(task));
+  std::vector<codegen::SchedulePoint> picked;
+  std::vector<codegen::SchedulePoint> valid;
+  for (const auto& space : spaces) {
+    codegen::SchedulePoint default_point = codegen::DefaultPoint(space);
+    picked.push_back(default_point);  // judged even when Validate rejects it: Generate says why
+    for (auto& point : codegen::EnumeratePoints(space)) {
+      if (point.parameters != default_point.parameters && family.Validate(task, point).ok()) {
+        valid.push_back(std::move(point));
+      }
+    }
+  }
+  std::mt19937_64 random(seed);
+  std::shuffle(valid.begin(), valid.end(), random);
+  for (int i = 0; i < others && i < static_cast<int>(valid.size()); ++i) picked.push_back(valid[i]);
+  return picked;
+}
+
+std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
+                                         const forge::v1::KernelTask& task,
+                                         std::vector<codegen::SchedulePoint> points,
+                                         compile::CompilePool& pool, const std::string& arch) {
+  std::vector<Candidate> candidates;
+  for (auto& point : points) {
+    Candidate candidate{std::move(point), absl::UnknownError("not generated"), {}, {}};
+    candidate.kernel = family.Generate(task, candidate.point);
+    if (candidate.kernel.ok()) {
+      compile::CompileRequest request;
+      request.source = candidate.kernel->source;
+      request.name_expressions = {candidate.kernel->kernel_name};
+      request.arch = arch;
+      candidate.compiled_future = pool.Submit(std::move(request));
+    }
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+// Waits for the compile; empty when the candidate is ready to load, else why not.
+std::string CompileProblem(Candidate& candidate) {
+  if (!candidate.kernel.ok()) return absl::StrCat("generate: ", candidate.kernel.status().ToString());
+  if (candidate.compiled_future.valid()) candidate.compiled = candidate.compiled_future.get();
+  if (!candidate.compiled.ok()) {
+    return absl::StrCat("compile: ", candidate.compiled.status.ToString(), "\n",
+                        candidate.compiled.log);
+  }
+  return "";
+}
+
+std::string CompileJson(const Candidate& candidate) {
+  return absl::StrCat("\"compile_seconds\":", JsonDouble(candidate.compiled.compile_seconds),
+                      ",\"nvrtc_log\":", JsonString(candidate.compiled.log.substr(0, 600)));
+}
+
+std::set<std::string> ProblemsDone(const std::string& out_path) {
+  std::set<std::string> done;
+  std::ifstream file(out_path);
+  std::string line;
+  const std::string key = "{\"problem\":\"";
+  while (std::getline(file, line)) {
+    if (line.rfind(key, 0) == 0) {
+      done.insert(line.substr(key.size(), line.find('"', key.size()) - key.size()));
+    }
+  }
+  return done;
+}
+
+void AppendLine(const std::string& out_path, const std::string& line) {
+  std::ofstream file(out_path, std::ios::app);
+  file << line << "\n";
+}
+
+struct Context {
+  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<compile::CompilePool> pool;
+  judge::ReferenceFn reference = judge::AtenFloat64Reference();
+};
+
+// ---- validation sweep -------------------------------------------------------------------------
+
+int RunValidation(Context& context, const std::string& dir, const std::vector<Problem>& problems,
+                  const std::string& out_path) {
+  const std::set<std::string> done = ProblemsDone(out_path);
+  const std::string arch = context.device->properties().arch();
+  struct Pending {
+    const Problem* problem;
+    std::string error;  // export / partition trouble
+    std::vector<forge::v1::KernelTask> tasks;
+    std::vector<std::vector<Candidate>> candidates;  // per task
+    std::vector<std::string> not_applicable;         // per task: why the family does not apply
+  };
+  // Everything is generated and submitted first, so NVRTC works on all cores while judging runs.
+  std::vector<Pending> pending;
+  for (const Problem& problem : problems) {
+    if (problem.mode != "validate" || done.count(problem.name)) continue;
+    Pending entry{&problem, "", {}, {}, {}};
+    absl::StatusOr<std::vector<forge::v1::KernelTask>> tasks = GeneratedFamilyTasks(dir, problem);
+    if (!tasks.ok()) {
+      entry.error = tasks.status().ToString();
+    } else {
+      entry.tasks = *tasks;
+      if (entry.tasks.empty()) entry.error = "no POINTWISE or REDUCTION task after partitioning";
+    }
+    for (size_t t = 0; t < entry.tasks.size(); ++t) {
+      const forge::v1::KernelTask& task = entry.tasks[t];
+      const codegen::KernelFamily* family = codegen::FindFamily(task.family());
+      absl::Status applies = family->Applies(task);
+      absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
+          applies.ok() ? PickPoints(*family, task, kSampledPoints, std::hash<std::string>()(
+                                                                       problem.name + task.digest()))
+                       : absl::StatusOr<std::vector<codegen::SchedulePoint>>(applies);
+      entry.not_applicable.push_back(points.ok() ? "" : points.status().ToString());
+      entry.candidates.push_back(points.ok() ? GenerateAndSubmit(*family, task, *points,
+                                                                 *context.pool, arch)
+                                             : std::vector<Candidate>());
+    }
+    pending.push_back(std::move(entry));
+  }
+
+  for (Pending& entry : pending) {
+    const Problem& problem = *entry.problem;
+    bool context_lost = false;
+    std::vector<std::string> task_json;
+    for (size_t t = 0; t < entry.tasks.size(); ++t) {
+      const forge::v1::KernelTask& task = entry.tasks[t];
+      std::vector<std::string> point_json;
+      for (Candidate& candidate : entry.candidates[t]) {
+        std::string outcome;
+        std::string problem_text = CompileProblem(candidate);
+        std::string status = "pass";
+        std::string detail;
+        std::string evidence = "null";
+        if (!problem_text.empty()) {
+          status = candidate.kernel.ok() ? "compile_error" : "not_generated";
+          detail = problem_text;
+        } else if (!context_lost) {
+          absl::StatusOr<judge::CandidateLaunch> launch =
+              judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
+          absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
+              launch.ok() ? judge::Judge(*context.device, task, *launch, context.reference)
+                          : absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>>(launch.status());
+          if (!judged.ok()) {
+            status = "judge_error";
+            detail = judged.status().ToString();
+            context_lost = gpu::IsStickyError(judged.status());
+          } else {
+            const judge::JudgeVerdict& verdict = (*judged)->verdict();
+            status = verdict.passed() ? "pass" : "fail";
+            detail = verdict.passed() ? "" : absl::StrCat(forge::v1::FailureReason_Name(verdict.reason),
+                                                          ": ", verdict.detail);
+            evidence = EvidenceJson(verdict.evidence);
+            context_lost = verdict.context_lost;
+          }
+        } else {
+          status = "skipped";
+          detail = "CUDA context lost earlier in this problem";
+        }
+        std::printf("%-6s %-28s %-9s %s%s%s\n", status.c_str(), problem.name.c_str(),
+                    forge::v1::KernelFamily_Name(task.family()).c_str() + 14,
+                    ParametersText(candidate.point).c_str(), detail.empty() ? "" : "  -- ",
+                    detail.substr(0, 400).c_str());
+        std::fflush(stdout);
+        point_json.push_back(absl::StrCat("{\"parameters\":", ParametersJson(candidate.point),
+                                          ",\"status\":", JsonString(status), ",\"detail\":",
+                                          JsonString(detail), ",\"evidence\":", evidence, ",",
+                                          CompileJson(candidate), "}"));
+      }
+      task_json.push_back(absl::StrCat("{", TaskSummaryJson(task), ",\"not_applicable\":",
+                                       JsonString(entry.not_applicable[t]), ",\"points\":[",
+                                       absl::StrJoin(point_json, ","), "]}"));
+    }
+    if (!entry.error.empty()) {
+      std::printf("error  %-28s %s\n", problem.name.c_str(), entry.error.c_str());
+    }
+    for (size_t t = 0; t < entry.tasks.size(); ++t) {
+      if (!entry.not_applicable[t].empty()) {
+        std::printf("n/a    %-28s %s\n", problem.name.c_str(), entry.not_applicable[t].c_str());
+      }
+    }
+    AppendLine(out_path, absl::StrCat("{\"problem\":", JsonString(problem.name),
+                                      ",\"family\":", JsonString(problem.family), ",\"error\":",
+                                      JsonString(entry.error), ",\"tasks\":[",
+                                      absl::StrJoin(task_json, ","), "]}"));
+    if (context_lost) {
+      std::printf("CUDA context lost in %s: exiting so the caller restarts\n", problem.name.c_str());
+      return kContextLostExitCode;
+    }
+  }
+  return 0;
+}
+
+// ---- anchors ----------------------------------------------------------------------------------
+
+// Device buffers holding draw 0 of the task's inputs and room for its outputs.
+struct TimingBuffers {
+  std::vector<gpu::DeviceBuffer> buffers;
+  std::vector<CUdeviceptr> args;
+};
+
+absl::StatusOr<TimingBuffers> MakeTimingBuffers(const gpu::Device& device,
+                                                const forge::v1::KernelTask& task) {
+  TimingBuffers result;
+  std::vector<judge::InputDomain> domains = judge::InferInputDomains(task);
+  for (int i = 0; i < task.inputs_size(); ++i) {
+    // The judge's draw is single-threaded and takes minutes for a billion elements: draw a tile
+    // of at most kTimingTileElements and repeat it over the storage.
+    const int64_t elements = judge::StorageElementCount(task.inputs(i));
+    forge::v1::TensorSpec tile_spec;
+    tile_spec.set_dtype(task.inputs(i).dtype());
+    tile_spec.add_shape(std::min(elements, kTimingTileElements));
+    FORGE_ASSIGN_OR_RETURN(judge::HostTensor tile,
+                           judge::DrawInput(tile_spec, domains[i], 0, i, 0xBE7C4ull));
+    FORGE_ASSIGN_OR_RETURN(int element_bytes, judge::ElementBytes(task.inputs(i).dtype()));
+    std::vector<std::byte> storage(elements * element_bytes);
+    for (size_t offset = 0; offset < storage.size(); offset += tile.storage.size()) {
+      std::memcpy(storage.data() + offset, tile.storage.data(),
+                  std::min(tile.storage.size(), storage.size() - offset));
+    }
+    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device.Allocate(storage.size()));
+    FORGE_RETURN_IF_ERROR(buffer.CopyFromHost(storage.data(), storage.size()));
+    result.args.push_back(buffer.address());
+    result.buffers.push_back(std::move(buffer));
+  }
+  for (const auto& spec : task.outputs()) {
+    FORGE_ASSIGN_OR_RETURN(int element_bytes, judge::ElementBytes(spec.dtype()));
+    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                           device.Allocate(judge::StorageElementCount(spec) * element_bytes));
+    result.args.push_back(buffer.address());
+    result.buffers.push_back(std::move(buffer));
+  }
+  return result;
+}
+
+std::string TimingJson(const timer::Timing& timing) {
+  return absl::StrCat("\"median_us\":", JsonDouble(timing.summary.median), ",\"min_us\":",
+                      JsonDouble(timing.summary.min), ",\"max_us\":", JsonDouble(timing.summary.max),
+                      ",\"kernel_median_us\":",
+                      timing.kernel_summary ? JsonDouble(timing.kernel_summary->median) : "null",
+                      ",\"reps\":", timing.rep_us.size());
+}
+
+int RunAnchors(Context& context, const std::string& dir, const std::vector<Problem>& problems,
+               const std::string& out_path) {
+  const std::string arch = context.device->properties().arch();
+  absl::StatusOr<std::unique_ptr<timer::Timer>> timer = timer::Timer::Create(*context.device);
+  if (!timer.ok()) {
+    std::fprintf(stderr, "timer: %s\n", timer.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<double> bandwidth = (*timer)->CopyBandwidth();
+  absl::StatusOr<GpuArch> gpu = FindGpu("H200");
+  std::printf("copy bandwidth %.1f GB/s (arch table %.1f GB/s)\n",
+              bandwidth.ok() ? *bandwidth / 1e9 : 0.0, gpu.ok() ? gpu->dram_bytes_per_second / 1e9 : 0.0);
+  timer::TimerOptions timer_options;
+  timer_options.reps = kTimedReps;
+
+  for (const Problem& problem : problems) {
+    if (problem.mode != "anchor") continue;
+    absl::StatusOr<std::vector<forge::v1::KernelTask>> tasks = GeneratedFamilyTasks(dir, problem);
+    if (!tasks.ok() || tasks->size() != 1) {
+      std::string why = tasks.ok() ? absl::StrCat(tasks->size(), " generated-family tasks, want 1")
+                                   : tasks.status().ToString();
+      std::printf("error  %s: %s\n", problem.name.c_str(), why.c_str());
+      AppendLine(out_path, absl::StrCat("{\"problem\":", JsonString(problem.name), ",\"error\":",
+                                        JsonString(why), "}"));
+      continue;
+    }
+    const forge::v1::KernelTask& task = tasks->front();
+    const codegen::KernelFamily* family = codegen::FindFamily(task.family());
+    absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
+        PickPoints(*family, task, kAnchorPoints - 1, 0xA11C40ull);
+    if (!points.ok()) {
+      std::printf("error  %s: %s\n", problem.name.c_str(), points.status().ToString().c_str());
+      AppendLine(out_path, absl::StrCat("{\"problem\":", JsonString(problem.name), ",\"error\":",
+                                        JsonString(points.status().ToString()), "}"));
+      continue;
+    }
+    std::vector<Candidate> candidates =
+        GenerateAndSubmit(*family, task, *points, *context.pool, arch);
+
+    struct Timed {
+      size_t index;
+      double median_us;
+    };
+    std::vector<Timed> timed;
+    std::vector<std::string> point_json;
+    {
+      absl::StatusOr<TimingBuffers> buffers = MakeTimingBuffers(*context.device, task);
+      if (!buffers.ok()) {
+        std::printf("error  %s: %s\n", problem.name.c_str(), buffers.status().ToString().c_str());
+        return 1;
+      }
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Candidate& candidate = candidates[i];
+        std::string problem_text = CompileProblem(candidate);
+        std::string entry = absl::StrCat("{\"parameters\":", ParametersJson(candidate.point));
+        if (problem_text.empty()) {
+          absl::StatusOr<judge::CandidateLaunch> launch = judge::LoadGeneratedKernel(
+              *context.device, candidate.compiled.cubin, *candidate.kernel);
+          absl::StatusOr<timer::Timing> timing =
+              launch.ok() ? (*timer)->Time(
+                                [&](gpu::Stream& stream) { return (*launch)(stream, buffers->args); },
+                                timer_options)
+                          : absl::StatusOr<timer::Timing>(launch.status());
+          if (timing.ok()) {
+            timed.push_back({i, timing->summary.median});
+            absl::StrAppend(&entry, ",", TimingJson(*timing));
+            std::printf("time   %-24s %10.1f us  %s\n", problem.name.c_str(),
+                        timing->summary.median, ParametersText(candidate.point).c_str());
+          } else {
+            problem_text = absl::StrCat("time: ", timing.status().ToString());
+            if (gpu::IsStickyError(timing.status())) {
+              std::printf("CUDA context lost timing %s: %s\n", problem.name.c_str(),
+                          problem_text.c_str());
+              return kContextLostExitCode;
+            }
+          }
+        }
+        if (!problem_text.empty()) {
+          std::printf("error  %-24s %s: %s\n", problem.name.c_str(),
+                      ParametersText(candidate.point).c_str(), problem_text.substr(0, 400).c_str());
+        }
+        absl::StrAppend(&entry, ",\"error\":", JsonString(problem_text), ",",
+                        CompileJson(candidate), "}");
+        point_json.push_back(entry);
+      }
+    }  // frees the timing buffers before the judge allocates its own
+    std::sort(timed.begin(), timed.end(),
+              [](const Timed& a, const Timed& b) { return a.median_us < b.median_us; });
+
+    // Anchors past the judge's reach (its inputs and comparison are single-threaded on the CPU)
+    // come with judge_graph.pb: the same computation with fewer rows, where the point is judged.
+    forge::v1::KernelTask judge_task = task;
+    std::string judge_note = "judged at full size";
+    if (std::ifstream(absl::StrCat(dir, "/", problem.name, "/judge_graph.pb"))) {
+      absl::StatusOr<std::vector<forge::v1::KernelTask>> reduced =
+          GeneratedFamilyTasks(dir, problem, "judge_graph.pb");
+      if (!reduced.ok() || reduced->size() != 1) {
+        std::printf("error  %s: judge_graph.pb gives no single task\n", problem.name.c_str());
+        return 1;
+      }
+      judge_task = reduced->front();
+      judge_note = absl::StrCat("judged on ", judge::DescribeSpec(judge_task.inputs(0)),
+                                " (fewer rows, same schedule point)");
+    }
+    std::string best_json = "null";
+    std::vector<std::string> judged_json;
+    for (int attempt = 0; attempt < kJudgeAttempts && attempt < static_cast<int>(timed.size());
+         ++attempt) {
+      Candidate& candidate = candidates[timed[attempt].index];
+      std::vector<Candidate> reduced_candidates;
+      Candidate* judged_kernel = &candidate;
+      if (judge_task.digest() != task.digest()) {
+        reduced_candidates =
+            GenerateAndSubmit(*family, judge_task, {candidate.point}, *context.pool, arch);
+        judged_kernel = &reduced_candidates.front();
+      }
+      if (std::string why = CompileProblem(*judged_kernel); !why.empty()) {
+        std::printf("error  %s: judge-size kernel: %s\n", problem.name.c_str(), why.c_str());
+        continue;
+      }
+      absl::StatusOr<judge::CandidateLaunch> launch = judge::LoadGeneratedKernel(
+          *context.device, judged_kernel->compiled.cubin, *judged_kernel->kernel);
+      if (!launch.ok()) continue;
+      absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
+          judge::Judge(*context.device, judge_task, *launch, context.reference);
+      if (!judged.ok()) {
+        std::printf("judge error %s: %s\n", problem.name.c_str(), judged.status().ToString().c_str());
+        judged_json.push_back(absl::StrCat("{\"parameters\":", ParametersJson(candidate.point),
+                                           ",\"judge_error\":", JsonString(judged.status().ToString()),
+                                           "}"));
+        if (gpu::IsStickyError(judged.status())) return kContextLostExitCode;
+        continue;
+      }
+      judge::JudgedCandidate& judged_candidate = **judged;
+      const judge::JudgeVerdict& verdict = judged_candidate.verdict();
+      std::printf("judge  %-24s %s  %s %s %s\n", problem.name.c_str(), judge_note.c_str(),
+                  ParametersText(candidate.point).c_str(), verdict.passed() ? "PASS" : "FAIL",
+                  verdict.detail.c_str());
+      judged_json.push_back(absl::StrCat(
+          "{\"parameters\":", ParametersJson(candidate.point), ",\"judge\":",
+          JsonString(judge_note), ",\"passed\":",
+          verdict.passed() ? "true" : "false", ",\"detail\":", JsonString(verdict.detail),
+          ",\"evidence\":", EvidenceJson(verdict.evidence), "}"));
+      if (verdict.context_lost) return kContextLostExitCode;
+      if (!verdict.passed()) continue;
+      // The judged candidate on the judge's buffers, outputs poisoned before every rep, and what
+      // the timed runs wrote checked again. It is the reported time when judged at full size.
+      timer::TimerOptions judged_options = timer_options;
+      judged_options.before_each_rep = [&](gpu::Stream& stream) {
+        return judged_candidate.PoisonOutputs(stream);
+      };
+      absl::StatusOr<timer::Timing> timing = (*timer)->Time(
+          [&](gpu::Stream& stream) { return judged_candidate.Launch(stream); }, judged_options);
+      absl::StatusOr<judge::JudgeVerdict> recheck = judged_candidate.RecheckTimedOutputs();
+      if (!timing.ok() || !recheck.ok()) {
+        std::printf("error  %s: timing or recheck of the judged candidate failed\n",
+                    problem.name.c_str());
+        break;
+      }
+      const double floor_table_us =
+          gpu.ok() ? timer::RooflineFloorUs(task.flops(), task.min_bytes(), gpu->peak_fp32_flops,
+                                            gpu->dram_bytes_per_second)
+                   : 0;
+      const double floor_measured_us =
+          bandwidth.ok() ? timer::RooflineFloorUs(task.flops(), task.min_bytes(),
+                                                  gpu.ok() ? gpu->peak_fp32_flops : 0, *bandwidth)
+                         : 0;
+      std::vector<std::string> reasons =
+          judge::ReverificationReasons(timed[attempt].median_us, 0, floor_measured_us);
+      const double full_size_median_us = judge_task.digest() == task.digest()
+                                             ? timing->summary.median
+                                             : timed[attempt].median_us;
+      best_json = absl::StrCat(
+          "{\"parameters\":", ParametersJson(candidate.point),
+          ",\"median_us\":", JsonDouble(full_size_median_us),
+          ",\"judge\":", JsonString(judge_note), ",\"judge_size_timing\":{",
+          TimingJson(*timing), "}",
+          ",\"recheck_passed\":", recheck->passed() ? "true" : "false",
+          ",\"floor_table_us\":", JsonDouble(floor_table_us),
+          ",\"floor_measured_bw_us\":", JsonDouble(floor_measured_us),
+          ",\"reverification\":", JsonString(absl::StrJoin(reasons, "; ")), "}");
+      std::printf("best   %-24s %10.1f us (recheck %s)  floor %.1f us (table) %.1f us (measured bw)\n",
+                  problem.name.c_str(), timed[attempt].median_us, recheck->passed() ? "ok" : "FAILED",
+                  floor_table_us, floor_measured_us);
+      break;
+    }
+    AppendLine(out_path,
+               absl::StrCat("{\"problem\":", JsonString(problem.name), ",", TaskSummaryJson(task),
+                            ",\"flops\":", task.flops(), ",\"min_bytes\":", task.min_bytes(),
+                            ",\"copy_bandwidth_bytes_per_s\":",
+                            JsonDouble(bandwidth.ok() ? *bandwidth : 0), ",\"points\":[",
+                            absl::StrJoin(point_json, ","), "],\"judged\":[",
+                            absl::StrJoin(judged_json, ","), "],\"best\":", best_json, "}"));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 4 || (std::string(argv[1]) != "validate" && std::string(argv[1]) != "anchor")) {
+    std::fprintf(stderr, "usage: %s validate|anchor PROBLEMS_DIR OUT.jsonl [PROBLEM...]\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1], dir = argv[2], out_path = argv[3];
+  absl::StatusOr<std::vector<Problem>> problems = ReadManifest(dir);
+  if (!problems.ok()) {
+    std::fprintf(stderr, "%s\n", problems.status().ToString().c_str());
+    return 1;
+  }
+  if (argc > 4) {  // only the named problems
+    const std::set<std::string> only(argv + 4, argv + argc);
+    std::erase_if(*problems, [&](const Problem& problem) { return !only.count(problem.name); });
+  }
+  Context context;
+  absl::StatusOr<std::unique_ptr<gpu::Device>> device = gpu::Device::Open(0);
+  absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
+      compile::CompilePool::Create({.threads = static_cast<int>(
+                                        std::max(2u, std::thread::hardware_concurrency()))});
+  if (!device.ok() || !pool.ok()) {
+    std::fprintf(stderr, "device: %s; compile pool: %s\n", device.status().ToString().c_str(),
+                 pool.status().ToString().c_str());
+    return 1;
+  }
+  context.device = std::move(*device);
+  context.pool = std::move(*pool);
+  std::printf("%s: %s (%s), %d SMs\n", mode.c_str(), context.device->properties().name.c_str(),
+              context.device->properties().arch().c_str(), context.device->properties().sm_count);
+  return mode == "validate" ? RunValidation(context, dir, *problems, out_path)
+                            : RunAnchors(context, dir, *problems, out_path);
+}
+
+}  // namespace
+}  // namespace forge
+
+int main(int argc, char** argv) { return forge::Main(argc, argv); }
