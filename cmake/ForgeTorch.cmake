@@ -43,4 +43,24 @@ if(FORGE_WITH_TORCH)
     ${FORGE_TORCH_DIR}/lib/libtorch_cpu.so ${FORGE_TORCH_DIR}/lib/libc10.so)
   set_target_properties(forge_libtorch_cpu PROPERTIES INTERFACE_LINK_OPTIONS "-Wl,-rpath,${FORGE_TORCH_DIR}/lib")
   message(STATUS "Forge: LibTorch ${FORGE_TORCH_VERSION} (CPU libraries) from ${FORGE_TORCH_DIR}")
+
+  # The CUDA libraries of the same build (the pip wheel is the cu130 one), for the worker's ATen
+  # baseline on the GPU. libtorch_cuda finds cudart, cuBLAS, cuDNN and the rest in the pip nvidia
+  # packages through its own $ORIGIN RPATH, and opens the driver only at first use: binaries that
+  # link it still start on machines without a GPU. Nothing calls into libtorch_cuda by name (its
+  # kernels register with the dispatcher from static initializers), so it is linked with
+  # --no-as-needed, which Debian's compiler otherwise applies and would drop it. c10/cuda's inline
+  # code calls the CUDA runtime directly: the cudart linked is the one libtorch_cuda loads.
+  file(REAL_PATH ${FORGE_TORCH_DIR}/../nvidia/cu13/lib _forge_torch_nvidia_lib)
+  if(EXISTS ${FORGE_TORCH_DIR}/lib/libtorch_cuda.so AND EXISTS ${FORGE_TORCH_DIR}/lib/libc10_cuda.so
+     AND EXISTS ${_forge_torch_nvidia_lib}/libcudart.so.13)
+    add_library(forge_libtorch_cuda INTERFACE)
+    add_library(forge::libtorch_cuda ALIAS forge_libtorch_cuda)
+    target_link_libraries(forge_libtorch_cuda INTERFACE forge::libtorch_cpu CUDA::toolkit
+      "-Wl,--no-as-needed" ${FORGE_TORCH_DIR}/lib/libtorch_cuda.so ${FORGE_TORCH_DIR}/lib/libc10_cuda.so
+      "-Wl,--as-needed" ${_forge_torch_nvidia_lib}/libcudart.so.13)
+    set_target_properties(forge_libtorch_cuda PROPERTIES
+      INTERFACE_LINK_OPTIONS "-Wl,-rpath,${_forge_torch_nvidia_lib}")
+    message(STATUS "Forge: LibTorch CUDA libraries from ${FORGE_TORCH_DIR}")
+  endif()
 endif()

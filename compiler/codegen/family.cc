@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/gemm_library.h"
 #include "compiler/codegen/pointwise.h"
 #include "compiler/codegen/reduction.h"
 
@@ -68,7 +69,8 @@ absl::Status CheckPointInSpace(const TemplateSpace& space, const SchedulePoint& 
 
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
-      new PointwiseFamily(), new ReductionFamily(), new AtenFallbackFamily()};
+      new PointwiseFamily(), new ReductionFamily(), new GemmLibraryFamily(),
+      new AtenFallbackFamily()};
   return *families;
 }
 

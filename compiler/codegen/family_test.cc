@@ -53,9 +53,10 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 }
 
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
-  EXPECT_THAT(Names(AllFamilies()), ElementsAre("pointwise", "reduction", "aten"));
+  EXPECT_THAT(Names(AllFamilies()), ElementsAre("pointwise", "reduction", "gemm_library", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
-  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM), nullptr);
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM)->name(), "gemm_library");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CONV), nullptr);
   for (const KernelFamily* family : AllFamilies()) {
     EXPECT_FALSE(family->generator_version().empty()) << family->name();
   }
@@ -64,7 +65,7 @@ TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
 TEST(FamilyTest, ApplicableFamiliesAlwaysIncludeTheAtenFallback) {
   EXPECT_THAT(Names(ApplicableFamilies(ReluTask())), ElementsAre("pointwise", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(SoftmaxTask())), ElementsAre("reduction", "aten"));
-  EXPECT_THAT(Names(ApplicableFamilies(MatmulTask())), ElementsAre("aten"));
+  EXPECT_THAT(Names(ApplicableFamilies(MatmulTask())), ElementsAre("gemm_library", "aten"));
 }
 
 TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {

@@ -1,6 +1,8 @@
 // The interpreter proper: the only file of this library that includes LibTorch.
 #include "compiler/reference/reference.h"
 
+#include "compiler/reference/aten_interpreter.h"
+
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -23,6 +25,30 @@
 #include "common/status/status_macros.h"
 
 namespace forge::reference {
+namespace internal {
+
+std::string NodeWhere(const v1::Node& node) {
+  return absl::StrCat("node '", node.name(), "' (", node.op(), ".", node.overload(), ")");
+}
+
+absl::StatusOr<c10::OperatorHandle> FindOperator(const v1::Node& node) {
+  // The dispatcher spells the default overload as the empty string.
+  const std::string overload = node.overload() == "default" ? "" : node.overload();
+  std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({node.op(), overload});
+  if (!op.has_value()) {
+    return absl::NotFoundError(absl::StrCat(NodeWhere(node), ": the dispatcher has no operator ",
+                                            node.op(), ".", node.overload()));
+  }
+  if (!node.schema().empty() && node.schema() != c10::toString(op->schema())) {
+    return absl::FailedPreconditionError(absl::StrCat(NodeWhere(node), ": the graph's schema '",
+                                                      node.schema(), "' differs from this LibTorch's '",
+                                                      c10::toString(op->schema()), "'"));
+  }
+  return *std::move(op);
+}
+
+}  // namespace internal
+
 namespace {
 
 absl::StatusOr<at::ScalarType> ToScalarType(v1::DType dtype) {
@@ -130,7 +156,7 @@ absl::StatusOr<HostTensor> ToHostTensor(const at::Tensor& tensor) {
   FORGE_ASSIGN_OR_RETURN(host.dtype, FromScalarType(tensor.scalar_type()));
   host.shape.assign(tensor.sizes().begin(), tensor.sizes().end());
   host.strides.assign(tensor.strides().begin(), tensor.strides().end());
-  const at::Tensor row_major = tensor.contiguous();
+  const at::Tensor row_major = tensor.contiguous().to(at::kCPU);
   host.bytes.assign(static_cast<const char*>(row_major.const_data_ptr()), row_major.nbytes());
   return host;
 }
@@ -183,7 +209,8 @@ c10::IValue WrappedNumber(const at::Scalar& number) { return at::native::wrapped
 // One run: the values computed so far, by name.
 class Interpreter {
  public:
-  Interpreter(const v1::Graph& graph, Precision precision) : graph_(graph), precision_(precision) {
+  Interpreter(const v1::Graph& graph, Precision precision, c10::Device device = c10::kCPU)
+      : graph_(graph), precision_(precision), device_(device) {
     for (const v1::Value& value : graph.values()) specs_[value.name()] = &value.tensor();
   }
 
@@ -240,6 +267,15 @@ class Interpreter {
     return absl::OkStatus();
   }
 
+  absl::Status Define(const std::string& value_name, at::Tensor tensor, absl::string_view where) {
+    if (!values_.emplace(value_name, Upcast(std::move(tensor))).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": value '", value_name, "' is defined twice"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::flat_hash_map<std::string, at::Tensor> TakeValues() { return std::move(values_); }
+
   absl::StatusOr<HostTensor> Fetch(const std::string& value_name) const {
     auto it = values_.find(value_name);
     if (it == values_.end()) {
@@ -265,13 +301,6 @@ class Interpreter {
     return tensor;
   }
 
-  absl::Status Define(const std::string& value_name, at::Tensor tensor, absl::string_view where) {
-    if (!values_.emplace(value_name, Upcast(std::move(tensor))).second) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": value '", value_name, "' is defined twice"));
-    }
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<at::Tensor> Lookup(const std::string& value_name, absl::string_view where) const {
     auto it = values_.find(value_name);
     if (it == values_.end()) {
@@ -286,10 +315,9 @@ class Interpreter {
     return precision_ == Precision::kFloat64 && at::isFloatingType(type) ? at::kDouble : type;
   }
 
-  // A node that takes no tensors but produces a floating one (arange, full, scalar_tensor): with
-  // dtype=None it would use torch's default float32, so float64 mode names float64 instead.
-  bool IsFloatingFactory(const v1::Node& node) const {
-    if (precision_ != Precision::kFloat64 || node.outputs().empty()) return false;
+  // A node that takes no tensors but produces some (arange, full, scalar_tensor): the factory ops.
+  static bool IsFactory(const v1::Node& node) {
+    if (node.outputs().empty()) return false;
     for (const v1::Argument& argument : node.arguments()) {
       switch (argument.value_case()) {
         case v1::Argument::kTensor:
@@ -299,6 +327,13 @@ class Interpreter {
         default: break;
       }
     }
+    return true;
+  }
+
+  // A factory node that produces a floating tensor: with dtype=None it would use torch's default
+  // float32, so float64 mode names float64 instead.
+  bool IsFloatingFactory(const v1::Node& node) const {
+    if (precision_ != Precision::kFloat64 || !IsFactory(node)) return false;
     const v1::TensorSpec* spec = Spec(node.outputs(0));
     if (spec == nullptr) return false;
     absl::StatusOr<at::ScalarType> type = ToScalarType(spec->dtype());
@@ -401,8 +436,8 @@ class Interpreter {
       }
       case v1::Argument::kDevice:
         if (!IsKind(type, c10::TypeKind::DeviceObjType)) return mismatch();
-        // The reference runs on the CPU whatever device the model was exported for.
-        return c10::Device(c10::kCPU);
+        // The interpreter runs on its own device whatever device the model was exported for.
+        return device_;
       case v1::Argument::kLayout: {
         if (!IsKind(type, c10::TypeKind::LayoutType)) return mismatch();
         absl::StatusOr<at::Layout> layout = ToLayout(argument.layout());
@@ -431,6 +466,7 @@ class Interpreter {
       }
     }
     const bool floating_factory = IsFloatingFactory(node);
+    const bool factory = IsFactory(node);
     torch::jit::Stack stack;
     for (const c10::Argument& schema_argument : schema.arguments()) {
       const std::string argument_where = absl::StrCat(where, " argument '", schema_argument.name(), "'");
@@ -449,6 +485,10 @@ class Interpreter {
         } else if (!value.isNone()) {
           value = Promoted(value.toScalarType());
         }
+      }
+      // device=None would make a factory's tensor on the CPU, wherever the interpreter runs.
+      if (factory && value.isNone() && IsKind(Declared(schema_argument).type, c10::TypeKind::DeviceObjType)) {
+        value = device_;
       }
       stack.push_back(std::move(value));
     }
@@ -481,24 +521,12 @@ class Interpreter {
   }
 
   absl::Status RunNode(const v1::Node& node) {
-    const std::string where =
-        absl::StrCat("node '", node.name(), "' (", node.op(), ".", node.overload(), ")");
-    // The dispatcher spells the default overload as the empty string.
-    const std::string overload = node.overload() == "default" ? "" : node.overload();
-    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({node.op(), overload});
-    if (!op.has_value()) {
-      return absl::NotFoundError(
-          absl::StrCat(where, ": the dispatcher has no operator ", node.op(), ".", node.overload()));
-    }
-    const c10::FunctionSchema& schema = op->schema();
-    if (!node.schema().empty() && node.schema() != c10::toString(schema)) {
-      return absl::FailedPreconditionError(absl::StrCat(where, ": the graph's schema '", node.schema(),
-                                                        "' differs from this LibTorch's '",
-                                                        c10::toString(schema), "'"));
-    }
+    const std::string where = internal::NodeWhere(node);
+    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, internal::FindOperator(node));
+    const c10::FunctionSchema& schema = op.schema();
     FORGE_ASSIGN_OR_RETURN(torch::jit::Stack stack, BuildStack(node, schema, where));
     try {
-      op->callBoxed(stack);
+      op.callBoxed(stack);
     } catch (const c10::Error& error) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": ATen failed: ", error.what_without_backtrace()));
@@ -532,6 +560,7 @@ class Interpreter {
 
   const v1::Graph& graph_;
   const Precision precision_;
+  const c10::Device device_;
   absl::flat_hash_map<std::string, const v1::TensorSpec*> specs_;
   absl::flat_hash_map<std::string, at::Tensor> values_;
 };
@@ -596,4 +625,25 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroup(const v1::KernelTask& task,
   return FetchOutputs(interpreter, group, /*user_outputs_only=*/false);
 }
 
+namespace internal {
+
+absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view where) {
+  return TensorFromBytes(host.dtype, host.shape, host.strides, host.bytes, where);
+}
+
+absl::StatusOr<HostTensor> ToHost(const at::Tensor& tensor) { return ToHostTensor(tensor); }
+
+absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
+                      absl::flat_hash_map<std::string, at::Tensor>& values) {
+  c10::InferenceMode inference_mode;
+  Interpreter interpreter(graph, Precision::kNative, device);
+  for (auto& [name, tensor] : values) {
+    FORGE_RETURN_IF_ERROR(interpreter.Define(name, tensor, absl::StrCat("value '", name, "'")));
+  }
+  FORGE_RETURN_IF_ERROR(interpreter.RunNodes());
+  values = interpreter.TakeValues();
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 }  // namespace forge::reference

@@ -1,0 +1,43 @@
+// The reference interpreter's pieces for Forge code that runs task groups through ATen itself on
+// another device (the worker's ATen baseline on the GPU). Unlike reference.h, this header has
+// LibTorch types in its interface: include it only from .cc files that already pay for LibTorch.
+#ifndef FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_
+#define FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/reference/reference.h"
+#include "forge/v1/graph.pb.h"
+
+namespace forge::reference::internal {
+
+// "node 'name' (aten::op.overload)", the prefix of the interpreter's errors about a node.
+std::string NodeWhere(const v1::Node& node);
+
+// The dispatcher's operator for `node`: NotFound when this LibTorch has none, FailedPrecondition
+// when the graph recorded a different schema.
+absl::StatusOr<c10::OperatorHandle> FindOperator(const v1::Node& node);
+
+// `host` as a CPU tensor laid out with its strides (see HostTensor); errors name `where`.
+absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view where);
+
+// `tensor`, on any device, copied into host memory.
+absl::StatusOr<HostTensor> ToHost(const at::Tensor& tensor);
+
+// Runs `graph`'s nodes in order, in the graph's own dtypes: `values` holds the tensors of the
+// graph's inputs by value name and receives every node's outputs. Device arguments become
+// `device`, as does the device of tensors that factory nodes make with device=None.
+absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
+                      absl::flat_hash_map<std::string, at::Tensor>& values);
+
+}  // namespace forge::reference::internal
+
+#endif  // FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_

@@ -1,0 +1,100 @@
+// Weight blobs by SHA-256: bytes in files under one directory, an index in Redis (keys:
+// server/redis_keys.h).
+//
+// Why files and not Redis values: real weights run to gigabytes. Redis keeps every value in memory
+// and rewrites its append-only file with them, and caps a value at 512 MiB; a file takes chunks as
+// they arrive without holding the blob in memory. The index in Redis is what MissingBlobs asks (one
+// round trip for any number of digests) and what other coordinators sharing the directory see.
+//
+// Uploads are verified: the bytes go to a temporary file while they are hashed, and only bytes that
+// hash to the declared digest (and have the declared size) are renamed into place and indexed.
+#ifndef FORGE_SERVER_BLOB_STORE_H_
+#define FORGE_SERVER_BLOB_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/digest/sha256.h"
+#include "common/redis/redis_client.h"
+
+namespace forge::server {
+
+// InvalidArgument unless `sha256` is 64 lower-case hex digits; `what` names it in the message.
+absl::Status ValidateSha256(absl::string_view sha256, absl::string_view what);
+
+class BlobStore;
+
+// One blob being received. Destroying it before Commit() discards the bytes.
+class BlobUpload {
+ public:
+  BlobUpload(const BlobUpload&) = delete;
+  BlobUpload& operator=(const BlobUpload&) = delete;
+  ~BlobUpload();
+
+  const std::string& sha256() const { return sha256_; }
+  int64_t bytes_received() const { return bytes_received_; }
+
+  // Appends the next chunk. InvalidArgument when `offset` is not where the previous chunk ended
+  // (chunks come in order, back to back) or the blob grows past its declared size.
+  absl::Status Append(int64_t offset, absl::string_view data);
+
+  // Checks the digest (and the declared size) and stores the blob. FailedPrecondition naming the
+  // declared and the actual digest when they differ; the bytes are then discarded.
+  absl::Status Commit();
+
+ private:
+  friend class BlobStore;
+  BlobUpload(BlobStore* store, std::string sha256, std::optional<int64_t> expected_size,
+             std::string temp_path, int fd);
+
+  BlobStore* const store_;
+  const std::string sha256_;
+  const std::optional<int64_t> expected_size_;
+  const std::string temp_path_;
+  int fd_;
+  Sha256 hasher_;
+  int64_t bytes_received_ = 0;
+};
+
+class BlobStore {
+ public:
+  // Creates `directory` when missing. `redis` must outlive the store.
+  static absl::StatusOr<std::unique_ptr<BlobStore>> Open(RedisClient* redis,
+                                                         std::string directory);
+  BlobStore(const BlobStore&) = delete;
+  BlobStore& operator=(const BlobStore&) = delete;
+
+  // The digests, in the given order, that are not stored: not indexed, or indexed but their file
+  // is gone (so the next upload repairs it). InvalidArgument for a malformed digest.
+  absl::StatusOr<std::vector<std::string>> Missing(absl::Span<const std::string> sha256s);
+
+  // Starts receiving a blob; `expected_size`, when known, is checked at Commit().
+  absl::StatusOr<std::unique_ptr<BlobUpload>> StartUpload(absl::string_view sha256,
+                                                          std::optional<int64_t> expected_size);
+
+  // The bytes of a stored blob; NotFound when it is not stored.
+  absl::StatusOr<std::string> Read(absl::string_view sha256) const;
+
+  // Where a blob's bytes live: <directory>/<first two digits>/<digest>.
+  std::string PathOf(absl::string_view sha256) const;
+
+ private:
+  friend class BlobUpload;
+  BlobStore(RedisClient* redis, std::string directory)
+      : redis_(redis), directory_(std::move(directory)) {}
+  absl::Status Index(absl::string_view sha256, int64_t size);
+
+  RedisClient* const redis_;
+  const std::string directory_;
+};
+
+}  // namespace forge::server
+
+#endif  // FORGE_SERVER_BLOB_STORE_H_

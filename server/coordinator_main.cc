@@ -1,0 +1,205 @@
+// forge-coordinator: serves JobService over gRPC, keeps jobs in Redis and weight blobs on disk,
+// and exposes /metrics. Settings come from flags, FORGE_* variables and a config file
+// (common/config); --help lists them. SIGTERM or SIGINT stops it gracefully: new calls are refused,
+// calls in flight get shutdown.grace to finish.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/config/config.h"
+#include "common/logging/logging.h"
+#include "common/metrics/exposer.h"
+#include "common/metrics/metrics.h"
+#include "common/redis/redis_client.h"
+#include "grpcpp/grpcpp.h"
+#include "server/blob_store.h"
+#include "server/job_service.h"
+#include "server/job_store.h"
+
+namespace forge::server {
+namespace {
+
+// A submitted graph travels in one message; large models' graphs exceed gRPC's 4 MiB default.
+constexpr int kMaxMessageBytes = 64 << 20;
+
+ConfigSchema Schema() {
+  ConfigSchema schema;
+  schema.String("config", "", "Path of a config file; its values sit below env and flags.")
+      .String("listen", "127.0.0.1:0",
+              "gRPC address HOST:PORT; port 0 picks a free one (printed at startup).")
+      .String("redis.host", "127.0.0.1", "Host of Redis.")
+      .Int64("redis.port", 6379, "TCP port of Redis.", {.min = 1, .max = 65535})
+      .String("redis.password", "", "Password for Redis AUTH; empty for none.")
+      .Duration("redis.timeout", absl::Seconds(2), "Longest wait for a reply from Redis.")
+      .String("blobs.dir", "forge-blobs", "Directory that holds uploaded weight blobs.")
+      .String("metrics.listen", "127.0.0.1:0",
+              "HTTP address of /metrics; port 0 picks a free one; empty serves none.")
+      .Duration("metrics.refresh", absl::Seconds(5),
+                "How often the jobs-by-state gauge is read from Redis.")
+      .Duration("watch.wait", absl::Seconds(1),
+                "Longest a WatchJob call blocks in Redis before checking on its caller.")
+      .Duration("shutdown.grace", absl::Seconds(5),
+                "Time calls in flight get to finish after SIGTERM.")
+      .Enum("log.level", {"trace", "debug", "info", "warn", "error", "critical", "off"}, "info",
+            "Lowest level logged.")
+      .Enum("log.format", {"text", "json"}, "text", "Log line format.")
+      .String("log.output", "stderr", "\"stderr\" or a file to append the log to.");
+  return schema;
+}
+
+// Flags and environment first, to learn the config file; then everything, with the file.
+absl::StatusOr<Config> LoadConfig(const ConfigSchema& schema, std::vector<std::string> args) {
+  absl::StatusOr<Config> without_file = Config::Load(schema, {.args = args});
+  if (!without_file.ok() || without_file->GetString("config").empty()) return without_file;
+  return Config::Load(schema, {.file = without_file->GetString("config"), .args = std::move(args)});
+}
+
+// Keeps forge_coordinator_jobs{state} current from the per-state counts in Redis.
+class JobGaugeRefresher {
+ public:
+  JobGaugeRefresher(JobStore* jobs, metrics::Family<metrics::Gauge>* gauges, absl::Duration period)
+      : thread_([this, jobs, gauges, period] {
+          do {
+            absl::StatusOr<std::map<forge::v1::JobState, int64_t>> counts = jobs->CountByState();
+            if (!counts.ok()) {
+              GetLogger("coordinator")->warn("reading job counts: {}", counts.status().ToString());
+              continue;
+            }
+            for (const auto& [state, count] : *counts) {
+              const std::string name = absl::AsciiStrToLower(
+                  absl::StripPrefix(forge::v1::JobState_Name(state), "JOB_STATE_"));
+              gauges->Add({{"state", name}}).Set(static_cast<double>(count));
+            }
+          } while (!stop_.WaitForNotificationWithTimeout(period));
+        }) {}
+  ~JobGaugeRefresher() {
+    stop_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+int Run(int argc, char** argv) {
+  const ConfigSchema schema = Schema();
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "forge-coordinator: the Forge job service.\n\n" << schema.HelpText();
+      return 0;
+    }
+  }
+  absl::StatusOr<Config> config = LoadConfig(schema, std::move(args));
+  if (!config.ok()) {
+    std::cerr << config.status().message() << "\n";
+    return 2;
+  }
+  if (absl::Status logging = InitLogging({.level = config->GetString("log.level"),
+                                          .format = config->GetString("log.format"),
+                                          .output = config->GetString("log.output")});
+      !logging.ok()) {
+    std::cerr << logging.message() << "\n";
+    return 2;
+  }
+  auto log = GetLogger("coordinator");
+
+  // Every thread started from here on inherits the mask, so the signals reach only sigwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const RedisClientOptions redis_options{
+      .host = config->GetString("redis.host"),
+      .port = static_cast<int>(config->GetInt64("redis.port")),
+      .command_timeout = config->GetDuration("redis.timeout"),
+      .password = config->GetString("redis.password")};
+  RedisClient redis(redis_options);
+  if (absl::StatusOr<RedisReply> pong = redis.Command({"PING"}); !pong.ok()) {
+    // Not fatal: calls answer UNAVAILABLE until Redis is reachable, then work.
+    log->warn("redis not reachable yet: {}", pong.status().ToString());
+  }
+  absl::StatusOr<std::unique_ptr<BlobStore>> blobs =
+      BlobStore::Open(&redis, config->GetString("blobs.dir"));
+  if (!blobs.ok()) {
+    log->critical("{}", blobs.status().ToString());
+    return 1;
+  }
+  JobStore jobs(&redis);
+
+  auto registry = std::make_shared<metrics::Registry>();
+  JobService service(&jobs, blobs->get(), registry.get(),
+                     {.watch_redis = redis_options, .watch_wait = config->GetDuration("watch.wait")});
+  absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =
+      registry->AddGauge({"forge_coordinator_jobs", "Jobs by state, as recorded in Redis.", {}});
+  if (!job_gauges.ok()) {
+    log->critical("{}", job_gauges.status().ToString());
+    return 1;
+  }
+  JobGaugeRefresher refresher(&jobs, *job_gauges, config->GetDuration("metrics.refresh"));
+
+  std::unique_ptr<metrics::MetricsExposer> exposer;
+  if (const std::string& metrics_listen = config->GetString("metrics.listen");
+      !metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
+        metrics::MetricsExposer::Start(metrics_listen);
+    if (!started.ok()) {
+      log->critical("{}", started.status().ToString());
+      return 1;
+    }
+    exposer = *std::move(started);
+    exposer->AddRegistry(registry);
+  }
+
+  const std::string listen = config->GetString("listen");
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    log->critical("cannot listen on {}", listen);
+    return 1;
+  }
+  const std::string host(listen.substr(0, listen.rfind(':')));
+  const std::string address = absl::StrCat(host, ":", port);
+  // On stdout for whoever started the process (tests, scripts) to read the chosen ports.
+  std::cout << "forge-coordinator listening on " << address << std::endl;
+  if (exposer != nullptr) {
+    std::cout << "forge-coordinator metrics on " << host << ":" << exposer->port() << std::endl;
+  }
+  LogWithFields(*log, spdlog::level::info, "started",
+                {{"listen", address},
+                 {"redis", redis.address()},
+                 {"blobs", config->GetString("blobs.dir")},
+                 {"metrics_port", exposer != nullptr ? exposer->port() : 0}});
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  LogWithFields(*log, spdlog::level::info, "stopping", {{"signal", strsignal(signal)}});
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoNanoseconds(config->GetDuration("shutdown.grace")));
+  log->info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge::server
+
+int main(int argc, char** argv) { return forge::server::Run(argc, argv); }

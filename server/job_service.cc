@@ -1,0 +1,235 @@
+#include "server/job_service.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging/logging.h"
+#include "common/status/status_macros.h"
+#include "compiler/graph/partition.h"
+
+namespace forge::server {
+namespace {
+
+using ::forge::v1::Job;
+using ::forge::v1::JobEvent;
+
+metrics::Family<metrics::Counter>* RegisterRpcCounter(metrics::Registry* registry) {
+  absl::StatusOr<metrics::Family<metrics::Counter>*> family = registry->AddCounter(
+      {"forge_coordinator_rpcs_total", "JobService calls answered, by method and status code.", {}});
+  if (!family.ok()) {
+    GetLogger("coordinator")->critical("registering the RPC counter: {}", family.status().ToString());
+    std::abort();
+  }
+  return *family;
+}
+
+// The blobs a graph names that are not inlined: digest -> declared size, in input order.
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> BlobsNamedBy(
+    const forge::v1::Graph& graph) {
+  std::vector<std::pair<std::string, int64_t>> blobs;
+  for (const forge::v1::GraphInput& input : graph.inputs()) {
+    const forge::v1::TensorData& data = input.data();
+    if (data.sha256().empty() || !data.inline_bytes().empty()) continue;
+    FORGE_RETURN_IF_ERROR(ValidateSha256(
+        data.sha256(), absl::StrCat("graph input \"", input.value_name(), "\": data.sha256")));
+    const bool seen = std::any_of(blobs.begin(), blobs.end(),
+                                  [&](const auto& blob) { return blob.first == data.sha256(); });
+    if (!seen) blobs.emplace_back(data.sha256(), data.size_bytes());
+  }
+  return blobs;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl::StatusCode and grpc::StatusCode share their numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+JobService::JobService(JobStore* jobs, BlobStore* blobs, metrics::Registry* registry,
+                       JobServiceOptions options)
+    : jobs_(jobs), blobs_(blobs), rpcs_(RegisterRpcCounter(registry)), options_(std::move(options)) {}
+
+grpc::Status JobService::Finish(absl::string_view method, const absl::Status& status) {
+  rpcs_->Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(status.code())}})
+      .Increment();
+  if (absl::IsUnavailable(status) || absl::IsInternal(status) || absl::IsDataLoss(status)) {
+    LogWithFields(*GetLogger("coordinator"), spdlog::level::warn, "request failed",
+                  {{"method", method}, {"error", status.ToString()}});
+  }
+  return ToGrpcStatus(status);
+}
+
+grpc::Status JobService::MissingBlobs(grpc::ServerContext*,
+                                      const forge::v1::MissingBlobsRequest* request,
+                                      forge::v1::MissingBlobsResponse* response) {
+  const std::vector<std::string> digests(request->sha256().begin(), request->sha256().end());
+  absl::StatusOr<std::vector<std::string>> missing = blobs_->Missing(digests);
+  if (missing.ok()) {
+    for (std::string& digest : *missing) response->add_missing_sha256(std::move(digest));
+  }
+  return Finish("MissingBlobs", missing.status());
+}
+
+grpc::Status JobService::SubmitJob(grpc::ServerContext*,
+                                   grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
+                                   forge::v1::SubmitJobResponse* response) {
+  return Finish("SubmitJob", Submit(reader, response));
+}
+
+absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
+                                forge::v1::SubmitJobResponse* response) {
+  forge::v1::SubmitJobRequest request;
+  if (!reader->Read(&request) || !request.has_header()) {
+    return absl::InvalidArgumentError("SubmitJob: the first message must be the header");
+  }
+  const forge::v1::SubmitJobHeader header = std::move(*request.mutable_header());
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(header.graph());
+  if (!partition.ok()) return Annotate(partition.status(), "SubmitJob: graph rejected");
+  FORGE_ASSIGN_OR_RETURN(auto named_blobs, BlobsNamedBy(header.graph()));
+
+  // Chunks of one blob come back to back; a new digest ends the previous blob.
+  std::unique_ptr<BlobUpload> upload;
+  int blobs_stored = 0;
+  auto commit = [&]() -> absl::Status {
+    if (upload == nullptr) return absl::OkStatus();
+    FORGE_RETURN_IF_ERROR(Annotate(upload->Commit(), "SubmitJob"));
+    ++blobs_stored;
+    upload.reset();
+    return absl::OkStatus();
+  };
+  while (reader->Read(&request)) {
+    if (request.has_header()) return absl::InvalidArgumentError("SubmitJob: a second header");
+    const forge::v1::BlobChunk& chunk = request.chunk();
+    if (upload == nullptr || upload->sha256() != chunk.sha256()) {
+      FORGE_RETURN_IF_ERROR(commit());
+      auto named = std::find_if(named_blobs.begin(), named_blobs.end(),
+                                [&](const auto& blob) { return blob.first == chunk.sha256(); });
+      if (named == named_blobs.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SubmitJob: chunk of blob \"", chunk.sha256(), "\", which the graph does not name"));
+      }
+      FORGE_ASSIGN_OR_RETURN(upload, blobs_->StartUpload(named->first, named->second));
+    }
+    FORGE_RETURN_IF_ERROR(Annotate(upload->Append(chunk.offset(), chunk.data()), "SubmitJob"));
+  }
+  FORGE_RETURN_IF_ERROR(commit());
+
+  std::vector<std::string> digests;
+  for (const auto& [digest, size] : named_blobs) digests.push_back(digest);
+  FORGE_ASSIGN_OR_RETURN(std::vector<std::string> missing, blobs_->Missing(digests));
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SubmitJob: ", missing.size(), " blob(s) the graph names are neither stored "
+                     "nor sent: ", absl::StrJoin(missing, ", ")));
+  }
+  FORGE_ASSIGN_OR_RETURN(Job job,
+                         jobs_->CreateJob(header.graph(), header.options(), partition->tasks));
+  LogWithFields(*GetLogger("coordinator"), spdlog::level::info, "job accepted",
+                {{"job", job.id()},
+                 {"model", header.graph().metadata().name()},
+                 {"tasks", job.progress().tasks_total()},
+                 {"blobs_stored", blobs_stored}});
+  *response->mutable_job() = std::move(job);
+  response->set_blobs_stored(blobs_stored);
+  return absl::OkStatus();
+}
+
+grpc::Status JobService::GetJob(grpc::ServerContext*, const forge::v1::GetJobRequest* request,
+                                forge::v1::GetJobResponse* response) {
+  absl::StatusOr<Job> job = jobs_->GetJob(request->job_id());
+  if (job.ok()) *response->mutable_job() = *std::move(job);
+  return Finish("GetJob", job.status());
+}
+
+grpc::Status JobService::WatchJob(grpc::ServerContext* context,
+                                  const forge::v1::WatchJobRequest* request,
+                                  grpc::ServerWriter<JobEvent>* writer) {
+  return Finish("WatchJob", Watch(context, *request, writer));
+}
+
+absl::Status JobService::Watch(grpc::ServerContext* context,
+                               const forge::v1::WatchJobRequest& request,
+                               grpc::ServerWriter<JobEvent>* writer) {
+  FORGE_ASSIGN_OR_RETURN(Job job, jobs_->GetJob(request.job_id()));
+  JobEventReader reader(options_.watch_redis, request.job_id(), request.resume_after(),
+                        options_.watch_wait);
+  // A job that was already finished: its terminal event is in the stream (written with the state
+  // change), so reading without blocking until the stream is exhausted sends everything left.
+  bool finished = IsTerminal(job.state());
+  while (!context->IsCancelled()) {
+    FORGE_ASSIGN_OR_RETURN(std::vector<JobEvent> events, reader.Next(/*block=*/!finished));
+    for (const JobEvent& event : events) {
+      if (!writer->Write(event)) return absl::CancelledError("WatchJob: the caller went away");
+      if (event.has_state_changed() && IsTerminal(event.state_changed().current())) {
+        return absl::OkStatus();
+      }
+    }
+    if (events.empty()) {
+      if (finished) return absl::OkStatus();
+      // Nothing new within the wait: the job may have ended before our cursor (a resume after
+      // its terminal event); one more pass without blocking then drains what is left.
+      FORGE_ASSIGN_OR_RETURN(job, jobs_->GetJob(request.job_id()));
+      finished = IsTerminal(job.state());
+    }
+  }
+  return absl::CancelledError("WatchJob: the caller went away");
+}
+
+grpc::Status JobService::CancelJob(grpc::ServerContext*,
+                                   const forge::v1::CancelJobRequest* request,
+                                   forge::v1::CancelJobResponse* response) {
+  absl::StatusOr<Job> job = jobs_->Cancel(request->job_id(), request->reason());
+  if (job.ok()) {
+    LogWithFields(*GetLogger("coordinator"), spdlog::level::info, "job cancelled",
+                  {{"job", job->id()}, {"reason", request->reason()}});
+    *response->mutable_job() = *std::move(job);
+  }
+  return Finish("CancelJob", job.status());
+}
+
+grpc::Status JobService::ListJobs(grpc::ServerContext*, const forge::v1::ListJobsRequest* request,
+                                  forge::v1::ListJobsResponse* response) {
+  JobFilter filter;
+  for (int state : request->states()) {
+    filter.states.push_back(static_cast<forge::v1::JobState>(state));
+  }
+  filter.owner = request->owner();
+  filter.labels.insert(request->labels().begin(), request->labels().end());
+  absl::StatusOr<JobPage> page =
+      jobs_->ListJobs(filter, request->page_size(), request->page_token());
+  if (page.ok()) {
+    for (Job& job : page->jobs) *response->add_jobs() = std::move(job);
+    response->set_next_page_token(page->next_page_token);
+  }
+  return Finish("ListJobs", page.status());
+}
+
+grpc::Status JobService::GetResults(grpc::ServerContext*,
+                                    const forge::v1::GetResultsRequest* request,
+                                    forge::v1::GetResultsResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    FORGE_ASSIGN_OR_RETURN(*response->mutable_job(), jobs_->GetJob(request->job_id()));
+    FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> tasks,
+                           jobs_->GetTasks(request->job_id()));
+    // Descending share of baseline time; before the baseline is timed, by occurrences.
+    std::sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) {
+      if (a.baseline_share() != b.baseline_share()) return a.baseline_share() > b.baseline_share();
+      if (a.occurrences() != b.occurrences()) return a.occurrences() > b.occurrences();
+      return a.digest() < b.digest();
+    });
+    for (forge::v1::KernelTask& task : tasks) {
+      *response->add_tasks()->mutable_task() = std::move(task);
+    }
+    return absl::OkStatus();
+  }();
+  return Finish("GetResults", status);
+}
+
+}  // namespace forge::server

@@ -1,0 +1,73 @@
+// Every Redis key the coordinator uses, in one place. Keys start with "forge:"; {x} is filled in.
+//
+//   forge:job_seq                  string  last job number handed out (INCR); ids are "job-<n>"
+//   forge:jobs                     zset    job id -> job number: every job, for newest-first listing
+//                                          (the number, not a time, so pages are stable and exact)
+//   forge:jobs:by_state            hash    state name -> number of jobs in it, kept in the same
+//                                          transaction as every state change (the /metrics gauge)
+//   forge:job:{id}                 hash    the job: state, options (JobOptions bytes), model digest,
+//                                          created/updated (ms since the epoch), error, and one field
+//                                          per JobProgress counter (so the scheduler can HINCRBY)
+//   forge:job:{id}:tasks           hash    task digest -> occurrences of the task in this job's model
+//                                          (a hash rather than DESIGN.md's set: occurrences belong
+//                                          to the job, the task record is shared by every model)
+//   forge:task:{digest}            hash    "spec": the KernelTask bytes without its per-model fields
+//                                          (occurrences, baseline_share); written once (HSETNX)
+//   forge:model:{digest}           string  the submitted Graph (deterministic bytes), by model digest
+//   forge:events:{id}              stream  the job's events: "event" (JobEvent bytes without id,
+//                                          job id and progress) plus the progress counters at the time
+//   forge:blob:{sha256}            hash    index of a stored weight blob: size, stored (ms); the bytes
+//                                          are a file under the coordinator's blob directory
+#ifndef FORGE_SERVER_REDIS_KEYS_H_
+#define FORGE_SERVER_REDIS_KEYS_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace forge::server::keys {
+
+inline constexpr absl::string_view kJobSequence = "forge:job_seq";
+inline constexpr absl::string_view kJobs = "forge:jobs";
+inline constexpr absl::string_view kJobsByState = "forge:jobs:by_state";
+
+inline std::string Job(absl::string_view job_id) { return absl::StrCat("forge:job:", job_id); }
+inline std::string JobTasks(absl::string_view job_id) {
+  return absl::StrCat("forge:job:", job_id, ":tasks");
+}
+inline std::string Task(absl::string_view digest) { return absl::StrCat("forge:task:", digest); }
+inline std::string Model(absl::string_view digest) { return absl::StrCat("forge:model:", digest); }
+inline std::string JobEvents(absl::string_view job_id) {
+  return absl::StrCat("forge:events:", job_id);
+}
+inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
+
+// Fields of forge:job:{id}. The progress counters share their names with the JobProgress fields
+// and are copied into every event of forge:events:{id}.
+namespace job_field {
+inline constexpr absl::string_view kState = "state";
+inline constexpr absl::string_view kOptions = "options";
+inline constexpr absl::string_view kModelDigest = "model_digest";
+inline constexpr absl::string_view kCreatedMs = "created_ms";
+inline constexpr absl::string_view kUpdatedMs = "updated_ms";
+inline constexpr absl::string_view kError = "error";
+inline constexpr absl::string_view kTasksTotal = "tasks_total";
+inline constexpr absl::string_view kTasksDone = "tasks_done";
+inline constexpr absl::string_view kCandidatesLeased = "candidates_leased";
+inline constexpr absl::string_view kCandidatesCompleted = "candidates_completed";
+inline constexpr absl::string_view kCandidatesFailed = "candidates_failed";
+inline constexpr absl::string_view kBestSpeedup = "best_speedup";
+}  // namespace job_field
+
+// The field of forge:events:{id} entries that holds the JobEvent bytes.
+inline constexpr absl::string_view kEventField = "event";
+// The field of forge:task:{digest} that holds the KernelTask bytes.
+inline constexpr absl::string_view kTaskSpecField = "spec";
+// Fields of forge:blob:{sha256}.
+inline constexpr absl::string_view kBlobSizeField = "size";
+inline constexpr absl::string_view kBlobStoredMsField = "stored_ms";
+
+}  // namespace forge::server::keys
+
+#endif  // FORGE_SERVER_REDIS_KEYS_H_

@@ -1,0 +1,135 @@
+// The one translation unit of the baseline that includes LibTorch.
+#include "worker/baseline/aten_baseline.h"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
+#include "compiler/reference/aten_interpreter.h"
+#include "worker/gpu/device.h"
+
+namespace forge::baseline {
+namespace {
+
+// Each node's operator must exist as recorded and be able to run on CUDA: directly, or as a
+// composite of ops that can.
+absl::Status CheckOperators(const v1::Graph& group) {
+  for (const v1::Node& node : group.nodes()) {
+    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, reference::internal::FindOperator(node));
+    if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          reference::internal::NodeWhere(node), ": this LibTorch has no CUDA kernel for it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor& host,
+                        absl::string_view where) {
+  if (host.dtype != spec.dtype() ||
+      !std::equal(host.shape.begin(), host.shape.end(), spec.shape().begin(), spec.shape().end())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", v1::DType_Name(host.dtype), " [", absl::StrJoin(host.shape, ", "),
+                     "], the task declares ", v1::DType_Name(spec.dtype()), " [",
+                     absl::StrJoin(spec.shape(), ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct AtenBaseline::State {
+  v1::Graph group;
+  c10::Device device;
+  // The uploaded inputs, by group input value name.
+  absl::flat_hash_map<std::string, at::Tensor> inputs;
+  std::vector<at::Tensor> outputs;
+};
+
+AtenBaseline::AtenBaseline(std::unique_ptr<State> state) : state_(std::move(state)) {}
+AtenBaseline::~AtenBaseline() = default;
+
+absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
+    const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
+    int device_ordinal) {
+  const v1::Graph& group = task.group();
+  const std::string where_task = absl::StrCat("task ", task.digest());
+  if (task.inputs_size() != group.inputs_size() ||
+      inputs.size() != static_cast<size_t>(group.inputs_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where_task, ": the group takes ", group.inputs_size(), " inputs; the task specifies ",
+        task.inputs_size(), " and ", inputs.size(), " are given"));
+  }
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    FORGE_RETURN_IF_ERROR(CheckInput(
+        task.inputs(i), inputs[i],
+        absl::StrCat(where_task, " input ", i, " '", group.inputs(i).value_name(), "'")));
+  }
+  FORGE_RETURN_IF_ERROR(Annotate(CheckOperators(group), where_task));
+  FORGE_RETURN_IF_ERROR(Annotate(gpu::DriverStatus(), "the ATen baseline needs a GPU"));
+  if (device_ordinal < 0 || device_ordinal >= c10::cuda::device_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("no CUDA device ", device_ordinal,
+                                                   "; LibTorch sees ",
+                                                   static_cast<int>(c10::cuda::device_count())));
+  }
+
+  auto state = std::make_unique<State>(
+      State{group, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)), {}, {}});
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    const std::string& name = group.inputs(i).value_name();
+    const std::string where = absl::StrCat(where_task, " input ", i, " '", name, "'");
+    FORGE_ASSIGN_OR_RETURN(at::Tensor host, reference::internal::ToTensor(inputs[i], where));
+    try {
+      // A synchronous copy; `to` keeps the strides of a dense layout.
+      state->inputs.emplace(name, host.to(state->device));
+    } catch (const c10::Error& error) {
+      return absl::InternalError(
+          absl::StrCat(where, ": upload failed: ", error.what_without_backtrace()));
+    }
+  }
+  return std::unique_ptr<AtenBaseline>(new AtenBaseline(std::move(state)));
+}
+
+absl::Status AtenBaseline::Launch(CUstream stream) {
+  c10::cuda::CUDAStreamGuard stream_guard(
+      c10::cuda::getStreamFromExternal(stream, state_->device.index()));
+  // The previous launch's outputs go back to the cache before this launch allocates.
+  state_->outputs.clear();
+  absl::flat_hash_map<std::string, at::Tensor> values = state_->inputs;
+  FORGE_RETURN_IF_ERROR(reference::internal::RunNodes(state_->group, state_->device, values));
+  for (const v1::GraphOutput& output : state_->group.outputs()) {
+    auto it = values.find(output.value_name());
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.value_name(), "' is not computed by the group"));
+    }
+    state_->outputs.push_back(it->second);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<reference::HostTensor>> AtenBaseline::Outputs() const {
+  std::vector<reference::HostTensor> outputs;
+  try {
+    // The launch ran on a non-blocking stream, which the copies below would not wait for.
+    c10::cuda::device_synchronize();
+    for (const at::Tensor& tensor : state_->outputs) {
+      FORGE_ASSIGN_OR_RETURN(reference::HostTensor host, reference::internal::ToHost(tensor));
+      outputs.push_back(std::move(host));
+    }
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("reading the baseline's outputs: ", error.what_without_backtrace()));
+  }
+  return outputs;
+}
+
+}  // namespace forge::baseline

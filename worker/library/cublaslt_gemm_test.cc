@@ -1,0 +1,97 @@
+// cuBLASLt calls checked against products computed here. Skips without a GPU; the binary linking
+// libcublasLt and starting on a machine without one is itself part of what runs everywhere.
+#include "worker/library/cublaslt_gemm.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace forge::library {
+namespace {
+
+using codegen::LibraryEpilogue;
+using codegen::LibraryGemmCall;
+
+class CublasLtGemmTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
+      GTEST_SKIP() << "no GPU: " << status;
+    }
+    auto device = gpu::Device::Open(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *std::move(device);
+    auto gemm = CublasLtGemm::Create(*device_);
+    ASSERT_TRUE(gemm.ok()) << gemm.status();
+    gemm_ = *std::move(gemm);
+  }
+
+  gpu::DeviceBuffer Upload(const std::vector<float>& values) {
+    auto buffer = device_->Allocate(values.size() * sizeof(float));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(buffer->CopyFromHost(values.data(), values.size() * sizeof(float)).ok());
+    return *std::move(buffer);
+  }
+
+  std::unique_ptr<gpu::Device> device_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+};
+
+// Small integers: every product below is exact in float32.
+std::vector<float> Ramp(int count, int modulus, int shift) {
+  std::vector<float> values(count);
+  for (int i = 0; i < count; ++i) values[i] = static_cast<float>((i * 7 + shift) % modulus - modulus / 2);
+  return values;
+}
+
+TEST_F(CublasLtGemmTest, BatchedTransposedProductWithBiasAndRelu) {
+  constexpr int kBatch = 2, kM = 3, kN = 5, kK = 4;
+  LibraryGemmCall call;
+  call.m = kM, call.n = kN, call.k = kK, call.batch = kBatch;
+  call.dtype = forge::v1::DTYPE_FLOAT32;
+  call.a = {0, /*transposed=*/true, kM, kM * kK};  // a stored [batch][k][m]
+  call.b = {1, false, kN, kK * kN};
+  call.bias_input = 2;
+  call.epilogue = LibraryEpilogue::kReluBias;
+  const std::vector<float> a = Ramp(kBatch * kK * kM, 7, 1);
+  const std::vector<float> b = Ramp(kBatch * kK * kN, 5, 2);
+  const std::vector<float> bias = Ramp(kN, 9, 3);
+  gpu::DeviceBuffer a_buffer = Upload(a), b_buffer = Upload(b), bias_buffer = Upload(bias);
+  gpu::DeviceBuffer d_buffer = Upload(std::vector<float>(kBatch * kM * kN, NAN));
+  auto count = gemm_->AlgorithmCount(call);
+  ASSERT_TRUE(count.ok()) << count.status();
+  ASSERT_GE(*count, 1);
+  auto stream = device_->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  for (call.algo = 0; call.algo < *count; ++call.algo) {
+    ASSERT_TRUE(gemm_->Run(call, {a_buffer.address(), b_buffer.address(), bias_buffer.address(),
+                                  d_buffer.address()},
+                           stream->handle())
+                    .ok());
+    ASSERT_TRUE(stream->Synchronize().ok());
+    std::vector<float> d(kBatch * kM * kN);
+    ASSERT_TRUE(d_buffer.CopyToHost(d.data(), d.size() * sizeof(float)).ok());
+    for (int batch = 0; batch < kBatch; ++batch) {
+      for (int i = 0; i < kM; ++i) {
+        for (int j = 0; j < kN; ++j) {
+          double sum = bias[j];
+          for (int k = 0; k < kK; ++k) {
+            sum += a[batch * kM * kK + k * kM + i] * b[batch * kK * kN + k * kN + j];
+          }
+          EXPECT_EQ(d[(batch * kM + i) * kN + j], std::max(sum, 0.0))
+              << "algo " << call.algo << " batch " << batch << " [" << i << ", " << j << "]";
+        }
+      }
+    }
+  }
+  call.algo = *count;
+  const absl::Status past_end = gemm_->Run(
+      call, {a_buffer.address(), b_buffer.address(), bias_buffer.address(), d_buffer.address()},
+      stream->handle());
+  EXPECT_EQ(past_end.code(), absl::StatusCode::kOutOfRange) << past_end;
+}
+
+}  // namespace
+}  // namespace forge::library

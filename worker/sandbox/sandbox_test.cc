@@ -1,0 +1,313 @@
+// The sandbox against the real forge-sandbox-child: deadlines, crashes, exits, restarts and the
+// backoff after failed starts, through the child's test behaviours (real sleeps, signals and
+// exits), so none of it needs a GPU. Judging and timing on a GPU are
+// tests/gpu/sandbox_gpu_test.cc's.
+#include "worker/sandbox/sandbox.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/gpu/device.h"
+#include "worker/sandbox/sandbox.pb.h"
+#include "worker/sandbox/wire.h"
+
+namespace forge::sandbox {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ChildPath() {
+  const char* path = std::getenv("FORGE_SANDBOX_CHILD");
+  return path != nullptr ? path : FORGE_SANDBOX_CHILD;
+}
+
+SandboxOptions TestOptions() {
+  SandboxOptions options;
+  options.child_path = ChildPath();
+  options.allow_test_behaviours = true;
+  return options;
+}
+
+std::unique_ptr<Sandbox> CreateOrDie(SandboxOptions options) {
+  absl::StatusOr<std::unique_ptr<Sandbox>> sandbox = Sandbox::Create(std::move(options));
+  EXPECT_TRUE(sandbox.ok()) << sandbox.status();
+  return sandbox.ok() ? *std::move(sandbox) : nullptr;
+}
+
+// A judge candidate whose contents never reach a GPU in these tests.
+SandboxCandidate SomeCandidate() {
+  SandboxCandidate candidate;
+  candidate.digest = "candidate-digest";
+  candidate.task.set_digest("task-digest");
+  candidate.kernel.kernel_name = "affine";
+  candidate.cubin = "not a cubin";
+  return candidate;
+}
+
+class SocketPair {
+ public:
+  SocketPair() { EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0); }
+  ~SocketPair() {
+    for (int fd : fds_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  int writer() const { return fds_[0]; }
+  int reader() const { return fds_[1]; }
+  void CloseWriter() { CloseEnd(0); }
+  void CloseReader() { CloseEnd(1); }
+
+ private:
+  void CloseEnd(int end) {
+    close(fds_[end]);
+    fds_[end] = -1;
+  }
+  int fds_[2] = {-1, -1};
+};
+
+TEST(WireTest, FramesRoundTripIncludingLargeOnes) {
+  SocketPair pair;
+  const std::string large(3 << 20, 'x');  // far above the socket buffer: needs a concurrent reader
+  std::thread writer([&] {
+    EXPECT_TRUE(WriteFrame(pair.writer(), "hello", absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_TRUE(WriteFrame(pair.writer(), "", absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_TRUE(WriteFrame(pair.writer(), large, absl::Now() + absl::Seconds(10)).ok());
+  });
+  EXPECT_EQ(*ReadFrame(pair.reader(), absl::InfiniteFuture()), "hello");
+  EXPECT_EQ(*ReadFrame(pair.reader(), absl::InfiniteFuture()), "");
+  EXPECT_EQ(*ReadFrame(pair.reader(), absl::InfiniteFuture()), large);
+  writer.join();
+}
+
+TEST(WireTest, ReadReportsDeadlineEndOfStreamAndBadLengths) {
+  SocketPair pair;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      ReadFrame(pair.reader(), absl::Now() + absl::Milliseconds(50)).status()));
+  // A length prefix of 0xFFFFFFFF, beyond kMaxFrameBytes.
+  ASSERT_EQ(write(pair.writer(), "\xff\xff\xff\xff", 4), 4);
+  EXPECT_TRUE(absl::IsDataLoss(ReadFrame(pair.reader(), absl::InfiniteFuture()).status()));
+  // Half a frame, then the end of the stream.
+  ASSERT_EQ(write(pair.writer(),
+                  "\x08\x00\x00\x00"
+                  "abc",
+                  7),
+            7);
+  pair.CloseWriter();
+  absl::StatusOr<std::string> truncated = ReadFrame(pair.reader(), absl::InfiniteFuture());
+  EXPECT_TRUE(absl::IsOutOfRange(truncated.status())) << truncated.status();
+  EXPECT_THAT(truncated.status().message(), HasSubstr("inside a frame"));
+  EXPECT_TRUE(absl::IsOutOfRange(ReadFrame(pair.reader(), absl::InfiniteFuture()).status()));
+}
+
+TEST(WireTest, WriteToAClosedPeerIsAnErrorNotSigpipe) {
+  SocketPair pair;
+  pair.CloseReader();
+  absl::Status written = WriteFrame(pair.writer(), "to nobody", absl::Now() + absl::Seconds(1));
+  EXPECT_TRUE(absl::IsUnavailable(written)) << written;
+}
+
+TEST(WireTest, OptionsVerdictsAndTimingsRoundTrip) {
+  judge::JudgeOptions options;
+  options.draws = 5;
+  options.seed = 42;
+  options.tolerances = judge::Tolerances{.atol = 1e-3, .rtol = 1e-2, .rel_norm = 1e-4};
+  options.integer_ranges[2] = judge::IntegerRange{.low = -3, .high = 7};
+  const judge::JudgeOptions back = FromWire(ToWire(options));
+  EXPECT_EQ(back.draws, 5);
+  EXPECT_EQ(back.seed, 42u);
+  ASSERT_TRUE(back.tolerances.has_value());
+  EXPECT_EQ(back.tolerances->rel_norm, 1e-4);
+  ASSERT_EQ(back.integer_ranges.count(2), 1u);
+  EXPECT_EQ(back.integer_ranges.at(2).low, -3);
+  EXPECT_EQ(back.integer_ranges.at(2).high, 7);
+  EXPECT_FALSE(FromWire(ToWire(judge::JudgeOptions{})).tolerances.has_value());
+
+  judge::JudgeVerdict verdict;
+  verdict.evidence.set_passed(false);
+  verdict.evidence.set_failed_draw(1);
+  verdict.reason = forge::v1::FAILURE_REASON_CRASH;
+  verdict.detail = "draw 1: CUDA_ERROR_ILLEGAL_ADDRESS";
+  verdict.context_lost = true;
+  const judge::JudgeVerdict verdict_back = FromWire(ToWire(verdict));
+  EXPECT_EQ(verdict_back.evidence.failed_draw(), 1);
+  EXPECT_EQ(verdict_back.reason, forge::v1::FAILURE_REASON_CRASH);
+  EXPECT_EQ(verdict_back.detail, verdict.detail);
+  EXPECT_TRUE(verdict_back.context_lost);
+
+  timer::Timing timing;
+  timing.rep_us = {3, 1, 2};
+  timing.kernel_status = absl::UnavailableError("no CUPTI");
+  timing.kernels_per_rep = 1;
+  const timer::Timing timing_back = FromWire(ToWire(timing));
+  EXPECT_EQ(timing_back.rep_us, timing.rep_us);
+  EXPECT_EQ(timing_back.summary.median, 2);  // recomputed on arrival
+  EXPECT_FALSE(timing_back.kernel_summary.has_value());
+  EXPECT_EQ(timing_back.kernel_status, timing.kernel_status);
+
+  timer::TimerOptions timer_options;
+  timer_options.reps = 31;
+  timer_options.flush_l2 = false;
+  EXPECT_EQ(FromWire(ToWire(timer_options)).reps, 31);
+  EXPECT_FALSE(FromWire(ToWire(timer_options)).flush_l2);
+}
+
+TEST(SandboxTest, CreateRejectsAPathThatIsNotAnExecutable) {
+  SandboxOptions options = TestOptions();
+  options.child_path = "/nonexistent/forge-sandbox-child";
+  absl::StatusOr<std::unique_ptr<Sandbox>> sandbox = Sandbox::Create(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(sandbox.status())) << sandbox.status();
+  EXPECT_THAT(sandbox.status().message(), HasSubstr("/nonexistent/forge-sandbox-child"));
+}
+
+TEST(SandboxTest, StartsTheChildAndAnswersPings) {
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  const SandboxStats started = sandbox->stats();
+  EXPECT_EQ(started.child_starts, 1);
+  EXPECT_GT(started.child_pid, 0);
+  EXPECT_EQ(started.device_status.ok(), gpu::DriverStatus().ok()) << started.device_status;
+  EXPECT_TRUE(sandbox->Ping().ok());
+  EXPECT_TRUE(sandbox->Ping().ok());
+  const SandboxStats pinged = sandbox->stats();
+  EXPECT_EQ(pinged.requests, 2);
+  EXPECT_EQ(pinged.child_pid, started.child_pid);
+  EXPECT_EQ(pinged.restarts, 0);
+}
+
+TEST(SandboxTest, JudgeAndTimeWithoutAGpuAreUnavailableAndTheChildStays) {
+  if (gpu::DriverStatus().ok()) GTEST_SKIP() << "a GPU is present: sandbox_gpu_test judges there";
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  const pid_t pid = sandbox->stats().child_pid;
+  absl::StatusOr<SandboxOutcome> judged = sandbox->Judge(SomeCandidate());
+  EXPECT_TRUE(absl::IsUnavailable(judged.status())) << judged.status();
+  EXPECT_EQ(judged.status().message(), gpu::DriverStatus().message());
+  absl::StatusOr<SandboxOutcome> timed = sandbox->Time(SomeCandidate());
+  EXPECT_TRUE(absl::IsUnavailable(timed.status())) << timed.status();
+  const SandboxStats stats = sandbox->stats();
+  EXPECT_EQ(stats.child_pid, pid);
+  EXPECT_EQ(stats.crashes + stats.timeouts + stats.restarts, 0);
+}
+
+TEST(SandboxTest, TimeRefusesAHookOfItsOwn) {
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  timer::TimerOptions timer_options;
+  timer_options.before_each_rep = [](gpu::Stream&) { return absl::OkStatus(); };
+  EXPECT_TRUE(absl::IsInvalidArgument(sandbox->Time(SomeCandidate(), {}, timer_options).status()));
+}
+
+TEST(SandboxTest, AChildPastItsDeadlineIsKilledAndReplaced) {
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  const pid_t first = sandbox->stats().child_pid;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<SandboxOutcome> outcome =
+      sandbox->RunTestBehaviour(TestBehaviour::kSleepForever, absl::Milliseconds(300));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  ASSERT_TRUE(outcome->failure.has_value());
+  EXPECT_EQ(outcome->failure->reason(), forge::v1::FAILURE_REASON_TIMEOUT);
+  EXPECT_EQ(outcome->failure->stage(), forge::v1::FAILURE_STAGE_SANDBOX);
+  EXPECT_THAT(outcome->failure->detail(), HasSubstr("no answer within 300ms"));
+  EXPECT_THAT(outcome->failure->detail(), HasSubstr(absl::StrCat("(pid ", first, ") killed")));
+  EXPECT_THAT(outcome->failure->log(), HasSubstr("sleeping forever, as asked"));
+  EXPECT_EQ(kill(first, 0), -1) << "the hung child is gone";
+
+  const SandboxStats stats = sandbox->stats();
+  EXPECT_EQ(stats.timeouts, 1);
+  EXPECT_EQ(stats.restarts, 1);
+  EXPECT_EQ(stats.child_starts, 2);
+  EXPECT_GT(stats.child_pid, 0);
+  EXPECT_NE(stats.child_pid, first);
+  EXPECT_TRUE(sandbox->Ping().ok());
+}
+
+TEST(SandboxTest, AChildKilledBySigsegvMidRequestIsACrashAndIsReplaced) {
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  const pid_t first = sandbox->stats().child_pid;
+  absl::StatusOr<SandboxOutcome> outcome =
+      sandbox->RunTestBehaviour(TestBehaviour::kCrashWithSigsegv, absl::Seconds(30));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_TRUE(outcome->failure.has_value());
+  EXPECT_EQ(outcome->failure->reason(), forge::v1::FAILURE_REASON_CRASH);
+  EXPECT_EQ(outcome->failure->stage(), forge::v1::FAILURE_STAGE_SANDBOX);
+  EXPECT_THAT(outcome->failure->detail(), HasSubstr("was killed by signal 11"));
+  EXPECT_THAT(outcome->failure->log(), HasSubstr("crashing with SIGSEGV, as asked"));
+  const SandboxStats stats = sandbox->stats();
+  EXPECT_EQ(stats.crashes, 1);
+  EXPECT_EQ(stats.restarts, 1);
+  EXPECT_NE(stats.child_pid, first);
+  EXPECT_TRUE(sandbox->Ping().ok());
+}
+
+TEST(SandboxTest, AChildThatExitsMidRequestIsACrashAndIsReplaced) {
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  for (int round = 1; round <= 2; ++round) {
+    absl::StatusOr<SandboxOutcome> outcome =
+        sandbox->RunTestBehaviour(TestBehaviour::kExitWithoutAnswer, absl::Seconds(30));
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    ASSERT_TRUE(outcome->failure.has_value());
+    EXPECT_EQ(outcome->failure->reason(), forge::v1::FAILURE_REASON_CRASH);
+    EXPECT_THAT(outcome->failure->detail(), HasSubstr("exited with status 3 before answering"));
+    EXPECT_THAT(outcome->failure->log(), HasSubstr("exiting with status 3"));
+    EXPECT_EQ(sandbox->stats().restarts, round);
+  }
+  EXPECT_TRUE(sandbox->Ping().ok());
+}
+
+TEST(SandboxTest, TestBehavioursAreOffUnlessAllowed) {
+  SandboxOptions options = TestOptions();
+  options.allow_test_behaviours = false;
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(options);
+  ASSERT_NE(sandbox, nullptr);
+  absl::StatusOr<SandboxOutcome> outcome =
+      sandbox->RunTestBehaviour(TestBehaviour::kCrashWithSigsegv, absl::Seconds(30));
+  EXPECT_TRUE(absl::IsPermissionDenied(outcome.status())) << outcome.status();
+  EXPECT_EQ(sandbox->stats().crashes, 0);
+  EXPECT_TRUE(sandbox->Ping().ok());
+}
+
+TEST(SandboxTest, AChildThatDiesAtStartIsRetriedWithBackoffAndRequestsFailFast) {
+  SandboxOptions options = TestOptions();
+  options.child_path = "/bin/false";  // a real executable that exits 1 before any hello
+  options.min_restart_backoff = absl::Milliseconds(100);
+  options.max_restart_backoff = absl::Hours(1);
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(options);
+  ASSERT_NE(sandbox, nullptr);
+  EXPECT_EQ(sandbox->stats().start_failures, 1);
+  EXPECT_EQ(sandbox->stats().child_pid, 0);
+
+  // Within the backoff: no new attempt, an immediate Unavailable that says why.
+  absl::Status ping = sandbox->Ping();
+  EXPECT_TRUE(absl::IsUnavailable(ping)) << ping;
+  EXPECT_THAT(ping.message(), HasSubstr("failed to start 1 times in a row"));
+  EXPECT_THAT(ping.message(), HasSubstr("exited with status 1 before its hello"));
+  EXPECT_EQ(sandbox->stats().start_failures, 1);
+
+  // After it: one more attempt, which fails and doubles the wait.
+  absl::SleepFor(absl::Milliseconds(150));
+  ping = sandbox->Ping();
+  EXPECT_TRUE(absl::IsUnavailable(ping)) << ping;
+  EXPECT_EQ(sandbox->stats().start_failures, 2);
+  EXPECT_EQ(sandbox->stats().consecutive_start_failures, 2);
+  absl::StatusOr<SandboxOutcome> judged = sandbox->Judge(SomeCandidate());
+  EXPECT_TRUE(absl::IsUnavailable(judged.status())) << judged.status();
+  EXPECT_THAT(judged.status().message(), HasSubstr("failed to start 2 times in a row"));
+  EXPECT_EQ(sandbox->stats().start_failures, 2);
+  EXPECT_EQ(sandbox->stats().requests, 0);
+}
+
+}  // namespace
+}  // namespace forge::sandbox

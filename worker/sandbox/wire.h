@@ -1,0 +1,59 @@
+// The wire between the sandbox and its child: length-prefixed protobuf frames over a stream socket,
+// and conversions between the wire messages (sandbox.proto) and the judge's and timer's types.
+#ifndef FORGE_WORKER_SANDBOX_WIRE_H_
+#define FORGE_WORKER_SANDBOX_WIRE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "compiler/codegen/generated_kernel.h"
+#include "worker/judge/judge.h"
+#include "worker/sandbox/sandbox.pb.h"
+#include "worker/timer/timer.h"
+
+namespace forge::sandbox {
+
+// Cubins and tasks stay far below this; a larger length prefix means a corrupt stream.
+inline constexpr uint32_t kMaxFrameBytes = 512u << 20;
+
+// Writes one frame to `fd` (a stream socket; a closed peer is an error, not SIGPIPE), waiting at
+// most until `deadline`. DeadlineExceeded when the peer does not read in time.
+absl::Status WriteFrame(int fd, absl::string_view payload, absl::Time deadline);
+
+// Reads one frame from `fd`, waiting at most until `deadline` (absl::InfiniteFuture() to block).
+// OutOfRange when the peer closed the stream (before or inside a frame), DeadlineExceeded when
+// no whole frame came in time, DataLoss for a length prefix above kMaxFrameBytes.
+absl::StatusOr<std::string> ReadFrame(int fd, absl::Time deadline);
+
+// Serializes and writes / reads and parses one message.
+absl::Status WriteMessage(int fd, const google::protobuf::MessageLite& message,
+                          absl::Time deadline);
+absl::Status ReadMessage(int fd, absl::Time deadline, google::protobuf::MessageLite& message);
+
+wire::Status ToWire(const absl::Status& status);
+absl::Status FromWire(const wire::Status& status);
+
+wire::JudgeOptions ToWire(const judge::JudgeOptions& options);
+judge::JudgeOptions FromWire(const wire::JudgeOptions& options);
+
+// TimerOptions::before_each_rep does not travel: the child sets its own (the judge's poisoning).
+wire::TimerOptions ToWire(const timer::TimerOptions& options);
+timer::TimerOptions FromWire(const wire::TimerOptions& options);
+
+wire::Verdict ToWire(const judge::JudgeVerdict& verdict);
+judge::JudgeVerdict FromWire(const wire::Verdict& verdict);
+
+// The summaries are recomputed from the reps on arrival.
+wire::Timing ToWire(const timer::Timing& timing);
+timer::Timing FromWire(const wire::Timing& timing);
+
+// The kernel's name and launch dimensions (what the child needs to launch the cubin).
+codegen::GeneratedKernel LaunchedKernelFromWire(const wire::Candidate& candidate);
+
+}  // namespace forge::sandbox
+
+#endif  // FORGE_WORKER_SANDBOX_WIRE_H_
