@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Every GPU test binary of the bundle (.gpu/bin/*_test), on the GPU machine, one log each under
+# $OUT, and a summary line per binary in $OUT/gpu_tests.md. The sandbox test finds its child
+# through FORGE_SANDBOX_CHILD.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/env.sh"
+export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
+summary="$OUT/gpu_tests.md"
+{
+  echo "# GPU tests on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%F)"
+  echo
+  echo "| binary | result |"
+  echo "|---|---|"
+} > "$summary"
+mkdir -p "$OUT/logs"
+for test in "$FORGE_BUNDLE"/bin/*_test; do
+  name="$(basename "$test")"
+  timeout 240 "$test" > "$OUT/logs/$name.log" 2>&1
+  rc=$?
+  passed=$(grep -c '^\[       OK \]' "$OUT/logs/$name.log")
+  failed=$(grep -c '^\[  FAILED  \].*(' "$OUT/logs/$name.log")
+  skipped=$(grep -c '^\[  SKIPPED \]' "$OUT/logs/$name.log")
+  echo "| $name | exit $rc: $passed passed, $failed failed, $skipped skipped |" >> "$summary"
+done
+(cd "$OUT/logs" && tar czf "$OUT/gpu_test_logs.tar.gz" .) && rm -rf "$OUT/logs"
+cat "$summary"
