@@ -1,5 +1,6 @@
 #include "worker/compile/compile_pool.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <unistd.h>
 
@@ -277,6 +278,20 @@ std::future<CompileResult> ReadyFuture(CompileResult result) {
   return promise.get_future();
 }
 
+// NVRTC opens libnvrtc-builtins.so.<major>.<minor> by name at its first compile. Where the CUDA
+// library folder is not in the loader's search path (no ld.so.conf entry, as on a fresh Debian
+// with the toolkit at /usr/local/cuda), that fails; so load it from libnvrtc's own folder first.
+// A failure here is left for NVRTC to report at compile time, with its own message.
+void PreloadNvrtcBuiltins(int major, int minor) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || info.dli_fname == nullptr) {
+    return;
+  }
+  const std::filesystem::path builtins = std::filesystem::path(info.dli_fname).parent_path() /
+                                         absl::StrCat("libnvrtc-builtins.so.", major, ".", minor);
+  dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOptions options) {
@@ -295,6 +310,7 @@ absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOpti
   int major = 0;
   int minor = 0;
   FORGE_RETURN_IF_ERROR(CheckNvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion"));
+  PreloadNvrtcBuiltins(major, minor);
   int arch_count = 0;
   FORGE_RETURN_IF_ERROR(
       CheckNvrtc(nvrtcGetNumSupportedArchs(&arch_count), "nvrtcGetNumSupportedArchs"));
