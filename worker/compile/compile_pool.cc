@@ -1,6 +1,5 @@
 #include "worker/compile/compile_pool.h"
 
-#include <dlfcn.h>
 #include <nvrtc.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/loader/sibling_library.h"
 #include "common/status/status_macros.h"
 
 namespace forge::compile {
@@ -278,20 +278,6 @@ std::future<CompileResult> ReadyFuture(CompileResult result) {
   return promise.get_future();
 }
 
-// NVRTC opens libnvrtc-builtins.so.<major>.<minor> by name at its first compile. Where the CUDA
-// library folder is not in the loader's search path (no ld.so.conf entry, as on a fresh Debian
-// with the toolkit at /usr/local/cuda), that fails; so load it from libnvrtc's own folder first.
-// A failure here is left for NVRTC to report at compile time, with its own message.
-void PreloadNvrtcBuiltins(int major, int minor) {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || info.dli_fname == nullptr) {
-    return;
-  }
-  const std::filesystem::path builtins = std::filesystem::path(info.dli_fname).parent_path() /
-                                         absl::StrCat("libnvrtc-builtins.so.", major, ".", minor);
-  dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOptions options) {
@@ -310,7 +296,9 @@ absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOpti
   int major = 0;
   int minor = 0;
   FORGE_RETURN_IF_ERROR(CheckNvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion"));
-  PreloadNvrtcBuiltins(major, minor);
+  // NVRTC opens its builtins by name at the first compile (see common/loader/sibling_library.h).
+  LoadSiblingLibrary(reinterpret_cast<const void*>(&nvrtcVersion),
+                     absl::StrCat("libnvrtc-builtins.so.", major, ".", minor));
   int arch_count = 0;
   FORGE_RETURN_IF_ERROR(
       CheckNvrtc(nvrtcGetNumSupportedArchs(&arch_count), "nvrtcGetNumSupportedArchs"));

@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/loader/sibling_library.h"
 #include "common/status/status_macros.h"
 
 namespace forge::timer {
@@ -60,6 +61,8 @@ class MetricConfig {
     init.pChipName = chip_name.c_str();
     init.pCounterAvailabilityImage =
         counter_availability.empty() ? nullptr : counter_availability.data();
+    // CUPTI opens its profiler host library by name (see common/loader/sibling_library.h).
+    LoadSiblingLibrary(reinterpret_cast<const void*>(&cuptiGetVersion), "libnvperf_host.so");
     FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerHostInitialize(&init),
                                          absl::StrCat("cuptiProfilerHostInitialize(", chip, ")")));
     MetricConfig config(init.pHostObject);
@@ -171,6 +174,7 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
   FORGE_ASSIGN_OR_RETURN(CUcontext context, CurrentContext(device));
 
   auto initialize = FORGE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
+  LoadSiblingLibrary(reinterpret_cast<const void*>(&cuptiGetVersion), "libnvperf_target.so");
   FORGE_RETURN_IF_ERROR(
       ProfilerStatus(cuptiProfilerInitialize(&initialize), "cuptiProfilerInitialize"));
   absl::Cleanup deinitialize = [] {
