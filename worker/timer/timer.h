@@ -56,7 +56,8 @@ class Timer {
   absl::StatusOr<Timing> Time(const LaunchFn& launch, const TimerOptions& options = {});
 
   // Device-to-device copy bandwidth in bytes per second (bytes read plus bytes written), measured
-  // once with the same protocol over a buffer of at least four times L2 (and 256 MiB), then cached.
+  // once with the same protocol over a buffer of 2 GiB (at least four times L2, at most an eighth of
+  // the device memory), then cached.
   absl::StatusOr<double> CopyBandwidth();
 
   gpu::Stream& stream() { return stream_; }
