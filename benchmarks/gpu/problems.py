@@ -16,6 +16,7 @@ of the reps.
 
 import dataclasses
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -75,6 +76,20 @@ def cast(x, dtype):
 def rms_norm_upcast(m, x):
     h = cast(x, F32)
     return cast(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5), x.dtype) * m.weight
+
+
+def channel_rms_norm(m, x):
+    # RMS norm over the channels of (N, C, H, W): the reduced dim has H*W inner elements.
+    return x * torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + 1e-6) * m.weight
+
+
+def channel_rms_norm_upcast(m, x):
+    h = cast(x, F32)
+    return cast(h * torch.rsqrt(h.pow(2).mean(dim=1, keepdim=True) + 1e-6), x.dtype) * m.weight
+
+
+def channel_weight(c, dtype):
+    return lambda: {"weight": torch.randn(c, 1, 1).to(dtype)}
 
 
 def affine(n, dtype):
@@ -187,6 +202,54 @@ PROBLEMS = [
             lambda t: [t((512, 4096), F32)], lambda: {"weight": torch.randn(4096)}),
     Problem("rms_norm_upcast_bf16", R, "validate", rms_norm_upcast,
             lambda t: [t((256, 2048), BF16)], lambda: {"weight": torch.randn(2048).to(BF16)}),
+    # ---- reductions over a middle dimension (col_reduce), var, var_mean ----
+    Problem("sum_dim1_f32_6x100x17", R, "validate", lambda m, x: x.sum(1),
+            lambda t: [t((6, 100, 17), F32)]),
+    Problem("mean_dim1_keepdim_f32_8x4097x5", R, "validate", lambda m, x: x.mean(1, keepdim=True),
+            lambda t: [t((8, 4097, 5), F32)]),
+    Problem("mean_dim1_epilogue_f32", R, "validate", lambda m, x: x.mean(1) * 2.0 + 1.0,
+            lambda t: [t((64, 129, 31), F32)]),
+    Problem("amax_dim0_f32_5000x3", R, "validate", lambda m, x: x.amax(0),
+            lambda t: [t((5000, 3), F32)]),
+    Problem("amax_dim1_bf16_16x3x1000", R, "validate", lambda m, x: x.amax(1),
+            lambda t: [t((16, 3, 1000), BF16)]),
+    Problem("amin_dim1_f16_3x257x129", R, "validate", lambda m, x: x.amin(1, keepdim=True),
+            lambda t: [t((3, 257, 129), F16)]),
+    Problem("sum_dim2_f32_3x4x50x64", R, "validate", lambda m, x: x.sum(2, keepdim=True),
+            lambda t: [t((3, 4, 50, 64), F32)]),
+    Problem("sum_dim1_size1_f32_1x513x1x7", R, "validate", lambda m, x: x.sum(1),
+            lambda t: [t((1, 513, 1, 7), F32)]),
+    Problem("mean_dim1_trailing1_f32_5x300x1", R, "validate", lambda m, x: x.mean(1),
+            lambda t: [t((5, 300, 1), F32)]),
+    Problem("var_dim1_f32_16x256x49", R, "validate", lambda m, x: x.var(1, keepdim=True),
+            lambda t: [t((16, 256, 49), F32)]),
+    Problem("var_dim1_corr0_bf16_4x64x33x33", R, "validate",
+            lambda m, x: torch.var(x, 1, correction=0), lambda t: [t((4, 64, 33, 33), BF16)]),
+    Problem("var_last_f32_333x1001", R, "validate", lambda m, x: x.var(-1),
+            lambda t: [t((333, 1001), F32)]),
+    Problem("var_last_biased_f16_7x4096", R, "validate", lambda m, x: x.var(-1, unbiased=False),
+            lambda t: [t((7, 4096), F16)]),
+    Problem("var_mean_dim1_f32_9x300x7", R, "validate",
+            lambda m, x: torch.var_mean(x, 1, correction=0, keepdim=True),
+            lambda t: [t((9, 300, 7), F32)]),
+    Problem("var_mean_last_f32_99x513", R, "validate", lambda m, x: torch.var_mean(x, -1),
+            lambda t: [t((99, 513), F32)]),
+    Problem("channel_rms_norm_f32_4x64x32x32", R, "validate", channel_rms_norm,
+            lambda t: [t((4, 64, 32, 32), F32)], channel_weight(64, F32)),
+    Problem("channel_rms_norm_bf16_2x96x7x9", R, "validate", channel_rms_norm,
+            lambda t: [t((2, 96, 7, 9), BF16)], channel_weight(96, BF16)),
+    Problem("channel_rms_norm_upcast_bf16", R, "validate", channel_rms_norm_upcast,
+            lambda t: [t((2, 64, 16, 16), BF16)], channel_weight(64, BF16)),
+    Problem("channel_rms_norm_f32_1x3x1x1", R, "validate", channel_rms_norm,
+            lambda t: [t((1, 3, 1, 1), F32)], channel_weight(3, F32)),
+    Problem("softmax_dim1_f32_8x1000x33", R, "validate", lambda m, x: torch.softmax(x, 1),
+            lambda t: [t((8, 1000, 33), F32)]),
+    Problem("log_softmax_dim1_f32_4x77x129", R, "validate", lambda m, x: torch.log_softmax(x, 1),
+            lambda t: [t((4, 77, 129), F32)]),
+    Problem("softmax_dim0_f16_300x129", R, "validate", lambda m, x: torch.softmax(x, 0),
+            lambda t: [t((300, 129), F16)]),
+    Problem("softmax_dim1_split_f32_4x100000x2", R, "validate", lambda m, x: torch.softmax(x, 1),
+            lambda t: [t((4, 100000, 2), F32)]),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -197,6 +260,9 @@ PROBLEMS = [
     Problem("layer_norm_gelu_16384x4096_bf16", R, "anchor",
             lambda m, x: F.gelu(layer_norm(m, x)),
             lambda t: [t((16384, 4096), BF16)], affine(4096, BF16)),
+    Problem("channel_rms_norm_112x64x512x512_f32", R, "anchor", channel_rms_norm,
+            lambda t: [t((112, 64, 512, 512), F32)], channel_weight(64, F32),
+            judge_inputs=lambda t: [t((1, 64, 512, 512), F32)]),
 ]
 
 
@@ -254,8 +320,9 @@ def baselines(out: pathlib.Path) -> None:
     results = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "l2_bytes": l2_bytes, "flush_bytes": flush.numel() * 4, "reps": TIMED_REPS,
                "problems": {}}
+    only = set(os.environ.get("ONLY", "").split())  # as run_generators.sh's ONLY
     for problem in PROBLEMS:
-        if problem.mode != "anchor":
+        if problem.mode != "anchor" or (only and problem.name not in only):
             continue
         torch.manual_seed(0)
         module = Module(problem).cuda()

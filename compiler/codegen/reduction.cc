@@ -121,13 +121,28 @@ __device__ __forceinline__ Acc forge_row_allreduce(Acc value, Op op, Acc* scratc
   }
   return value;
 }
+
+// col_reduce: the kSplit threads of one row are threadIdx.x % kRows apart; they meet in
+// `scratch` (kSplit * kRows slots) and combine in lane order, so the result is deterministic.
+template <int kSplit, int kRows, typename Acc, typename Op>
+__device__ __forceinline__ Acc forge_col_allreduce(Acc value, Op op, Acc* scratch) {
+  if (kSplit == 1) return value;
+  const int row = threadIdx.x % kRows;
+  scratch[threadIdx.x] = value;
+  __syncthreads();
+  value = scratch[row];
+#pragma unroll
+  for (int lane = 1; lane < kSplit; ++lane) value = op(value, scratch[lane * kRows + row]);
+  __syncthreads();
+  return value;
+}
 )";
 
 constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 // Register budget of cache_row: elements of the row-sized inputs one thread keeps.
 constexpr int64_t kMaxCachedElementsPerThread = 64;
 
-enum class ReductionKind { kSum, kMean, kMax, kMin, kSoftmax, kLogSoftmax, kLayerNorm };
+enum class ReductionKind { kSum, kMean, kMax, kMin, kSoftmax, kLogSoftmax, kLayerNorm, kVar };
 
 struct Reduction {
   const Node* node = nullptr;
@@ -135,22 +150,25 @@ struct Reduction {
   std::string input;
   std::string weight, bias;  // layer_norm's, empty when None
   double eps = 1e-5;
+  double correction = 1;  // var's: the variance divides by (length - correction)
   std::vector<int> depends_on;  // indices of reductions whose results its input reads
 };
 
 struct ReductionTask {
   explicit ReductionTask(GroupView group_view) : view(std::move(group_view)) {}
   GroupView view;
-  std::vector<int64_t> row_shape;  // the reduced tensor's shape: outer dims..., columns
-  int64_t columns = 0;
+  std::vector<int64_t> row_shape;  // the reduced tensor's shape
+  int axis = -1;                   // the reduced dimension of row_shape
+  int64_t columns = 0;             // row_shape[axis]: elements reduced per row
   int64_t rows = 0;
+  int64_t inner = 1;               // elements of the dims after axis: 1 for row_reduce
   std::vector<Reduction> reductions;
   std::map<std::string, int, std::less<>> reduction_of_value;  // output value -> reduction
   std::string acc_type;  // "float" or "double"
   bool wide_index = false;
   int64_t widest_access = 1;
   int row_sized_inputs = 0;  // inputs of the row tensor's shape: what cache_row keeps
-  bool has_softmax = false, has_layer_norm = false;
+  bool has_softmax = false, has_moments = false;  // softmax / layer_norm or var present
 };
 
 absl::StatusOr<ReductionKind> KindOf(absl::string_view op) {
@@ -162,7 +180,13 @@ absl::StatusOr<ReductionKind> KindOf(absl::string_view op) {
   if (op == "softmax" || op == "_softmax") return ReductionKind::kSoftmax;
   if (op == "log_softmax" || op == "_log_softmax") return ReductionKind::kLogSoftmax;
   if (op == "layer_norm") return ReductionKind::kLayerNorm;
+  if (op == "var" || op == "var_mean") return ReductionKind::kVar;
   return absl::NotFoundError(op);
+}
+
+// Layer norm and var: a mean and a sum of squared deviations (Welford, or two passes).
+bool Moments(ReductionKind kind) {
+  return kind == ReductionKind::kLayerNorm || kind == ReductionKind::kVar;
 }
 
 bool ElementwiseInRow(ReductionKind kind) {
@@ -239,29 +263,42 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
           "reduction's; one kernel reduces rows of one shape"));
     }
     const int64_t rank = static_cast<int64_t>(shape.size());
-    auto last_dim_only = [&](std::vector<int64_t> dims) -> absl::Status {
-      if (dims.empty() && rank == 1) return absl::OkStatus();  // all dims of a vector
-      if (dims.size() == 1 && (dims[0] == -1 || dims[0] == rank - 1)) return absl::OkStatus();
+    // The one dimension `dims` names (none: every dimension, which is one for a vector).
+    auto one_axis = [&](std::vector<int64_t> dims) -> absl::StatusOr<int> {
+      if (dims.empty() && rank == 1) return 0;
+      if (dims.size() == 1 && dims[0] >= -rank && dims[0] < rank) {
+        return static_cast<int>(dims[0] < 0 ? dims[0] + rank : dims[0]);
+      }
       return absl::UnimplementedError(absl::StrCat(
           "reduction: ", DescribeNode(node), " reduces dims [", absl::StrJoin(dims, ", "),
-          "] of a rank-", rank, " tensor; only the last dimension is supported"));
+          "] of a rank-", rank, " tensor; only one dimension is supported"));
     };
+    absl::StatusOr<int> axis = absl::InternalError("unset");
     switch (*kind) {
       case ReductionKind::kSum:
       case ReductionKind::kMean:
       case ReductionKind::kMax:
-      case ReductionKind::kMin: {
+      case ReductionKind::kMin:
+      case ReductionKind::kVar: {
         const Argument* dims = FindArgument(node, "dim");
-        if (dims == nullptr || dims->value_case() != Argument::kInts) {
-          if (rank != 1) {
-            return absl::UnimplementedError(absl::StrCat(
-                "reduction: ", DescribeNode(node), " reduces every dimension; only the last is supported"));
-          }
-        } else if (absl::Status status = last_dim_only({dims->ints().values().begin(),
-                                                        dims->ints().values().end()});
-                   !status.ok()) {
-          return status;
+        axis = one_axis(dims == nullptr || dims->value_case() != Argument::kInts
+                            ? std::vector<int64_t>()
+                            : std::vector<int64_t>(dims->ints().values().begin(),
+                                                   dims->ints().values().end()));
+        if (*kind != ReductionKind::kVar) break;
+        // var.dim says `unbiased` (default true); var.correction / var_mean.correction say
+        // `correction` (default None: 1).
+        if (const Argument* unbiased = FindArgument(node, "unbiased"); unbiased != nullptr) {
+          reduction.correction = unbiased->bool_value() ? 1 : 0;
         }
+        if (const Argument* correction = FindArgument(node, "correction"); correction != nullptr) {
+          if (correction->value_case() == Argument::kFloatValue) {
+            reduction.correction = correction->float_value();
+          } else if (correction->value_case() == Argument::kIntValue) {
+            reduction.correction = static_cast<double>(correction->int_value());
+          }
+        }
+        analysis.has_moments = true;
         break;
       }
       case ReductionKind::kSoftmax:
@@ -270,7 +307,7 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
         if (dim == nullptr || dim->value_case() != Argument::kIntValue) {
           return absl::InvalidArgumentError(absl::StrCat("reduction: ", DescribeNode(node), " has no dim"));
         }
-        if (absl::Status status = last_dim_only({dim->int_value()}); !status.ok()) return status;
+        axis = one_axis({dim->int_value()});
         analysis.has_softmax = true;
         break;
       }
@@ -281,6 +318,7 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
           return absl::UnimplementedError(absl::StrCat(
               "reduction: ", DescribeNode(node), " normalizes more than the last dimension"));
         }
+        axis = static_cast<int>(rank - 1);
         reduction.weight = TensorArgument(node, "weight");
         reduction.bias = TensorArgument(node, "bias");
         if (const Argument* eps = FindArgument(node, "eps"); eps != nullptr) {
@@ -288,24 +326,38 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
                               ? eps->float_value()
                               : static_cast<double>(eps->int_value());
         }
-        analysis.has_layer_norm = true;
+        analysis.has_moments = true;
         break;
       }
+    }
+    if (!axis.ok()) return axis.status();
+    if (analysis.axis < 0) analysis.axis = *axis;
+    if (*axis != analysis.axis) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node), " reduces dim ", *axis,
+          " but the first reduction reduces dim ", analysis.axis,
+          "; one kernel reduces one dimension"));
     }
     if (!IsFloatingDType(analysis.view.DType(reduction.input))) {
       return absl::UnimplementedError(absl::StrCat("reduction: ", DescribeNode(node),
                                                    " reduces a non-floating tensor"));
     }
-    analysis.reduction_of_value[node.outputs(0)] = static_cast<int>(analysis.reductions.size());
+    for (const std::string& output : node.outputs()) {  // var_mean: var and mean
+      analysis.reduction_of_value[output] = static_cast<int>(analysis.reductions.size());
+    }
     analysis.reductions.push_back(std::move(reduction));
   }
   if (analysis.reductions.empty()) {
     return absl::UnimplementedError(absl::StrCat("reduction: task ", task.digest(),
                                                  " has no reduction"));
   }
-  analysis.columns = analysis.row_shape.back();
+  analysis.columns = analysis.row_shape[analysis.axis];
   analysis.rows = 1;
-  for (size_t d = 0; d + 1 < analysis.row_shape.size(); ++d) analysis.rows *= analysis.row_shape[d];
+  for (size_t d = 0; d < analysis.row_shape.size(); ++d) {
+    if (static_cast<int>(d) == analysis.axis) continue;
+    analysis.rows *= analysis.row_shape[d];
+    if (static_cast<int>(d) > analysis.axis) analysis.inner *= analysis.row_shape[d];
+  }
   if (analysis.columns == 0 || analysis.rows == 0) {
     return absl::UnimplementedError("reduction: the reduced tensor is empty");
   }
@@ -323,8 +375,9 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
   }
   // Outputs: row-shaped (written per element) or one value per row (keepdim or not).
   std::vector<int64_t> per_row_keepdim = analysis.row_shape;
-  per_row_keepdim.back() = 1;
-  const std::vector<int64_t> per_row(analysis.row_shape.begin(), analysis.row_shape.end() - 1);
+  per_row_keepdim[analysis.axis] = 1;
+  std::vector<int64_t> per_row = analysis.row_shape;
+  per_row.erase(per_row.begin() + analysis.axis);
   for (int o = 0; o < task.outputs_size(); ++o) {
     const TensorSpec& spec = task.outputs(o);
     const std::string& name = group.outputs(o).value_name();
@@ -365,24 +418,55 @@ int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t f
   return it == point.parameters.end() ? fallback : it->second;
 }
 
-TemplateSpace RowSpace(const ReductionTask& analysis) {
-  TemplateSpace space{ReductionFamily::kTemplateName,
-                      {{"threads_per_row", {32, 64, 128, 256, 512, 1024}, 32},
-                       {"rows_per_block", {1, 2, 4, 8}, 1},
-                       {"vector_width", {1, 2, 4, 8}, 1},
-                       {"cache_row", {0, 1}, 0}}};
+// col_reduce when the reduced dimension has inner elements after it.
+bool ColumnTemplate(const ReductionTask& analysis) { return analysis.inner > 1; }
+
+TemplateSpace SpaceOf(const ReductionTask& analysis) {
+  TemplateSpace space =
+      ColumnTemplate(analysis)
+          ? TemplateSpace{ReductionFamily::kColumnTemplateName,
+                          {{"threads_per_block", {64, 128, 256, 512}, 256},
+                           {"reduce_threads", {1, 2, 4, 8, 16, 32, 64}, 1},
+                           {"cache_row", {0, 1}, 0}}}
+          : TemplateSpace{ReductionFamily::kTemplateName,
+                          {{"threads_per_row", {32, 64, 128, 256, 512, 1024}, 32},
+                           {"rows_per_block", {1, 2, 4, 8}, 1},
+                           {"vector_width", {1, 2, 4, 8}, 1},
+                           {"cache_row", {0, 1}, 0}}};
   if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
-  if (analysis.has_layer_norm) space.parameters.push_back({"welford", {0, 1}, 1});
+  if (analysis.has_moments) space.parameters.push_back({"welford", {0, 1}, 1});
   return space;
 }
 
-absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point) {
-  if (absl::Status status = CheckPointInSpace(RowSpace(analysis), point); !status.ok()) {
-    return status;
+// How a point maps rows and their elements onto threads, in both templates' terms: a row is
+// reduced by threads_per_row threads (col_reduce: reduce_threads), each taking vector_width
+// consecutive elements per step (col_reduce: 1).
+struct Layout {
+  int64_t threads_per_row = 32;
+  int64_t rows_per_block = 1;
+  int64_t width = 1;
+  bool cache_row = false;
+};
+
+Layout LayoutOf(const ReductionTask& analysis, const SchedulePoint& point) {
+  Layout layout;
+  layout.cache_row = Parameter(point, "cache_row", 0) == 1;
+  if (ColumnTemplate(analysis)) {
+    layout.threads_per_row = Parameter(point, "reduce_threads", 1);
+    layout.rows_per_block =
+        std::max<int64_t>(1, Parameter(point, "threads_per_block", 256) / layout.threads_per_row);
+  } else {
+    layout.threads_per_row = Parameter(point, "threads_per_row", 32);
+    layout.rows_per_block = Parameter(point, "rows_per_block", 1);
+    layout.width = Parameter(point, "vector_width", 1);
   }
-  const int64_t threads_per_row = Parameter(point, "threads_per_row", 32);
-  const int64_t rows_per_block = Parameter(point, "rows_per_block", 1);
-  const int64_t width = Parameter(point, "vector_width", 1);
+  return layout;
+}
+
+absl::Status ValidateRowPoint(const ReductionTask& analysis, const Layout& layout) {
+  const int64_t threads_per_row = layout.threads_per_row;
+  const int64_t rows_per_block = layout.rows_per_block;
+  const int64_t width = layout.width;
   const int64_t columns = analysis.columns;
   if (threads_per_row * rows_per_block > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("threads_per_row ", threads_per_row,
@@ -408,17 +492,53 @@ absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& p
                                                    " leaves half the block idle for ",
                                                    analysis.rows, " rows"));
   }
-  const int64_t chunks_per_thread =
-      (columns + threads_per_row * width - 1) / (threads_per_row * width);
-  if (Parameter(point, "cache_row", 0) == 1 &&
-      chunks_per_thread * width * std::max(1, analysis.row_sized_inputs) >
-          kMaxCachedElementsPerThread) {
+  return absl::OkStatus();
+}
+
+absl::Status ValidateColumnPoint(const ReductionTask& analysis, const SchedulePoint& point,
+                                 const Layout& layout) {
+  const int64_t threads_per_block = Parameter(point, "threads_per_block", 256);
+  if (layout.threads_per_row > threads_per_block) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce_threads ", layout.threads_per_row,
+                                                   " exceeds threads_per_block ",
+                                                   threads_per_block));
+  }
+  if (layout.threads_per_row > 1 && analysis.columns <= layout.threads_per_row / 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cache_row keeps ", chunks_per_thread * width, " elements of each of ",
+        "reduce_threads ", layout.threads_per_row, " leaves half of them idle for ",
+        analysis.columns, " reduced elements"));
+  }
+  if (layout.rows_per_block > 1 && analysis.rows <= layout.rows_per_block / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads_per_block ", threads_per_block, " / reduce_threads ", layout.threads_per_row,
+        " = ", layout.rows_per_block, " rows per block leaves half the block idle for ",
+        analysis.rows, " rows"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point) {
+  if (absl::Status status = CheckPointInSpace(SpaceOf(analysis), point); !status.ok()) {
+    return status;
+  }
+  const Layout layout = LayoutOf(analysis, point);
+  if (absl::Status status = ColumnTemplate(analysis)
+                                ? ValidateColumnPoint(analysis, point, layout)
+                                : ValidateRowPoint(analysis, layout);
+      !status.ok()) {
+    return status;
+  }
+  const int64_t chunks_per_thread = (analysis.columns + layout.threads_per_row * layout.width - 1) /
+                                    (layout.threads_per_row * layout.width);
+  if (layout.cache_row && chunks_per_thread * layout.width *
+                              std::max(1, analysis.row_sized_inputs) >
+                          kMaxCachedElementsPerThread) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache_row keeps ", chunks_per_thread * layout.width, " elements of each of ",
         analysis.row_sized_inputs, " row-sized inputs per thread; more than ",
         kMaxCachedElementsPerThread, " registers"));
   }
-  if ((analysis.rows + rows_per_block - 1) / rows_per_block > kMaxGridBlocks) {
+  if ((analysis.rows + layout.rows_per_block - 1) / layout.rows_per_block > kMaxGridBlocks) {
     return absl::InvalidArgumentError(
         absl::StrCat(analysis.rows, " rows need more than 2^31-1 blocks"));
   }
@@ -435,23 +555,27 @@ struct Stage {
 class RowKernelWriter {
  public:
   RowKernelWriter(const ReductionTask& analysis, const SchedulePoint& point)
+      : RowKernelWriter(analysis, point, LayoutOf(analysis, point)) {}
+
+  absl::StatusOr<std::string> Write();
+
+ private:
+  RowKernelWriter(const ReductionTask& analysis, const SchedulePoint& point, const Layout& layout)
       : analysis_(analysis),
         view_(analysis.view),
-        threads_per_row_(Parameter(point, "threads_per_row", 32)),
-        rows_per_block_(Parameter(point, "rows_per_block", 1)),
-        width_(Parameter(point, "vector_width", 1)),
-        cache_row_(Parameter(point, "cache_row", 0) == 1),
+        column_(ColumnTemplate(analysis)),
+        threads_per_row_(layout.threads_per_row),
+        rows_per_block_(layout.rows_per_block),
+        width_(layout.width),
+        cache_row_(layout.cache_row),
         online_softmax_(Parameter(point, "online_softmax", 1) == 1),
         welford_(Parameter(point, "welford", 1) == 1),
         index_type_(analysis.wide_index ? "long long" : "int"),
         chunks_per_thread_((analysis.columns + threads_per_row_ * width_ - 1) /
                            (threads_per_row_ * width_)) {}
 
-  absl::StatusOr<std::string> Write();
-
- private:
   bool TwoStep(const Reduction& reduction) const {
-    if (reduction.kind == ReductionKind::kLayerNorm) return !welford_;
+    if (Moments(reduction.kind)) return !welford_;
     if (reduction.kind == ReductionKind::kSoftmax || reduction.kind == ReductionKind::kLogSoftmax) {
       return !online_softmax_;
     }
@@ -463,27 +587,34 @@ class RowKernelWriter {
   // The index of the row tensor's element in column chunk lane `lane`.
   Index ElementIndex(int lane) const {
     Index index;
-    for (size_t d = 0; d + 1 < analysis_.row_shape.size(); ++d) {
-      index.push_back(analysis_.row_shape[d] == 1 ? "0" : absl::StrCat("o", d));
+    for (int d = 0; d < static_cast<int>(analysis_.row_shape.size()); ++d) {
+      if (d == analysis_.axis) {
+        index.push_back(analysis_.columns == 1 ? "0"
+                        : lane == 0            ? "c0"
+                                               : absl::StrCat("(c0 + ", lane, ")"));
+      } else {
+        index.push_back(analysis_.row_shape[d] == 1 ? "0" : absl::StrCat("o", d));
+      }
     }
-    index.push_back(analysis_.columns == 1 ? "0" : lane == 0 ? "c0" : absl::StrCat("(c0 + ", lane, ")"));
     return index;
   }
-  // The index a value of one-per-row `shape` is read at in the current row.
+  // The index a value of one-per-row `shape` (keepdim, or without the reduced dim) is read at in
+  // the current row.
   Index RowIndex(const std::vector<int64_t>& shape) const {
+    const bool keepdim = shape.size() == analysis_.row_shape.size();
     Index index;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      index.push_back(shape[d] == 1 || d + 1 == analysis_.row_shape.size()
-                          ? "0"
-                          : absl::StrCat("o", d));
+    for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+      const int row_dim = keepdim || d < analysis_.axis ? d : d + 1;
+      index.push_back(shape[d] == 1 || row_dim == analysis_.axis ? "0"
+                                                                  : absl::StrCat("o", row_dim));
     }
     return index;
   }
   bool VectorAccess(const TensorSpec& spec) const {
     if (width_ == 1 || ShapeOf(spec) != analysis_.row_shape) return false;
-    if (spec.strides(spec.strides_size() - 1) != 1 || spec.storage_offset() % width_ != 0) return false;
-    for (int d = 0; d + 1 < spec.shape_size(); ++d) {
-      if (spec.shape(d) > 1 && spec.strides(d) % width_ != 0) return false;
+    if (spec.strides(analysis_.axis) != 1 || spec.storage_offset() % width_ != 0) return false;
+    for (int d = 0; d < spec.shape_size(); ++d) {
+      if (d != analysis_.axis && spec.shape(d) > 1 && spec.strides(d) % width_ != 0) return false;
     }
     return ElementBytes(spec.dtype()) * width_ <= 16;
   }
@@ -496,6 +627,7 @@ class RowKernelWriter {
 
   const ReductionTask& analysis_;
   const GroupView& view_;
+  const bool column_;
   const int64_t threads_per_row_, rows_per_block_, width_;
   const bool cache_row_, online_softmax_, welford_;
   const std::string index_type_;
@@ -525,7 +657,10 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
                   "reduction: the result of ", DescribeNode(*reduction.node),
                   " is broadcast against another row's elements"));
             }
-            expr = RowVariable(r, "value");
+            const bool var_mean_mean = reduction.kind == ReductionKind::kVar &&
+                                       reduction.node->outputs_size() > 1 &&
+                                       value == reduction.node->outputs(1);
+            expr = RowVariable(r, var_mean_mean ? "mean" : "value");
           } else {
             absl::StatusOr<Term> x = self.Emit(reduction.input, index);
             if (!x.ok()) return x.status();
@@ -601,7 +736,7 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
     if (softmax && online_softmax_) {
       init = absl::StrCat("ForgeSoftmaxAcc<", acc, "> ", stage.accumulator, " = {-(", acc,
                           ")forge_inf(), (", acc, ")0};");
-    } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+    } else if (Moments(reduction.kind) && welford_) {
       init = absl::StrCat("ForgeWelfordAcc<", acc, "> ", stage.accumulator, " = {0, 0, 0};");
     } else if ((softmax && stage.step == 0) || reduction.kind == ReductionKind::kMax) {
       init = absl::StrCat(acc, " ", stage.accumulator, " = -(", acc, ")forge_inf();");
@@ -629,9 +764,9 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
         update = absl::StrCat(a, " = forge_max<", acc, ">(", a, ", ", xv, ");");
       } else if (softmax) {
         update = absl::StrCat(a, " += forge_exp(", xv, " - ", RowVariable(stage.reduction, "max"), ");");
-      } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+      } else if (Moments(reduction.kind) && welford_) {
         update = absl::StrCat("forge_welford_add(", a, ", ", xv, ");");
-      } else if (reduction.kind == ReductionKind::kLayerNorm && stage.step == 1) {
+      } else if (Moments(reduction.kind) && stage.step == 1) {
         const std::string deviation = emitter.NewVariable();
         emitter.AddStatement(absl::StrCat("const ", acc, " ", deviation, " = ", xv, " - ",
                                           RowVariable(stage.reduction, "mean"), ";"));
@@ -659,7 +794,7 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
     if (softmax && online_softmax_) {
       acc_type = absl::StrCat("ForgeSoftmaxAcc<", acc, ">");
       op = "ForgeSoftmaxOp";
-    } else if (reduction.kind == ReductionKind::kLayerNorm && welford_) {
+    } else if (Moments(reduction.kind) && welford_) {
       acc_type = absl::StrCat("ForgeWelfordAcc<", acc, ">");
       op = "ForgeWelfordOp";
     } else if ((softmax && stage.step == 0) || reduction.kind == ReductionKind::kMax) {
@@ -668,17 +803,25 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
       op = "ForgeMinOp";
     }
     const std::string scratch = absl::StrCat("scratch", scratch_count_++);
-    std::string scratch_row = "nullptr";
-    if (threads_per_row_ > 32) {
-      scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", scratch, "[", rows_per_block_,
-                                      "][", threads_per_row_ / 32, "];"));
-      scratch_row = absl::StrCat(scratch, "[row_in_block]");
-    } else {
-      scratch_row = absl::StrCat("static_cast<", acc_type, "*>(nullptr)");
-    }
     const std::string& a = stage.accumulator;
-    lines.push_back(absl::StrCat(a, " = forge_row_allreduce<", threads_per_row_, ">(", a, ", ",
-                                 op, "(), ", scratch_row, ");"));
+    std::string scratch_row = absl::StrCat("static_cast<", acc_type, "*>(nullptr)");
+    if (column_) {
+      if (threads_per_row_ > 1) {
+        scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", scratch, "[",
+                                        threads_per_row_ * rows_per_block_, "];"));
+        scratch_row = scratch;
+      }
+      lines.push_back(absl::StrCat(a, " = forge_col_allreduce<", threads_per_row_, ", ",
+                                   rows_per_block_, ">(", a, ", ", op, "(), ", scratch_row, ");"));
+    } else {
+      if (threads_per_row_ > 32) {
+        scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", scratch, "[",
+                                        rows_per_block_, "][", threads_per_row_ / 32, "];"));
+        scratch_row = absl::StrCat(scratch, "[row_in_block]");
+      }
+      lines.push_back(absl::StrCat(a, " = forge_row_allreduce<", threads_per_row_, ">(", a, ", ",
+                                   op, "(), ", scratch_row, ");"));
+    }
     const int r = stage.reduction;
     auto define = [&](absl::string_view what, const std::string& value) {
       lines.push_back(absl::StrCat("const ", acc, " ", RowVariable(r, what), " = ", value, ";"));
@@ -699,15 +842,22 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
         }
         break;
       case ReductionKind::kLayerNorm:
-        if (welford_) {
-          define("mean", absl::StrCat(a, ".mean"));
-          define("rstd", absl::StrCat("forge_rsqrt(", a, ".m2 / ", columns, " + ", eps, ")"));
-        } else if (stage.step == 0) {
-          define("mean", absl::StrCat(a, " / ", columns));
+      case ReductionKind::kVar: {
+        if (welford_ || stage.step == 0) {
+          define("mean", welford_ ? absl::StrCat(a, ".mean") : absl::StrCat(a, " / ", columns));
+        }
+        if (!welford_ && stage.step == 0) break;
+        const std::string m2 = welford_ ? absl::StrCat(a, ".m2") : a;
+        if (reduction.kind == ReductionKind::kLayerNorm) {
+          define("rstd", absl::StrCat("forge_rsqrt(", m2, " / ", columns, " + ", eps, ")"));
         } else {
-          define("rstd", absl::StrCat("forge_rsqrt(", a, " / ", columns, " + ", eps, ")"));
+          // ATen: length - correction <= 0 gives inf or NaN; so does this division.
+          define("value", absl::StrFormat("%s / ((%s)%.17g)", m2, acc,
+                                          static_cast<double>(analysis_.columns) -
+                                              reduction.correction));
         }
         break;
+      }
     }
   }
   return lines;
@@ -862,13 +1012,21 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   std::string source(KernelPrelude());
   absl::StrAppend(&source, kReductionPrelude);
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis_.rows, " rows of ",
-                  analysis_.columns, "; row_reduce, ", threads_per_row_, " threads per row, ",
-                  rows_per_block_, " rows per block, vector ", width_, ".\n");
+                  analysis_.columns, " (dim ", analysis_.axis, ", ", analysis_.inner,
+                  " inner); ", column_ ? "col_reduce" : "row_reduce", ", ", threads_per_row_,
+                  " threads per row, ", rows_per_block_, " rows per block, vector ", width_,
+                  ".\n");
   absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, ") ",
                   ReductionFamily::kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
   std::vector<std::string> lines = scratch_;
-  lines.push_back(absl::StrCat("const int lane = threadIdx.x % ", threads_per_row_, ";"));
-  lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x / ", threads_per_row_, ";"));
+  if (column_) {
+    // Consecutive threads take consecutive rows: adjacent inner positions, coalesced loads.
+    lines.push_back(absl::StrCat("const int lane = threadIdx.x / ", rows_per_block_, ";"));
+    lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x % ", rows_per_block_, ";"));
+  } else {
+    lines.push_back(absl::StrCat("const int lane = threadIdx.x % ", threads_per_row_, ";"));
+    lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x / ", threads_per_row_, ";"));
+  }
   lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
                                rows_per_block_, " + row_in_block;"));
   lines.push_back("// Rows past the end recompute the last row (every thread must reach the");
@@ -876,11 +1034,14 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   lines.push_back(absl::StrCat("const bool active = row_wide < ", analysis_.rows, "LL;"));
   lines.push_back(absl::StrCat("const ", index_type_, " row = active ? (", index_type_,
                                ")row_wide : (", index_type_, ")", analysis_.rows - 1, ";"));
-  const std::vector<int64_t> outer(analysis_.row_shape.begin(), analysis_.row_shape.end() - 1);
-  const Index outer_coordinates = RowMajorCoordinates("row", outer);
-  for (size_t d = 0; d < outer.size(); ++d) {
-    if (outer[d] == 1) continue;
-    lines.push_back(absl::StrCat("const ", index_type_, " o", d, " = ", outer_coordinates[d], ";"));
+  // Row r is the r-th row-major position of the row shape without the reduced dim.
+  std::vector<int64_t> others = analysis_.row_shape;
+  others.erase(others.begin() + analysis_.axis);
+  const Index coordinates = RowMajorCoordinates("row", others);
+  for (int d = 0; d < static_cast<int>(others.size()); ++d) {
+    if (others[d] == 1) continue;
+    lines.push_back(absl::StrCat("const ", index_type_, " o", d < analysis_.axis ? d : d + 1,
+                                 " = ", coordinates[d], ";"));
   }
   std::vector<std::string> cache = CacheRowInputs();
   lines.insert(lines.end(), cache.begin(), cache.end());
@@ -897,7 +1058,7 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
 absl::Status ReductionFamily::Applies(const KernelTask& task) const {
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
-  SchedulePoint point = DefaultPoint(RowSpace(*analysis));
+  SchedulePoint point = DefaultPoint(SpaceOf(*analysis));
   return RowKernelWriter(*analysis, point).Write().status();
 }
 
@@ -905,22 +1066,31 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
     const KernelTask& task) const {
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
-  TemplateSpace space = RowSpace(*analysis);
-  // Default: the valid point closest to "widest vectors, row in registers, about four chunks per
-  // thread, 256 threads per block".
+  TemplateSpace space = SpaceOf(*analysis);
+  // Default: row_reduce, the valid point closest to "widest vectors, row in registers, about four
+  // chunks per thread, 256 threads per block"; col_reduce, row in registers, 256 threads per
+  // block, and the fewest reduce_threads that still give about two blocks per SM of an H100-class
+  // GPU (264 blocks).
   const double target_threads = std::clamp<double>(
       static_cast<double>(analysis->columns) / 4, 32, 1024);
   std::optional<SchedulePoint> best;
   double best_score = 0;
   for (const SchedulePoint& point : EnumeratePoints(space)) {
     if (!ValidatePoint(*analysis, point).ok()) continue;
-    const double threads = static_cast<double>(point.parameters.at("threads_per_row"));
-    const double width = static_cast<double>(point.parameters.at("vector_width"));
-    const double block = threads * static_cast<double>(point.parameters.at("rows_per_block"));
-    const double score = 100 * std::log2(width) + 50 * point.parameters.at("cache_row") -
-                         10 * std::abs(std::log2(threads * width / target_threads)) -
-                         5 * std::abs(std::log2(block / 256)) +
-                         Parameter(point, "online_softmax", 0) + Parameter(point, "welford", 0);
+    const Layout layout = LayoutOf(*analysis, point);
+    const double threads = static_cast<double>(layout.threads_per_row);
+    const double block = threads * static_cast<double>(layout.rows_per_block);
+    double score = 50 * layout.cache_row - 5 * std::abs(std::log2(block / 256)) +
+                   Parameter(point, "online_softmax", 0) + Parameter(point, "welford", 0);
+    if (ColumnTemplate(*analysis)) {
+      const double blocks = std::ceil(static_cast<double>(analysis->rows) /
+                                      static_cast<double>(layout.rows_per_block));
+      score += -20 * std::max(0.0, std::log2(264 / blocks)) - 2 * std::log2(threads);
+    } else {
+      score += 100 * std::log2(static_cast<double>(layout.width)) -
+               10 * std::abs(std::log2(threads * static_cast<double>(layout.width) /
+                                       target_threads));
+    }
     if (!best.has_value() || score > best_score) {
       best = point;
       best_score = score;
@@ -947,15 +1117,15 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
   if (absl::Status status = ValidatePoint(*analysis, point); !status.ok()) return status;
   absl::StatusOr<std::string> source = RowKernelWriter(*analysis, point).Write();
   if (!source.ok()) return source.status();
-  const int64_t rows_per_block = point.parameters.at("rows_per_block");
+  const Layout layout = LayoutOf(*analysis, point);
+  const int64_t rows_per_block = layout.rows_per_block;
   GeneratedKernel kernel;
   kernel.source = *std::move(source);
   kernel.kernel_name = kKernelName;
   kernel.launch.grid = {
       static_cast<uint32_t>((analysis->rows + rows_per_block - 1) / rows_per_block), 1, 1};
-  kernel.launch.block = {
-      static_cast<uint32_t>(point.parameters.at("threads_per_row") * rows_per_block), 1, 1};
-  kernel.template_name = kTemplateName;
+  kernel.launch.block = {static_cast<uint32_t>(layout.threads_per_row * rows_per_block), 1, 1};
+  kernel.template_name = point.template_name;
   kernel.parameters = point.parameters;
   kernel.generator_version = std::string(generator_version());
   return kernel;

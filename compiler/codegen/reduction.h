@@ -1,9 +1,11 @@
-// The reduction family: reductions along the last dimension with the group's elementwise ops
-// fused before and after them. Supported reductions: softmax, log_softmax, layer_norm (weight,
-// bias, eps), sum / mean / amax / amin over the last dimension (keepdim or not); the RMSNorm
-// pattern (pow, mean, add eps, rsqrt, mul, mul weight) is mean plus elementwise ops. Several
-// reductions may be chained (e.g. layer_norm then softmax): a reduction whose input depends on
-// another's result runs in a later pass over the row.
+// The reduction family: reductions along one dimension with the group's elementwise ops fused
+// before and after them. Supported reductions: softmax, log_softmax, sum / mean / amax / amin,
+// var and var_mean (correction or unbiased, keepdim or not) over any one dimension; layer_norm
+// (weight, bias, eps) over the last. The RMSNorm pattern (pow, mean, add eps, rsqrt, mul, mul
+// weight) is mean plus elementwise ops. Several reductions may be chained (e.g. layer_norm then
+// softmax): a reduction whose input depends on another's result runs in a later pass over the
+// row. Every reduction of a task reduces the same dimension of tensors of one shape; a "row" is
+// the set of elements that share every other coordinate.
 //
 // Template "row_reduce": a row (all elements that share the leading coordinates) is reduced by a
 // group of `threads_per_row` threads: one warp (32) or several warps (64..1024, combining warps
@@ -13,6 +15,13 @@
 // softmax's max and sum in one pass (else two); `welford` computes layer_norm's mean and variance
 // in one pass (else two: mean, then the sum of squared deviations). Accumulation is in float32
 // (float64 when the task has float64 values).
+//
+// Template "col_reduce", for a reduced dimension followed by inner elements (e.g. dim 1 of
+// (N, C, H, W), H*W inner elements): consecutive threads own consecutive rows (consecutive inner
+// positions, so every load of a warp is coalesced) and each walks its row's reduced dimension;
+// `reduce_threads` threads may split one row's reduced dimension, combining through shared
+// memory in a fixed order (deterministic). A block holds threads_per_block / reduce_threads rows.
+// `cache_row`, `online_softmax` and `welford` are as above. Var and var_mean use `welford` too.
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_H_
 
@@ -23,11 +32,12 @@ namespace forge::codegen {
 class ReductionFamily : public KernelFamily {
  public:
   static constexpr char kTemplateName[] = "row_reduce";
+  static constexpr char kColumnTemplateName[] = "col_reduce";
   static constexpr char kKernelName[] = "forge_row_reduce";
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-1"; }
+  absl::string_view generator_version() const override { return "reduction-2"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

@@ -79,6 +79,71 @@ KernelTask RowStatistic(const char* op, const char* overload, bool keepdim, DTyp
       .Build(kReduction);
 }
 
+// Channel RMS norm as exported from x * rsqrt(x.pow(2).mean(dim=1, keepdim=True) + eps) * w on
+// (N, C, H, W), w of shape (C, 1, 1).
+KernelTask ChannelRmsNorm(DType dtype, std::vector<int64_t> shape) {
+  std::vector<int64_t> per_row = shape;
+  per_row[1] = 1;
+  return TaskBuilder()
+      .Input("x", dtype, shape)
+      .Input("w", dtype, {shape[1], 1, 1})
+      .Node("pow", "pow", "Tensor_Scalar", {TensorArg("self", "x"), IntArg("exponent", 2)}, dtype, shape)
+      .Node("mean", "mean", "dim", {TensorArg("self", "pow"), IntsArg("dim", {1}), BoolArg("keepdim", true)}, dtype, per_row)
+      .Node("add", "add", "Tensor", {TensorArg("self", "mean"), FloatArg("other", 1e-6)}, dtype, per_row)
+      .Node("rsqrt", "rsqrt", "default", {TensorArg("self", "add")}, dtype, per_row)
+      .Node("mul", "mul", "Tensor", {TensorArg("self", "x"), TensorArg("other", "rsqrt")}, dtype, shape)
+      .Node("mul_1", "mul", "Tensor", {TensorArg("self", "mul"), TensorArg("other", "w")}, dtype, shape)
+      .Output("mul_1")
+      .Build(kReduction);
+}
+
+KernelTask SoftmaxDim(DType dtype, std::vector<int64_t> shape, int64_t dim) {
+  return TaskBuilder()
+      .Input("x", dtype, shape)
+      .Node("softmax", "_softmax", "default", {TensorArg("self", "x"), IntArg("dim", dim), BoolArg("half_to_float", false)}, dtype, shape)
+      .Output("softmax")
+      .Build(kReduction);
+}
+
+// `op` over dim `dim` of x * 2 (var: var.correction with `correction`).
+KernelTask Statistic(const char* op, const char* overload, std::vector<int64_t> shape, int64_t dim,
+                     bool keepdim, DType dtype = kF32, int64_t correction = 1) {
+  std::vector<int64_t> out_shape = shape;
+  if (keepdim) {
+    out_shape[dim < 0 ? dim + shape.size() : dim] = 1;
+  } else {
+    out_shape.erase(out_shape.begin() + (dim < 0 ? dim + shape.size() : dim));
+  }
+  std::vector<forge::v1::Argument> arguments = {TensorArg("self", "scaled"), IntsArg("dim", {dim})};
+  if (std::string(op) == "var") arguments.push_back(IntArg("correction", correction));
+  arguments.push_back(BoolArg("keepdim", keepdim));
+  return TaskBuilder()
+      .Input("x", dtype, shape)
+      .Node("scaled", "mul", "Tensor", {TensorArg("self", "x"), IntArg("other", 2)}, dtype, shape)
+      .Node("r", op, overload, std::move(arguments), dtype, out_shape)
+      .Output("r")
+      .Build(kReduction);
+}
+
+// torch.var_mean(x, dim, correction=0, keepdim=True): outputs "vm.0" (var) and "vm.1" (mean).
+KernelTask VarMean(std::vector<int64_t> shape, int64_t dim) {
+  std::vector<int64_t> out_shape = shape;
+  out_shape[dim] = 1;
+  KernelTask task =
+      TaskBuilder()
+          .Input("x", kF32, shape)
+          .Node("vm.0", "var_mean", "correction", {TensorArg("self", "x"), IntsArg("dim", {dim}), IntArg("correction", 0), BoolArg("keepdim", true)}, kF32, out_shape)
+          .Node("mean_plus_one", "add", "Tensor", {TensorArg("self", "vm.1"), IntArg("other", 1)}, kF32, out_shape)
+          .Output("vm.0")
+          .Output("mean_plus_one")
+          .Build(kReduction);
+  forge::v1::Value* mean = task.mutable_group()->add_values();
+  *mean = task.group().values(1);
+  mean->set_name("vm.1");
+  task.mutable_group()->mutable_nodes(0)->add_outputs("vm.1");
+  return task;
+}
+
 std::vector<std::pair<std::string, KernelTask>> Cases() {
   std::vector<std::pair<std::string, KernelTask>> cases;
   cases.emplace_back("softmax_f32_1000", Softmax(kF32, {8, 1000}));
@@ -94,6 +159,21 @@ std::vector<std::pair<std::string, KernelTask>> Cases() {
   cases.emplace_back("mean", RowStatistic("mean", "dim", false, kF16));
   cases.emplace_back("amax_keepdim", RowStatistic("amax", "default", true));
   cases.emplace_back("amin", RowStatistic("amin", "default", false, kF64));
+  cases.emplace_back("var_last_dim", Statistic("var", "correction", {33, 1001}, -1, false));
+  cases.emplace_back("var_last_dim_unbiased0_f16",
+                     Statistic("var", "correction", {7, 4096}, 1, true, kF16, 0));
+  cases.emplace_back("var_mean_last_dim", VarMean({9, 300}, 1));
+  cases.emplace_back("channel_rms_norm_f32", ChannelRmsNorm(kF32, {4, 64, 32, 32}));
+  cases.emplace_back("channel_rms_norm_bf16", ChannelRmsNorm(kBF16, {2, 96, 7, 9}));
+  cases.emplace_back("channel_rms_norm_anchor", ChannelRmsNorm(kF32, {112, 64, 512, 512}));
+  cases.emplace_back("softmax_dim1_f32", SoftmaxDim(kF32, {8, 1000, 33}, 1));
+  cases.emplace_back("softmax_dim0_f16", SoftmaxDim(kF16, {300, 129}, 0));
+  cases.emplace_back("sum_dim1", Statistic("sum", "dim_IntList", {6, 100, 17}, 1, false));
+  cases.emplace_back("mean_dim1_keepdim", Statistic("mean", "dim", {6, 4097, 5}, 1, true));
+  cases.emplace_back("amax_dim0", Statistic("amax", "default", {5000, 3}, 0, false, kF64));
+  cases.emplace_back("amin_dim2_bf16", Statistic("amin", "default", {3, 4, 50, 64}, 2, true, kBF16));
+  cases.emplace_back("var_dim1", Statistic("var", "correction", {16, 256, 49}, 1, true));
+  cases.emplace_back("var_mean_dim0", VarMean({77, 130}, 0));
   // Softmax of a layer norm's output, and its row max as a second output.
   cases.emplace_back(
       "layer_norm_then_softmax_and_amax",
@@ -152,6 +232,92 @@ TEST(ReductionTest, ScheduleSpaceSampleCompiles) {
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/false);
 }
 
+TEST(ReductionTest, ColumnScheduleSpaceSampleCompiles) {
+  ReductionFamily family;
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const KernelTask& task : {ChannelRmsNorm(kBF16, {4, 64, 16, 16}),
+                                 SoftmaxDim(kF32, {8, 1000, 33}, 1),
+                                 Statistic("var", "correction", {16, 256, 49}, 1, true)}) {
+    absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
+    ASSERT_TRUE(space.ok()) << space.status();
+    ASSERT_EQ(space->front().template_name, "col_reduce");
+    std::vector<SchedulePoint> valid;
+    for (const SchedulePoint& point : EnumeratePoints(space->front())) {
+      if (family.Validate(task, point).ok()) valid.push_back(point);
+    }
+    // An evenly spread sample of 20 valid points per task.
+    ASSERT_GE(valid.size(), 20u);
+    for (size_t i = 0; i < 20; ++i) {
+      const SchedulePoint& point = valid[i * valid.size() / 20];
+      absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      kernels.push_back(*kernel);
+      std::string label = "col_reduce ";
+      for (const auto& [name, value] : point.parameters) absl::StrAppend(&label, name, "=", value, " ");
+      labels.push_back(label);
+    }
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/false);
+}
+
+SchedulePoint ColumnPoint(int64_t block, int64_t split, int64_t cache) {
+  return {"col_reduce", {{"threads_per_block", block}, {"reduce_threads", split}, {"cache_row", cache}}};
+}
+
+TEST(ReductionTest, ColumnTemplateLaunchAndLayout) {
+  ReductionFamily family;
+  const KernelTask task = ChannelRmsNorm(kF32, {3, 64, 5, 7});  // 105 rows of 64
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, ColumnPoint(128, 4, 1));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->template_name, "col_reduce");
+  EXPECT_EQ(kernel->launch.block[0], 128u);
+  EXPECT_EQ(kernel->launch.grid[0], 4u);  // ceil(105 / 32)
+  EXPECT_THAT(kernel->source, HasSubstr("const int row_in_block = threadIdx.x % 32;"));
+  EXPECT_THAT(kernel->source, HasSubstr("forge_col_allreduce<4, 32>"));
+  // The default point of the anchor shape keeps the 64 channels in registers, one thread a row.
+  const KernelTask anchor = ChannelRmsNorm(kF32, {112, 64, 512, 512});
+  const SchedulePoint point = DefaultPoint(family.ScheduleSpace(anchor)->front());
+  EXPECT_EQ(point.parameters.at("reduce_threads"), 1);
+  EXPECT_EQ(point.parameters.at("cache_row"), 1);
+  // Few rows: the default splits the reduced dim to fill the GPU.
+  const SchedulePoint few = DefaultPoint(family.ScheduleSpace(SoftmaxDim(kF32, {4, 100000, 2}, 1))->front());
+  EXPECT_GT(few.parameters.at("reduce_threads"), 1);
+}
+
+TEST(ReductionTest, ColumnValidateRejectsInvalidPoints) {
+  ReductionFamily family;
+  const KernelTask task = Statistic("sum", "dim_IntList", {6, 100, 17}, 1, false);  // 102 rows of 100
+  EXPECT_TRUE(family.Validate(task, ColumnPoint(64, 8, 0)).ok());
+  EXPECT_EQ(family.Validate(task, ColumnPoint(512, 1, 0)).message(),
+            "threads_per_block 512 / reduce_threads 1 = 512 rows per block leaves half the block "
+            "idle for 102 rows");
+  EXPECT_EQ(family.Validate(Statistic("sum", "dim_IntList", {6, 10, 17}, 1, false),
+                            ColumnPoint(64, 32, 0)).message(),
+            "reduce_threads 32 leaves half of them idle for 10 reduced elements");
+  EXPECT_EQ(family.Validate(task, ColumnPoint(64, 1, 1)).message(),
+            "cache_row keeps 100 elements of each of 1 row-sized inputs per thread; more than 64 "
+            "registers");
+  EXPECT_THAT(family.Validate(task, SchedulePoint{"row_reduce", {}}).message(),
+              HasSubstr("template 'row_reduce' is not 'col_reduce'"));
+}
+
+TEST(ReductionTest, ColumnSourceIsDeterministicAndVarCorrectionShows) {
+  ReductionFamily family;
+  const KernelTask task = Statistic("var", "correction", {16, 256, 49}, 1, true);
+  const SchedulePoint point = DefaultPoint(family.ScheduleSpace(task)->front());
+  absl::StatusOr<GeneratedKernel> first = family.Generate(task, point);
+  absl::StatusOr<GeneratedKernel> second =
+      family.Generate(Statistic("var", "correction", {16, 256, 49}, 1, true), point);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->source, second->source);
+  EXPECT_THAT(first->source, HasSubstr("acc0_0.m2 / ((float)255)"));
+  absl::StatusOr<GeneratedKernel> biased =
+      family.Generate(Statistic("var", "correction", {16, 256, 49}, 1, true, kF32, 0), point);
+  ASSERT_TRUE(biased.ok());
+  EXPECT_THAT(biased->source, HasSubstr("acc0_0.m2 / ((float)256)"));
+}
+
 TEST(ReductionTest, ScheduleSpaceOffersAlgorithmChoicesOnlyWhereTheyApply) {
   ReductionFamily family;
   auto names = [&](const KernelTask& task) {
@@ -174,7 +340,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-1");
+  EXPECT_EQ(first->generator_version, "reduction-2");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -224,14 +390,25 @@ TEST(ReductionTest, ValidateRejectsInvalidPoints) {
 
 TEST(ReductionTest, RejectsWhatItCannotGenerate) {
   ReductionFamily family;
-  absl::Status first_dim = family.Applies(
+  absl::Status two_dims_reduced = family.Applies(
       TaskBuilder()
-          .Input("x", kF32, {8, 16})
-          .Node("s", "softmax", "int", {TensorArg("self", "x"), IntArg("dim", 0)}, kF32, {8, 16})
+          .Input("x", kF32, {8, 16, 4})
+          .Node("s", "sum", "dim_IntList", {TensorArg("self", "x"), IntsArg("dim", {0, 2})}, kF32, {16})
           .Output("s")
           .Build(kReduction));
-  EXPECT_EQ(first_dim.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(first_dim.message(), HasSubstr("only the last dimension is supported"));
+  EXPECT_EQ(two_dims_reduced.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(two_dims_reduced.message(),
+              HasSubstr("reduces dims [0, 2] of a rank-3 tensor; only one dimension is supported"));
+
+  absl::Status other_axes = family.Applies(
+      TaskBuilder()
+          .Input("x", kF32, {8, 16})
+          .Node("a", "amax", "default", {TensorArg("self", "x"), IntsArg("dim", {1}), BoolArg("keepdim", true)}, kF32, {8, 1})
+          .Node("b", "amax", "default", {TensorArg("self", "x"), IntsArg("dim", {0}), BoolArg("keepdim", true)}, kF32, {1, 16})
+          .Output("a")
+          .Output("b")
+          .Build(kReduction));
+  EXPECT_THAT(other_axes.message(), HasSubstr("reduces dim 0 but the first reduction reduces dim 1"));
 
   absl::Status view = family.Applies(
       TaskBuilder()
