@@ -1,0 +1,252 @@
+#include "worker/emulated/emulated_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/family.h"
+#include "compiler/graph/cost.h"
+
+namespace forge::emulated {
+namespace {
+
+constexpr std::size_t kMaxFailureLogBytes = 64 * 1024;  // task.proto: Failure.log
+
+std::int64_t Parameter(const codegen::GeneratedKernel& kernel, absl::string_view name,
+                       std::int64_t fallback) {
+  const auto it = kernel.parameters.find(std::string(name));
+  return it == kernel.parameters.end() ? fallback : it->second;
+}
+
+// The largest input by element count: the row tensor of a reduction, the full-size operand of a
+// pointwise group.
+const forge::v1::TensorSpec* LargestInput(const forge::v1::KernelTask& task) {
+  const forge::v1::TensorSpec* largest = nullptr;
+  for (const forge::v1::TensorSpec& input : task.inputs()) {
+    if (largest == nullptr || graph::NumElements(input) > graph::NumElements(*largest)) {
+      largest = &input;
+    }
+  }
+  return largest;
+}
+
+std::int64_t LargestOutputElements(const forge::v1::KernelTask& task) {
+  std::int64_t largest = 0;
+  for (const forge::v1::TensorSpec& output : task.outputs()) {
+    largest = std::max(largest, graph::NumElements(output));
+  }
+  return largest;
+}
+
+// Summed element bytes of the inputs with `elements` elements: the bytes one index touches.
+int BytesPerIndex(const forge::v1::KernelTask& task, std::int64_t elements) {
+  int bytes = 0;
+  for (const forge::v1::TensorSpec& input : task.inputs()) {
+    if (graph::NumElements(input) == elements) bytes += graph::DTypeBytes(input.dtype());
+  }
+  return bytes;
+}
+
+bool IsLibraryCall(const codegen::GeneratedKernel& kernel) {
+  return codegen::IsAtenFallback(kernel) || absl::StartsWith(kernel.template_name, "cublaslt");
+}
+
+std::string LastBytes(const std::string& text) {
+  return text.size() <= kMaxFailureLogBytes ? text : text.substr(text.size() - kMaxFailureLogBytes);
+}
+
+EmulatedResult CompileFailure(absl::string_view candidate_digest, forge::v1::FailureReason reason,
+                              std::string detail, const std::string& log) {
+  EmulatedResult outcome;
+  forge::v1::Failure* failure = outcome.result.mutable_failure();
+  failure->set_candidate_digest(std::string(candidate_digest));
+  failure->set_stage(forge::v1::FAILURE_STAGE_COMPILE);
+  failure->set_reason(reason);
+  failure->set_detail(detail);
+  failure->set_log(LastBytes(log));
+  outcome.explanation = std::move(detail);
+  return outcome;
+}
+
+forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch& gpu,
+                                         absl::string_view candidate_digest, double seconds,
+                                         double floor_seconds) {
+  forge::v1::Measurement* measurement = outcome.result.mutable_measurement();
+  measurement->set_candidate_digest(std::string(candidate_digest));
+  measurement->set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
+  const double micros = seconds * 1e6;
+  measurement->set_median_us(micros);
+  measurement->set_min_us(micros);
+  measurement->set_max_us(micros);
+  measurement->set_roofline_floor_us(floor_seconds * 1e6);
+  measurement->set_percent_of_floor(floor_seconds / seconds * 100);
+  measurement->set_device_name(absl::StrCat(gpu.name, " (predicted)"));
+  return measurement;
+}
+
+}  // namespace
+
+MathMode TaskMathMode(const forge::v1::KernelTask& task) {
+  bool float64 = false;
+  bool half = false;
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      float64 |= spec.dtype() == forge::v1::DTYPE_FLOAT64;
+      half |= spec.dtype() == forge::v1::DTYPE_BFLOAT16 || spec.dtype() == forge::v1::DTYPE_FLOAT16;
+    }
+  }
+  if (float64) return MathMode::kFp64;
+  if (task.family() == forge::v1::KERNEL_FAMILY_GEMM && half) return MathMode::kBf16;
+  return MathMode::kFp32;
+}
+
+KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                              const codegen::GeneratedKernel& kernel,
+                              const KernelResources& resources, const Occupancy& occupancy) {
+  KernelWork work;
+  work.flops = static_cast<double>(task.flops());
+  work.math_mode = TaskMathMode(task);
+  const double threads = static_cast<double>(kernel.launch.grid[0]) * kernel.launch.grid[1] *
+                         kernel.launch.grid[2] * kernel.launch.block[0] * kernel.launch.block[1] *
+                         kernel.launch.block[2];
+  work.bytes_moved = static_cast<double>(task.min_bytes()) +
+                     threads * (resources.spill_store_bytes + resources.spill_load_bytes);
+
+  const forge::v1::TensorSpec* largest = LargestInput(task);
+  const std::int64_t vector_width = Parameter(kernel, "vector_width", 1);
+  if (kernel.template_name == "pointwise_flat") {
+    const std::int64_t elements = LargestOutputElements(task);
+    int bytes = BytesPerIndex(task, elements);
+    if (bytes == 0) {  // nothing full-size to load: the stores are what stays in flight
+      for (const forge::v1::TensorSpec& output : task.outputs()) {
+        if (graph::NumElements(output) == elements) bytes += graph::DTypeBytes(output.dtype());
+      }
+    }
+    work.bytes_in_flight_per_thread =
+        static_cast<double>(Parameter(kernel, "elements_per_thread", 1) * vector_width * bytes);
+  } else if (kernel.template_name == "row_reduce" && largest != nullptr &&
+             largest->shape_size() > 0) {
+    const std::int64_t row_length = largest->shape(largest->shape_size() - 1);
+    const int row_bytes_per_element = BytesPerIndex(task, graph::NumElements(*largest));
+    const std::int64_t threads_per_row = Parameter(kernel, "threads_per_row", 32);
+    const std::int64_t rows_per_block = Parameter(kernel, "rows_per_block", 1);
+    const bool cache_row = Parameter(kernel, "cache_row", 0) == 1;
+    const std::int64_t chunks_per_thread =
+        (row_length + threads_per_row * vector_width - 1) / (threads_per_row * vector_width);
+    work.bytes_in_flight_per_thread = static_cast<double>(
+        vector_width * row_bytes_per_element * (cache_row ? chunks_per_thread : 1));
+    if (!cache_row) {
+      const int extra_passes = (LargestOutputElements(task) == graph::NumElements(*largest)) +
+                               (Parameter(kernel, "online_softmax", 1) == 0) +
+                               (Parameter(kernel, "welford", 1) == 0);
+      const double row_bytes = static_cast<double>(row_length) * row_bytes_per_element;
+      const double resident_bytes =
+          static_cast<double>(gpu.sm_count) * occupancy.blocks_per_sm * rows_per_block * row_bytes;
+      const double l2_miss =
+          std::clamp(1.0 - static_cast<double>(gpu.l2_bytes) / resident_bytes, 0.0, 1.0);
+      const double row_input_bytes =
+          static_cast<double>(graph::NumElements(*largest)) * row_bytes_per_element;
+      work.bytes_moved += extra_passes * row_input_bytes * l2_miss;
+    }
+  } else if (largest != nullptr) {
+    work.bytes_in_flight_per_thread =
+        static_cast<double>(vector_width * graph::DTypeBytes(largest->dtype()));
+  }
+  return work;
+}
+
+absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelTask& task,
+                                                        const codegen::GeneratedKernel& kernel,
+                                                        absl::string_view gpu_name,
+                                                        absl::string_view candidate_digest) const {
+  FORGE_ASSIGN_OR_RETURN(const GpuArch gpu, FindGpu(gpu_name));
+  const MathMode mode = TaskMathMode(task);
+  FORGE_ASSIGN_OR_RETURN(const Roofline floor,
+                         RooflineFloor(gpu, static_cast<double>(task.flops()),
+                                       static_cast<double>(task.min_bytes()), mode));
+  EmulatedResult outcome;
+
+  if (IsLibraryCall(kernel)) {
+    // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs its
+    // epilogue kernel after the matmul, through a scratch tensor written and read once more.
+    int launches = 1;
+    double bytes = static_cast<double>(task.min_bytes());
+    if (codegen::IsAtenFallback(kernel)) {
+      launches = static_cast<int>(std::count_if(
+          task.group().nodes().begin(), task.group().nodes().end(),
+          [](const forge::v1::Node& node) { return !codegen::IsViewOp(node); }));
+    } else if (!kernel.kernel_name.empty()) {
+      launches = 2;
+      for (const forge::v1::TensorSpec& output : task.outputs()) {
+        bytes += 2.0 * graph::SpannedBytes(output);
+      }
+    }
+    FORGE_ASSIGN_OR_RETURN(
+        const LibraryPrediction prediction,
+        PredictLibraryTime(gpu, static_cast<double>(task.flops()), bytes, mode, launches));
+    forge::v1::Measurement* measurement =
+        StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);
+    measurement->mutable_metrics()->set_counters_available(false);
+    measurement->mutable_metrics()->set_resources_available(false);
+    outcome.explanation = prediction.explanation;
+    return outcome;
+  }
+
+  compile::CompileRequest request;
+  request.source = kernel.source;
+  request.name_expressions = {kernel.kernel_name};
+  request.arch = gpu.arch;
+  const compile::CompileResult compiled = pool_->Compile(std::move(request));
+  if (!compiled.ok()) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_COMPILE_ERROR,
+                          absl::StrCat("compile for ", gpu.arch, " (", gpu.name,
+                                       "): ", compiled.status.message()),
+                          compiled.log);
+  }
+  const auto lowered = compiled.lowered_names.find(kernel.kernel_name);
+  const compile::PtxasFunctionReport* report =
+      compiled.ptxas.Find(lowered == compiled.lowered_names.end() ? kernel.kernel_name
+                                                                  : lowered->second);
+  if (report == nullptr) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_INTERNAL,
+                          absl::StrCat("ptxas reported nothing for kernel '", kernel.kernel_name,
+                                       "' compiled for ", gpu.arch),
+                          compiled.log);
+  }
+  KernelResources resources{.registers_per_thread = report->registers,
+                            .static_shared_bytes = report->shared_memory_bytes,
+                            .dynamic_shared_bytes = kernel.launch.dynamic_shared_bytes,
+                            .spill_store_bytes = report->spill_store_bytes,
+                            .spill_load_bytes = report->spill_load_bytes};
+  const std::int64_t threads_per_block = std::int64_t{kernel.launch.block[0]} *
+                                         kernel.launch.block[1] * kernel.launch.block[2];
+  absl::StatusOr<Occupancy> occupancy = ComputeOccupancy(gpu, threads_per_block, resources);
+  if (absl::IsResourceExhausted(occupancy.status())) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_RESOURCE_LIMIT,
+                          std::string(occupancy.status().message()), compiled.log);
+  }
+  if (!occupancy.ok()) return occupancy.status();
+  const KernelWork work = EstimateKernelWork(gpu, task, kernel, resources, *occupancy);
+  FORGE_ASSIGN_OR_RETURN(const KernelPrediction prediction,
+                         PredictKernelTime(gpu, kernel.launch, resources, work));
+
+  forge::v1::Measurement* measurement =
+      StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);
+  forge::v1::KernelMetrics* metrics = measurement->mutable_metrics();
+  metrics->set_counters_available(false);
+  metrics->set_resources_available(true);
+  metrics->set_registers_per_thread(report->registers);
+  metrics->set_shared_memory_bytes(
+      static_cast<int32_t>(report->shared_memory_bytes + kernel.launch.dynamic_shared_bytes));
+  metrics->set_spill_store_bytes(static_cast<int32_t>(report->spill_store_bytes));
+  metrics->set_spill_load_bytes(static_cast<int32_t>(report->spill_load_bytes));
+  outcome.explanation = prediction.explanation;
+  return outcome;
+}
+
+}  // namespace forge::emulated

@@ -1,0 +1,135 @@
+#include "worker/emulated/emulated_backend.h"
+
+#include <memory>
+#include <string>
+
+#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/family.h"
+#include "gtest/gtest.h"
+
+namespace forge::emulated {
+namespace {
+
+constexpr int64_t kElements = 1 << 24;
+
+// float32[kElements] -> relu -> float32[kElements], as the partitioner describes it.
+forge::v1::KernelTask ReluTask() {
+  forge::v1::KernelTask task;
+  task.set_family(forge::v1::KERNEL_FAMILY_POINTWISE);
+  for (auto* spec : {task.add_inputs(), task.add_outputs()}) {
+    spec->set_dtype(forge::v1::DTYPE_FLOAT32);
+    spec->add_shape(kElements);
+    spec->add_strides(1);
+  }
+  forge::v1::Node* node = task.mutable_group()->add_nodes();
+  node->set_name("relu");
+  node->set_op("aten::relu");
+  task.set_flops(kElements);
+  task.set_min_bytes(2 * 4 * kElements);
+  return task;
+}
+
+// A hand-written kernel with the generators' ABI; `guard` goes before it (e.g. an #error).
+codegen::GeneratedKernel ReluKernel(const std::string& guard = "") {
+  codegen::GeneratedKernel kernel;
+  kernel.kernel_name = "relu_kernel";
+  kernel.template_name = "pointwise_flat";
+  kernel.parameters = {{"elements_per_thread", 1}, {"threads_per_block", 256}, {"vector_width", 4}};
+  kernel.source = guard + R"(
+extern "C" __global__ void relu_kernel(const float4* in, float4* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float4 v = in[i];
+  out[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f));
+}
+)";
+  kernel.launch.grid = {kElements / 4 / 256, 1, 1};
+  kernel.launch.block = {256, 1, 1};
+  return kernel;
+}
+
+class EmulatedBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
+        compile::CompilePool::Create({.threads = 2});
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    pool_ = *std::move(pool);
+    backend_ = std::make_unique<EmulatedBackend>(pool_.get());
+  }
+
+  std::unique_ptr<compile::CompilePool> pool_;
+  std::unique_ptr<EmulatedBackend> backend_;
+};
+
+TEST_F(EmulatedBackendTest, GeneratedKernelGetsAPredictedMeasurement) {
+  absl::StatusOr<EmulatedResult> outcome =
+      backend_->Predict(ReluTask(), ReluKernel(), "H200", "digest-1");
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_TRUE(outcome->result.has_measurement()) << outcome->explanation;
+  const forge::v1::Measurement& m = outcome->result.measurement();
+  EXPECT_EQ(m.kind(), forge::v1::MEASUREMENT_KIND_PREDICTED);
+  EXPECT_EQ(m.candidate_digest(), "digest-1");
+  EXPECT_EQ(m.device_name(), "H200 (predicted)");
+  EXPECT_GT(m.median_us(), m.roofline_floor_us());
+  EXPECT_GT(m.percent_of_floor(), 0);
+  EXPECT_LE(m.percent_of_floor(), 100);
+  EXPECT_EQ(m.reps(), 0);
+  EXPECT_TRUE(m.metrics().resources_available());
+  EXPECT_FALSE(m.metrics().counters_available());
+  EXPECT_GT(m.metrics().registers_per_thread(), 0);
+  EXPECT_EQ(m.metrics().spill_store_bytes(), 0);
+  EXPECT_NE(outcome->explanation.find("memory-bound"), std::string::npos) << outcome->explanation;
+}
+
+// The source refuses to compile for anything but sm_80: it compiles for the A100 and fails, at
+// the compile stage, for the H200 (sm_90).
+TEST_F(EmulatedBackendTest, CompilesForTheTargetGpusArchitecture) {
+  const codegen::GeneratedKernel kernel = ReluKernel(
+      "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ != 800\n#error not sm_80\n#endif\n");
+  absl::StatusOr<EmulatedResult> a100 = backend_->Predict(ReluTask(), kernel, "A100", "d");
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  EXPECT_TRUE(a100->result.has_measurement()) << a100->explanation;
+
+  absl::StatusOr<EmulatedResult> h200 = backend_->Predict(ReluTask(), kernel, "H200", "d");
+  ASSERT_TRUE(h200.ok()) << h200.status();
+  ASSERT_TRUE(h200->result.has_failure());
+  EXPECT_EQ(h200->result.failure().stage(), forge::v1::FAILURE_STAGE_COMPILE);
+  EXPECT_EQ(h200->result.failure().reason(), forge::v1::FAILURE_REASON_COMPILE_ERROR);
+  EXPECT_NE(h200->result.failure().log().find("not sm_80"), std::string::npos);
+}
+
+TEST_F(EmulatedBackendTest, KernelThatFitsNoSmFailsAtCompileStage) {
+  codegen::GeneratedKernel kernel = ReluKernel();
+  kernel.launch.dynamic_shared_bytes = 300 * 1024;
+  absl::StatusOr<EmulatedResult> outcome = backend_->Predict(ReluTask(), kernel, "B200", "d");
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_TRUE(outcome->result.has_failure());
+  EXPECT_EQ(outcome->result.failure().stage(), forge::v1::FAILURE_STAGE_COMPILE);
+  EXPECT_EQ(outcome->result.failure().reason(), forge::v1::FAILURE_REASON_RESOURCE_LIMIT);
+}
+
+TEST_F(EmulatedBackendTest, AtenFallbackIsPredictedFromTheRoofline) {
+  const forge::v1::KernelTask task = ReluTask();
+  // What the ATen fallback family generates: no source, the group runs node by node.
+  codegen::GeneratedKernel kernel;
+  kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
+  ASSERT_TRUE(codegen::IsAtenFallback(kernel));
+
+  absl::StatusOr<EmulatedResult> outcome = backend_->Predict(task, kernel, "rtx4090", "d");
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_TRUE(outcome->result.has_measurement());
+  const forge::v1::Measurement& m = outcome->result.measurement();
+  EXPECT_EQ(m.kind(), forge::v1::MEASUREMENT_KIND_PREDICTED);
+  EXPECT_FALSE(m.metrics().resources_available());
+  EXPECT_FALSE(m.metrics().counters_available());
+  EXPECT_GT(m.median_us(), m.roofline_floor_us());
+  EXPECT_EQ(pool_->stats().requests, 0);  // nothing to compile
+}
+
+TEST_F(EmulatedBackendTest, UnknownGpuIsAnError) {
+  EXPECT_TRUE(absl::IsNotFound(
+      backend_->Predict(ReluTask(), ReluKernel(), "Voodoo 2", "d").status()));
+}
+
+}  // namespace
+}  // namespace forge::emulated
