@@ -134,6 +134,9 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
                           BoundName(row.floor.bound), row.task->occurrences());
     absl::StrAppend(&out, "              in:  ", absl::StrJoin(row.inputs, ", "), "\n",
                     "              out: ", absl::StrJoin(row.outputs, ", "), "\n");
+    for (const std::string& note : row.task->notes()) {
+      absl::StrAppend(&out, "              note: ", note, "\n");
+    }
   }
   absl::StrAppendFormat(&out,
                         "\n%d tasks (%d unique); roofline floor of the model on %s: %.3f us\n",

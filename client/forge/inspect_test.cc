@@ -32,6 +32,7 @@ TEST(InspectTest, LlamaBlockListsItsFamiliesAndAFloor) {
   EXPECT_THAT(*report, HasSubstr("GEMM"));
   EXPECT_THAT(*report, HasSubstr("memory-bound"));
   EXPECT_THAT(*report, HasSubstr("on H200"));
+  EXPECT_THAT(*report, HasSubstr("note: aten::cat.default: no kernel family generates it"));
 }
 
 TEST(InspectTest, JsonParsesAndCarriesTheTasks) {

@@ -20,6 +20,7 @@ using ::forge::v1::Graph;
 using ::forge::v1::KernelFamily;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // Builds small float32 graphs: every value is contiguous, every node has one output named after
 // the node ("relu" -> "relu_1", ...).
@@ -208,6 +209,10 @@ TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
   EXPECT_THAT(Summary(result),
               ElementsAre("ATTENTION: scaled_dot_product_attention", "ATEN: cat",
                           "REDUCTION: softmax+gelu"));
+  // An ATen task says why it has no generated kernel; the others carry no such note.
+  EXPECT_THAT(result.tasks[1].notes(),
+              ElementsAre(HasSubstr("aten::cat.default: no kernel family generates it")));
+  EXPECT_THAT(result.tasks[0].notes(), IsEmpty());
 }
 
 TEST(PartitionTest, ViewsFoldIntoTheGroupThatReadsThem) {

@@ -63,6 +63,14 @@ _OUTPUT_KINDS = {
 }
 
 
+# Runtime checks torch.export inserts (e.g. for Tensor.float()). They return nothing and compute
+# nothing; Forge specializes on the exported shapes and dtypes, so they are dropped (with a note).
+_DROPPED_CHECKS = frozenset({
+    "aten::_assert_tensor_metadata", "aten::_assert_async", "aten::_assert_scalar",
+    "aten::sym_constrain_range", "aten::sym_constrain_range_for_size",
+})
+
+
 class ExportError(ValueError):
     """The module cannot be expressed in Forge's graph IR; the message names the node."""
 
@@ -118,6 +126,7 @@ class _Converter:
         self.blobs: dict[str, bytes] = {}
         # FX node name -> IR value name (differs only for the elements of tuple results).
         self.value_of: dict[str, str] = {}
+        self.dropped_checks = 0
 
     def add_value(self, name: str, tensor: Any, where: str) -> None:
         if not isinstance(tensor, torch.Tensor):
@@ -187,6 +196,9 @@ class _Converter:
         if not isinstance(target, torch._ops.OpOverload):
             raise ExportError(f"{where}: calls {target}, which is not an ATen operator overload")
         schema = target._schema
+        if schema.name in _DROPPED_CHECKS and not schema.returns:
+            self.dropped_checks += 1
+            return
         ir_node = self.graph.nodes.add(name=node.name, op=schema.name, overload=target._overloadname,
                                        schema=str(schema))
         self.convert_arguments(ir_node, node, schema, where)
@@ -303,4 +315,7 @@ def export(module: torch.nn.Module, example_inputs: Sequence[Any], *, name: str 
     metadata.source_format = graph_pb2.SOURCE_FORMAT_PYTHON_EXPORT
     metadata.torch_version = torch.__version__
     metadata.notes.append("shapes specialized to the example inputs")
+    if converter.dropped_checks:
+        metadata.notes.append(f"dropped {converter.dropped_checks} runtime shape/dtype checks "
+                              "(e.g. aten::_assert_tensor_metadata)")
     return ExportedModel(graph=converter.graph, blobs=converter.blobs)

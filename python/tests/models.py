@@ -53,6 +53,13 @@ class LayerNormGelu(nn.Module):
         return F.gelu(self.norm(x))
 
 
+class MixedPrecisionSoftmax(nn.Module):
+    """bf16 in, float32 softmax, bf16 out: Tensor.float() and .to() as users write them."""
+
+    def forward(self, x):
+        return torch.softmax(x.float() * 0.5, dim=-1).to(torch.bfloat16)
+
+
 class CrossEntropy(nn.Module):
     def forward(self, logits, target):
         return F.cross_entropy(logits, target)
@@ -88,6 +95,7 @@ def all_models():
         ("conv_bn_relu", ConvBnRelu(), (torch.randn(2, 3, 16, 16),)),
         ("softmax", Softmax(), (torch.randn(8, 100),)),
         ("layer_norm_gelu", LayerNormGelu(), (torch.randn(8, 64),)),
+        ("mixed_precision_softmax", MixedPrecisionSoftmax(), (torch.randn(8, 100).bfloat16(),)),
         ("cross_entropy", CrossEntropy(), (torch.randn(8, 10), torch.randint(0, 10, (8,)))),
         ("resnet18", resnet18(), (torch.randn(1, 3, 64, 64),)),
     ]
