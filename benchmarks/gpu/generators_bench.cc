@@ -36,6 +36,7 @@
 #include "absl/strings/str_split.h"
 #include "common/arch/arch.h"
 #include "common/status/status_macros.h"
+#include "common/text/json.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
 #include "forge/v1/graph.pb.h"
@@ -72,25 +73,6 @@ struct Candidate {
   std::future<compile::CompileResult> compiled_future;
   compile::CompileResult compiled;
 };
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string JsonDouble(double value) {
   return std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null";

@@ -30,7 +30,7 @@ warnings.filterwarnings("ignore")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+F32, BF16, F16, I64 = torch.float32, torch.bfloat16, torch.float16, torch.int64
 TIMED_REPS = 30
 WARMUP_REPS = 5
 
@@ -41,7 +41,9 @@ class Problem:
     family: str  # "pointwise" or "reduction": the family the problem exercises
     mode: str  # "validate" or "anchor"
     forward: Callable  # the computation, on tensors
-    inputs: Callable  # (make) -> example inputs; make(shape, dtype) builds one tensor
+    # (make) -> example inputs; make(shape, dtype) builds one tensor, make(shape, I64, high=n)
+    # one of integers in [0, n) (class targets: the judge draws its own in that range).
+    inputs: Callable
     parameters: Callable | None = None  # () -> dict of name -> tensor (module weights)
     # Anchors too large for the judge's single-threaded CPU reference: the same computation with
     # fewer rows, on which the fastest schedule point is judged (exported as judge_graph.pb).
@@ -98,6 +100,14 @@ def affine(n, dtype):
 
 def layer_norm(m, x):
     return F.layer_norm(x, m.weight.shape, m.weight, m.bias, 1e-5)
+
+
+def cross_entropy(**options):
+    return lambda m, x, target: F.cross_entropy(x, target, **options)
+
+
+def logits_targets(n, c, dtype):
+    return lambda t: [t((n, c), dtype), t((n,), I64, high=c)]
 
 
 P, R = "pointwise", "reduction"
@@ -250,6 +260,30 @@ PROBLEMS = [
             lambda t: [t((300, 129), F16)]),
     Problem("softmax_dim1_split_f32_4x100000x2", R, "validate", lambda m, x: torch.softmax(x, 1),
             lambda t: [t((4, 100000, 2), F32)]),
+    # ---- cross-entropy (aten::cross_entropy_loss, class-index targets) ----
+    Problem("cross_entropy_f32_1000x1003", R, "validate", cross_entropy(),
+            logits_targets(1000, 1003, F32)),
+    Problem("cross_entropy_sum_f32_333x77", R, "validate", cross_entropy(reduction="sum"),
+            logits_targets(333, 77, F32)),
+    Problem("cross_entropy_bf16_512x4096", R, "validate", cross_entropy(),
+            logits_targets(512, 4096, BF16)),
+    Problem("cross_entropy_sum_bf16_257x1001", R, "validate", cross_entropy(reduction="sum"),
+            logits_targets(257, 1001, BF16)),
+    Problem("cross_entropy_f32_37x1", R, "validate", cross_entropy(),
+            logits_targets(37, 1, F32)),
+    Problem("cross_entropy_f32_1x50257", R, "validate", cross_entropy(),
+            logits_targets(1, 50257, F32)),
+    Problem("cross_entropy_f16_100x333", R, "validate", cross_entropy(),
+            logits_targets(100, 333, F16)),
+    Problem("cross_entropy_f32_64x32768", R, "validate", cross_entropy(),
+            logits_targets(64, 32768, F32)),
+    Problem("cross_entropy_bf16_4x128256", R, "validate", cross_entropy(),
+            logits_targets(4, 128256, BF16)),
+    # ignore_index inside [0, C): the judge's targets hit it on about 1 row in C.
+    Problem("cross_entropy_ignore3_f32_999x7", R, "validate", cross_entropy(ignore_index=3),
+            logits_targets(999, 7, F32)),
+    Problem("cross_entropy_ignore0_sum_bf16_129x5", R, "validate",
+            cross_entropy(ignore_index=0, reduction="sum"), logits_targets(129, 5, BF16)),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -263,11 +297,15 @@ PROBLEMS = [
     Problem("channel_rms_norm_112x64x512x512_f32", R, "anchor", channel_rms_norm,
             lambda t: [t((112, 64, 512, 512), F32)], channel_weight(64, F32),
             judge_inputs=lambda t: [t((1, 64, 512, 512), F32)]),
+    Problem("cross_entropy_32768x4096_f32", R, "anchor", cross_entropy(),
+            logits_targets(32768, 4096, F32), judge_inputs=logits_targets(2048, 4096, F32)),
 ]
 
 
 def contiguous_maker(device, random):
-    def make(shape, dtype):
+    def make(shape, dtype, high=None):
+        if high is not None:
+            return torch.randint(0, high, shape, device=device, dtype=dtype)
         if random:
             return torch.randn(shape, device=device).to(dtype)
         return torch.empty(shape, device=device, dtype=dtype)  # export reads no values

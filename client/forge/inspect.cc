@@ -10,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/match.h"
 #include "common/arch/arch.h"
+#include "common/dtype/dtype.h"
+#include "common/text/json.h"
 #include "common/status/status_macros.h"
 #include "compiler/import/pt2_importer.h"
 #include "compiler/graph/op_classes.h"
@@ -34,10 +35,6 @@ struct TaskRow {
   const KernelTask* task;
   Roofline floor;
 };
-
-std::string DTypeName(forge::v1::DType dtype) {
-  return absl::AsciiStrToLower(absl::StripPrefix(forge::v1::DType_Name(dtype), "DTYPE_"));
-}
 
 std::string Describe(const TensorSpec& spec) {
   return absl::StrCat("[", absl::StrJoin(spec.shape(), ", "), "] ", DTypeName(spec.dtype()));
@@ -73,25 +70,6 @@ std::string OpSummary(const forge::v1::Graph& group) {
     all.push_back(op);
   }
   return absl::StrJoin(compute.empty() ? all : compute, "+");
-}
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string JsonTensors(const google::protobuf::RepeatedPtrField<TensorSpec>& specs) {

@@ -6,7 +6,6 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -129,12 +128,6 @@ int64_t ElementBytes(DType dtype) {
 bool IsFloatingDType(DType dtype) {
   return dtype == forge::v1::DTYPE_FLOAT64 || dtype == forge::v1::DTYPE_FLOAT32 ||
          dtype == forge::v1::DTYPE_FLOAT16 || dtype == forge::v1::DTYPE_BFLOAT16;
-}
-
-std::string DTypeName(DType dtype) {
-  absl::string_view name = forge::v1::DType_Name(dtype);
-  absl::ConsumePrefix(&name, "DTYPE_");
-  return absl::AsciiStrToLower(name);
 }
 
 std::string LoadConversion(DType dtype, absl::string_view element) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/dtype/dtype.h"
 #include "forge/v1/graph.pb.h"
 #include "forge/v1/task.pb.h"
 
@@ -28,10 +29,11 @@ absl::StatusOr<std::string> StorageType(forge::v1::DType dtype);
 // The C++ type a value of `dtype` is computed in: float for float16/bfloat16/float32, double for
 // float64, the storage type for integers and bool.
 absl::StatusOr<std::string> RegisterType(forge::v1::DType dtype);
-// Bytes per element, or 0 for an unsupported dtype.
+// Bytes per element, or 0 for a dtype the generators do not support (float8, complex64): unlike
+// common/dtype's DTypeBytes, which sizes every dtype.
 int64_t ElementBytes(forge::v1::DType dtype);
+// Float dtypes the generators support: float8 excluded, unlike common/dtype's IsFloatingPoint.
 bool IsFloatingDType(forge::v1::DType dtype);
-std::string DTypeName(forge::v1::DType dtype);
 // `element` (an lvalue of the storage type) converted to its register type.
 std::string LoadConversion(forge::v1::DType dtype, absl::string_view element);
 // `value` (of the register type of `dtype`) converted to the storage type of `dtype`.

@@ -22,6 +22,15 @@
 // `reduce_threads` threads may split one row's reduced dimension, combining through shared
 // memory in a fixed order (deterministic). A block holds threads_per_block / reduce_threads rows.
 // `cache_row`, `online_softmax` and `welford` are as above. Var and var_mean use `welford` too.
+//
+// Template "cross_entropy", for a task that is one aten::cross_entropy_loss node: (N, C) logits
+// (float32 / bfloat16 / float16, accumulated in float32; float64 in float64), int64 class-index
+// targets of shape (N), reduction mean or sum, ignore_index; class weights, label smoothing and
+// reduction 'none' are rejected. A row's loss is logsumexp(logits) - logits[target], computed by
+// `threads_per_row` threads in one online-softmax pass of `vector_width`-element loads;
+// `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
+// leave per-block partial sums in a __device__ array; the last block to finish adds them in block
+// order, so the result is deterministic. Launches of one loaded module must not overlap.
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_H_
 
@@ -34,10 +43,12 @@ class ReductionFamily : public KernelFamily {
   static constexpr char kTemplateName[] = "row_reduce";
   static constexpr char kColumnTemplateName[] = "col_reduce";
   static constexpr char kKernelName[] = "forge_row_reduce";
+  static constexpr char kCrossEntropyTemplateName[] = "cross_entropy";
+  static constexpr char kCrossEntropyKernelName[] = "forge_cross_entropy";
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-2"; }
+  absl::string_view generator_version() const override { return "reduction-3"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

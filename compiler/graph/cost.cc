@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
 #include "compiler/graph/op_classes.h"
 
 namespace forge::graph {
@@ -101,30 +102,6 @@ absl::StatusOr<double> NodeFlops(const Node& node, const SpecMap& specs) {
 }
 
 }  // namespace
-
-int DTypeBytes(forge::v1::DType dtype) {
-  switch (dtype) {
-    case forge::v1::DTYPE_FLOAT64:
-    case forge::v1::DTYPE_INT64:
-    case forge::v1::DTYPE_COMPLEX64:
-      return 8;
-    case forge::v1::DTYPE_FLOAT32:
-    case forge::v1::DTYPE_INT32:
-      return 4;
-    case forge::v1::DTYPE_FLOAT16:
-    case forge::v1::DTYPE_BFLOAT16:
-    case forge::v1::DTYPE_INT16:
-      return 2;
-    case forge::v1::DTYPE_FLOAT8_E4M3FN:
-    case forge::v1::DTYPE_FLOAT8_E5M2:
-    case forge::v1::DTYPE_INT8:
-    case forge::v1::DTYPE_UINT8:
-    case forge::v1::DTYPE_BOOL:
-      return 1;
-    default:
-      return 0;
-  }
-}
 
 std::int64_t NumElements(const TensorSpec& spec) {
   std::int64_t elements = 1;

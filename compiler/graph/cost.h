@@ -15,9 +15,6 @@ struct TaskCost {
   std::int64_t min_bytes = 0;
 };
 
-// Bytes per element of `dtype`; 0 for DTYPE_UNSPECIFIED.
-int DTypeBytes(forge::v1::DType dtype);
-
 // Elements of a tensor (1 for a 0-d tensor).
 std::int64_t NumElements(const forge::v1::TensorSpec& spec);
 

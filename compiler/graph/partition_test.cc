@@ -327,8 +327,8 @@ std::map<std::string, int> InstancesPerFamily(const PartitionResult& result) {
 
 TEST(PartitionModelsTest, EveryModelPartitionsCoveringEachNodeOnce) {
   for (const char* name : {"mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack",
-                           "conv_bn_relu", "softmax", "layer_norm_gelu", "cross_entropy",
-                           "resnet18"}) {
+                           "conv_bn_relu", "softmax", "layer_norm_gelu", "mixed_precision_softmax",
+                           "cross_entropy", "resnet18"}) {
     SCOPED_TRACE(name);
     const Graph graph = LoadModel(name);
     ASSERT_GT(graph.nodes_size(), 0);

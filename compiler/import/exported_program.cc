@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/digest/sha256.h"
+#include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/import/json_value.h"
 #include "compiler/import/op_schema.h"
@@ -45,19 +46,6 @@ absl::StatusOr<forge::v1::DType> DTypeFromSerde(std::int64_t scalar_type) {
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "dtype ", scalar_type, " (torch.export ScalarType numbering) is not supported by Forge"));
-  }
-}
-
-std::int64_t ElementBytes(forge::v1::DType dtype) {
-  switch (dtype) {
-    case forge::v1::DTYPE_FLOAT64: case forge::v1::DTYPE_INT64: case forge::v1::DTYPE_COMPLEX64:
-      return 8;
-    case forge::v1::DTYPE_FLOAT32: case forge::v1::DTYPE_INT32:
-      return 4;
-    case forge::v1::DTYPE_FLOAT16: case forge::v1::DTYPE_BFLOAT16: case forge::v1::DTYPE_INT16:
-      return 2;
-    default:
-      return 1;
   }
 }
 
@@ -135,7 +123,7 @@ std::optional<std::int64_t> ElementCount(const TensorSpec& spec, std::int64_t li
 // Elements of `spec` in row-major order, gathered from `storage` as torch.as_strided would view it.
 absl::StatusOr<std::string> ContiguousBytes(const TensorSpec& spec, std::int64_t elements,
                                             absl::string_view storage, absl::string_view record) {
-  const std::int64_t element_bytes = ElementBytes(spec.dtype());
+  const std::int64_t element_bytes = DTypeBytes(spec.dtype());
   if (elements == 0) return std::string();
   const int rank = spec.shape_size();
   // Last element's index in the storage; sizes and strides are bounded, so __int128 cannot wrap.
@@ -203,6 +191,13 @@ class ProgramConverter {
   absl::Status AttachData(forge::v1::GraphInput& input, const std::string& value_name,
                           const JsonRef& where);
   absl::Status ConvertNode(const JsonRef& node);
+  // Runtime checks torch.export inserts (e.g. for Tensor.float()) compute nothing and return
+  // nothing; Forge specializes on the exported shapes and dtypes, so, as forge.export does, they
+  // are dropped and counted in a metadata note.
+  static inline const absl::flat_hash_set<std::string> kDroppedChecks = {
+      "aten::_assert_tensor_metadata", "aten::_assert_async", "aten::_assert_scalar",
+      "aten::sym_constrain_range", "aten::sym_constrain_range_for_size"};
+  int dropped_checks_ = 0;
   absl::Status ConvertOutputs(const JsonRef& node, const std::string& node_name,
                               forge::v1::Node& ir_node);
   absl::StatusOr<Argument> ConvertArgument(const JsonRef& value, const SchemaArgument& schema);
@@ -364,6 +359,11 @@ absl::Status ProgramConverter::Convert() {
     FORGE_RETURN_IF_ERROR(ConvertInput(inputs[i], input_specs[i]));
   }
   for (const JsonRef& node : nodes) FORGE_RETURN_IF_ERROR(ConvertNode(node));
+  if (dropped_checks_ > 0) {
+    graph_.mutable_metadata()->add_notes(absl::StrCat(
+        "dropped ", dropped_checks_,
+        " runtime shape/dtype checks (e.g. aten::_assert_tensor_metadata)"));
+  }
 
   FORGE_ASSIGN_OR_RETURN(JsonRef output_specs_ref, signature.Field("output_specs"));
   FORGE_ASSIGN_OR_RETURN(std::vector<JsonRef> output_specs, output_specs_ref.Elements());
@@ -504,6 +504,10 @@ absl::Status ProgramConverter::ConvertNode(const JsonRef& node) {
   FORGE_ASSIGN_OR_RETURN(std::string target, target_ref.String());
 
   FORGE_ASSIGN_OR_RETURN(const OpInfo* op_info, ImportedOp(target, target_ref, name));
+  if (kDroppedChecks.contains(op_info->op)) {
+    ++dropped_checks_;
+    return absl::OkStatus();
+  }
   const OpSchema& schema = op_info->schema;
   forge::v1::Node ir_node;
   ir_node.set_name(name);

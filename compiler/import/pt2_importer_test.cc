@@ -201,7 +201,8 @@ TEST_P(ImportMatchesPythonExport, SameGraphAndBlobs) {
 // python/tests/models.py, as tests/fixtures/make_models.py names them.
 const auto kTestModels =
     ::testing::Values("mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack", "conv_bn_relu",
-                      "softmax", "layer_norm_gelu", "cross_entropy", "resnet18");
+                      "softmax", "layer_norm_gelu", "mixed_precision_softmax", "cross_entropy",
+                      "resnet18");
 INSTANTIATE_TEST_SUITE_P(TestModels, ImportMatchesPythonExport, kTestModels);
 
 const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::string& value_name) {
@@ -212,7 +213,18 @@ const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::st
   return forge::v1::TensorSpec::default_instance();
 }
 
+// The values of a float32 or bfloat16 tensor (a bfloat16 is the top half of a float32).
 std::vector<float> Floats(const reference::HostTensor& tensor) {
+  if (tensor.dtype == forge::v1::DTYPE_BFLOAT16) {
+    std::vector<float> values(tensor.bytes.size() / sizeof(uint16_t));
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t half_bits;
+      std::memcpy(&half_bits, tensor.bytes.data() + 2 * i, sizeof(half_bits));
+      const uint32_t bits = static_cast<uint32_t>(half_bits) << 16;
+      std::memcpy(&values[i], &bits, sizeof(bits));
+    }
+    return values;
+  }
   EXPECT_EQ(tensor.dtype, forge::v1::DTYPE_FLOAT32);
   std::vector<float> values(tensor.bytes.size() / sizeof(float));
   std::memcpy(values.data(), tensor.bytes.data(), values.size() * sizeof(float));
@@ -260,8 +272,9 @@ TEST_P(RawArchiveImports, FunctionalAndRunsLikePyTorch) {
   for (size_t i = 0; i < outputs->size(); ++i) {
     SCOPED_TRACE(absl::StrCat("output ", i));
     const std::vector<float> actual = Floats((*outputs)[i]);
+    // expected/<i>.bin holds PyTorch's output in the output's own dtype.
     const std::vector<float> expected = Floats(
-        {forge::v1::DTYPE_FLOAT32, {}, {}, ReadFile(dir / "expected" / absl::StrCat(i, ".bin"))});
+        {(*outputs)[i].dtype, {}, {}, ReadFile(dir / "expected" / absl::StrCat(i, ".bin"))});
     ASSERT_EQ(actual.size(), expected.size());
     double difference = 0, norm = 0;
     for (size_t k = 0; k < actual.size(); ++k) {

@@ -12,6 +12,7 @@
 #include "compiler/reference/reference.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/baseline/aten_baseline.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
@@ -108,15 +109,9 @@ HostTensor RandomFloat32(std::vector<int64_t> shape, uint32_t seed) {
   return tensor;
 }
 
-class BaselineMetricsGpuTest : public testing::Test {
+class BaselineMetricsGpuTest : public forge::testing::GpuTest {
  protected:
-  void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
-    auto device = gpu::Device::Open(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *std::move(device);
+  void SetUpDevice() override {
     auto timer = timer::Timer::Create(*device_);
     ASSERT_TRUE(timer.ok()) << timer.status();
     timer_ = *std::move(timer);
@@ -170,7 +165,6 @@ class BaselineMetricsGpuTest : public testing::Test {
     }
   }
 
-  std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<timer::Timer> timer_;
 };
 

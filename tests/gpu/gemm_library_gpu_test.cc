@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "compiler/codegen/codegen_test_util.h"
 #include "compiler/codegen/gemm_library.h"
 #include "worker/gpu/device.h"
@@ -86,7 +87,7 @@ KernelTask LinearTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
-class GemmLibraryGpuTest : public testing::Test {
+class GemmLibraryGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!gpu::DriverStatus().ok()) return;
@@ -99,9 +100,7 @@ class GemmLibraryGpuTest : public testing::Test {
   }
 
   void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
+    FORGE_SKIP_WITHOUT_GPU();
     ASSERT_NE(device_, nullptr);
     ASSERT_TRUE(device_->MakeCurrent().ok());
   }

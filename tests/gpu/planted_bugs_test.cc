@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/judge.h"
@@ -141,7 +142,7 @@ extern "C" __global__ void softmax_first_row_only(const float* x, float* y) {
 }
 )";
 
-class PlantedBugsTest : public testing::Test {
+class PlantedBugsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!gpu::DriverStatus().ok()) return;
@@ -162,9 +163,7 @@ class PlantedBugsTest : public testing::Test {
   }
 
   void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
+    FORGE_SKIP_WITHOUT_GPU();
     ASSERT_NE(device_, nullptr);
     ASSERT_TRUE(device_->MakeCurrent().ok());
   }

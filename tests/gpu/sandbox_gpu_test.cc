@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
 #include "worker/sandbox/sandbox.h"
@@ -97,7 +98,7 @@ std::string ChildPath() {
   return path != nullptr ? path : FORGE_SANDBOX_CHILD;
 }
 
-class SandboxGpuTest : public testing::Test {
+class SandboxGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!gpu::DriverStatus().ok()) return;
@@ -126,9 +127,7 @@ class SandboxGpuTest : public testing::Test {
   }
 
   void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
+    FORGE_SKIP_WITHOUT_GPU();
     ASSERT_NE(sandbox_, nullptr);
     ASSERT_NE(cubin_, nullptr);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/substitute.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/gpu/device.h"
 
 namespace forge::baseline {
@@ -96,7 +97,7 @@ TEST(AtenBaselineTest, NeedsAGpuToRun) {
 }
 
 TEST(AtenBaselineTest, MatchesTheCpuReferenceOnTheGpu) {
-  if (absl::Status status = gpu::DriverStatus(); !status.ok()) GTEST_SKIP() << "no GPU: " << status;
+  FORGE_SKIP_WITHOUT_GPU();
   auto device = gpu::Device::Open(0);
   ASSERT_TRUE(device.ok()) << device.status();
   auto stream = (*device)->CreateStream();

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/family.h"
@@ -47,7 +48,7 @@ std::int64_t LargestOutputElements(const forge::v1::KernelTask& task) {
 int BytesPerIndex(const forge::v1::KernelTask& task, std::int64_t elements) {
   int bytes = 0;
   for (const forge::v1::TensorSpec& input : task.inputs()) {
-    if (graph::NumElements(input) == elements) bytes += graph::DTypeBytes(input.dtype());
+    if (graph::NumElements(input) == elements) bytes += DTypeBytes(input.dtype());
   }
   return bytes;
 }
@@ -124,7 +125,7 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
     int bytes = BytesPerIndex(task, elements);
     if (bytes == 0) {  // nothing full-size to load: the stores are what stays in flight
       for (const forge::v1::TensorSpec& output : task.outputs()) {
-        if (graph::NumElements(output) == elements) bytes += graph::DTypeBytes(output.dtype());
+        if (graph::NumElements(output) == elements) bytes += DTypeBytes(output.dtype());
       }
     }
     work.bytes_in_flight_per_thread =
@@ -155,7 +156,7 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
     }
   } else if (largest != nullptr) {
     work.bytes_in_flight_per_thread =
-        static_cast<double>(vector_width * graph::DTypeBytes(largest->dtype()));
+        static_cast<double>(vector_width * DTypeBytes(largest->dtype()));
   }
   return work;
 }

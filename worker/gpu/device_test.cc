@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 
 namespace forge::gpu {
@@ -43,18 +44,7 @@ TEST(DriverStatusTest, IsOkOrUnavailable) {
 }
 
 // The rest needs a GPU.
-class DeviceTest : public testing::Test {
- protected:
-  void SetUp() override {
-    if (absl::Status status = DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
-    auto device = Device::Open(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *std::move(device);
-  }
-  std::unique_ptr<Device> device_;
-};
+class DeviceTest : public forge::testing::GpuTest {};
 
 TEST_F(DeviceTest, PropertiesAreFilled) {
   const DeviceProperties& properties = device_->properties();

@@ -4,9 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 
 namespace forge::judge {
@@ -129,42 +127,12 @@ Int SaturatingCast(double value) {
 }  // namespace
 
 absl::StatusOr<int> ElementBytes(DType dtype) {
-  switch (dtype) {
-    case forge::v1::DTYPE_FLOAT64:
-    case forge::v1::DTYPE_INT64:
-    case forge::v1::DTYPE_COMPLEX64:
-      return 8;
-    case forge::v1::DTYPE_FLOAT32:
-    case forge::v1::DTYPE_INT32:
-      return 4;
-    case forge::v1::DTYPE_FLOAT16:
-    case forge::v1::DTYPE_BFLOAT16:
-    case forge::v1::DTYPE_INT16:
-      return 2;
-    case forge::v1::DTYPE_FLOAT8_E4M3FN:
-    case forge::v1::DTYPE_FLOAT8_E5M2:
-    case forge::v1::DTYPE_INT8:
-    case forge::v1::DTYPE_UINT8:
-    case forge::v1::DTYPE_BOOL:
-      return 1;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("no element size for dtype ", forge::v1::DType_Name(dtype)));
+  const int bytes = DTypeBytes(dtype);
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no element size for dtype ", forge::v1::DType_Name(dtype)));
   }
-}
-
-bool IsFloatingPoint(DType dtype) {
-  switch (dtype) {
-    case forge::v1::DTYPE_FLOAT64:
-    case forge::v1::DTYPE_FLOAT32:
-    case forge::v1::DTYPE_FLOAT16:
-    case forge::v1::DTYPE_BFLOAT16:
-    case forge::v1::DTYPE_FLOAT8_E4M3FN:
-    case forge::v1::DTYPE_FLOAT8_E5M2:
-      return true;
-    default:
-      return false;
-  }
+  return bytes;
 }
 
 int64_t ElementCount(const forge::v1::TensorSpec& spec) {
@@ -218,10 +186,7 @@ std::string FormatIndex(absl::Span<const int64_t> index) {
 }
 
 std::string DescribeSpec(const forge::v1::TensorSpec& spec) {
-  std::string dtype = forge::v1::DType_Name(spec.dtype());
-  absl::string_view name = dtype;
-  if (absl::ConsumePrefix(&name, "DTYPE_")) dtype = absl::AsciiStrToLower(name);
-  return absl::StrCat(dtype, "[", absl::StrJoin(spec.shape(), ", "), "]");
+  return absl::StrCat(DTypeName(spec.dtype()), "[", absl::StrJoin(spec.shape(), ", "), "]");
 }
 
 double DecodeElement(DType dtype, const std::byte* data) {

@@ -14,13 +14,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/dtype/dtype.h"
 #include "forge/v1/graph.pb.h"
 
 namespace forge::judge {
 
-// Bytes per element; InvalidArgument for DTYPE_UNSPECIFIED.
+// Bytes per element; InvalidArgument for DTYPE_UNSPECIFIED. IsFloatingPoint and DTypeName come
+// from common/dtype.
 absl::StatusOr<int> ElementBytes(forge::v1::DType dtype);
-bool IsFloatingPoint(forge::v1::DType dtype);
 
 // Elements of the shape (1 for a 0-d tensor).
 int64_t ElementCount(const forge::v1::TensorSpec& spec);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 
 namespace forge::library {
 namespace {
@@ -14,15 +15,9 @@ namespace {
 using codegen::LibraryEpilogue;
 using codegen::LibraryGemmCall;
 
-class CublasLtGemmTest : public testing::Test {
+class CublasLtGemmTest : public forge::testing::GpuTest {
  protected:
-  void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
-    auto device = gpu::Device::Open(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *std::move(device);
+  void SetUpDevice() override {
     auto gemm = CublasLtGemm::Create(*device_);
     ASSERT_TRUE(gemm.ok()) << gemm.status();
     gemm_ = *std::move(gemm);
@@ -35,7 +30,6 @@ class CublasLtGemmTest : public testing::Test {
     return *std::move(buffer);
   }
 
-  std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<CublasLtGemm> gemm_;
 };
 

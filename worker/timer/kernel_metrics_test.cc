@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 
 namespace forge::timer {
 namespace {
@@ -24,20 +25,13 @@ TEST(CounterPassesForChipTest, AnUnknownChipIsAnError) {
 
 // With a GPU: the counters of a launch that runs no kernel are either unavailable, with a reason,
 // or read as (close to) nothing; and a failing launch is the caller's error, not "unavailable".
-class KernelCountersTest : public testing::Test {
+class KernelCountersTest : public forge::testing::GpuTest {
  protected:
-  void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
-    auto device = gpu::Device::Open(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *std::move(device);
+  void SetUpDevice() override {
     auto stream = device_->CreateStream();
     ASSERT_TRUE(stream.ok()) << stream.status();
     stream_ = std::make_unique<gpu::Stream>(*std::move(stream));
   }
-  std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<gpu::Stream> stream_;
 };
 

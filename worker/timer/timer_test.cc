@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/timer/kernel_activity.h"
 
@@ -25,20 +26,13 @@ TEST(KernelActivityRecorderTest, UnavailableWithoutAGpu) {
   EXPECT_EQ(recorder.status().code(), absl::StatusCode::kUnavailable);
 }
 
-class TimerTest : public testing::Test {
+class TimerTest : public forge::testing::GpuTest {
  protected:
-  void SetUp() override {
-    if (absl::Status status = gpu::DriverStatus(); !status.ok()) {
-      GTEST_SKIP() << "no GPU: " << status;
-    }
-    auto device = gpu::Device::Open(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *std::move(device);
+  void SetUpDevice() override {
     auto timer = Timer::Create(*device_);
     ASSERT_TRUE(timer.ok()) << timer.status();
     timer_ = *std::move(timer);
   }
-  std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<Timer> timer_;
 };
 
