@@ -51,8 +51,8 @@ absl::StatusOr<Timing> Timer::Time(const LaunchFn& launch, const TimerOptions& o
         options.reps, " reps and ", options.warmup, " warm-up launches"));
   }
   Timing timing;
-  // CUPTI starts before the warm-up: the first launch it records pays a host-side cost that would
-  // otherwise land in the first timed rep (seen on the H200: one rep up to 4.6 ms too long).
+  // CUPTI starts before the warm-up, so that whatever enabling it costs is paid outside the timed
+  // reps. (Event-timed maxima still show rare outliers while CUPTI records; medians do not.)
   std::unique_ptr<KernelActivityRecorder> recorder;
   if (options.kernel_durations) {
     absl::StatusOr<std::unique_ptr<KernelActivityRecorder>> started = KernelActivityRecorder::Start();
