@@ -1,10 +1,12 @@
-// Runs the generated-kernel families on a real GPU: problems exported by problems.py are
-// partitioned, and every POINTWISE / REDUCTION task is generated, compiled with NVRTC, judged
-// against the float64 ATen reference and (for anchor problems) timed.
+// Runs the kernel families on a real GPU: problems exported by problems.py are partitioned, and
+// every task's candidates are generated, compiled with NVRTC, judged against the float64 ATen
+// reference and (for anchor problems) timed.
 //
 //   generators_bench validate PROBLEMS_DIR OUT.jsonl
-//     For each "validate" problem of PROBLEMS_DIR/manifest.tsv: the default schedule point and
-//     kSampledPoints others per task, each judged (3 draws). One JSON line per problem. Problems
+//     For each "validate" problem of PROBLEMS_DIR/manifest.tsv, per task: the default schedule
+//     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, or GEMM through
+//     the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run through
+//     ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
@@ -22,11 +24,14 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,16 +43,20 @@
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/partition.h"
+#include "compiler/reference/reference.h"
 #include "forge/v1/graph.pb.h"
 #include "forge/v1/task.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "worker/baseline/aten_baseline.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/aten_reference.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/inputs.h"
 #include "worker/judge/judge.h"
+#include "worker/library/cublaslt_gemm.h"
 #include "worker/timer/timer.h"
 
 namespace forge {
@@ -66,10 +75,14 @@ struct Problem {
   std::string mode;    // "validate" or "anchor"
 };
 
-// A schedule point's kernel and its compile.
+// A schedule point's kernel and its compile (for a gemm_library point: its epilogue kernel's, if
+// any; nothing to compile for the ATen fallback).
 struct Candidate {
+  const codegen::KernelFamily* family;
   codegen::SchedulePoint point;
   absl::StatusOr<codegen::GeneratedKernel> kernel;
+  std::optional<codegen::GemmLibraryCandidate> library;  // gemm_library points only
+  bool needs_compile = false;
   std::future<compile::CompileResult> compiled_future;
   compile::CompileResult compiled;
 };
@@ -127,7 +140,7 @@ absl::StatusOr<std::vector<Problem>> ReadManifest(const std::string& dir) {
   return problems;
 }
 
-absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
+absl::StatusOr<std::vector<forge::v1::KernelTask>> ProblemTasks(
     const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
   const std::string path = absl::StrCat(dir, "/", problem.name, "/", graph_file);
   std::ifstream file(path, std::ios::binary);
@@ -136,8 +149,16 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     return absl::InvalidArgumentError(absl::StrCat("cannot read a forge.v1.Graph from ", path));
   }
   FORGE_ASSIGN_OR_RETURN(graph::PartitionResult partition, graph::Partition(graph));
+  return std::vector<forge::v1::KernelTask>(partition.tasks.begin(), partition.tasks.end());
+}
+
+// The tasks the anchors time: those of the generated-kernel families.
+absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
+    const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
+  FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> all,
+                         ProblemTasks(dir, problem, graph_file));
   std::vector<forge::v1::KernelTask> tasks;
-  for (const auto& task : partition.tasks) {
+  for (const auto& task : all) {
     if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
         task.family() == forge::v1::KERNEL_FAMILY_REDUCTION) {
       tasks.push_back(task);
@@ -174,12 +195,27 @@ std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
                                          compile::CompilePool& pool, const std::string& arch) {
   std::vector<Candidate> candidates;
   for (auto& point : points) {
-    Candidate candidate{std::move(point), absl::UnknownError("not generated"), {}, {}};
+    Candidate candidate{&family, std::move(point), absl::UnknownError("not generated")};
     candidate.kernel = family.Generate(task, candidate.point);
-    if (candidate.kernel.ok()) {
+    // What NVRTC compiles: the kernel, or for a gemm_library point its epilogue kernel if any.
+    const codegen::GeneratedKernel* to_compile =
+        candidate.kernel.ok() && !codegen::IsAtenFallback(*candidate.kernel) ? &*candidate.kernel
+                                                                              : nullptr;
+    if (candidate.kernel.ok() && family.kind() == forge::v1::KERNEL_FAMILY_GEMM) {
+      absl::StatusOr<codegen::GemmLibraryCandidate> library =
+          codegen::DescribeGemmLibrary(task, candidate.point);
+      if (library.ok()) {
+        candidate.library = *std::move(library);
+        to_compile = candidate.library->epilogue ? &*candidate.library->epilogue : nullptr;
+      } else {
+        candidate.kernel = library.status();
+      }
+    }
+    candidate.needs_compile = to_compile != nullptr;
+    if (candidate.needs_compile) {
       compile::CompileRequest request;
-      request.source = candidate.kernel->source;
-      request.name_expressions = {candidate.kernel->kernel_name};
+      request.source = to_compile->source;
+      request.name_expressions = {to_compile->kernel_name};
       request.arch = arch;
       candidate.compiled_future = pool.Submit(std::move(request));
     }
@@ -191,6 +227,7 @@ std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
 // Waits for the compile; empty when the candidate is ready to load, else why not.
 std::string CompileProblem(Candidate& candidate) {
   if (!candidate.kernel.ok()) return absl::StrCat("generate: ", candidate.kernel.status().ToString());
+  if (!candidate.needs_compile) return "";
   if (candidate.compiled_future.valid()) candidate.compiled = candidate.compiled_future.get();
   if (!candidate.compiled.ok()) {
     return absl::StrCat("compile: ", candidate.compiled.status.ToString(), "\n",
@@ -225,8 +262,105 @@ void AppendLine(const std::string& out_path, const std::string& line) {
 struct Context {
   std::unique_ptr<gpu::Device> device;
   std::unique_ptr<compile::CompilePool> pool;
+  std::unique_ptr<library::CublasLtGemm> gemm;
   judge::ReferenceFn reference = judge::AtenFloat64Reference();
 };
+
+// A copy between host memory and one of the judge's buffers. Through the CUDA runtime, which
+// LibTorch already loads (the gpu library opens the driver API itself and exposes no raw-address
+// copy); both work in the device's primary context.
+absl::Status CopyBytes(void* destination, const void* source, size_t bytes, cudaMemcpyKind kind,
+                       absl::string_view what) {
+  const cudaError_t error = cudaMemcpy(destination, source, bytes, kind);
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cudaMemcpy(", what, ", ", bytes,
+                                          " bytes): ", cudaGetErrorString(error)));
+}
+
+// The ATen fallback as a judge candidate: each launch reads the task's inputs from the judge's
+// buffers, runs the group through ATen on CUDA (worker/baseline) on the judge's stream and writes
+// what ATen produced into the judge's output buffers, in their layouts. Synchronous: the judge
+// only needs the outputs in place when the launch returns.
+judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
+  return [task](gpu::Stream& stream, absl::Span<const CUdeviceptr> args) -> absl::Status {
+    FORGE_RETURN_IF_ERROR(stream.Synchronize());
+    std::vector<reference::HostTensor> inputs;
+    for (int i = 0; i < task.inputs_size(); ++i) {
+      const forge::v1::TensorSpec& spec = task.inputs(i);
+      FORGE_ASSIGN_OR_RETURN(int element_bytes, judge::ElementBytes(spec.dtype()));
+      std::vector<std::byte> storage(judge::StorageElementCount(spec) * element_bytes);
+      if (!storage.empty()) {
+        FORGE_RETURN_IF_ERROR(CopyBytes(storage.data(), reinterpret_cast<const void*>(args[i]), storage.size(),
+                                        cudaMemcpyDeviceToHost, "input"));
+      }
+      reference::HostTensor& input = inputs.emplace_back();
+      input.dtype = spec.dtype();
+      input.shape.assign(spec.shape().begin(), spec.shape().end());
+      input.strides.assign(spec.strides().begin(), spec.strides().end());
+      const int64_t count = judge::ElementCount(spec);
+      input.bytes.resize(count * element_bytes);
+      for (int64_t e = 0; e < count; ++e) {
+        std::memcpy(input.bytes.data() + e * element_bytes,
+                    storage.data() + judge::StorageOffsetOf(spec, e) * element_bytes, element_bytes);
+      }
+    }
+    FORGE_ASSIGN_OR_RETURN(std::unique_ptr<baseline::AtenBaseline> aten,
+                           baseline::AtenBaseline::Create(task, inputs));
+    FORGE_RETURN_IF_ERROR(aten->Launch(stream.handle()));
+    FORGE_ASSIGN_OR_RETURN(std::vector<reference::HostTensor> outputs, aten->Outputs());
+    if (static_cast<int>(outputs.size()) != task.outputs_size()) {
+      return absl::InternalError(absl::StrCat("the ATen baseline gave ", outputs.size(),
+                                              " outputs, the task has ", task.outputs_size()));
+    }
+    for (int o = 0; o < task.outputs_size(); ++o) {
+      const forge::v1::TensorSpec& spec = task.outputs(o);
+      const CUdeviceptr address = args[task.inputs_size() + o];
+      FORGE_ASSIGN_OR_RETURN(int element_bytes, judge::ElementBytes(spec.dtype()));
+      const int64_t count = judge::ElementCount(spec);
+      if (outputs[o].dtype != spec.dtype() ||
+          static_cast<int64_t>(outputs[o].bytes.size()) != count * element_bytes) {
+        return absl::InternalError(absl::StrCat("the ATen baseline's output ", o, " is not ",
+                                                judge::DescribeSpec(spec)));
+      }
+      // Read first so that storage the layout skips keeps what the judge put there.
+      std::vector<std::byte> storage(judge::StorageElementCount(spec) * element_bytes);
+      if (storage.empty()) continue;
+      FORGE_RETURN_IF_ERROR(CopyBytes(storage.data(), reinterpret_cast<const void*>(address), storage.size(),
+                                      cudaMemcpyDeviceToHost, "output"));
+      for (int64_t e = 0; e < count; ++e) {
+        std::memcpy(storage.data() + judge::StorageOffsetOf(spec, e) * element_bytes,
+                    outputs[o].bytes.data() + e * element_bytes, element_bytes);
+      }
+      FORGE_RETURN_IF_ERROR(CopyBytes(reinterpret_cast<void*>(address), storage.data(),
+                                      storage.size(), cudaMemcpyHostToDevice, "output"));
+    }
+    return absl::OkStatus();
+  };
+}
+
+// Why `candidate` cannot run on this GPU, or empty: a gemm_library `algo` past the end of
+// cuBLASLt's heuristic list for the call (the family's documented "unsupported there", which the
+// judge would report as a crash of the launch).
+std::string UnsupportedOnThisGpu(Context& context, const Candidate& candidate) {
+  if (!candidate.library) return "";
+  absl::StatusOr<int> algorithms = context.gemm->AlgorithmCount(candidate.library->gemm);
+  if (!algorithms.ok()) return "";  // the judged launch reports it
+  if (candidate.library->gemm.algo < *algorithms) return "";
+  return absl::StrCat("cuBLASLt offers ", *algorithms, " algorithms for ",
+                      codegen::DescribeCall(candidate.library->gemm));
+}
+
+// The judge's launch of `candidate`, whatever its family.
+absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
+                                                     const forge::v1::KernelTask& task,
+                                                     const Candidate& candidate) {
+  if (candidate.library) {
+    return library::LoadGemmLibraryCandidate(*context.device, *context.gemm, *candidate.library,
+                                             candidate.compiled.cubin);
+  }
+  if (codegen::IsAtenFallback(*candidate.kernel)) return AtenFallbackLaunch(task);
+  return judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
+}
 
 // ---- validation sweep -------------------------------------------------------------------------
 
@@ -238,33 +372,56 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
     const Problem* problem;
     std::string error;  // export / partition trouble
     std::vector<forge::v1::KernelTask> tasks;
-    std::vector<std::vector<Candidate>> candidates;  // per task
-    std::vector<std::string> not_applicable;         // per task: why the family does not apply
+    std::vector<std::vector<Candidate>> candidates;  // per task, the ATen fallback last
+    std::vector<std::string> not_applicable;  // per task: why the task's family does not apply
   };
   // Everything is generated and submitted first, so NVRTC works on all cores while judging runs.
   std::vector<Pending> pending;
   for (const Problem& problem : problems) {
     if (problem.mode != "validate" || done.count(problem.name)) continue;
     Pending entry{&problem, "", {}, {}, {}};
-    absl::StatusOr<std::vector<forge::v1::KernelTask>> tasks = GeneratedFamilyTasks(dir, problem);
+    absl::StatusOr<std::vector<forge::v1::KernelTask>> tasks = ProblemTasks(dir, problem);
     if (!tasks.ok()) {
       entry.error = tasks.status().ToString();
     } else {
       entry.tasks = *tasks;
-      if (entry.tasks.empty()) entry.error = "no POINTWISE or REDUCTION task after partitioning";
+      if (entry.tasks.empty()) entry.error = "no task after partitioning";
     }
+    const codegen::KernelFamily& aten_fallback =
+        *codegen::FindFamily(forge::v1::KERNEL_FAMILY_ATEN);
     for (size_t t = 0; t < entry.tasks.size(); ++t) {
       const forge::v1::KernelTask& task = entry.tasks[t];
+      std::vector<Candidate> candidates;
+      std::string not_applicable;
       const codegen::KernelFamily* family = codegen::FindFamily(task.family());
-      absl::Status applies = family->Applies(task);
-      absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
-          applies.ok() ? PickPoints(*family, task, kSampledPoints, std::hash<std::string>()(
-                                                                       problem.name + task.digest()))
-                       : absl::StatusOr<std::vector<codegen::SchedulePoint>>(applies);
-      entry.not_applicable.push_back(points.ok() ? "" : points.status().ToString());
-      entry.candidates.push_back(points.ok() ? GenerateAndSubmit(*family, task, *points,
-                                                                 *context.pool, arch)
-                                             : std::vector<Candidate>());
+      if (family == nullptr) {
+        not_applicable = absl::StrCat("no family for ", forge::v1::KernelFamily_Name(task.family()));
+      } else if (family != &aten_fallback) {
+        absl::Status applies = family->Applies(task);
+        absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
+            applies.ok() ? PickPoints(*family, task, kSampledPoints,
+                                      std::hash<std::string>()(problem.name + task.digest()))
+                         : absl::StatusOr<std::vector<codegen::SchedulePoint>>(applies);
+        if (points.ok()) {
+          candidates = GenerateAndSubmit(*family, task, *points, *context.pool, arch);
+        } else {
+          not_applicable = points.status().ToString();
+        }
+      }
+      // The ATen fallback applies to every well-formed task: always judged too.
+      absl::StatusOr<std::vector<codegen::SchedulePoint>> fallback_points =
+          PickPoints(aten_fallback, task, 0, 0);
+      if (fallback_points.ok()) {
+        for (Candidate& candidate :
+             GenerateAndSubmit(aten_fallback, task, *fallback_points, *context.pool, arch)) {
+          candidates.push_back(std::move(candidate));
+        }
+      } else {
+        absl::StrAppend(&not_applicable, not_applicable.empty() ? "" : "; ", "aten fallback: ",
+                        fallback_points.status().ToString());
+      }
+      entry.not_applicable.push_back(not_applicable);
+      entry.candidates.push_back(std::move(candidates));
     }
     pending.push_back(std::move(entry));
   }
@@ -285,9 +442,11 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
         if (!problem_text.empty()) {
           status = candidate.kernel.ok() ? "compile_error" : "not_generated";
           detail = problem_text;
+        } else if (std::string why = UnsupportedOnThisGpu(context, candidate); !why.empty()) {
+          status = "unsupported";
+          detail = why;
         } else if (!context_lost) {
-          absl::StatusOr<judge::CandidateLaunch> launch =
-              judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
+          absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, task, candidate);
           absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
               launch.ok() ? judge::Judge(*context.device, task, *launch, context.reference)
                           : absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>>(launch.status());
@@ -307,12 +466,17 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
           status = "skipped";
           detail = "CUDA context lost earlier in this problem";
         }
-        std::printf("%-6s %-28s %-9s %s%s%s\n", status.c_str(), problem.name.c_str(),
-                    forge::v1::KernelFamily_Name(task.family()).c_str() + 14,
-                    ParametersText(candidate.point).c_str(), detail.empty() ? "" : "  -- ",
+        const std::string family_name(candidate.family->name());
+        std::printf("%-6s %-28s %-12s %s %s%s%s\n", status.c_str(), problem.name.c_str(),
+                    family_name.c_str(), candidate.point.template_name.c_str(),
+                    ParametersText(candidate.point).c_str(),
+                    detail.empty() ? "" : "  -- ",
                     detail.substr(0, 400).c_str());
         std::fflush(stdout);
-        point_json.push_back(absl::StrCat("{\"parameters\":", ParametersJson(candidate.point),
+        point_json.push_back(absl::StrCat("{\"family\":", JsonString(family_name),
+                                          ",\"template\":",
+                                          JsonString(candidate.point.template_name),
+                                          ",\"parameters\":", ParametersJson(candidate.point),
                                           ",\"status\":", JsonString(status), ",\"detail\":",
                                           JsonString(detail), ",\"evidence\":", evidence, ",",
                                           CompileJson(candidate), "}"));
@@ -616,6 +780,13 @@ int Main(int argc, char** argv) {
   }
   context.device = std::move(*device);
   context.pool = std::move(*pool);
+  absl::StatusOr<std::unique_ptr<library::CublasLtGemm>> gemm =
+      library::CublasLtGemm::Create(*context.device);
+  if (!gemm.ok()) {
+    std::fprintf(stderr, "cuBLASLt: %s\n", gemm.status().ToString().c_str());
+    return 1;
+  }
+  context.gemm = std::move(*gemm);
   std::printf("%s: %s (%s), %d SMs\n", mode.c_str(), context.device->properties().name.c_str(),
               context.device->properties().arch().c_str(), context.device->properties().sm_count);
   return mode == "validate" ? RunValidation(context, dir, *problems, out_path)

@@ -38,7 +38,7 @@ WARMUP_REPS = 5
 @dataclasses.dataclass
 class Problem:
     name: str
-    family: str  # "pointwise" or "reduction": the family the problem exercises
+    family: str  # "pointwise", "reduction" or "gemm": the family the problem exercises
     mode: str  # "validate" or "anchor"
     forward: Callable  # the computation, on tensors
     # (make) -> example inputs; make(shape, dtype) builds one tensor, make(shape, I64, high=n)
@@ -102,6 +102,25 @@ def layer_norm(m, x):
     return F.layer_norm(x, m.weight.shape, m.weight, m.bias, 1e-5)
 
 
+def linear_weights(n, k, dtype, bias=True, extra=()):
+    """A linear layer's weight [n, k] (scaled so outputs stay O(1)), its bias [n] if `bias`, and
+    more weights of the same shape named in `extra` (SwiGLU's up projection)."""
+    def make():
+        weights = {name: torch.randn(n, k).div(k ** 0.5).to(dtype) for name in ("weight", *extra)}
+        if bias:
+            weights["bias"] = torch.randn(n).to(dtype)
+        return weights
+    return make
+
+
+def linear(m, x):
+    return F.linear(x, m.weight, getattr(m, "bias", None))
+
+
+def swiglu(m, x):
+    return F.silu(F.linear(x, m.weight)) * F.linear(x, m.up)
+
+
 def cross_entropy(**options):
     return lambda m, x, target: F.cross_entropy(x, target, **options)
 
@@ -110,7 +129,7 @@ def logits_targets(n, c, dtype):
     return lambda t: [t((n, c), dtype), t((n,), I64, high=c)]
 
 
-P, R = "pointwise", "reduction"
+P, R, G = "pointwise", "reduction", "gemm"
 PROBLEMS = [
     # ---- pointwise ----
     Problem("relu_f32_1000x1003", P, "validate", lambda m, x: torch.relu(x),
@@ -284,6 +303,64 @@ PROBLEMS = [
             logits_targets(999, 7, F32)),
     Problem("cross_entropy_ignore0_sum_bf16_129x5", R, "validate",
             cross_entropy(ignore_index=0, reduction="sum"), logits_targets(129, 5, BF16)),
+    # ---- GEMM (gemm_library family: cuBLASLt, its native epilogues, then a pointwise kernel) ----
+    Problem("linear_bias_f32_1000x999x257", G, "validate", linear,
+            lambda t: [t((1000, 257), F32)], linear_weights(999, 257, F32)),
+    Problem("linear_nobias_f32_256x512x384", G, "validate", linear,
+            lambda t: [t((256, 384), F32)], linear_weights(512, 384, F32, bias=False)),
+    Problem("linear_bias_bf16_512x1024x768", G, "validate", linear,
+            lambda t: [t((512, 768), BF16)], linear_weights(1024, 768, BF16)),
+    Problem("linear_nobias_f16_333x257x129", G, "validate", linear,
+            lambda t: [t((333, 129), F16)], linear_weights(257, 129, F16, bias=False)),
+    Problem("linear_bias_f16_3d_4x100x256x128", G, "validate", linear,
+            lambda t: [t((4, 100, 128), F16)], linear_weights(256, 128, F16)),
+    Problem("linear_relu_f32_512x512x256", G, "validate", lambda m, x: torch.relu(linear(m, x)),
+            lambda t: [t((512, 256), F32)], linear_weights(512, 256, F32)),
+    Problem("linear_relu_bf16_1000x999x257", G, "validate", lambda m, x: torch.relu(linear(m, x)),
+            lambda t: [t((1000, 257), BF16)], linear_weights(999, 257, BF16)),
+    Problem("linear_gelu_tanh_f32_256x1024x512", G, "validate",
+            lambda m, x: F.gelu(linear(m, x), approximate="tanh"),
+            lambda t: [t((256, 512), F32)], linear_weights(1024, 512, F32)),
+    Problem("linear_gelu_tanh_nobias_bf16_128x768x768", G, "validate",
+            lambda m, x: F.gelu(linear(m, x), approximate="tanh"),
+            lambda t: [t((128, 768), BF16)], linear_weights(768, 768, BF16, bias=False)),
+    Problem("linear_gelu_erf_f32_256x512x256", G, "validate", lambda m, x: F.gelu(linear(m, x)),
+            lambda t: [t((256, 256), F32)], linear_weights(512, 256, F32)),
+    Problem("linear_gelu_erf_f16_100x300x200", G, "validate", lambda m, x: F.gelu(linear(m, x)),
+            lambda t: [t((100, 200), F16)], linear_weights(300, 200, F16)),
+    Problem("linear_residual_f32_512x512x512", G, "validate", lambda m, x, r: linear(m, x) + r,
+            lambda t: [t((512, 512), F32), t((512, 512), F32)], linear_weights(512, 512, F32)),
+    Problem("linear_residual_bf16_3x100x256", G, "validate", lambda m, x, r: linear(m, x) + r,
+            lambda t: [t((3, 100, 256), BF16), t((3, 100, 256), BF16)],
+            linear_weights(256, 256, BF16)),
+    Problem("swiglu_f32_256x512x256", G, "validate", swiglu,
+            lambda t: [t((256, 256), F32)], linear_weights(512, 256, F32, False, ("up",))),
+    Problem("swiglu_bf16_128x1024x512", G, "validate", swiglu,
+            lambda t: [t((128, 512), BF16)], linear_weights(1024, 512, BF16, False, ("up",))),
+    Problem("addmm_f32_1000x999x257", G, "validate", lambda m, b, x, w: torch.addmm(b, x, w),
+            lambda t: [t((999,), F32), t((1000, 257), F32), t((257, 999), F32)]),
+    Problem("addmm_f16_64x128x96", G, "validate", lambda m, b, x, w: torch.addmm(b, x, w),
+            lambda t: [t((128,), F16), t((64, 96), F16), t((96, 128), F16)]),
+    Problem("mm_f32_1000x999x257", G, "validate", lambda m, x, w: x @ w,
+            lambda t: [t((1000, 257), F32), t((257, 999), F32)]),
+    Problem("mm_bf16_512x512x512", G, "validate", lambda m, x, w: torch.mm(x, w),
+            lambda t: [t((512, 512), BF16), t((512, 512), BF16)]),
+    Problem("bmm_f32_8x128x96x64", G, "validate", lambda m, x, w: torch.bmm(x, w),
+            lambda t: [t((8, 128, 64), F32), t((8, 64, 96), F32)]),
+    Problem("bmm_bf16_4x257x129x65", G, "validate", lambda m, x, w: torch.bmm(x, w),
+            lambda t: [t((4, 257, 65), BF16), t((4, 65, 129), BF16)]),
+    Problem("matmul_3d2d_f32_4x100x128x256", G, "validate", lambda m, x, w: torch.matmul(x, w),
+            lambda t: [t((4, 100, 256), F32), t((256, 128), F32)]),
+    Problem("linear_m1_f32_1x1024x512", G, "validate", linear,
+            lambda t: [t((1, 512), F32)], linear_weights(1024, 512, F32)),
+    Problem("mm_k1_f32_333x257x1", G, "validate", lambda m, x, w: x @ w,
+            lambda t: [t((333, 1), F32), t((1, 257), F32)]),
+    Problem("mm_transposed_a_f32_1000x999x257", G, "validate", lambda m, x, w: x.t() @ w,
+            lambda t: [t((257, 1000), F32), t((257, 999), F32)]),
+    Problem("mm_transposed_b_bf16_300x200x128", G, "validate", lambda m, x, w: x @ w.t(),
+            lambda t: [t((300, 128), BF16), t((200, 128), BF16)]),
+    Problem("mm_transposed_input_f16_256x384x192", G, "validate", lambda m, x, w: x @ w,
+            lambda t: [t((192, 256), F16).t(), t((192, 384), F16)]),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -395,6 +472,7 @@ def report(out_dir: pathlib.Path) -> None:
              "| problem | family | tasks | points | pass | fail | other | first failure |",
              "|---|---|---|---|---|---|---|---|"]
     totals = {"pass": 0, "fail": 0, "other": 0}
+    by_family = {}  # the candidate's family (the ATen fallback apart) -> counts
     for record in validate:
         counts = {"pass": 0, "fail": 0, "other": 0}
         first = record.get("error", "")
@@ -405,6 +483,10 @@ def report(out_dir: pathlib.Path) -> None:
             for point in task["points"]:
                 key = point["status"] if point["status"] in ("pass", "fail") else "other"
                 counts[key] += 1
+                family = by_family.setdefault(point.get("family", record["family"]),
+                                              {"pass": 0, "fail": 0, "other": 0, "tasks": set()})
+                family[key] += 1
+                family["tasks"].add(task["digest"])
                 if key != "pass" and not first:
                     first = f"{point['status']}: {point['detail']}"
         for key in totals:
@@ -414,7 +496,11 @@ def report(out_dir: pathlib.Path) -> None:
                      f"{sum(counts.values())} | {counts['pass']} | {counts['fail']} | "
                      f"{counts['other']} | {first} |")
     lines += ["", f"Totals: {totals['pass']} pass, {totals['fail']} fail, "
-              f"{totals['other']} other (compile error, judge error, not applicable).", ""]
+              f"{totals['other']} other (compile error, judge error, unsupported, "
+              "not applicable).", ""]
+    lines += ["| candidate family | tasks | pass | fail | other |", "|---|---|---|---|---|"]
+    lines += [f"| {name} | {len(c['tasks'])} | {c['pass']} | {c['fail']} | {c['other']} |"
+              for name, c in sorted(by_family.items())] + [""]
     lines += ["## Anchors", "",
               "| problem | forge ms | eager ms | torch.compile ms | floor ms (table / measured bw) "
               "| % of floor | vs eager | vs compile | best point |",
@@ -446,7 +532,11 @@ def report(out_dir: pathlib.Path) -> None:
     table = "\n".join(lines) + "\n"
     (out_dir / "table.md").write_text(table)
     (out_dir / "summary.json").write_text(json.dumps(
-        {"validation_totals": totals, "anchors": summary_anchors,
+        {"validation_totals": totals,
+         "validation_by_family": {name: {key: len(value) if key == "tasks" else value
+                                         for key, value in c.items()}
+                                  for name, c in by_family.items()},
+         "anchors": summary_anchors,
          "device": base.get("device"), "torch": base.get("torch")}, indent=1))
     print(table)
 
