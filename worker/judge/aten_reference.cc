@@ -41,16 +41,15 @@ absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tenso
   return values;
 }
 
-}  // namespace
-
-ReferenceFn AtenFloat64Reference() {
-  return [](const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)
+// The task's group through the interpreter at `precision`, each output decoded to doubles.
+ReferenceRun AtenReferenceAt(reference::Precision precision) {
+  return [precision](const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)
              -> absl::StatusOr<std::vector<std::vector<double>>> {
     std::vector<reference::HostTensor> converted;
     converted.reserve(inputs.size());
     for (const HostTensor& input : inputs) converted.push_back(ToReference(input));
     absl::StatusOr<std::vector<reference::HostTensor>> outputs =
-        reference::RunTaskGroup(task, converted, reference::Precision::kFloat64);
+        reference::RunTaskGroup(task, converted, precision);
     if (!outputs.ok()) return outputs.status();
     std::vector<std::vector<double>> values;
     for (size_t o = 0; o < outputs->size(); ++o) {
@@ -60,6 +59,13 @@ ReferenceFn AtenFloat64Reference() {
     }
     return values;
   };
+}
+
+}  // namespace
+
+ReferenceFn AtenFloat64Reference() {
+  return ReferenceFn(AtenReferenceAt(reference::Precision::kFloat64),
+                     AtenReferenceAt(reference::Precision::kNative));
 }
 
 }  // namespace forge::judge

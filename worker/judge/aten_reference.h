@@ -8,8 +8,10 @@
 
 namespace forge::judge {
 
-// A ReferenceFn over compiler/reference's RunTaskGroup in Precision::kFloat64. Inputs keep the
-// values the candidate got (rounded to their dtypes) and their strides.
+// A ReferenceFn over compiler/reference's RunTaskGroup in Precision::kFloat64, with the same run in
+// Precision::kNative as its native reference (eager's own rounding, which widens the judge's
+// tolerance for reduced-precision tasks). Inputs keep the values the candidate got (rounded to
+// their dtypes) and their strides.
 ReferenceFn AtenFloat64Reference();
 
 }  // namespace forge::judge

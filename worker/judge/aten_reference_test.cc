@@ -55,6 +55,25 @@ TEST(AtenFloat64ReferenceTest, RunsTheGroupInFloat64OnTheJudgesInputs) {
   }
 }
 
+TEST(AtenFloat64ReferenceTest, RunsTheGroupInTheTasksDtypesAsItsNativeReference) {
+  forge::v1::KernelTask task;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &task));
+  std::vector<HostTensor> inputs;
+  for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 0, i, 11));
+  const ReferenceFn reference = AtenFloat64Reference();
+  ASSERT_NE(reference.native(), nullptr);
+  auto outputs = reference.native()(task, inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ(outputs->size(), 1u);
+  ASSERT_EQ((*outputs)[0].size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    // As eager computes it: in float32.
+    const float expected = static_cast<float>(inputs[0].Get(i)) +
+                           2.0f * static_cast<float>(inputs[1].Get(i));
+    EXPECT_EQ((*outputs)[0][i], static_cast<double>(expected)) << i;
+  }
+}
+
 TEST(AtenFloat64ReferenceTest, ReportsInterpreterErrors) {
   forge::v1::KernelTask task;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &task));

@@ -25,8 +25,18 @@ double Mean(absl::Span<const double> values) {
   return sum / static_cast<double>(values.size());
 }
 
+double Bound(double reference, const Tolerances& tolerances) {
+  return tolerances.atol + tolerances.rtol * std::fabs(reference);
+}
+
 bool WithinTolerance(double candidate, double reference, const Tolerances& tolerances) {
-  return std::fabs(candidate - reference) <= tolerances.atol + tolerances.rtol * std::fabs(reference);
+  return std::fabs(candidate - reference) <= Bound(reference, tolerances);
+}
+
+// Twice eager's own error at one element, the allowance a candidate gets on top of the tolerance.
+double EagerAllowance(absl::Span<const double> native_reference, int64_t index, double reference) {
+  if (native_reference.empty() || !std::isfinite(native_reference[index])) return 0;
+  return 2 * std::fabs(native_reference[index] - reference);
 }
 
 }  // namespace
@@ -79,8 +89,38 @@ bool IsPoison(DType dtype, const std::byte* element) {
   return true;
 }
 
+double RelativeNormError(absl::Span<const double> values, absl::Span<const double> reference) {
+  double error_squared = 0;
+  double reference_squared = 0;
+  for (size_t i = 0; i < values.size() && i < reference.size(); ++i) {
+    if (!std::isfinite(values[i]) || !std::isfinite(reference[i])) continue;
+    error_squared += (values[i] - reference[i]) * (values[i] - reference[i]);
+    reference_squared += reference[i] * reference[i];
+  }
+  return reference_squared > 0 ? std::sqrt(error_squared / reference_squared) : 0;
+}
+
+void EagerError::Add(absl::Span<const double> native_reference,
+                     absl::Span<const double> reference) {
+  for (size_t i = 0; i < native_reference.size() && i < reference.size(); ++i) {
+    if (std::isfinite(native_reference[i]) && std::isfinite(reference[i])) {
+      max_abs = std::max(max_abs, std::fabs(native_reference[i] - reference[i]));
+    }
+  }
+  rel_norm = std::max(rel_norm, RelativeNormError(native_reference, reference));
+}
+
+std::string EagerError::Note() const {
+  if (max_abs == 0) return "";
+  return absl::StrFormat(
+      "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max %.3g, "
+      "relative norm %.3g",
+      max_abs, rel_norm);
+}
+
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
-                               const Tolerances& tolerances) {
+                               const Tolerances& tolerances,
+                               absl::Span<const double> native_reference) {
   OutputComparison result;
   const DType dtype = candidate.spec.dtype();
   const int element_bytes = *ElementBytes(dtype);
@@ -93,6 +133,16 @@ OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const dou
                                   DescribeSpec(candidate.spec), " has ", count);
     return result;
   }
+  if (!native_reference.empty() && native_reference.size() != reference.size()) {
+    result.passed = false;
+    result.failure = absl::StrCat("native reference has ", native_reference.size(),
+                                  " elements, the float64 reference ", reference.size());
+    return result;
+  }
+  const double rel_norm_bound =
+      native_reference.empty()
+          ? tolerances.rel_norm
+          : std::max(tolerances.rel_norm, 2 * RelativeNormError(native_reference, reference));
 
   std::optional<int64_t> first_unwritten;
   std::optional<int64_t> first_mismatch;
@@ -129,7 +179,7 @@ OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const dou
     if (want != 0) result.max_rel_error = std::max(result.max_rel_error, difference / std::fabs(want));
     error_norm_squared += difference * difference;
     reference_norm_squared += want * want;
-    if (!WithinTolerance(got, want, tolerances)) {
+    if (difference > Bound(want, tolerances) + EagerAllowance(native_reference, i, want)) {
       ++result.mismatches;
       if (!first_mismatch) first_mismatch = i;
     }
@@ -151,19 +201,24 @@ OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const dou
     const int64_t i = *first_mismatch;
     const double got = candidate.Get(i);
     const double want = reference[i];
+    const std::string widening =
+        native_reference.empty()
+            ? ""
+            : absl::StrFormat(" + 2 * eager's error %.3g (native %.9g)",
+                              std::fabs(native_reference[i] - want), native_reference[i]);
     result.passed = false;
     result.failed_index = i;
     result.failure = absl::StrFormat(
         "%s: candidate %.9g, reference %.9g, |difference| %.3g exceeds atol %g + rtol %g * "
-        "|reference|; %d of %d elements outside the tolerance",
-        where(i), got, want, std::fabs(got - want), tolerances.atol, tolerances.rtol,
+        "|reference|%s; %d of %d elements outside the tolerance",
+        where(i), got, want, std::fabs(got - want), tolerances.atol, tolerances.rtol, widening,
         result.mismatches, count);
-  } else if (result.rel_norm_error > tolerances.rel_norm) {
+  } else if (result.rel_norm_error > rel_norm_bound) {
     result.passed = false;
     result.failure = absl::StrFormat(
         "relative-norm error ||candidate - reference|| / ||reference|| = %.3g exceeds %g, though "
         "every element is within atol %g + rtol %g * |reference|",
-        result.rel_norm_error, tolerances.rel_norm, tolerances.atol, tolerances.rtol);
+        result.rel_norm_error, rel_norm_bound, tolerances.atol, tolerances.rtol);
   }
   return result;
 }

@@ -165,6 +165,100 @@ TEST(CompareOutputTest, LowPrecisionRoundingIsWithinTolerance) {
   EXPECT_FALSE(strict.passed);
 }
 
+// A bfloat16 sum whose terms nearly cancel (linear -> add residual): eager rounds the product to
+// bfloat16 before adding and misses the float64 value by ~0.0147, more than bfloat16's tolerance.
+struct Cancellation {
+  std::vector<double> reference;  // float64
+  std::vector<double> native;     // eager's, in bfloat16
+};
+Cancellation CancellingSum() {
+  Cancellation sums;
+  for (int64_t i = 0; i < kRows * kColumns; ++i) {
+    const double exact = 0.0164 + 0.001 * i;
+    const double eager_error = (i % 2 == 0 ? 1 : -1) * 0.0147;
+    sums.reference.push_back(exact);
+    sums.native.push_back(RoundToDType(forge::v1::DTYPE_BFLOAT16, exact + eager_error));
+  }
+  return sums;
+}
+
+TEST(CompareOutputTest, EagersOwnErrorWidensTheTolerance) {
+  const Cancellation sums = CancellingSum();
+  const Tolerances tolerances = DefaultTolerances(forge::v1::DTYPE_BFLOAT16);
+  const HostTensor eager = Candidate(forge::v1::DTYPE_BFLOAT16, sums.native);
+  // Against float64 alone, eager's own result fails.
+  EXPECT_FALSE(CompareOutput(eager, sums.reference, tolerances).passed);
+  OutputComparison widened = CompareOutput(eager, sums.reference, tolerances, sums.native);
+  EXPECT_TRUE(widened.passed) << widened.failure;
+  EXPECT_GT(widened.max_abs_error, tolerances.atol + tolerances.rtol * 0.06);
+  // So does a candidate whose error is up to twice eager's.
+  std::vector<double> twice = sums.native;
+  for (size_t i = 0; i < twice.size(); ++i) twice[i] += 0.9 * (sums.native[i] - sums.reference[i]);
+  OutputComparison within =
+      CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, twice), sums.reference, tolerances,
+                    sums.native);
+  EXPECT_TRUE(within.passed) << within.failure;
+}
+
+TEST(CompareOutputTest, ErrorBeyondTwiceEagersStillFails) {
+  const Cancellation sums = CancellingSum();
+  const Tolerances tolerances = DefaultTolerances(forge::v1::DTYPE_BFLOAT16);
+  // native + 3 * (native - float64) + the base tolerance: 4x eager's error plus the tolerance,
+  // against an allowance of 2x plus the tolerance.
+  std::vector<double> worse = sums.native;
+  for (size_t i = 0; i < worse.size(); ++i) {
+    const double eager_error = sums.native[i] - sums.reference[i];
+    const double base = tolerances.atol + tolerances.rtol * std::fabs(sums.reference[i]);
+    worse[i] += 3 * eager_error + std::copysign(base, eager_error);
+  }
+  OutputComparison result = CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, worse),
+                                          sums.reference, tolerances, sums.native);
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.mismatches, kRows * kColumns);
+  EXPECT_EQ(result.failed_index, 0);
+  EXPECT_TRUE(absl::StrContains(result.failure, "2 * eager's error")) << result.failure;
+}
+
+TEST(CompareOutputTest, WidenedNormBoundIsTwiceEagersRelativeNormError) {
+  // Every element within its widened bound, yet the norm beyond both bounds: each element errs by
+  // the whole allowance where eager's error is tiny relative to the values.
+  std::vector<double> reference = Reference();
+  std::vector<double> native = reference;
+  native[0] += 0.1;  // eager errs at one element only
+  const Tolerances tolerances{0.05, 0.05, 0.01};
+  std::vector<double> candidate = reference;
+  for (size_t i = 0; i < candidate.size(); ++i) {
+    candidate[i] += 0.9 * (tolerances.atol + tolerances.rtol * std::fabs(reference[i]));
+  }
+  const double eager_norm = RelativeNormError(native, reference);
+  ASSERT_LT(2 * eager_norm, 0.04);
+  OutputComparison result = CompareOutput(Candidate(forge::v1::DTYPE_FLOAT32, candidate),
+                                          reference, tolerances, native);
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.mismatches, 0);
+  EXPECT_GT(result.rel_norm_error, 2 * eager_norm);
+  EXPECT_TRUE(absl::StrContains(result.failure, "relative-norm error")) << result.failure;
+  // Where eager's relative norm error is larger, the same candidate passes.
+  for (double& value : native) value *= 1.1;
+  OutputComparison widened = CompareOutput(Candidate(forge::v1::DTYPE_FLOAT32, candidate),
+                                           reference, tolerances, native);
+  EXPECT_TRUE(widened.passed) << widened.failure;
+}
+
+TEST(EagerErrorTest, NoteNamesTheWidening) {
+  const Cancellation sums = CancellingSum();
+  EagerError error;
+  EXPECT_EQ(error.Note(), "");
+  error.Add(sums.reference, sums.reference);
+  EXPECT_EQ(error.Note(), "");  // eager matched float64: nothing widened
+  error.Add(sums.native, sums.reference);
+  EXPECT_NEAR(error.max_abs, 0.0147, 1e-3);
+  EXPECT_NEAR(error.rel_norm, RelativeNormError(sums.native, sums.reference), 1e-12);
+  EXPECT_TRUE(absl::StrContains(error.Note(), "tolerance widened by eager's own error"))
+      << error.Note();
+  EXPECT_TRUE(absl::StrContains(error.Note(), "max 0.01")) << error.Note();
+}
+
 TEST(CompareOutputTest, ReportsTheFirstMismatchAndCountsAll) {
   std::vector<double> reference = Reference();
   std::vector<double> values = reference;

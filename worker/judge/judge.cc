@@ -61,6 +61,24 @@ std::vector<double> Difference(absl::Span<const double> a, absl::Span<const doub
   return difference;
 }
 
+bool IsReducedPrecisionFloat(forge::v1::DType dtype) {
+  return dtype == forge::v1::DTYPE_FLOAT16 || dtype == forge::v1::DTYPE_BFLOAT16 ||
+         dtype == forge::v1::DTYPE_FLOAT8_E4M3FN || dtype == forge::v1::DTYPE_FLOAT8_E5M2;
+}
+
+// Whether eager rounds anything below float32: an input, an output or an intermediate value.
+bool HasReducedPrecisionFloat(const KernelTask& task) {
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      if (IsReducedPrecisionFloat(spec.dtype())) return true;
+    }
+  }
+  for (const forge::v1::Value& value : task.group().values()) {
+    if (IsReducedPrecisionFloat(value.tensor().dtype())) return true;
+  }
+  return false;
+}
+
 FailureReason ReasonForCudaError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kResourceExhausted
              ? forge::v1::FAILURE_REASON_RESOURCE_LIMIT
@@ -131,12 +149,19 @@ class JudgeRunner {
                                         "): integers in [0, 16), its use not recognized"));
       }
     }
+    widen_by_eager_ = reference_.native() != nullptr && HasReducedPrecisionFloat(task_);
+    eager_errors_.assign(task_.outputs_size(), EagerError{});
     FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_.CreateStream());
     stream_.emplace(std::move(stream));
     for (int draw = 0; draw < options_.draws; ++draw) {
       evidence.set_draws(draw + 1);
       FORGE_RETURN_IF_ERROR(RunDraw(draw));
       if (!evidence.passed()) break;
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (std::string note = eager_errors_[o].Note(); !note.empty()) {
+        evidence.add_notes(absl::StrCat(OutputName(o), ": ", note));
+      }
     }
     return std::move(result_);
   }
@@ -253,14 +278,18 @@ class JudgeRunner {
 
     // The reference second.
     FORGE_ASSIGN_OR_RETURN(std::vector<std::vector<double>> references, Reference(inputs));
+    std::vector<std::vector<double>> natives = NativeReference(inputs);
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o], references[o]));
+      FORGE_RETURN_IF_ERROR(CompareDraw(
+          draw, o, outputs[o], references[o],
+          natives.empty() ? absl::Span<const double>() : absl::Span<const double>(natives[o])));
       if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
     }
 
     // The last passing draw stays for the timer and the re-check.
     run.inputs_ = std::move(inputs);
     run.references_ = std::move(references);
+    run.native_references_ = std::move(natives);
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
@@ -308,11 +337,38 @@ class JudgeRunner {
     return references;
   }
 
+  // Eager's outputs for the widened tolerance; empty when the task is not widened. A native run
+  // that fails (e.g. an op ATen's CPU lacks in float8) only leaves the tolerance as it is.
+  std::vector<std::vector<double>> NativeReference(const std::vector<HostTensor>& inputs) {
+    if (!widen_by_eager_) return {};
+    absl::StatusOr<std::vector<std::vector<double>>> natives = reference_.native()(task_, inputs);
+    std::string problem;
+    if (!natives.ok()) {
+      problem = std::string(natives.status().message());
+    } else if (static_cast<int>(natives->size()) != task_.outputs_size()) {
+      problem = absl::StrCat("it gave ", natives->size(), " outputs, the task has ",
+                             task_.outputs_size());
+    } else {
+      for (int o = 0; o < task_.outputs_size() && problem.empty(); ++o) {
+        if (static_cast<int64_t>((*natives)[o].size()) != ElementCount(task_.outputs(o))) {
+          problem = absl::StrCat("it gave ", (*natives)[o].size(), " elements for ", OutputName(o));
+        }
+      }
+    }
+    if (problem.empty()) return *std::move(natives);
+    widen_by_eager_ = false;
+    result_->verdict_.evidence.add_notes(absl::StrCat(
+        "native-precision reference unavailable, tolerance not widened: ", problem));
+    return {};
+  }
+
   absl::Status CompareDraw(int draw, int o, const HostTensor& output,
-                           const std::vector<double>& reference) {
+                           const std::vector<double>& reference,
+                           absl::Span<const double> native_reference) {
     forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
     const Tolerances tolerances = ToleranceFor(o);
-    OutputComparison comparison = CompareOutput(output, reference, tolerances);
+    eager_errors_[o].Add(native_reference, reference);
+    OutputComparison comparison = CompareOutput(output, reference, tolerances, native_reference);
     if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
@@ -394,6 +450,9 @@ class JudgeRunner {
   std::vector<std::vector<double>> first_candidates_;
   std::vector<std::vector<double>> first_references_;
   absl::flat_hash_set<int> flagged_across_draws_;
+  // Whether eager's own error widens the tolerance (a native reference and reduced precision).
+  bool widen_by_eager_ = false;
+  std::vector<EagerError> eager_errors_;  // by output, over draws
 };
 
 absl::StatusOr<std::unique_ptr<JudgedCandidate>> Judge(const gpu::Device& device,
@@ -448,7 +507,10 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.storage.data(), output.storage.size()));
     const Tolerances tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
-    OutputComparison comparison = CompareOutput(output, references_[o], tolerances);
+    OutputComparison comparison = CompareOutput(
+        output, references_[o], tolerances,
+        native_references_.empty() ? absl::Span<const double>()
+                                   : absl::Span<const double>(native_references_[o]));
     if (!comparison.passed) {
       return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
                                            : forge::v1::FAILURE_REASON_WRONG_RESULT,

@@ -6,8 +6,10 @@
 //     outputs are read once ordered on the launch stream and once after synchronizing every
 //     stream: a difference means the candidate left work running outside its stream;
 //   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
-//   - per-dtype tolerances and a relative-norm bound; an output whose reference is near constant,
-//     within itself or across draws, is flagged and the candidate must reproduce its variation;
+//   - per-dtype tolerances and a relative-norm bound, widened by twice eager's own error for tasks
+//     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn); an
+//     output whose reference is near constant, within itself or across draws, is flagged and the
+//     candidate must reproduce its variation;
 //   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
 //     (ReverificationReasons).
@@ -20,6 +22,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,11 +39,40 @@
 
 namespace forge::judge {
 
-// The task's ops in float64 on the CPU (compiler/reference's interpreter in production; a
-// hand-written function in tests): given the inputs the candidate got, one row-major float64
-// vector per task output, in KernelTask.outputs order.
-using ReferenceFn = std::function<absl::StatusOr<std::vector<std::vector<double>>>(
+// One run of the task's ops on the CPU: given the inputs the candidate got, one row-major vector
+// per task output, in KernelTask.outputs order.
+using ReferenceRun = std::function<absl::StatusOr<std::vector<std::vector<double>>>(
     const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)>;
+
+// The judge's reference: the task's ops in float64 (compiler/reference's interpreter in
+// production; a hand-written function in tests), and optionally the same ops in the task's own
+// dtypes, as eager runs them. With the latter, tasks with bfloat16/float16/float8 tensors get
+// their tolerance widened by twice eager's own error (see CompareOutput), so that a candidate as
+// accurate as eager passes where rounded intermediates cancel.
+class ReferenceFn {
+ public:
+  ReferenceFn() = default;
+  // The float64 reference alone: tolerances are never widened. Implicit, so that a lambda is a
+  // ReferenceFn.
+  template <typename Float64,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<Float64>, ReferenceFn> &&
+                                        std::is_constructible_v<ReferenceRun, Float64>>>
+  ReferenceFn(Float64&& float64) : float64_(std::forward<Float64>(float64)) {}
+  ReferenceFn(ReferenceRun float64, ReferenceRun native)
+      : float64_(std::move(float64)), native_(std::move(native)) {}
+
+  // The float64 reference.
+  absl::StatusOr<std::vector<std::vector<double>>> operator()(
+      const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) const {
+    return float64_(task, inputs);
+  }
+  // The native-precision reference; empty when the reference has none.
+  const ReferenceRun& native() const { return native_; }
+
+ private:
+  ReferenceRun float64_;
+  ReferenceRun native_;
+};
 
 // Enqueues one run of the candidate on `stream`. `args` holds the device address of each task
 // input, then of each task output (the generated-kernel ABI).
@@ -101,6 +134,7 @@ class JudgedCandidate {
   std::optional<Tolerances> tolerances_override_;
   std::vector<HostTensor> inputs_;                  // the last draw's
   std::vector<std::vector<double>> references_;     // its reference outputs
+  std::vector<std::vector<double>> native_references_;  // and eager's; empty when not widened
   std::vector<gpu::DeviceBuffer> input_buffers_;
   std::vector<gpu::DeviceBuffer> output_buffers_;
   std::vector<CUdeviceptr> args_;
