@@ -60,18 +60,6 @@ MathMode ModeOf(const KernelTask& task) {
   }
 }
 
-// The ops of a group without its views, "+"-joined; the views when that is all there is.
-std::string OpSummary(const forge::v1::Graph& group) {
-  std::vector<std::string> compute;
-  std::vector<std::string> all;
-  for (const auto& node : group.nodes()) {
-    const std::string op(absl::StripPrefix(node.op(), "aten::"));
-    if (graph::ClassifyNode(node) != graph::OpClass::kView) compute.push_back(op);
-    all.push_back(op);
-  }
-  return absl::StrJoin(compute.empty() ? all : compute, "+");
-}
-
 std::string JsonTensors(const google::protobuf::RepeatedPtrField<TensorSpec>& specs) {
   std::vector<std::string> items;
   for (const TensorSpec& spec : specs) {
@@ -123,6 +111,17 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
 }
 
 }  // namespace
+
+std::string OpSummary(const forge::v1::Graph& group) {
+  std::vector<std::string> compute;
+  std::vector<std::string> all;
+  for (const auto& node : group.nodes()) {
+    const std::string op(absl::StripPrefix(node.op(), "aten::"));
+    if (graph::ClassifyNode(node) != graph::OpClass::kView) compute.push_back(op);
+    all.push_back(op);
+  }
+  return absl::StrJoin(compute.empty() ? all : compute, "+");
+}
 
 absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path) {
   std::ifstream file{std::string(path), std::ios::binary};

@@ -21,6 +21,10 @@ struct InspectOptions {
 // importer's errors for a bad archive. Messages name the path.
 absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path);
 
+// The ops of a task's group without its views, "+"-joined ("linear+gelu"); the views when that is
+// all there is.
+std::string OpSummary(const forge::v1::Graph& group);
+
 // Partitions `graph` and renders the task list: per task the short digest (12 hex), family, ops,
 // input and output shapes, GFLOP, MB, roofline floor on the GPU and occurrences, then totals.
 // The floor uses tensor-core rates for GEMM, convolution and attention tasks in bf16/fp16/fp8,

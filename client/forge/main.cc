@@ -1,12 +1,15 @@
 // forge: the command-line client. Subcommands live in one table; each parses its own arguments.
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "client/forge/inspect.h"
+#include "client/forge/predict.h"
 
 namespace {
 
@@ -25,43 +28,90 @@ constexpr char kInspectHelp[] =
     "  --gpu NAME  GPU for the roofline floor (default h200): a100, h100, h200, l40s, rtx4090, b200\n"
     "  --json      print JSON instead of a table\n";
 
-int RunInspect(const std::vector<std::string>& args) {
-  forge::client::InspectOptions options;
+constexpr char kPredictHelp[] =
+    "usage: forge predict MODEL [--gpu NAME] [--json]\n"
+    "\n"
+    "Partitions a model into kernel tasks; for each task generates the default kernel of every\n"
+    "applicable family, compiles it with NVRTC for the GPU's architecture and PREDICTS its time\n"
+    "with the emulated backend's performance model. No GPU is used: every time is predicted.\n"
+    "Prints per kernel: predicted us, roofline floor, % of floor, registers/spill bytes; then the\n"
+    "best predicted time per task summed over the model against the floors.\n"
+    "\n"
+    "  --gpu NAME  GPU to predict for (default h200): a100, h100, h200, l40s, rtx4090, b200\n"
+    "  --json      print JSON instead of a table\n";
+
+// What inspect and predict both take: MODEL [--gpu NAME] [--json].
+struct ModelArgs {
   std::string path;
+  std::string gpu = "h200";
+  bool json = false;
+};
+
+// Parses `args` into `parsed`; returns an exit code when the command is done (help or a usage
+// error), nullopt when it should run.
+std::optional<int> ParseModelArgs(absl::string_view command, const char* help,
+                                  const std::vector<std::string>& args, ModelArgs& parsed) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
-      std::cout << kInspectHelp;
+      std::cout << help;
       return kExitOk;
     } else if (arg == "--json") {
-      options.json = true;
+      parsed.json = true;
     } else if (arg == "--gpu" && i + 1 < args.size()) {
-      options.gpu = args[++i];
+      parsed.gpu = args[++i];
     } else if (arg.rfind("--gpu=", 0) == 0) {
-      options.gpu = arg.substr(6);
-    } else if (!arg.empty() && arg[0] != '-' && path.empty()) {
-      path = arg;
+      parsed.gpu = arg.substr(6);
+    } else if (!arg.empty() && arg[0] != '-' && parsed.path.empty()) {
+      parsed.path = arg;
     } else {
-      std::cerr << "forge inspect: unexpected argument '" << arg << "'\n" << kInspectHelp;
+      std::cerr << "forge " << command << ": unexpected argument '" << arg << "'\n" << help;
       return kExitUsage;
     }
   }
-  if (path.empty()) {
-    std::cerr << "forge inspect: missing MODEL\n" << kInspectHelp;
+  if (parsed.path.empty()) {
+    std::cerr << "forge " << command << ": missing MODEL\n" << help;
     return kExitUsage;
   }
-  absl::StatusOr<forge::v1::Graph> graph = forge::client::ReadModelFile(path);
+  return std::nullopt;
+}
+
+// Parses, reads the model and prints what `render` makes of it.
+int RunModelCommand(
+    absl::string_view command, const char* help, const std::vector<std::string>& args,
+    const std::function<absl::StatusOr<std::string>(const forge::v1::Graph&, const ModelArgs&)>&
+        render) {
+  ModelArgs parsed;
+  if (std::optional<int> done = ParseModelArgs(command, help, args, parsed)) return *done;
+  absl::StatusOr<forge::v1::Graph> graph = forge::client::ReadModelFile(parsed.path);
   if (!graph.ok()) {
-    std::cerr << "forge inspect: " << graph.status().message() << "\n";
+    std::cerr << "forge " << command << ": " << graph.status().message() << "\n";
     return kExitFailed;
   }
-  absl::StatusOr<std::string> report = forge::client::InspectGraph(*graph, options);
+  absl::StatusOr<std::string> report = render(*graph, parsed);
   if (!report.ok()) {
-    std::cerr << "forge inspect: " << path << ": " << report.status().message() << "\n";
+    std::cerr << "forge " << command << ": " << parsed.path << ": " << report.status().message()
+              << "\n";
     return kExitFailed;
   }
   std::cout << *report;
   return kExitOk;
+}
+
+int RunInspect(const std::vector<std::string>& args) {
+  return RunModelCommand("inspect", kInspectHelp, args,
+                         [](const forge::v1::Graph& graph, const ModelArgs& parsed) {
+                           return forge::client::InspectGraph(
+                               graph, forge::client::InspectOptions{parsed.gpu, parsed.json});
+                         });
+}
+
+int RunPredict(const std::vector<std::string>& args) {
+  return RunModelCommand("predict", kPredictHelp, args,
+                         [](const forge::v1::Graph& graph, const ModelArgs& parsed) {
+                           return forge::client::PredictGraph(
+                               graph, forge::client::PredictOptions{parsed.gpu, parsed.json});
+                         });
 }
 
 struct Subcommand {
@@ -73,6 +123,8 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"inspect", "partition a model graph and show its kernel tasks and roofline floors",
      RunInspect},
+    {"predict", "compile each task's default kernels and PREDICT their times (emulated, no GPU)",
+     RunPredict},
 };
 
 std::string Help() {
