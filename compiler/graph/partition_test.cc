@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fixtures/test_models.h"
 
 namespace forge::graph {
 namespace {
@@ -326,9 +327,7 @@ std::map<std::string, int> InstancesPerFamily(const PartitionResult& result) {
 }
 
 TEST(PartitionModelsTest, EveryModelPartitionsCoveringEachNodeOnce) {
-  for (const char* name : {"mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack",
-                           "conv_bn_relu", "softmax", "layer_norm_gelu", "mixed_precision_softmax",
-                           "cross_entropy", "resnet18"}) {
+  for (const std::string& name : forge::testing::kTestModelNames) {
     SCOPED_TRACE(name);
     const Graph graph = LoadModel(name);
     ASSERT_GT(graph.nodes_size(), 0);
@@ -346,7 +345,7 @@ TEST(PartitionModelsTest, LlamaBlockTasks) {
   for (const std::string& row : Summary(result)) {
     if (row.starts_with("REDUCTION")) EXPECT_EQ(row, "REDUCTION: pow+mean+add+rsqrt+mul+mul");
   }
-  EXPECT_THAT(Summary(result), testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
+  EXPECT_THAT(Summary(result), ::testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
 }
 
 TEST(PartitionModelsTest, LlamaStackCollapsesToTheBlocksTasks) {

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/fixtures/test_models.h"
 
 namespace forge {
 namespace {
@@ -199,10 +200,7 @@ TEST_P(ImportMatchesPythonExport, SameGraphAndBlobs) {
 }
 
 // python/tests/models.py, as tests/fixtures/make_models.py names them.
-const auto kTestModels =
-    ::testing::Values("mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack", "conv_bn_relu",
-                      "softmax", "layer_norm_gelu", "mixed_precision_softmax", "cross_entropy",
-                      "resnet18");
+const auto kTestModels = ::testing::ValuesIn(forge::testing::kTestModelNames);
 INSTANTIATE_TEST_SUITE_P(TestModels, ImportMatchesPythonExport, kTestModels);
 
 const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::string& value_name) {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fixtures/test_models.h"
 
 namespace forge::reference {
 namespace {
@@ -167,9 +168,7 @@ TEST_P(ExportedModelTest, Float64MatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, ExportedModelTest,
-                         ::testing::Values("mlp", "linear_mul_leaky_relu", "llama_block", "llama_stack",
-                                           "conv_bn_relu", "softmax", "layer_norm_gelu",
-                                           "mixed_precision_softmax", "cross_entropy", "resnet18"),
+                         ::testing::ValuesIn(forge::testing::kTestModelNames),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 absl::flat_hash_map<std::string, std::string> BlobsInMemory(const std::filesystem::path& dir) {

@@ -97,3 +97,12 @@ class DataDependentBranch(torch.nn.Module):
 def test_untraceable_control_flow_is_a_clear_error():
     with pytest.raises(forge.ExportError, match="torch.export failed for DataDependentBranch"):
         forge.export(DataDependentBranch(), (torch.randn(4),))
+
+
+def test_cpp_model_list_matches_the_exported_models():
+    import pathlib
+    import re
+
+    header = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "test_models.h"
+    body = header.read_text().split("kTestModelNames", 1)[1]
+    assert re.findall(r'"([a-z0-9_]+)"', body) == [name for name, _, _ in MODELS]

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status/status_macros.h"
 #include "worker/gpu/device.h"
+#include "worker/timer/cupti_status.h"
 
 namespace forge::timer {
 namespace {
@@ -27,15 +28,6 @@ struct Records {
 Records& GlobalRecords() {
   static Records* const records = new Records;
   return *records;
-}
-
-absl::Status CuptiStatus(CUptiResult result, absl::string_view call) {
-  if (result == CUPTI_SUCCESS) return absl::OkStatus();
-  const char* description = nullptr;
-  cuptiGetResultString(result, &description);
-  return absl::UnavailableError(absl::StrCat("CUPTI ", call, ": ",
-                                             description != nullptr ? description : "error ",
-                                             description != nullptr ? "" : absl::StrCat(result)));
 }
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/loader/sibling_library.h"
 #include "common/status/status_macros.h"
+#include "worker/timer/cupti_status.h"
 
 namespace forge::timer {
 namespace {
@@ -39,15 +40,6 @@ Params ProfilerParams(size_t struct_size) {
 }
 #define FORGE_CUPTI_PARAMS(type) ProfilerParams<type>(type##_STRUCT_SIZE)
 
-absl::Status ProfilerStatus(CUptiResult result, absl::string_view call) {
-  if (result == CUPTI_SUCCESS) return absl::OkStatus();
-  const char* description = nullptr;
-  cuptiGetResultString(result, &description);
-  return absl::UnavailableError(
-      absl::StrCat("CUPTI ", call, ": ", description != nullptr ? description : "error ",
-                   description != nullptr ? "" : absl::StrCat(static_cast<int>(result))));
-}
-
 // The metrics' configuration for one chip, built by CUPTI's host library.
 class MetricConfig {
  public:
@@ -63,7 +55,7 @@ class MetricConfig {
         counter_availability.empty() ? nullptr : counter_availability.data();
     // CUPTI opens its profiler host library by name (see common/loader/sibling_library.h).
     LoadSiblingLibrary(reinterpret_cast<const void*>(&cuptiGetVersion), "libnvperf_host.so");
-    FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerHostInitialize(&init),
+    FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerHostInitialize(&init),
                                          absl::StrCat("cuptiProfilerHostInitialize(", chip, ")")));
     MetricConfig config(init.pHostObject);
 
@@ -72,12 +64,12 @@ class MetricConfig {
     add.ppMetricNames = kMetricNames;
     add.numMetrics = kMetricCount;
     FORGE_RETURN_IF_ERROR(
-        ProfilerStatus(cuptiProfilerHostConfigAddMetrics(&add),
+        CuptiStatus(cuptiProfilerHostConfigAddMetrics(&add),
                        absl::StrCat("cuptiProfilerHostConfigAddMetrics(", kMetricNames[0], ", ",
                                     kMetricNames[1], ") for chip ", chip)));
     auto size = FORGE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params);
     size.pHostObject = config.host_.get();
-    FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerHostGetConfigImageSize(&size),
+    FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerHostGetConfigImageSize(&size),
                                          "cuptiProfilerHostGetConfigImageSize"));
     config.image_.resize(size.configImageSize);
     auto image = FORGE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params);
@@ -85,7 +77,7 @@ class MetricConfig {
     image.configImageSize = config.image_.size();
     image.pConfigImage = config.image_.data();
     FORGE_RETURN_IF_ERROR(
-        ProfilerStatus(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage"));
+        CuptiStatus(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage"));
     return config;
   }
 
@@ -95,7 +87,7 @@ class MetricConfig {
     auto passes = FORGE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params);
     passes.configImageSize = image_.size();
     passes.pConfigImage = image_.data();
-    FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerHostGetNumOfPasses(&passes),
+    FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerHostGetNumOfPasses(&passes),
                                          "cuptiProfilerHostGetNumOfPasses"));
     return static_cast<int64_t>(passes.numOfPasses);
   }
@@ -111,7 +103,7 @@ class MetricConfig {
     evaluate.ppMetricNames = kMetricNames;
     evaluate.numMetrics = kMetricCount;
     evaluate.pMetricValues = values.data();
-    FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerHostEvaluateToGpuValues(&evaluate),
+    FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerHostEvaluateToGpuValues(&evaluate),
                                          "cuptiProfilerHostEvaluateToGpuValues"));
     return values;
   }
@@ -149,11 +141,11 @@ absl::StatusOr<CUcontext> CurrentContext(const gpu::Device& device) {
 absl::StatusOr<std::vector<uint8_t>> CounterAvailability(CUcontext context) {
   auto params = FORGE_CUPTI_PARAMS(CUpti_Profiler_GetCounterAvailability_Params);
   params.ctx = context;
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerGetCounterAvailability(&params),
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerGetCounterAvailability(&params),
                                        "cuptiProfilerGetCounterAvailability (size)"));
   std::vector<uint8_t> image(params.counterAvailabilityImageSize);
   params.pCounterAvailabilityImage = image.data();
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiProfilerGetCounterAvailability(&params),
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiProfilerGetCounterAvailability(&params),
                                        "cuptiProfilerGetCounterAvailability"));
   return image;
 }
@@ -176,19 +168,19 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
   auto initialize = FORGE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
   LoadSiblingLibrary(reinterpret_cast<const void*>(&cuptiGetVersion), "libnvperf_target.so");
   FORGE_RETURN_IF_ERROR(
-      ProfilerStatus(cuptiProfilerInitialize(&initialize), "cuptiProfilerInitialize"));
+      CuptiStatus(cuptiProfilerInitialize(&initialize), "cuptiProfilerInitialize"));
   absl::Cleanup deinitialize = [] {
     auto params = FORGE_CUPTI_PARAMS(CUpti_Profiler_DeInitialize_Params);
     cuptiProfilerDeInitialize(&params);
   };
   auto chip = FORGE_CUPTI_PARAMS(CUpti_Device_GetChipName_Params);
   chip.deviceIndex = static_cast<size_t>(device.properties().ordinal);
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName"));
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName"));
 
   auto enable = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params);
   enable.ctx = context;
   FORGE_RETURN_IF_ERROR(
-      ProfilerStatus(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable"));
+      CuptiStatus(cuptiRangeProfilerEnable(&enable), "cuptiRangeProfilerEnable"));
   CUpti_RangeProfiler_Object* profiler = enable.pRangeProfilerObject;
   absl::Cleanup disable = [profiler] {
     auto params = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params);
@@ -205,14 +197,14 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
   data_size.numMetrics = kMetricCount;
   data_size.maxNumOfRanges = 1;
   data_size.maxNumRangeTreeNodes = 1;
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiRangeProfilerGetCounterDataSize(&data_size),
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiRangeProfilerGetCounterDataSize(&data_size),
                                        "cuptiRangeProfilerGetCounterDataSize"));
   std::vector<uint8_t> counter_data(data_size.counterDataSize);
   auto data_init = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params);
   data_init.pRangeProfilerObject = profiler;
   data_init.counterDataSize = counter_data.size();
   data_init.pCounterData = counter_data.data();
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiRangeProfilerCounterDataImageInitialize(&data_init),
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiRangeProfilerCounterDataImageInitialize(&data_init),
                                        "cuptiRangeProfilerCounterDataImageInitialize"));
 
   // One user range around the whole launch, however many kernels it runs; we replay it.
@@ -230,7 +222,7 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
   set_config.passIndex = 0;
   set_config.targetNestingLevel = 1;
   FORGE_RETURN_IF_ERROR(
-      ProfilerStatus(cuptiRangeProfilerSetConfig(&set_config), "cuptiRangeProfilerSetConfig"));
+      CuptiStatus(cuptiRangeProfilerSetConfig(&set_config), "cuptiRangeProfilerSetConfig"));
 
   bool all_passes_submitted = false;
   for (int pass = 0; pass < kMaxPasses && !all_passes_submitted; ++pass) {
@@ -244,12 +236,12 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
     auto start = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params);
     start.pRangeProfilerObject = profiler;
     FORGE_RETURN_IF_ERROR(
-        ProfilerStatus(cuptiRangeProfilerStart(&start), "cuptiRangeProfilerStart"));
+        CuptiStatus(cuptiRangeProfilerStart(&start), "cuptiRangeProfilerStart"));
     auto push = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_PushRange_Params);
     push.pRangeProfilerObject = profiler;
     push.pRangeName = kRangeName;
     FORGE_RETURN_IF_ERROR(
-        ProfilerStatus(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange"));
+        CuptiStatus(cuptiRangeProfilerPushRange(&push), "cuptiRangeProfilerPushRange"));
     launch_status = launch(stream);
     if (launch_status.ok()) launch_status = stream.Synchronize();
     if (!launch_status.ok()) {
@@ -259,10 +251,10 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
     auto pop = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_PopRange_Params);
     pop.pRangeProfilerObject = profiler;
     FORGE_RETURN_IF_ERROR(
-        ProfilerStatus(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange"));
+        CuptiStatus(cuptiRangeProfilerPopRange(&pop), "cuptiRangeProfilerPopRange"));
     auto stop = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params);
     stop.pRangeProfilerObject = profiler;
-    FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop"));
+    FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiRangeProfilerStop(&stop), "cuptiRangeProfilerStop"));
     all_passes_submitted = stop.isAllPassSubmitted != 0;
   }
   if (!all_passes_submitted) {
@@ -273,11 +265,11 @@ absl::StatusOr<std::vector<double>> Profile(const gpu::Device& device, gpu::Stre
   auto decode = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
   decode.pRangeProfilerObject = profiler;
   FORGE_RETURN_IF_ERROR(
-      ProfilerStatus(cuptiRangeProfilerDecodeData(&decode), "cuptiRangeProfilerDecodeData"));
+      CuptiStatus(cuptiRangeProfilerDecodeData(&decode), "cuptiRangeProfilerDecodeData"));
   auto info = FORGE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params);
   info.pCounterDataImage = counter_data.data();
   info.counterDataImageSize = counter_data.size();
-  FORGE_RETURN_IF_ERROR(ProfilerStatus(cuptiRangeProfilerGetCounterDataInfo(&info),
+  FORGE_RETURN_IF_ERROR(CuptiStatus(cuptiRangeProfilerGetCounterDataInfo(&info),
                                        "cuptiRangeProfilerGetCounterDataInfo"));
   if (decode.numOfRangeDropped != 0 || info.numTotalRanges != 1) {
     return absl::UnavailableError(absl::StrCat("the range profiler kept ", info.numTotalRanges,
