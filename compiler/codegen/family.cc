@@ -91,4 +91,12 @@ std::vector<const KernelFamily*> ApplicableFamilies(const forge::v1::KernelTask&
 
 bool IsAtenFallback(const GeneratedKernel& kernel) { return kernel.source.empty(); }
 
+std::string GeneratorVersions() {
+  std::vector<std::string> versions;
+  for (const KernelFamily* family : AllFamilies()) {
+    versions.emplace_back(family->generator_version());
+  }
+  return absl::StrJoin(versions, "+");
+}
+
 }  // namespace forge::codegen

@@ -81,6 +81,11 @@ class KernelFamily {
 // Every family, in a fixed order (generated families first, the ATen fallback last).
 const std::vector<const KernelFamily*>& AllFamilies();
 
+// The generator versions of every family, joined ("pointwise-1+reduction-3+..."): what a worker
+// registers with, so that the coordinator leases candidates only to workers whose generators
+// produce the same source for them.
+std::string GeneratorVersions();
+
 // The family of `kind`, or nullptr when no generator implements it (yet).
 const KernelFamily* FindFamily(forge::v1::KernelFamily kind);
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "compiler/codegen/aten_fallback.h"
 #include "compiler/codegen/codegen_test_util.h"
 #include "gmock/gmock.h"
@@ -60,6 +61,17 @@ TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   for (const KernelFamily* family : AllFamilies()) {
     EXPECT_FALSE(family->generator_version().empty()) << family->name();
   }
+}
+
+TEST(FamilyTest, GeneratorVersionsNameEveryFamilysVersionInRegistryOrder) {
+  std::vector<std::string> versions;
+  for (const KernelFamily* family : AllFamilies()) {
+    versions.emplace_back(family->generator_version());
+  }
+  EXPECT_EQ(GeneratorVersions(), absl::StrJoin(versions, "+"));
+  EXPECT_THAT(GeneratorVersions(), ::testing::HasSubstr(std::string(
+                                       FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)
+                                           ->generator_version())));
 }
 
 TEST(FamilyTest, ApplicableFamiliesAlwaysIncludeTheAtenFallback) {

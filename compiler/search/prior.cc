@@ -1,0 +1,135 @@
+#include "compiler/search/prior.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
+#include "common/status/status_macros.h"
+#include "compiler/codegen/family.h"
+#include "compiler/codegen/gemm_library.h"
+#include "compiler/graph/cost.h"
+#include "worker/emulated/perf_model.h"
+
+namespace forge::search {
+namespace {
+
+// Registers of a generated kernel that holds nothing in flight, and the hardware's per-thread cap.
+constexpr int kBaseRegisters = 32;
+constexpr int kMaxRegisters = 255;
+
+std::int64_t ParameterOr1(const codegen::GeneratedKernel& kernel, const std::string& name) {
+  const auto it = kernel.parameters.find(name);
+  return it == kernel.parameters.end() ? 1 : it->second;
+}
+
+bool IsGemmLibraryCall(const codegen::GeneratedKernel& kernel) {
+  return kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
+         kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
+}
+
+bool HasDType(const forge::v1::KernelTask& task, forge::v1::DType dtype) {
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      if (spec.dtype() == dtype) return true;
+    }
+  }
+  return false;
+}
+
+// Generated kernels compute in float32 (float64 for float64 tasks); cuBLASLt runs 16-bit data on
+// the tensor cores.
+MathMode MathModeOf(const forge::v1::KernelTask& task, bool library_call) {
+  if (HasDType(task, forge::v1::DTYPE_FLOAT64)) return MathMode::kFp64;
+  if (library_call && (HasDType(task, forge::v1::DTYPE_BFLOAT16) ||
+                       HasDType(task, forge::v1::DTYPE_FLOAT16))) {
+    return MathMode::kBf16;
+  }
+  return MathMode::kFp32;
+}
+
+// The index space a kernel walks is its largest tensor's.
+std::int64_t LargestTensorElements(const forge::v1::KernelTask& task) {
+  std::int64_t largest = 1;
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      largest = std::max(largest, graph::NumElements(spec));
+    }
+  }
+  return largest;
+}
+
+// Input bytes per index of that space: small broadcast inputs weigh in proportion to their size.
+double InputBytesPerIndex(const forge::v1::KernelTask& task) {
+  double bytes = 0;
+  for (const forge::v1::TensorSpec& input : task.inputs()) {
+    bytes += static_cast<double>(graph::NumElements(input)) * DTypeBytes(input.dtype());
+  }
+  return bytes / static_cast<double>(LargestTensorElements(task));
+}
+
+double LaunchedThreads(const codegen::LaunchDims& launch) {
+  double threads = 1;
+  for (int d = 0; d < 3; ++d) threads *= static_cast<double>(launch.grid[d]) * launch.block[d];
+  return threads;
+}
+
+}  // namespace
+
+absl::StatusOr<CostModelPrior> CostModelPrior::ForGpu(absl::string_view gpu_name) {
+  FORGE_ASSIGN_OR_RETURN(GpuArch gpu, FindGpu(gpu_name));
+  return CostModelPrior(std::move(gpu));
+}
+
+EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
+                                         const codegen::GeneratedKernel& kernel) {
+  const double handled_per_thread =
+      std::max(1.0, static_cast<double>(LargestTensorElements(task)) /
+                        LaunchedThreads(kernel.launch));
+  const double unrolled = static_cast<double>(ParameterOr1(kernel, "vector_width") *
+                                              ParameterOr1(kernel, "elements_per_thread"));
+  const bool caches_row = kernel.parameters.contains("cache_row") &&
+                          kernel.parameters.at("cache_row") == 1;
+  EstimatedKernel estimate;
+  estimate.elements_in_flight_per_thread =
+      caches_row ? handled_per_thread : std::min(handled_per_thread, unrolled);
+  estimate.registers_per_thread = static_cast<int>(std::min<double>(
+      kMaxRegisters, kBaseRegisters + std::ceil(estimate.elements_in_flight_per_thread)));
+  return estimate;
+}
+
+absl::StatusOr<double> CostModelPrior::PredictSeconds(
+    const forge::v1::KernelTask& task, const codegen::GeneratedKernel& kernel) const {
+  if (codegen::IsAtenFallback(kernel)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prior ranks search-space points; the ATen fallback of task ", task.digest(),
+        " is the baseline, not one of them"));
+  }
+  const double flops = static_cast<double>(task.flops());
+  const double bytes = static_cast<double>(task.min_bytes());
+  if (IsGemmLibraryCall(kernel)) {
+    const int launches = kernel.kernel_name.empty() ? 1 : 2;
+    FORGE_ASSIGN_OR_RETURN(const emulated::LibraryPrediction prediction,
+                           emulated::PredictLibraryTime(gpu_, flops, bytes,
+                                                        MathModeOf(task, true), launches));
+    return prediction.seconds;
+  }
+  const EstimatedKernel estimate = Estimate(task, kernel);
+  const emulated::KernelResources resources{
+      .registers_per_thread = estimate.registers_per_thread,
+      .dynamic_shared_bytes = kernel.launch.dynamic_shared_bytes};
+  const emulated::KernelWork work{
+      .flops = flops,
+      .bytes_moved = bytes,
+      .bytes_in_flight_per_thread =
+          estimate.elements_in_flight_per_thread * InputBytesPerIndex(task),
+      .math_mode = MathModeOf(task, false)};
+  FORGE_ASSIGN_OR_RETURN(const emulated::KernelPrediction prediction,
+                         emulated::PredictKernelTime(gpu_, kernel.launch, resources, work));
+  return prediction.seconds;
+}
+
+}  // namespace forge::search

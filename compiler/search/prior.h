@@ -1,0 +1,61 @@
+// The search's prior: a predicted time for a schedule point, cheap enough to rank every point of
+// a space before anything is compiled (microseconds per point, no NVRTC).
+//
+// Generated kernels are predicted by the emulated backend's analytic model (perf_model.h:
+// occupancy, Little's-law bandwidth, wave quantization) from the kernel's real launch shape, with
+// two estimates standing in for what only a compile reveals:
+//  - elements in flight per thread: all the elements a thread handles when the point sets
+//    cache_row (it loads its whole share up front), else vector_width x elements_per_thread
+//    (parameters a template lacks count as 1), capped by the elements it handles;
+//  - registers: 32 (what the generated kernels use without unrolling, per ptxas on sm_90) plus
+//    one per element in flight, capped at 255; no spills and no static shared memory.
+// DRAM traffic is the task's min_bytes: the model misses schedule-dependent re-reads (a second
+// pass over a row), which the search learns from outcomes instead.
+// GEMM library points (cuBLASLt) are predicted as the library call they are: the roofline over a
+// library efficiency plus one launch, and one more for an epilogue kernel.
+#ifndef FORGE_COMPILER_SEARCH_PRIOR_H_
+#define FORGE_COMPILER_SEARCH_PRIOR_H_
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/arch/arch.h"
+#include "compiler/codegen/generated_kernel.h"
+#include "forge/v1/task.pb.h"
+
+namespace forge::search {
+
+// What the prior assumes a compile would report, exposed for its tests.
+struct EstimatedKernel {
+  double elements_in_flight_per_thread = 0;
+  int registers_per_thread = 0;
+};
+
+class CostModelPrior {
+ public:
+  // The prior for the GPU `gpu_name` names in common/arch ("H200"); NotFound for an unknown one.
+  static absl::StatusOr<CostModelPrior> ForGpu(absl::string_view gpu_name);
+
+  // Predicted seconds of one execution of `kernel`, generated for `task`. InvalidArgument for the
+  // ATen fallback (the baseline, not a point of the space); otherwise fails as the perf model
+  // does: ResourceExhausted when the launch fits no SM, InvalidArgument for a math mode the GPU
+  // lacks.
+  absl::StatusOr<double> PredictSeconds(const forge::v1::KernelTask& task,
+                                        const codegen::GeneratedKernel& kernel) const;
+
+  // The figures PredictSeconds assumes for a generated (non-library) kernel.
+  static EstimatedKernel Estimate(const forge::v1::KernelTask& task,
+                                  const codegen::GeneratedKernel& kernel);
+
+  const GpuArch& gpu() const { return gpu_; }
+
+ private:
+  explicit CostModelPrior(GpuArch gpu) : gpu_(std::move(gpu)) {}
+
+  GpuArch gpu_;
+};
+
+}  // namespace forge::search
+
+#endif  // FORGE_COMPILER_SEARCH_PRIOR_H_

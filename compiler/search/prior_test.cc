@@ -1,0 +1,154 @@
+#include "compiler/search/prior.h"
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/family.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/emulated/perf_model.h"
+
+namespace forge::search {
+namespace {
+
+using ::forge::codegen::GeneratedKernel;
+using ::forge::codegen::SchedulePoint;
+using ::forge::codegen::testing::IntArg;
+using ::forge::codegen::testing::TaskBuilder;
+using ::forge::codegen::testing::TensorArg;
+using ::forge::v1::KernelTask;
+
+constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+constexpr auto kBf16 = forge::v1::DTYPE_BFLOAT16;
+
+// Tasks of a size where the schedule matters: 2^26 float32 elements, and 16384 rows of 4096.
+KernelTask LargeReluTask() {
+  KernelTask task = TaskBuilder()
+                        .Input("x", kF32, {8192, 8192})
+                        .Node("relu", "relu", "default", {TensorArg("self", "x")}, kF32,
+                              {8192, 8192})
+                        .Output("relu")
+                        .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
+  task.set_flops(int64_t{8192} * 8192);
+  task.set_min_bytes(int64_t{8192} * 8192 * 8);
+  return task;
+}
+
+KernelTask LargeSoftmaxTask() {
+  KernelTask task = TaskBuilder()
+                        .Input("x", kBf16, {16384, 4096})
+                        .Node("softmax", "softmax", "int",
+                              {TensorArg("self", "x"), IntArg("dim", -1)}, kBf16, {16384, 4096})
+                        .Output("softmax")
+                        .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
+  task.set_flops(int64_t{16384} * 4096 * 5);
+  task.set_min_bytes(int64_t{16384} * 4096 * 4);
+  return task;
+}
+
+KernelTask LinearTask() {
+  KernelTask task = TaskBuilder()
+                        .Input("x", kBf16, {4096, 4096})
+                        .Input("w", kBf16, {4096, 4096})
+                        .Node("linear", "linear", "",
+                              {TensorArg("input", "x"), TensorArg("weight", "w")}, kBf16,
+                              {4096, 4096})
+                        .Output("linear")
+                        .Build(forge::v1::KERNEL_FAMILY_GEMM);
+  task.set_flops(int64_t{2} * 4096 * 4096 * 4096);
+  task.set_min_bytes(int64_t{3} * 4096 * 4096 * 2);
+  return task;
+}
+
+const CostModelPrior& H200() {
+  static const CostModelPrior* prior = new CostModelPrior(*CostModelPrior::ForGpu("H200"));
+  return *prior;
+}
+
+GeneratedKernel Generate(const KernelTask& task, forge::v1::KernelFamily family,
+                         const SchedulePoint& point) {
+  absl::StatusOr<GeneratedKernel> kernel = codegen::FindFamily(family)->Generate(task, point);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return kernel.ok() ? *kernel : GeneratedKernel{};
+}
+
+double Predict(const KernelTask& task, const GeneratedKernel& kernel) {
+  absl::StatusOr<double> seconds = H200().PredictSeconds(task, kernel);
+  EXPECT_TRUE(seconds.ok()) << seconds.status();
+  return seconds.ok() ? *seconds : 0;
+}
+
+SchedulePoint FlatPoint(int64_t threads, int64_t elements, int64_t width) {
+  return {"pointwise_flat",
+          {{"threads_per_block", threads}, {"elements_per_thread", elements},
+           {"vector_width", width}}};
+}
+
+SchedulePoint RowPoint(int64_t threads_per_row, int64_t width, int64_t cache_row) {
+  return {"row_reduce",
+          {{"threads_per_row", threads_per_row}, {"rows_per_block", 1}, {"vector_width", width},
+           {"cache_row", cache_row}, {"online_softmax", 1}}};
+}
+
+TEST(CostModelPriorTest, UnknownGpuIsNotFound) {
+  EXPECT_EQ(CostModelPrior::ForGpu("Voodoo 2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(H200().gpu().name, "H200");
+}
+
+// A scalar load per thread keeps too few bytes in flight to stream 512 MiB at full bandwidth;
+// 16-byte loads, unrolled, do. The prediction never beats the roofline floor.
+TEST(CostModelPriorTest, MoreBytesInFlightArePredictedFaster) {
+  const KernelTask task = LargeReluTask();
+  const double scalar = Predict(task, Generate(task, task.family(), FlatPoint(256, 1, 1)));
+  const double vector = Predict(task, Generate(task, task.family(), FlatPoint(256, 4, 4)));
+  EXPECT_LT(vector, scalar);
+  const double floor_seconds =
+      static_cast<double>(task.min_bytes()) / H200().gpu().dram_bytes_per_second;
+  EXPECT_GE(vector, floor_seconds);
+}
+
+TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {
+  const KernelTask task = LargeSoftmaxTask();
+  // 4096 columns, 64 threads a row, 8 lanes: 8 chunks of 8 elements per thread.
+  const EstimatedKernel cached =
+      CostModelPrior::Estimate(task, Generate(task, task.family(), RowPoint(64, 8, 1)));
+  EXPECT_DOUBLE_EQ(cached.elements_in_flight_per_thread, 64);
+  EXPECT_EQ(cached.registers_per_thread, 32 + 64);
+  const EstimatedKernel streamed =
+      CostModelPrior::Estimate(task, Generate(task, task.family(), RowPoint(64, 8, 0)));
+  EXPECT_DOUBLE_EQ(streamed.elements_in_flight_per_thread, 8);
+  EXPECT_EQ(streamed.registers_per_thread, 32 + 8);
+}
+
+// Registers cost occupancy: caching a row of 4096 in 64 threads (64 elements each) must not be
+// predicted faster than caching it in 256.
+TEST(CostModelPriorTest, RegisterHungryPointsLoseOccupancy) {
+  const KernelTask task = LargeSoftmaxTask();
+  const GeneratedKernel narrow = Generate(task, task.family(), RowPoint(64, 8, 1));
+  const GeneratedKernel wide = Generate(task, task.family(), RowPoint(256, 8, 1));
+  EXPECT_GT(CostModelPrior::Estimate(task, narrow).registers_per_thread,
+            CostModelPrior::Estimate(task, wide).registers_per_thread);
+  EXPECT_GE(Predict(task, narrow), Predict(task, wide));
+}
+
+// cuBLASLt's algorithms are invisible to the model: every one is predicted alike, at no less than
+// the tensor-core roofline.
+TEST(CostModelPriorTest, LibraryPointsArePredictedAsTheCall) {
+  const KernelTask task = LinearTask();
+  const double first = Predict(task, Generate(task, task.family(), {"cublaslt", {{"algo", 0}}}));
+  const double other = Predict(task, Generate(task, task.family(), {"cublaslt", {{"algo", 5}}}));
+  EXPECT_DOUBLE_EQ(first, other);
+  EXPECT_GE(first, static_cast<double>(task.flops()) / H200().gpu().peak_bf16_flops);
+}
+
+TEST(CostModelPriorTest, TheAtenFallbackIsNotRanked) {
+  const KernelTask task = LargeReluTask();
+  const GeneratedKernel fallback =
+      Generate(task, forge::v1::KERNEL_FAMILY_ATEN, {"aten_calls", {}});
+  EXPECT_EQ(H200().PredictSeconds(task, fallback).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace forge::search
