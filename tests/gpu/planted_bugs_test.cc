@@ -1,7 +1,11 @@
 // Kernels with planted bugs, each of which the judge must reject for the right reason, and the
-// correct kernels it must accept. The references are computed here by hand in float64.
+// correct kernels it must accept, without a draw cache and with one (where each candidate is judged
+// a second time, on the draws the first judge left in the cache). Then the draw cache itself: later
+// candidates of a task judged on cached draws get the verdicts they get without it. The references
+// are computed here by hand in float64.
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +77,10 @@ extern "C" __global__ void affine(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < N) y[i] = x[i] * 2.0f + 1.0f;
 }
+extern "C" __global__ void affine_off(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.01f;
+}
 extern "C" __global__ void affine_one_row(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < 1003) y[i] = x[i] * 2.0f + 1.0f;
@@ -142,10 +150,11 @@ extern "C" __global__ void softmax_first_row_only(const float* x, float* y) {
 }
 )";
 
-class PlantedBugsTest : public ::testing::Test {
+// The GPU, the compiled kernels and how to load them, for both suites.
+class JudgeGpuTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!gpu::DriverStatus().ok()) return;
+    if (!gpu::DriverStatus().ok() || device_ != nullptr) return;
     auto device = gpu::Device::Open(0);
     ASSERT_TRUE(device.ok()) << device.status();
     device_ = device->release();
@@ -180,105 +189,155 @@ class PlantedBugsTest : public ::testing::Test {
     return launch.ok() ? *launch : judge::CandidateLaunch();
   }
 
-  static judge::JudgeVerdict JudgeOrDie(const forge::v1::KernelTask& task,
-                                        judge::CandidateLaunch launch,
-                                        const judge::ReferenceFn& reference) {
-    auto judged = judge::Judge(*device_, task, std::move(launch), reference);
-    EXPECT_TRUE(judged.ok()) << judged.status();
-    if (!judged.ok()) return {};
-    return (*judged)->verdict();
+  static uint32_t FullGrid() { return (kCount + kBlock - 1) / kBlock; }
+
+  static judge::JudgeOptions WithCache(judge::DrawCache* cache) {
+    judge::JudgeOptions options;
+    options.draw_cache = cache;
+    return options;
   }
 
-  static uint32_t FullGrid() { return (kCount + kBlock - 1) / kBlock; }
+  // The verdicts are equal down to every figure and note of their evidence.
+  static void ExpectSameVerdict(const judge::JudgeVerdict& expected,
+                                const judge::JudgeVerdict& actual) {
+    EXPECT_EQ(actual.passed(), expected.passed());
+    EXPECT_EQ(actual.reason, expected.reason);
+    EXPECT_EQ(actual.detail, expected.detail);
+    EXPECT_EQ(actual.context_lost, expected.context_lost);
+    EXPECT_EQ(actual.evidence.DebugString(), expected.evidence.DebugString());
+  }
+
+  // Times the candidate and re-checks the outputs of the timed runs, which must pass.
+  static void ExpectSurvivesTiming(judge::JudgedCandidate& candidate) {
+    auto timer = timer::Timer::Create(*device_);
+    ASSERT_TRUE(timer.ok()) << timer.status();
+    timer::TimerOptions options;
+    options.before_each_rep = [&](gpu::Stream& stream) { return candidate.PoisonOutputs(stream); };
+    auto timing = (*timer)->Time([&](gpu::Stream& stream) { return candidate.Launch(stream); },
+                                 options);
+    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_GT(timing->summary.median, 0);
+    auto rechecked = candidate.RecheckTimedOutputs();
+    ASSERT_TRUE(rechecked.ok()) << rechecked.status();
+    EXPECT_TRUE(rechecked->passed()) << rechecked->detail;
+  }
 
   static inline gpu::Device* device_ = nullptr;
   static inline std::string* elementwise_cubin_ = nullptr;
   static inline std::string* softmax_cubin_ = nullptr;
 };
 
-TEST_F(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
+// The planted bugs; the parameter says whether the judge runs with a draw cache.
+class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // Judges the candidate; with the cache, twice: the second judge must find every draw it runs in
+  // the cache and reach the first one's verdict, and is the one returned.
+  std::unique_ptr<judge::JudgedCandidate> JudgeOrDie(const forge::v1::KernelTask& task,
+                                                     const judge::CandidateLaunch& launch,
+                                                     const judge::ReferenceFn& reference) {
+    judge::DrawCache* cache = GetParam() ? &cache_ : nullptr;
+    auto judged = judge::Judge(*device_, task, launch, reference, WithCache(cache));
+    EXPECT_TRUE(judged.ok()) << judged.status();
+    if (!judged.ok() || cache == nullptr) return judged.ok() ? *std::move(judged) : nullptr;
+
+    const judge::DrawCacheStats before = cache_.stats();
+    auto again = judge::Judge(*device_, task, launch, reference, WithCache(cache));
+    EXPECT_TRUE(again.ok()) << again.status();
+    if (!again.ok()) return nullptr;
+    const judge::DrawCacheStats after = cache_.stats();
+    EXPECT_EQ(after.misses, before.misses);
+    EXPECT_EQ(after.hits + after.input_hits - before.hits - before.input_hits,
+              (*again)->verdict().evidence.draws());
+    ExpectSameVerdict((*judged)->verdict(), (*again)->verdict());
+    return *std::move(again);
+  }
+
+  judge::JudgeVerdict VerdictOrDie(const forge::v1::KernelTask& task,
+                                   const judge::CandidateLaunch& launch,
+                                   const judge::ReferenceFn& reference) {
+    std::unique_ptr<judge::JudgedCandidate> judged = JudgeOrDie(task, launch, reference);
+    return judged == nullptr ? judge::JudgeVerdict() : judged->verdict();
+  }
+
+  judge::DrawCache cache_;
+};
+
+INSTANTIATE_TEST_SUITE_P(DrawCache, PlantedBugsTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WithDrawCache" : "WithoutDrawCache";
+                         });
+
+TEST_P(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
   forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
-  auto judged = judge::Judge(*device_, task, Load(*elementwise_cubin_, "affine", FullGrid()),
-                             Affine(2, 1));
-  ASSERT_TRUE(judged.ok()) << judged.status();
-  const judge::JudgeVerdict& verdict = (*judged)->verdict();
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeOrDie(task, Load(*elementwise_cubin_, "affine", FullGrid()), Affine(2, 1));
+  ASSERT_NE(judged, nullptr);
+  const judge::JudgeVerdict& verdict = judged->verdict();
   ASSERT_TRUE(verdict.passed()) << verdict.detail;
   EXPECT_EQ(verdict.evidence.draws(), 3);
   EXPECT_FALSE(verdict.evidence.has_failed_draw());
   EXPECT_DOUBLE_EQ(verdict.evidence.atol(), 1e-4);
   EXPECT_LT(verdict.evidence.rel_norm_error(), 1e-6);
-
-  auto timer = timer::Timer::Create(*device_);
-  ASSERT_TRUE(timer.ok()) << timer.status();
-  timer::TimerOptions options;
-  judge::JudgedCandidate& candidate = **judged;
-  options.before_each_rep = [&](gpu::Stream& stream) { return candidate.PoisonOutputs(stream); };
-  auto timing = (*timer)->Time([&](gpu::Stream& stream) { return candidate.Launch(stream); },
-                               options);
-  ASSERT_TRUE(timing.ok()) << timing.status();
-  EXPECT_GT(timing->summary.median, 0);
-  auto rechecked = candidate.RecheckTimedOutputs();
-  ASSERT_TRUE(rechecked.ok()) << rechecked.status();
-  EXPECT_TRUE(rechecked->passed()) << rechecked->detail;
+  ExpectSurvivesTiming(*judged);
 }
 
-TEST_F(PlantedBugsTest, OneRowOnlyIsRejected) {
+TEST_P(PlantedBugsTest, OneRowOnlyIsRejected) {
   judge::JudgeVerdict verdict =
-      JudgeOrDie(ElementwiseTask(kRows, kColumns),
-                 Load(*elementwise_cubin_, "affine_one_row", FullGrid()), Affine(2, 1));
+      VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                   Load(*elementwise_cubin_, "affine_one_row", FullGrid()), Affine(2, 1));
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 0);
   EXPECT_TRUE(absl::StrContains(verdict.detail, "element 1003 [1, 0] never written")) << verdict.detail;
 }
 
-TEST_F(PlantedBugsTest, UnwrittenTailIsRejected) {
+TEST_P(PlantedBugsTest, UnwrittenTailIsRejected) {
   judge::JudgeVerdict verdict =
-      JudgeOrDie(ElementwiseTask(kRows, kColumns),
-                 Load(*elementwise_cubin_, "affine_tail_unwritten", FullGrid()), Affine(2, 1));
+      VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                   Load(*elementwise_cubin_, "affine_tail_unwritten", FullGrid()), Affine(2, 1));
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_TRUE(absl::StrContains(verdict.detail, "element 1002995 [999, 998] never written"))
       << verdict.detail;
   EXPECT_TRUE(absl::StrContains(verdict.detail, "5 of 1003000 elements unwritten")) << verdict.detail;
 }
 
-TEST_F(PlantedBugsTest, OffByOneInTheLastBlockIsRejected) {
+TEST_P(PlantedBugsTest, OffByOneInTheLastBlockIsRejected) {
   // The grid rounds down: the last, partial block never runs.
   judge::JudgeVerdict verdict =
-      JudgeOrDie(ElementwiseTask(kRows, kColumns),
-                 Load(*elementwise_cubin_, "affine", kCount / kBlock), Affine(2, 1));
+      VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                   Load(*elementwise_cubin_, "affine", kCount / kBlock), Affine(2, 1));
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_TRUE(absl::StrContains(verdict.detail, absl::StrCat(kCount % kBlock, " of 1003000")))
       << verdict.detail;
 }
 
-TEST_F(PlantedBugsTest, WritingTheInputInPlaceIsRejected) {
+TEST_P(PlantedBugsTest, WritingTheInputInPlaceIsRejected) {
   judge::JudgeVerdict verdict =
-      JudgeOrDie(ElementwiseTask(kRows, kColumns),
-                 Load(*elementwise_cubin_, "affine_in_place", FullGrid()), Affine(2, 1));
+      VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                   Load(*elementwise_cubin_, "affine_in_place", FullGrid()), Affine(2, 1));
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_TRUE(absl::StrContains(verdict.detail, "modified input 0")) << verdict.detail;
 }
 
-TEST_F(PlantedBugsTest, ZerosForATinyOutputAreRejected) {
+TEST_P(PlantedBugsTest, ZerosForATinyOutputAreRejected) {
   forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
   judge::JudgeVerdict zeros =
-      JudgeOrDie(task, Load(*elementwise_cubin_, "tiny_zeros", FullGrid()), Affine(1e-9, 0));
+      VerdictOrDie(task, Load(*elementwise_cubin_, "tiny_zeros", FullGrid()), Affine(1e-9, 0));
   EXPECT_EQ(zeros.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_TRUE(absl::StrContains(zeros.detail, "relative-norm error")) << zeros.detail;
   judge::JudgeVerdict correct =
-      JudgeOrDie(task, Load(*elementwise_cubin_, "tiny", FullGrid()), Affine(1e-9, 0));
+      VerdictOrDie(task, Load(*elementwise_cubin_, "tiny", FullGrid()), Affine(1e-9, 0));
   EXPECT_TRUE(correct.passed()) << correct.detail;
 }
 
-TEST_F(PlantedBugsTest, ConstantForANearConstantOutputIsRejected) {
+TEST_P(PlantedBugsTest, ConstantForANearConstantOutputIsRejected) {
   forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
-  judge::JudgeVerdict constant = JudgeOrDie(
+  judge::JudgeVerdict constant = VerdictOrDie(
       task, Load(*elementwise_cubin_, "near_constant_as_constant", FullGrid()), Affine(1e-3, 1000));
   EXPECT_EQ(constant.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_TRUE(absl::StrContains(constant.detail, "near constant")) << constant.detail;
-  judge::JudgeVerdict correct =
-      JudgeOrDie(task, Load(*elementwise_cubin_, "near_constant", FullGrid()), Affine(1e-3, 1000));
+  judge::JudgeVerdict correct = VerdictOrDie(
+      task, Load(*elementwise_cubin_, "near_constant", FullGrid()), Affine(1e-3, 1000));
   EXPECT_TRUE(correct.passed()) << correct.detail;
   bool flagged = false;
   for (const std::string& note : correct.evidence.notes()) {
@@ -287,7 +346,7 @@ TEST_F(PlantedBugsTest, ConstantForANearConstantOutputIsRejected) {
   EXPECT_TRUE(flagged);
 }
 
-TEST_F(PlantedBugsTest, WorkOnASideStreamIsRejected) {
+TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
   // The candidate returns after enqueueing its work on a stream of its own, behind a spin: the
   // judge's stream-ordered read finds the outputs unwritten, the read after a full sync does not.
   auto side_stream = std::make_shared<gpu::Stream>(*device_->CreateStream());
@@ -302,23 +361,200 @@ TEST_F(PlantedBugsTest, WorkOnASideStreamIsRejected) {
     return correct(*side_stream, args);
   };
   judge::JudgeVerdict verdict =
-      JudgeOrDie(ElementwiseTask(kRows, kColumns), escaping, Affine(2, 1));
+      VerdictOrDie(ElementwiseTask(kRows, kColumns), escaping, Affine(2, 1));
   EXPECT_FALSE(verdict.passed());
   EXPECT_TRUE(absl::StrContains(verdict.detail, "outside the stream")) << verdict.detail;
 }
 
-TEST_F(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {
+TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {
   constexpr int64_t kSoftmaxRows = 256;
   forge::v1::KernelTask task = ElementwiseTask(kSoftmaxRows, kColumns);
   judge::JudgeVerdict correct =
-      JudgeOrDie(task, Load(*softmax_cubin_, "softmax", kSoftmaxRows), SoftmaxReference);
+      VerdictOrDie(task, Load(*softmax_cubin_, "softmax", kSoftmaxRows), SoftmaxReference);
   EXPECT_TRUE(correct.passed()) << correct.detail;
-  judge::JudgeVerdict first_row =
-      JudgeOrDie(task, Load(*softmax_cubin_, "softmax_first_row_only", kSoftmaxRows),
-                 SoftmaxReference);
+  judge::JudgeVerdict first_row = VerdictOrDie(
+      task, Load(*softmax_cubin_, "softmax_first_row_only", kSoftmaxRows), SoftmaxReference);
   EXPECT_EQ(first_row.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_TRUE(absl::StrContains(first_row.detail, "element 1003 [1, 0] never written"))
       << first_row.detail;
+}
+
+// The draw cache across the candidates of a task.
+class DrawCacheGpuTest : public JudgeGpuTest {
+ protected:
+  // Judges the candidate with `options`; the verdict, or a failure of the test.
+  static std::unique_ptr<judge::JudgedCandidate> JudgeOrDie(const forge::v1::KernelTask& task,
+                                                            const judge::CandidateLaunch& launch,
+                                                            const judge::ReferenceFn& reference,
+                                                            const judge::JudgeOptions& options) {
+    auto judged = judge::Judge(*device_, task, launch, reference, options);
+    EXPECT_TRUE(judged.ok()) << judged.status();
+    return judged.ok() ? *std::move(judged) : nullptr;
+  }
+
+  // The cache holds draw `draw` of `task` for `reference` with the default seed, and its inputs
+  // are those drawn afresh: no candidate changed them.
+  static void ExpectPristineDraw(judge::DrawCache& cache, const forge::v1::KernelTask& task,
+                                 const judge::ReferenceFn& reference, int draw) {
+    const std::vector<judge::InputDomain> domains = judge::InferInputDomains(task);
+    std::optional<judge::CachedDraw> cached =
+        cache.Find(judge::MakeDrawKey(task, domains, reference.id(), /*native_reference=*/false,
+                                      judge::JudgeOptions().seed, draw));
+    ASSERT_TRUE(cached.has_value());
+    for (int i = 0; i < task.inputs_size(); ++i) {
+      auto fresh =
+          judge::DrawInput(task.inputs(i), domains[i], draw, i, judge::JudgeOptions().seed);
+      ASSERT_TRUE(fresh.ok()) << fresh.status();
+      EXPECT_TRUE(fresh->storage == (*cached->inputs)[i].storage) << "input " << i;
+    }
+  }
+};
+
+TEST_F(DrawCacheGpuTest, TheNextCandidateIsJudgedOnCachedDrawsWithTheSameVerdict) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  const judge::ReferenceFn reference = Affine(2, 1);
+  const judge::CandidateLaunch first = Load(*elementwise_cubin_, "affine", FullGrid());
+  // The same kernel in blocks of 128: another candidate of the task.
+  const judge::CandidateLaunch second =
+      Load(*elementwise_cubin_, "affine", (kCount + 127) / 128, 128);
+  auto uncached = JudgeOrDie(task, second, reference, {});
+  ASSERT_NE(uncached, nullptr);
+  ASSERT_TRUE(uncached->verdict().passed()) << uncached->verdict().detail;
+
+  judge::DrawCache cache;
+  auto judged_first = JudgeOrDie(task, first, reference, WithCache(&cache));
+  ASSERT_NE(judged_first, nullptr);
+  EXPECT_TRUE(judged_first->verdict().passed()) << judged_first->verdict().detail;
+  EXPECT_EQ(cache.stats().misses, 3);
+  EXPECT_EQ(cache.stats().entries, 3);
+
+  auto judged_second = JudgeOrDie(task, second, reference, WithCache(&cache));
+  ASSERT_NE(judged_second, nullptr);
+  EXPECT_EQ(cache.stats().hits, 3);
+  EXPECT_EQ(cache.stats().misses, 3);
+  ExpectSameVerdict(uncached->verdict(), judged_second->verdict());
+  ExpectSurvivesTiming(*judged_second);
+  ExpectPristineDraw(cache, task, reference, 0);
+}
+
+TEST_F(DrawCacheGpuTest, ACandidateThatWritesItsInputsIsCaughtOnCachedDraws) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  const judge::ReferenceFn reference = Affine(2, 1);
+  const judge::CandidateLaunch in_place = Load(*elementwise_cubin_, "affine_in_place", FullGrid());
+  auto uncached = JudgeOrDie(task, in_place, reference, {});
+  ASSERT_NE(uncached, nullptr);
+
+  judge::DrawCache cache;
+  auto correct = JudgeOrDie(task, Load(*elementwise_cubin_, "affine", FullGrid()), reference,
+                            WithCache(&cache));
+  ASSERT_NE(correct, nullptr);
+  ASSERT_TRUE(correct->verdict().passed()) << correct->verdict().detail;
+  auto cached = JudgeOrDie(task, in_place, reference, WithCache(&cache));
+  ASSERT_NE(cached, nullptr);
+  EXPECT_EQ(cache.stats().hits, 1);
+  EXPECT_EQ(cached->verdict().reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_TRUE(absl::StrContains(cached->verdict().detail, "modified input 0"))
+      << cached->verdict().detail;
+  ExpectSameVerdict(uncached->verdict(), cached->verdict());
+
+  // What it wrote stayed in its own device buffers: the next candidate gets the pristine draws.
+  ExpectPristineDraw(cache, task, reference, 0);
+  auto after = JudgeOrDie(task, Load(*elementwise_cubin_, "affine", FullGrid()), reference,
+                          WithCache(&cache));
+  ASSERT_NE(after, nullptr);
+  ExpectSameVerdict(correct->verdict(), after->verdict());
+}
+
+TEST_F(DrawCacheGpuTest, AWrongCandidateFailsOnCachedDraws) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  const judge::ReferenceFn reference = Affine(2, 1);
+  const judge::CandidateLaunch off = Load(*elementwise_cubin_, "affine_off", FullGrid());
+  auto uncached = JudgeOrDie(task, off, reference, {});
+  ASSERT_NE(uncached, nullptr);
+  EXPECT_EQ(uncached->verdict().reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+
+  judge::DrawCache cache;
+  ASSERT_NE(JudgeOrDie(task, Load(*elementwise_cubin_, "affine", FullGrid()), reference,
+                       WithCache(&cache)),
+            nullptr);
+  auto cached = JudgeOrDie(task, off, reference, WithCache(&cache));
+  ASSERT_NE(cached, nullptr);
+  EXPECT_EQ(cache.stats().hits, 1);
+  ExpectSameVerdict(uncached->verdict(), cached->verdict());
+}
+
+TEST_F(DrawCacheGpuTest, AnotherSeedOrReferenceDrawsAfresh) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  const judge::ReferenceFn reference = Affine(2, 1);
+  const judge::CandidateLaunch launch = Load(*elementwise_cubin_, "affine", FullGrid());
+  judge::DrawCache cache;
+  ASSERT_NE(JudgeOrDie(task, launch, reference, WithCache(&cache)), nullptr);
+
+  // A re-verification with a fresh seed gets draws of its own.
+  judge::JudgeOptions fresh_seed = WithCache(&cache);
+  fresh_seed.seed += 1;
+  auto reverified = JudgeOrDie(task, launch, reference, fresh_seed);
+  ASSERT_NE(reverified, nullptr);
+  EXPECT_TRUE(reverified->verdict().passed()) << reverified->verdict().detail;
+  EXPECT_EQ(cache.stats().hits, 0);
+  EXPECT_EQ(cache.stats().misses, 6);
+
+  // Another reference of the same task (here: another function) is never served this one's.
+  auto other = JudgeOrDie(task, launch, Affine(2, 1.5), WithCache(&cache));
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->verdict().reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_EQ(cache.stats().hits, 0);
+}
+
+TEST_F(DrawCacheGpuTest, AJudgedCandidateKeepsItsDrawWhenTheCacheEvictsIt) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  const judge::ReferenceFn reference = Affine(2, 1);
+  const judge::CandidateLaunch launch = Load(*elementwise_cubin_, "affine", FullGrid());
+  int64_t task_bytes = 0;
+  {
+    judge::DrawCache sizing;
+    ASSERT_NE(JudgeOrDie(task, launch, reference, WithCache(&sizing)), nullptr);
+    task_bytes = sizing.stats().bytes;
+  }
+  judge::DrawCache cache(task_bytes);  // one task's draws, no more
+  auto judged = JudgeOrDie(task, launch, reference, WithCache(&cache));
+  ASSERT_NE(judged, nullptr);
+  ASSERT_TRUE(judged->verdict().passed()) << judged->verdict().detail;
+
+  // Another task's draws push all of this one's out.
+  const forge::v1::KernelTask other = ElementwiseTask(kColumns, kRows);
+  ASSERT_NE(JudgeOrDie(other, launch, reference, WithCache(&cache)), nullptr);
+  const std::vector<judge::InputDomain> domains = judge::InferInputDomains(task);
+  for (int draw = 0; draw < 3; ++draw) {
+    EXPECT_FALSE(cache
+                     .Find(judge::MakeDrawKey(task, domains, reference.id(), false,
+                                              judge::JudgeOptions().seed, draw))
+                     .has_value())
+        << "draw " << draw;
+  }
+  ExpectSurvivesTiming(*judged);
+}
+
+TEST_F(DrawCacheGpuTest, AFailedReferenceIsNotCached) {
+  const forge::v1::KernelTask task = ElementwiseTask(kRows, kColumns);
+  auto calls = std::make_shared<int>(0);
+  const judge::ReferenceFn flaky = [calls](const forge::v1::KernelTask& kernel_task,
+                                           absl::Span<const HostTensor> inputs)
+      -> absl::StatusOr<std::vector<std::vector<double>>> {
+    if (++*calls == 1) return absl::UnavailableError("the reference failed once");
+    return Affine(2, 1)(kernel_task, inputs);
+  };
+  const judge::CandidateLaunch launch = Load(*elementwise_cubin_, "affine", FullGrid());
+  judge::DrawCache cache;
+  auto failed = judge::Judge(*device_, task, launch, flaky, WithCache(&cache));
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+
+  auto judged = JudgeOrDie(task, launch, flaky, WithCache(&cache));
+  ASSERT_NE(judged, nullptr);
+  EXPECT_TRUE(judged->verdict().passed()) << judged->verdict().detail;
+  EXPECT_EQ(*calls, 4);  // draw 0 twice, then draws 1 and 2
+  EXPECT_EQ(cache.stats().input_hits, 1);  // draw 0's inputs were kept, without a reference
+  EXPECT_EQ(cache.stats().hits, 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "worker/judge/judge.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -213,18 +214,26 @@ class JudgeRunner {
   absl::Status RunDraw(int draw) {
     JudgedCandidate& run = *result_;
     gpu::Stream& stream = *stream_;
-    // Fresh host inputs and fresh device allocations for every draw.
-    std::vector<HostTensor> inputs;
+    // The draw's host inputs (and references) from the cache, or drawn here; fresh device
+    // allocations for every draw, uploaded from the pristine host copy.
+    std::optional<DrawKey> key;
+    CachedDraw cached;
+    if (options_.draw_cache != nullptr) {
+      key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed, draw);
+      if (std::optional<CachedDraw> found = options_.draw_cache->Find(*key)) cached = *found;
+    }
+    if (cached.inputs == nullptr) {
+      FORGE_ASSIGN_OR_RETURN(cached.inputs, DrawInputs(draw));
+      if (key) options_.draw_cache->Insert(*key, cached);
+    }
+    const std::vector<HostTensor>& inputs = *cached.inputs;
     std::vector<gpu::DeviceBuffer> input_buffers;
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<CUdeviceptr> args;
-    for (int i = 0; i < task_.inputs_size(); ++i) {
-      FORGE_ASSIGN_OR_RETURN(HostTensor input,
-                             DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed));
+    for (const HostTensor& input : inputs) {
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
       FORGE_RETURN_IF_ERROR(buffer.CopyFromHost(input.storage.data(), input.storage.size()));
       args.push_back(buffer.address());
-      inputs.push_back(std::move(input));
       input_buffers.push_back(std::move(buffer));
     }
     std::vector<HostTensor> outputs;
@@ -276,20 +285,30 @@ class JudgeRunner {
       return absl::OkStatus();
     }
 
-    // The reference second.
-    FORGE_ASSIGN_OR_RETURN(std::vector<std::vector<double>> references, Reference(inputs));
-    std::vector<std::vector<double>> natives = NativeReference(inputs);
+    // The reference second (or what it computed for an earlier candidate).
+    if (cached.references == nullptr) {
+      FORGE_ASSIGN_OR_RETURN(cached.references, References(inputs));
+      if (key) options_.draw_cache->Insert(*key, cached);
+    }
+    const DrawReferences& references = *cached.references;
+    if (draw == 0) first_references_ = cached.references;
+    if (!references.native_unavailable.empty()) {
+      widen_by_eager_ = false;
+      result_->verdict_.evidence.add_notes(
+          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
+                       references.native_unavailable));
+    }
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_RETURN_IF_ERROR(CompareDraw(
-          draw, o, outputs[o], references[o],
-          natives.empty() ? absl::Span<const double>() : absl::Span<const double>(natives[o])));
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o], references.float64[o],
+                                        references.native.empty()
+                                            ? absl::Span<const double>()
+                                            : absl::Span<const double>(references.native[o])));
       if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
     }
 
     // The last passing draw stays for the timer and the re-check.
-    run.inputs_ = std::move(inputs);
-    run.references_ = std::move(references);
-    run.native_references_ = std::move(natives);
+    run.inputs_ = std::move(cached.inputs);
+    run.references_ = std::move(cached.references);
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
@@ -316,8 +335,35 @@ class JudgeRunner {
     return std::optional<std::string>();
   }
 
-  absl::StatusOr<std::vector<std::vector<double>>> Reference(
-      const std::vector<HostTensor>& inputs) {
+  absl::StatusOr<std::shared_ptr<const std::vector<HostTensor>>> DrawInputs(int draw) const {
+    auto inputs = std::make_shared<std::vector<HostTensor>>();
+    for (int i = 0; i < task_.inputs_size(); ++i) {
+      FORGE_ASSIGN_OR_RETURN(HostTensor input,
+                             DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed));
+      inputs->push_back(std::move(input));
+    }
+    return inputs;
+  }
+
+  // The float64 reference of the draw and, when the tolerance is widened by eager's error, the
+  // native one.
+  absl::StatusOr<std::shared_ptr<const DrawReferences>> References(
+      const std::vector<HostTensor>& inputs) const {
+    auto references = std::make_shared<DrawReferences>();
+    FORGE_ASSIGN_OR_RETURN(references->float64, Float64Reference(inputs));
+    if (widen_by_eager_) {
+      absl::StatusOr<std::vector<std::vector<double>>> natives = NativeReference(inputs);
+      if (natives.ok()) {
+        references->native = *std::move(natives);
+      } else {
+        references->native_unavailable = std::string(natives.status().message());
+      }
+    }
+    return references;
+  }
+
+  absl::StatusOr<std::vector<std::vector<double>>> Float64Reference(
+      const std::vector<HostTensor>& inputs) const {
     absl::StatusOr<std::vector<std::vector<double>>> references = reference_(task_, inputs);
     if (!references.ok()) {
       return Annotate(references.status(), absl::StrCat("reference of task ", task_.digest()));
@@ -337,29 +383,23 @@ class JudgeRunner {
     return references;
   }
 
-  // Eager's outputs for the widened tolerance; empty when the task is not widened. A native run
-  // that fails (e.g. an op ATen's CPU lacks in float8) only leaves the tolerance as it is.
-  std::vector<std::vector<double>> NativeReference(const std::vector<HostTensor>& inputs) {
-    if (!widen_by_eager_) return {};
+  // Eager's outputs for the widened tolerance. A native run that fails (e.g. an op ATen's CPU
+  // lacks in float8) only leaves the tolerance as it is (RunDraw).
+  absl::StatusOr<std::vector<std::vector<double>>> NativeReference(
+      const std::vector<HostTensor>& inputs) const {
     absl::StatusOr<std::vector<std::vector<double>>> natives = reference_.native()(task_, inputs);
-    std::string problem;
-    if (!natives.ok()) {
-      problem = std::string(natives.status().message());
-    } else if (static_cast<int>(natives->size()) != task_.outputs_size()) {
-      problem = absl::StrCat("it gave ", natives->size(), " outputs, the task has ",
-                             task_.outputs_size());
-    } else {
-      for (int o = 0; o < task_.outputs_size() && problem.empty(); ++o) {
-        if (static_cast<int64_t>((*natives)[o].size()) != ElementCount(task_.outputs(o))) {
-          problem = absl::StrCat("it gave ", (*natives)[o].size(), " elements for ", OutputName(o));
-        }
+    if (!natives.ok()) return natives.status();
+    if (static_cast<int>(natives->size()) != task_.outputs_size()) {
+      return absl::InternalError(absl::StrCat("it gave ", natives->size(),
+                                              " outputs, the task has ", task_.outputs_size()));
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (static_cast<int64_t>((*natives)[o].size()) != ElementCount(task_.outputs(o))) {
+        return absl::InternalError(
+            absl::StrCat("it gave ", (*natives)[o].size(), " elements for ", OutputName(o)));
       }
     }
-    if (problem.empty()) return *std::move(natives);
-    widen_by_eager_ = false;
-    result_->verdict_.evidence.add_notes(absl::StrCat(
-        "native-precision reference unavailable, tolerance not widened: ", problem));
-    return {};
+    return natives;
   }
 
   absl::Status CompareDraw(int draw, int o, const HostTensor& output,
@@ -414,13 +454,13 @@ class JudgeRunner {
 
     if (draw == 0) {
       first_candidates_.push_back(candidate);
-      first_references_.push_back(reference);
       return absl::OkStatus();
     }
-    if (AgreeWithin(reference, first_references_[o], tolerances)) {
+    const std::vector<double>& first_reference = first_references_->float64[o];
+    if (AgreeWithin(reference, first_reference, tolerances)) {
       VariationComparison variation = CompareVariation(
-          Difference(candidate, first_candidates_[o]), Difference(reference, first_references_[o]),
-          Difference(Rounded(dtype, reference), Rounded(dtype, first_references_[o])));
+          Difference(candidate, first_candidates_[o]), Difference(reference, first_reference),
+          Difference(Rounded(dtype, reference), Rounded(dtype, first_reference)));
       if (!flagged_across_draws_.contains(o)) {
         flagged_across_draws_.insert(o);
         evidence.add_notes(absl::StrCat(
@@ -448,12 +488,17 @@ class JudgeRunner {
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs, to see how later draws differ from it.
   std::vector<std::vector<double>> first_candidates_;
-  std::vector<std::vector<double>> first_references_;
+  std::shared_ptr<const DrawReferences> first_references_;
   absl::flat_hash_set<int> flagged_across_draws_;
   // Whether eager's own error widens the tolerance (a native reference and reduced precision).
   bool widen_by_eager_ = false;
   std::vector<EagerError> eager_errors_;  // by output, over draws
 };
+
+uint64_t ReferenceFn::NewId() {
+  static std::atomic<uint64_t> next_id{1};
+  return next_id.fetch_add(1, std::memory_order_relaxed);
+}
 
 absl::StatusOr<std::unique_ptr<JudgedCandidate>> Judge(const gpu::Device& device,
                                                        const KernelTask& task,
@@ -493,12 +538,13 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     verdict.context_lost = gpu::IsStickyError(synced);
     return fail(ReasonForCudaError(synced), std::string(synced.message()));
   }
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    std::vector<std::byte> now(inputs_[i].storage.size());
+  const std::vector<HostTensor>& inputs = *inputs_;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<std::byte> now(inputs[i].storage.size());
     FORGE_RETURN_IF_ERROR(input_buffers_[i].CopyToHost(now.data(), now.size()));
-    if (std::optional<int64_t> changed = FirstDifference(inputs_[i], now)) {
+    if (std::optional<int64_t> changed = FirstDifference(inputs[i], now)) {
       return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
-                  absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs_[i].spec),
+                  absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs[i].spec),
                                ") at element ", *changed));
     }
   }
@@ -508,9 +554,9 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     const Tolerances tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
     OutputComparison comparison = CompareOutput(
-        output, references_[o], tolerances,
-        native_references_.empty() ? absl::Span<const double>()
-                                   : absl::Span<const double>(native_references_[o]));
+        output, references_->float64[o], tolerances,
+        references_->native.empty() ? absl::Span<const double>()
+                                    : absl::Span<const double>(references_->native[o]));
     if (!comparison.passed) {
       return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
                                            : forge::v1::FAILURE_REASON_WRONG_RESULT,

@@ -11,6 +11,8 @@
 //     output whose reference is near constant, within itself or across draws, is flagged and the
 //     candidate must reproduce its variation;
 //   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
+//   - with a DrawCache, the inputs and references of a draw are computed for the first candidate
+//     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
 //     (ReverificationReasons).
 #ifndef FORGE_WORKER_JUDGE_JUDGE_H_
@@ -34,6 +36,7 @@
 #include "forge/v1/task.pb.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/compare.h"
+#include "worker/judge/draw_cache.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/inputs.h"
 
@@ -57,9 +60,9 @@ class ReferenceFn {
   template <typename Float64,
             typename = std::enable_if_t<!std::is_same_v<std::decay_t<Float64>, ReferenceFn> &&
                                         std::is_constructible_v<ReferenceRun, Float64>>>
-  ReferenceFn(Float64&& float64) : float64_(std::forward<Float64>(float64)) {}
+  ReferenceFn(Float64&& float64) : float64_(std::forward<Float64>(float64)), id_(NewId()) {}
   ReferenceFn(ReferenceRun float64, ReferenceRun native)
-      : float64_(std::move(float64)), native_(std::move(native)) {}
+      : float64_(std::move(float64)), native_(std::move(native)), id_(NewId()) {}
 
   // The float64 reference.
   absl::StatusOr<std::vector<std::vector<double>>> operator()(
@@ -68,10 +71,16 @@ class ReferenceFn {
   }
   // The native-precision reference; empty when the reference has none.
   const ReferenceRun& native() const { return native_; }
+  // The same for a reference and its copies, different for every other: a DrawCache keeps apart
+  // the references of different ReferenceFns, which need not agree on a task.
+  uint64_t id() const { return id_; }
 
  private:
+  static uint64_t NewId();
+
   ReferenceRun float64_;
   ReferenceRun native_;
+  uint64_t id_ = 0;
 };
 
 // Enqueues one run of the candidate on `stream`. `args` holds the device address of each task
@@ -93,6 +102,10 @@ struct JudgeOptions {
   // Valid ranges of integer inputs by input index, overriding InferInputDomains (e.g. the range of
   // the example inputs).
   std::map<int, IntegerRange> integer_ranges;
+  // Where the draws' inputs and references are looked up before they are computed, and stored
+  // after; null: computed for this call alone. Draws with another seed, other integer ranges or
+  // another reference are other draws (a re-verification with a fresh seed computes its own).
+  DrawCache* draw_cache = nullptr;
 };
 
 struct JudgeVerdict {
@@ -132,9 +145,10 @@ class JudgedCandidate {
   forge::v1::KernelTask task_;
   CandidateLaunch launch_;
   std::optional<Tolerances> tolerances_override_;
-  std::vector<HostTensor> inputs_;                  // the last draw's
-  std::vector<std::vector<double>> references_;     // its reference outputs
-  std::vector<std::vector<double>> native_references_;  // and eager's; empty when not widened
+  // The last draw's inputs and references, shared with the draw cache (and kept here when it
+  // evicts them).
+  std::shared_ptr<const std::vector<HostTensor>> inputs_;
+  std::shared_ptr<const DrawReferences> references_;
   std::vector<gpu::DeviceBuffer> input_buffers_;
   std::vector<gpu::DeviceBuffer> output_buffers_;
   std::vector<CUdeviceptr> args_;
