@@ -57,19 +57,6 @@ forge::v1::Failure VerdictFailure(absl::string_view candidate_digest, forge::v1:
   return failure;
 }
 
-wire::Candidate CandidateToWire(const SandboxCandidate& candidate) {
-  wire::Candidate result;
-  *result.mutable_task() = candidate.task;
-  result.set_kernel_name(candidate.kernel.kernel_name);
-  result.mutable_grid()->Add(candidate.kernel.launch.grid.begin(),
-                             candidate.kernel.launch.grid.end());
-  result.mutable_block()->Add(candidate.kernel.launch.block.begin(),
-                              candidate.kernel.launch.block.end());
-  result.set_dynamic_shared_bytes(candidate.kernel.launch.dynamic_shared_bytes);
-  result.set_cubin(candidate.cubin);
-  return result;
-}
-
 }  // namespace
 
 struct Sandbox::Child {
@@ -123,6 +110,11 @@ absl::StatusOr<SandboxOutcome> OutcomeOf(std::optional<wire::Response> response,
       if (!outcome.verdict->passed()) {
         outcome.failure = VerdictFailure(candidate_digest, stage, *outcome.verdict);
       }
+      break;
+    case wire::Response::kUnsupported:
+      // Found while loading the candidate to judge it, also when a time request had to judge.
+      outcome.failure = MakeFailure(candidate_digest, forge::v1::FAILURE_STAGE_JUDGE,
+                                    forge::v1::FAILURE_REASON_UNSUPPORTED, response->unsupported());
       break;
     case wire::Response::kError:
       if (!response->context_lost()) return FromWire(response->error());
@@ -336,7 +328,8 @@ absl::StatusOr<Sandbox::Exchange> Sandbox::ExchangeLocked(wire::Request& request
 absl::StatusOr<SandboxOutcome> Sandbox::Judge(const SandboxCandidate& candidate,
                                               const judge::JudgeOptions& options) {
   wire::Request request;
-  *request.mutable_judge()->mutable_candidate() = CandidateToWire(candidate);
+  *request.mutable_judge()->mutable_candidate() =
+      CandidateToWire(candidate.task, candidate.kernel, candidate.cubin);
   *request.mutable_judge()->mutable_options() = ToWire(options);
   absl::MutexLock lock(&mutex_);
   FORGE_ASSIGN_OR_RETURN(Exchange exchange,
@@ -354,7 +347,8 @@ absl::StatusOr<SandboxOutcome> Sandbox::Time(const SandboxCandidate& candidate,
         "Sandbox::Time: before_each_rep must be empty (the child poisons the outputs there)");
   }
   wire::Request request;
-  *request.mutable_time()->mutable_candidate() = CandidateToWire(candidate);
+  *request.mutable_time()->mutable_candidate() =
+      CandidateToWire(candidate.task, candidate.kernel, candidate.cubin);
   *request.mutable_time()->mutable_judge_options() = ToWire(judge_options);
   *request.mutable_time()->mutable_timer_options() = ToWire(timer_options);
   absl::MutexLock lock(&mutex_);

@@ -52,11 +52,21 @@ struct SandboxOptions {
   bool allow_test_behaviours = false;
 };
 
-// A compiled generated kernel, ready to run.
+// A candidate of any family, ready to run. `kernel` is what the family generated; its template
+// says how the child runs it:
+//  - a generated kernel (pointwise, reduction, ...): `cubin` is NVRTC's compile of kernel.source,
+//    launched as kernel.kernel_name with kernel.launch;
+//  - a gemm_library call ("cublaslt", "cublaslt_then_pointwise"): the child describes the
+//    cuBLASLt call from the task and kernel.template_name + kernel.parameters, and, for
+//    "cublaslt_then_pointwise", loads the epilogue kernel (kernel.kernel_name) from `cubin`,
+//    NVRTC's compile of kernel.source; "cublaslt" has no kernel_name and an empty `cubin`;
+//  - the ATen fallback ("aten_calls"): the task's group through ATen on the GPU; empty `cubin`.
+//    Its timing is the task's eager baseline.
+// So: compile kernel.source exactly when kernel.kernel_name is not empty.
 struct SandboxCandidate {
   std::string digest;  // the candidate digest, for Failure.candidate_digest
   forge::v1::KernelTask task;
-  codegen::GeneratedKernel kernel;  // kernel_name and launch are what the child uses
+  codegen::GeneratedKernel kernel;  // the child uses all but its source and generator_version
   std::string cubin;
 };
 
@@ -67,9 +77,11 @@ struct SandboxOutcome {
   std::optional<judge::JudgeVerdict> verdict;
   std::optional<timer::Timing> timing;  // Time only, when timing finished
   // Why the candidate failed: a failing verdict (stage JUDGE or TIME, the judge's reason), a
-  // deadline passed (reason TIMEOUT), a CUDA error that killed the context (CRASH, detail naming
-  // the error), or a child that died mid-request (stage SANDBOX, CRASH, detail naming the signal or
-  // exit status; log holds the tail of the child's stderr).
+  // candidate that cannot run on this GPU (stage JUDGE, UNSUPPORTED: a cuBLASLt algo index past
+  // the heuristic list, an op without a CUDA kernel in this LibTorch), a deadline passed (reason
+  // TIMEOUT), a CUDA error that killed the context (CRASH, detail naming the error), or a child
+  // that died mid-request (stage SANDBOX, CRASH, detail naming the signal or exit status; log
+  // holds the tail of the child's stderr).
   std::optional<forge::v1::Failure> failure;
 
   bool passed() const { return !failure.has_value(); }
@@ -108,14 +120,20 @@ class Sandbox {
   Sandbox& operator=(const Sandbox&) = delete;
 
   // Judges the candidate in the child. An error status means no verdict could be had for reasons
-  // other than the candidate: Unavailable without a GPU or a child, the judge's own errors
-  // (reference failure, unsupported dtype), a cubin the driver rejects.
+  // other than the candidate: Unavailable without a GPU or a child, FailedPrecondition for an ATen
+  // fallback when the child was built without LibTorch's CUDA libraries, the family's error for a
+  // gemm_library point it rejects, InvalidArgument for a "cublaslt_then_pointwise" without its
+  // cubin, the judge's own errors (reference failure, unsupported dtype), a cubin the driver
+  // rejects.
   absl::StatusOr<SandboxOutcome> Judge(const SandboxCandidate& candidate,
                                        const judge::JudgeOptions& options = {});
 
   // Times the candidate in the child with the timer's protocol (judging it first unless it was
   // the child's last judged candidate) and re-checks the timed runs' outputs. The timer's
-  // before_each_rep must be empty: the child poisons the outputs there.
+  // before_each_rep must be empty: the child poisons the outputs there. An ATen fallback is timed
+  // as eager PyTorch runs: its group's ATen calls on inputs already on the device, outputs from
+  // LibTorch's caching allocator; what the last timed run wrote is then copied into the judge's
+  // output buffers for the re-check.
   absl::StatusOr<SandboxOutcome> Time(const SandboxCandidate& candidate,
                                       const judge::JudgeOptions& judge_options = {},
                                       const timer::TimerOptions& timer_options = {});

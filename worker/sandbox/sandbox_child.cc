@@ -6,12 +6,17 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "compiler/codegen/family.h"
+#include "compiler/codegen/gemm_library.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/gpu/device.h"
+#include "worker/library/cublaslt_gemm.h"
 #include "worker/sandbox/sandbox.pb.h"
 #include "worker/sandbox/wire.h"
 #include "worker/timer/timer.h"
@@ -24,6 +29,9 @@ using google::protobuf::util::MessageDifferencer;
 class ChildServer {
  public:
   explicit ChildServer(const ChildOptions& options) : options_(options) {
+    if (options.draw_cache_bytes > 0) {
+      draw_cache_ = std::make_unique<judge::DrawCache>(options.draw_cache_bytes);
+    }
     absl::StatusOr<std::unique_ptr<gpu::Device>> device = gpu::Device::Open(options.gpu_ordinal);
     if (device.ok()) {
       device_ = *std::move(device);
@@ -74,8 +82,28 @@ class ChildServer {
   struct Judged {
     wire::Candidate candidate;
     wire::JudgeOptions options;
+    RunnableCandidate runnable;
     std::unique_ptr<judge::JudgedCandidate> judged;
   };
+
+  // Why a candidate cannot run on this GPU or with this LibTorch: a failure of the candidate.
+  struct Unsupported {
+    std::string reason;
+  };
+  // What judging a candidate came to.
+  using Judgement = std::variant<judge::JudgeVerdict, Unsupported>;
+
+  static bool Passed(const Judgement& judgement) {
+    const judge::JudgeVerdict* verdict = std::get_if<judge::JudgeVerdict>(&judgement);
+    return verdict != nullptr && verdict->passed();
+  }
+
+  // A candidate timed by launching it again on the judged buffers.
+  static RunnableCandidate Relaunchable(judge::CandidateLaunch launch) {
+    RunnableCandidate runnable;
+    runnable.launch = std::move(launch);
+    return runnable;
+  }
 
   static wire::Response ErrorResponse(const absl::Status& status) {
     wire::Response response;
@@ -104,37 +132,121 @@ class ChildServer {
         absl::StrCat("sandbox child: request ", request.id(), " names no kind")));
   }
 
-  // Judges the candidate; keeps it as last_judged_ when it passes.
-  absl::StatusOr<judge::JudgeVerdict> JudgeCandidate(const wire::Candidate& candidate,
-                                                     const wire::JudgeOptions& options) {
-    last_judged_.reset();  // free the previous candidate's buffers first
-    FORGE_RETURN_IF_ERROR(device_status_);
+  // Fails for a kind of candidate this child cannot run on any GPU.
+  absl::Status CheckBuiltToRun(CandidateKind kind) const {
+    if (kind == CandidateKind::kAtenFallback && !options_.load_aten_fallback) {
+      return absl::FailedPreconditionError(
+          "this forge-sandbox-child was built without LibTorch's CUDA libraries (CMake target "
+          "forge::libtorch_cuda), which ATen fallback candidates run on");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<library::CublasLtGemm*> Gemm() {
+    if (gemm_ == nullptr) {
+      FORGE_ASSIGN_OR_RETURN(gemm_, library::CublasLtGemm::Create(*device_));
+    }
+    return gemm_.get();
+  }
+
+  // Loads a gemm_library candidate, or says why this GPU cannot run it.
+  absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> LoadCublasLt(
+      const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel) {
+    absl::StatusOr<codegen::GemmLibraryCandidate> library = codegen::DescribeGemmLibrary(
+        candidate.task(), codegen::SchedulePoint{kernel.template_name, kernel.parameters});
+    if (!library.ok()) {
+      return Annotate(library.status(), absl::StrCat("gemm_library point of task ",
+                                                     candidate.task().digest()));
+    }
+    FORGE_ASSIGN_OR_RETURN(library::CublasLtGemm* gemm, Gemm());
+    FORGE_ASSIGN_OR_RETURN(const int algorithms, gemm->AlgorithmCount(library->gemm));
+    if (library->gemm.algo >= algorithms) {
+      return Unsupported{absl::StrCat("cuBLASLt offers ", algorithms, " algorithms on ",
+                                      device_->properties().name, " for ",
+                                      codegen::DescribeCall(library->gemm), "; algo ",
+                                      library->gemm.algo, " is past the end")};
+    }
+    if (library->epilogue.has_value() && candidate.cubin().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ", kernel.template_name, " candidate of task ", candidate.task().digest(),
+          " comes without the cubin of its epilogue kernel ", kernel.kernel_name));
+    }
     FORGE_ASSIGN_OR_RETURN(
         judge::CandidateLaunch launch,
-        judge::LoadGeneratedKernel(*device_, candidate.cubin(), LaunchedKernelFromWire(candidate)));
+        library::LoadGemmLibraryCandidate(*device_, *gemm, *library, candidate.cubin()));
+    return Relaunchable(std::move(launch));
+  }
+
+  // Loads the candidate, or says why this GPU cannot run it.
+  absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> Load(
+      const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel,
+      CandidateKind kind) {
+    switch (kind) {
+      case CandidateKind::kGeneratedKernel: {
+        FORGE_ASSIGN_OR_RETURN(judge::CandidateLaunch launch,
+                               judge::LoadGeneratedKernel(*device_, candidate.cubin(), kernel));
+        return Relaunchable(std::move(launch));
+      }
+      case CandidateKind::kCublasLt:
+        return LoadCublasLt(candidate, kernel);
+      case CandidateKind::kAtenFallback: {
+        FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
+                               options_.load_aten_fallback(*device_, candidate.task()));
+        return runnable;
+      }
+    }
+    return absl::InternalError("sandbox child: unknown kind of candidate");
+  }
+
+  // Judges the candidate; keeps it as last_judged_ when it passes.
+  absl::StatusOr<Judgement> JudgeCandidate(const wire::Candidate& candidate,
+                                           const wire::JudgeOptions& options) {
+    last_judged_.reset();  // free the previous candidate's buffers first
+    const codegen::GeneratedKernel kernel = KernelFromWire(candidate);
+    const CandidateKind kind = KindOf(kernel);
+    FORGE_RETURN_IF_ERROR(CheckBuiltToRun(kind));
+    FORGE_RETURN_IF_ERROR(device_status_);
+    FORGE_ASSIGN_OR_RETURN(auto loaded, Load(candidate, kernel, kind));
+    if (Unsupported* unsupported = std::get_if<Unsupported>(&loaded)) {
+      return std::move(*unsupported);
+    }
+    RunnableCandidate& runnable = std::get<RunnableCandidate>(loaded);
+    judge::JudgeOptions judge_options = FromWire(options);
+    judge_options.draw_cache = draw_cache_.get();
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgedCandidate> judged,
-                           judge::Judge(*device_, candidate.task(), std::move(launch),
-                                        options_.reference, FromWire(options)));
+                           judge::Judge(*device_, candidate.task(), runnable.launch,
+                                        options_.reference, judge_options));
     judge::JudgeVerdict verdict = judged->verdict();
+    if (!verdict.passed() && !verdict.context_lost && runnable.unsupported_reason) {
+      if (std::string reason = runnable.unsupported_reason(); !reason.empty()) {
+        return Unsupported{std::move(reason)};
+      }
+    }
     if (verdict.passed()) {
-      last_judged_ =
-          Judged{.candidate = candidate, .options = options, .judged = std::move(judged)};
+      last_judged_ = Judged{.candidate = candidate,
+                            .options = options,
+                            .runnable = std::move(runnable),
+                            .judged = std::move(judged)};
     }
     return verdict;
   }
 
-  static wire::Response VerdictResponse(const judge::JudgeVerdict& verdict) {
+  static wire::Response JudgementResponse(const Judgement& judgement) {
     wire::Response response;
+    if (const Unsupported* unsupported = std::get_if<Unsupported>(&judgement)) {
+      response.set_unsupported(unsupported->reason);
+      return response;
+    }
+    const judge::JudgeVerdict& verdict = std::get<judge::JudgeVerdict>(judgement);
     *response.mutable_verdict() = ToWire(verdict);
     response.set_context_lost(verdict.context_lost);
     return response;
   }
 
   wire::Response ServeJudge(const wire::JudgeRequest& request) {
-    absl::StatusOr<judge::JudgeVerdict> verdict =
-        JudgeCandidate(request.candidate(), request.options());
-    if (!verdict.ok()) return ErrorResponse(verdict.status());
-    return VerdictResponse(*verdict);
+    absl::StatusOr<Judgement> judgement = JudgeCandidate(request.candidate(), request.options());
+    if (!judgement.ok()) return ErrorResponse(judgement.status());
+    return JudgementResponse(*judgement);
   }
 
   wire::Response ServeTime(const wire::TimeRequest& request) {
@@ -143,10 +255,10 @@ class ChildServer {
         MessageDifferencer::Equals(last_judged_->candidate, request.candidate()) &&
         MessageDifferencer::Equals(last_judged_->options, request.judge_options());
     if (!judged_already) {
-      absl::StatusOr<judge::JudgeVerdict> verdict =
+      absl::StatusOr<Judgement> judgement =
           JudgeCandidate(request.candidate(), request.judge_options());
-      if (!verdict.ok()) return ErrorResponse(verdict.status());
-      if (!verdict->passed()) return VerdictResponse(*verdict);
+      if (!judgement.ok()) return ErrorResponse(judgement.status());
+      if (!Passed(*judgement)) return JudgementResponse(*judgement);
     }
     if (timer_ == nullptr) {
       absl::StatusOr<std::unique_ptr<timer::Timer>> timer = timer::Timer::Create(*device_);
@@ -154,13 +266,22 @@ class ChildServer {
       timer_ = *std::move(timer);
     }
     judge::JudgedCandidate& judged = *last_judged_->judged;
+    const RunnableCandidate& runnable = last_judged_->runnable;
     timer::TimerOptions timer_options = FromWire(request.timer_options());
     timer_options.before_each_rep = [&judged](gpu::Stream& stream) {
       return judged.PoisonOutputs(stream);
     };
-    absl::StatusOr<timer::Timing> timing = timer_->Time(
-        [&judged](gpu::Stream& stream) { return judged.Launch(stream); }, timer_options);
+    const timer::LaunchFn relaunch = [&judged](gpu::Stream& stream) {
+      return judged.Launch(stream);
+    };
+    absl::StatusOr<timer::Timing> timing =
+        timer_->Time(runnable.timed_launch ? runnable.timed_launch : relaunch, timer_options);
     if (!timing.ok()) return ErrorResponse(timing.status());
+    if (runnable.before_recheck) {
+      if (absl::Status copied = runnable.before_recheck(timer_->stream()); !copied.ok()) {
+        return ErrorResponse(copied);
+      }
+    }
     absl::StatusOr<judge::JudgeVerdict> recheck = judged.RecheckTimedOutputs();
     if (!recheck.ok()) return ErrorResponse(recheck.status());
 
@@ -196,10 +317,14 @@ class ChildServer {
   }
 
   const ChildOptions options_;
+  // Shared by the candidates of every kind; null without one (ChildOptions::draw_cache_bytes).
+  std::unique_ptr<judge::DrawCache> draw_cache_;
   absl::Status device_status_;
   std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<timer::Timer> timer_;
-  std::optional<Judged> last_judged_;  // after device_ and timer_: released before them
+  std::unique_ptr<library::CublasLtGemm> gemm_;  // created by the first cuBLASLt candidate
+  // After device_, timer_ and gemm_ (which its launches use): released before them.
+  std::optional<Judged> last_judged_;
 };
 
 }  // namespace

@@ -1,20 +1,59 @@
 // The sandbox child's main loop (the forge-sandbox-child executable runs it): owns one GPU's CUDA
 // context, says hello, then judges and times candidates on request until the parent closes the
 // socket or a CUDA error leaves the context unusable.
+//
+// Every kind of candidate runs here (wire.h's CandidateKind): generated kernels from their cubin,
+// gemm_library calls through cuBLASLt (worker/library), and the ATen fallback through LibTorch's
+// CUDA kernels (worker/baseline, loaded by ChildOptions::load_aten_fallback where the child is
+// built with them).
 #ifndef FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
 #define FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
 
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "forge/v1/task.pb.h"
+#include "worker/gpu/device.h"
 #include "worker/judge/judge.h"
+#include "worker/timer/timer.h"
 
 namespace forge::sandbox {
 
 // The child's exit status after it reported a lost CUDA context.
 inline constexpr int kContextLostExitStatus = 86;
 
+// A candidate loaded in the child: how the judge launches it and, where timing it differs from
+// launching it again on the judged buffers, how it is timed.
+struct RunnableCandidate {
+  // The judge's launch (the generated-kernel ABI: inputs, then outputs).
+  judge::CandidateLaunch launch;
+  // The timed launch; empty: the judged candidate's launch on its last draw's buffers.
+  timer::LaunchFn timed_launch;
+  // Runs after timing, before the re-check: puts what the last timed run produced into the judged
+  // candidate's output buffers. Empty when the timed launch writes them itself.
+  timer::LaunchFn before_recheck;
+  // Why the candidate could not run after all, learnt while judging it (an op this LibTorch has
+  // no CUDA kernel for); consulted after a failing verdict. Empty, or returning "": nothing learnt.
+  std::function<std::string()> unsupported_reason;
+};
+
+// Loads an ATen fallback candidate of `task` (worker/sandbox/aten_fallback.h).
+using AtenFallbackLoader = std::function<absl::StatusOr<RunnableCandidate>(
+    const gpu::Device& device, const forge::v1::KernelTask& task)>;
+
 struct ChildOptions {
   int socket_fd = -1;  // the child's end of the parent's socket pair
   int gpu_ordinal = 0;
   judge::ReferenceFn reference;
+  // Bound of the draw cache the child judges every candidate with (judge/draw_cache.h): a task's
+  // inputs and references are computed for its first candidate and reused for the next ones.
+  // 0: no cache.
+  int64_t draw_cache_bytes = judge::DrawCache::kDefaultCapacityBytes;
+  // Unset where the child is built without LibTorch's CUDA libraries: ATen fallback candidates
+  // then fail with FailedPrecondition.
+  AtenFallbackLoader load_aten_fallback;
   // Honour TestBehaviourRequest (sleep forever, crash, exit): only the sandbox's tests set it.
   bool allow_test_behaviours = false;
 };
@@ -22,7 +61,8 @@ struct ChildOptions {
 // Serves requests until the parent closes the socket (returns 0), the socket fails (returns 1) or
 // the CUDA context is lost (returns kContextLostExitStatus once the answer is sent). Without a
 // usable GPU it still serves pings and test behaviours, and answers judge and time requests with
-// the driver's Unavailable error.
+// the driver's Unavailable error (after FailedPrecondition for a kind of candidate this child
+// cannot run at all).
 int RunSandboxChild(const ChildOptions& options);
 
 }  // namespace forge::sandbox

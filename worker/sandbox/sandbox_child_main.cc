@@ -1,7 +1,12 @@
-// forge-sandbox-child: the process a worker's sandbox (sandbox.h) starts per GPU to run candidate
-// kernels. Started by the sandbox, never by hand:
-//   forge-sandbox-child --socket-fd=N [--gpu=N] [--allow-test-behaviours]
+// forge-sandbox-child: the process a worker's sandbox (sandbox.h) starts per GPU to run candidates
+// (generated kernels, cuBLASLt calls and, when built with LibTorch's CUDA libraries, the ATen
+// fallback). Started by the sandbox, never by hand:
+//   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--allow-test-behaviours]
+// --draw-cache-mib bounds the host memory that keeps the judge's draws across candidates (0: no
+// cache); without it, $FORGE_SANDBOX_DRAW_CACHE_MIB, else 4096.
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -9,9 +14,32 @@
 #include "absl/strings/strip.h"
 #include "worker/judge/aten_reference.h"
 #include "worker/sandbox/sandbox_child.h"
+#if FORGE_SANDBOX_CHILD_WITH_ATEN
+#include "worker/sandbox/aten_fallback.h"
+#endif
+
+namespace {
+
+// Parses a draw cache bound in MiB into `bytes`; false for anything else, or a bound so large that
+// it is surely a mistake (and would overflow).
+bool ParseDrawCacheMib(absl::string_view mib, int64_t& bytes) {
+  int64_t parsed = 0;
+  if (!absl::SimpleAtoi(mib, &parsed) || parsed < 0 || parsed > (int64_t{1} << 30)) return false;
+  bytes = parsed << 20;
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   forge::sandbox::ChildOptions options;
+  if (const char* mib = std::getenv("FORGE_SANDBOX_DRAW_CACHE_MIB"); mib != nullptr) {
+    if (!ParseDrawCacheMib(mib, options.draw_cache_bytes)) {
+      fprintf(stderr,
+              "forge-sandbox-child: FORGE_SANDBOX_DRAW_CACHE_MIB='%s' is not a size in MiB\n", mib);
+      return 2;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
     absl::string_view value = arg;
@@ -20,6 +48,8 @@ int main(int argc, char** argv) {
       parsed = absl::SimpleAtoi(value, &options.socket_fd);
     } else if (absl::ConsumePrefix(&value, "--gpu=")) {
       parsed = absl::SimpleAtoi(value, &options.gpu_ordinal);
+    } else if (absl::ConsumePrefix(&value, "--draw-cache-mib=")) {
+      parsed = ParseDrawCacheMib(value, options.draw_cache_bytes);
     } else if (arg == "--allow-test-behaviours") {
       options.allow_test_behaviours = true;
       parsed = true;
@@ -34,5 +64,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.reference = forge::judge::AtenFloat64Reference();
+#if FORGE_SANDBOX_CHILD_WITH_ATEN
+  options.load_aten_fallback = forge::sandbox::LoadAtenFallback;
+#endif
   return forge::sandbox::RunSandboxChild(options);
 }

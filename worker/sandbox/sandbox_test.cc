@@ -1,7 +1,8 @@
 // The sandbox against the real forge-sandbox-child: deadlines, crashes, exits, restarts and the
 // backoff after failed starts, through the child's test behaviours (real sleeps, signals and
-// exits), so none of it needs a GPU. Judging and timing on a GPU are
-// tests/gpu/sandbox_gpu_test.cc's.
+// exits), so none of it needs a GPU; the wire's candidates and the kinds of candidate without a
+// GPU, and the child's loop built without the ATen fallback. Judging and timing on a GPU are
+// tests/gpu/sandbox_gpu_test.cc's and (cuBLASLt, ATen fallback) sandbox_kinds_gpu_test.cc's.
 #include "worker/sandbox/sandbox.h"
 
 #include <signal.h>
@@ -9,15 +10,21 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <future>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/reduction.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/gpu/device.h"
 #include "worker/sandbox/sandbox.pb.h"
+#include "worker/sandbox/sandbox_child.h"
 #include "worker/sandbox/wire.h"
 
 namespace forge::sandbox {
@@ -50,6 +57,26 @@ SandboxCandidate SomeCandidate() {
   candidate.task.set_digest("task-digest");
   candidate.kernel.kernel_name = "affine";
   candidate.cubin = "not a cubin";
+  return candidate;
+}
+
+// A gemm_library candidate as its family generates it: no kernel to load, an algo index.
+SandboxCandidate SomeCublasLtCandidate() {
+  SandboxCandidate candidate;
+  candidate.digest = "cublaslt-candidate-digest";
+  candidate.task.set_digest("task-digest");
+  candidate.kernel.source = "// forge library call: cublaslt ...\n";
+  candidate.kernel.template_name = codegen::GemmLibraryFamily::kCublasLtTemplate;
+  candidate.kernel.parameters = {{"algo", 0}};
+  return candidate;
+}
+
+// An ATen fallback candidate as its family generates it: no source, no parameters.
+SandboxCandidate SomeAtenFallbackCandidate() {
+  SandboxCandidate candidate;
+  candidate.digest = "aten-candidate-digest";
+  candidate.task.set_digest("task-digest");
+  candidate.kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
   return candidate;
 }
 
@@ -160,6 +187,52 @@ TEST(WireTest, OptionsVerdictsAndTimingsRoundTrip) {
   EXPECT_FALSE(FromWire(ToWire(timer_options)).flush_l2);
 }
 
+TEST(WireTest, CandidatesCarryTemplateParametersAndLaunch) {
+  forge::v1::KernelTask task;
+  task.set_digest("task-digest");
+  task.add_inputs()->add_shape(7);
+  codegen::GeneratedKernel kernel;
+  kernel.source = "extern \"C\" __global__ void epilogue() {}";  // does not travel
+  kernel.kernel_name = "epilogue";
+  kernel.launch.grid = {5, 2, 1};
+  kernel.launch.block = {128, 1, 1};
+  kernel.launch.dynamic_shared_bytes = 4096;
+  kernel.template_name = codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
+  kernel.parameters = {{"algo", 3}, {"unused", -1}};
+  kernel.generator_version = "gemm_library-1";  // does not travel
+
+  const wire::Candidate candidate = CandidateToWire(task, kernel, "the cubin");
+  wire::Candidate parsed;
+  ASSERT_TRUE(parsed.ParseFromString(candidate.SerializeAsString()));
+  EXPECT_EQ(parsed.task().digest(), "task-digest");
+  EXPECT_EQ(parsed.cubin(), "the cubin");
+  const codegen::GeneratedKernel back = KernelFromWire(parsed);
+  EXPECT_EQ(back.kernel_name, "epilogue");
+  EXPECT_EQ(back.launch.grid, kernel.launch.grid);
+  EXPECT_EQ(back.launch.block, kernel.launch.block);
+  EXPECT_EQ(back.launch.dynamic_shared_bytes, 4096u);
+  EXPECT_EQ(back.template_name, "cublaslt_then_pointwise");
+  EXPECT_EQ(back.parameters, kernel.parameters);
+  EXPECT_EQ(back.source, "");
+  EXPECT_EQ(back.generator_version, "");
+}
+
+TEST(WireTest, TheTemplateTellsHowTheChildRunsACandidate) {
+  codegen::GeneratedKernel kernel;
+  for (const char* library : {codegen::GemmLibraryFamily::kCublasLtTemplate,
+                              codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate}) {
+    kernel.template_name = library;
+    EXPECT_EQ(KindOf(kernel), CandidateKind::kCublasLt) << library;
+  }
+  kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
+  EXPECT_EQ(KindOf(kernel), CandidateKind::kAtenFallback);
+  for (const char* generated : {codegen::PointwiseFamily::kTemplateName,
+                                codegen::ReductionFamily::kTemplateName, ""}) {
+    kernel.template_name = generated;
+    EXPECT_EQ(KindOf(kernel), CandidateKind::kGeneratedKernel) << generated;
+  }
+}
+
 TEST(SandboxTest, CreateRejectsAPathThatIsNotAnExecutable) {
   SandboxOptions options = TestOptions();
   options.child_path = "/nonexistent/forge-sandbox-child";
@@ -196,6 +269,108 @@ TEST(SandboxTest, JudgeAndTimeWithoutAGpuAreUnavailableAndTheChildStays) {
   const SandboxStats stats = sandbox->stats();
   EXPECT_EQ(stats.child_pid, pid);
   EXPECT_EQ(stats.crashes + stats.timeouts + stats.restarts, 0);
+}
+
+TEST(SandboxTest, LibraryAndAtenCandidatesWithoutAGpuAreUnavailableAndTheChildStays) {
+  if (gpu::DriverStatus().ok()) GTEST_SKIP() << "a GPU is present: sandbox_kinds_gpu_test runs them";
+  std::unique_ptr<Sandbox> sandbox = CreateOrDie(TestOptions());
+  ASSERT_NE(sandbox, nullptr);
+  const pid_t pid = sandbox->stats().child_pid;
+  for (const SandboxCandidate& candidate : {SomeCublasLtCandidate(), SomeAtenFallbackCandidate()}) {
+    absl::StatusOr<SandboxOutcome> judged = sandbox->Judge(candidate);
+    EXPECT_TRUE(absl::IsUnavailable(judged.status())) << candidate.digest << ": " << judged.status();
+    EXPECT_EQ(judged.status().message(), gpu::DriverStatus().message());
+    absl::StatusOr<SandboxOutcome> timed = sandbox->Time(candidate);
+    EXPECT_TRUE(absl::IsUnavailable(timed.status())) << candidate.digest << ": " << timed.status();
+  }
+  const SandboxStats stats = sandbox->stats();
+  EXPECT_EQ(stats.child_pid, pid);
+  EXPECT_EQ(stats.requests, 4);
+  EXPECT_EQ(stats.crashes + stats.timeouts + stats.restarts, 0);
+}
+
+// The child's loop, in this process, as a child built without LibTorch's CUDA libraries runs it
+// (no ATen fallback loader), over a real socket pair.
+class ChildWithoutAtenFallback {
+ public:
+  ChildWithoutAtenFallback() {
+    ChildOptions options;
+    options.socket_fd = sockets_.reader();
+    exit_status_ = std::async(std::launch::async, [options] { return RunSandboxChild(options); });
+  }
+  ~ChildWithoutAtenFallback() {
+    if (exit_status_.valid()) Finish();
+  }
+
+  absl::StatusOr<wire::Hello> Hello() {
+    wire::Hello hello;
+    if (absl::Status read = ReadMessage(parent(), Deadline(), hello); !read.ok()) return read;
+    return hello;
+  }
+
+  absl::StatusOr<wire::Response> Exchange(wire::Request request) {
+    request.set_id(next_id_++);
+    if (absl::Status sent = WriteMessage(parent(), request, Deadline()); !sent.ok()) return sent;
+    wire::Response response;
+    if (absl::Status read = ReadMessage(parent(), Deadline(), response); !read.ok()) return read;
+    EXPECT_EQ(response.id(), request.id());
+    return response;
+  }
+
+  // Closes the parent's end: the child's loop ends.
+  int Finish() {
+    sockets_.CloseWriter();
+    return exit_status_.get();
+  }
+
+ private:
+  int parent() const { return sockets_.writer(); }
+  static absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+  SocketPair sockets_;
+  std::future<int> exit_status_;
+  uint64_t next_id_ = 1;
+};
+
+TEST(SandboxChildTest, AChildBuiltWithoutTheAtenFallbackRefusesItsCandidates) {
+  ChildWithoutAtenFallback child;
+  absl::StatusOr<wire::Hello> hello = child.Hello();
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  EXPECT_EQ(hello->device_status().code() == 0, gpu::DriverStatus().ok());
+
+  const SandboxCandidate aten = SomeAtenFallbackCandidate();
+  wire::Request judge;
+  *judge.mutable_judge()->mutable_candidate() = CandidateToWire(aten.task, aten.kernel, aten.cubin);
+  wire::Request time;
+  *time.mutable_time()->mutable_candidate() = CandidateToWire(aten.task, aten.kernel, aten.cubin);
+  for (const wire::Request& request : {judge, time}) {
+    absl::StatusOr<wire::Response> response = child.Exchange(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_TRUE(response->has_error()) << response->ShortDebugString();
+    const absl::Status error = FromWire(response->error());
+    EXPECT_TRUE(absl::IsFailedPrecondition(error)) << error;
+    EXPECT_THAT(error.message(), HasSubstr("built without LibTorch's CUDA libraries"));
+    EXPECT_THAT(error.message(), HasSubstr("forge::libtorch_cuda"));
+    EXPECT_FALSE(response->context_lost());
+  }
+
+  // Other kinds go on to the GPU: without one, its absence is the answer.
+  if (!gpu::DriverStatus().ok()) {
+    const SandboxCandidate library = SomeCublasLtCandidate();
+    wire::Request request;
+    *request.mutable_judge()->mutable_candidate() =
+        CandidateToWire(library.task, library.kernel, library.cubin);
+    absl::StatusOr<wire::Response> response = child.Exchange(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_TRUE(response->has_error()) << response->ShortDebugString();
+    EXPECT_TRUE(absl::IsUnavailable(FromWire(response->error()))) << response->ShortDebugString();
+  }
+  wire::Request ping;
+  ping.set_ping(true);
+  absl::StatusOr<wire::Response> pong = child.Exchange(ping);
+  ASSERT_TRUE(pong.ok()) << pong.status();
+  EXPECT_TRUE(pong->pong());
+  EXPECT_EQ(child.Finish(), 0);
 }
 
 TEST(SandboxTest, TimeRefusesAHookOfItsOwn) {

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/gemm_library.h"
 #include "worker/timer/stats.h"
 
 namespace forge::sandbox {
@@ -237,16 +239,44 @@ timer::Timing FromWire(const wire::Timing& timing) {
   return result;
 }
 
-codegen::GeneratedKernel LaunchedKernelFromWire(const wire::Candidate& candidate) {
+wire::Candidate CandidateToWire(const forge::v1::KernelTask& task,
+                                const codegen::GeneratedKernel& kernel, absl::string_view cubin) {
+  wire::Candidate result;
+  *result.mutable_task() = task;
+  result.set_kernel_name(kernel.kernel_name);
+  result.mutable_grid()->Add(kernel.launch.grid.begin(), kernel.launch.grid.end());
+  result.mutable_block()->Add(kernel.launch.block.begin(), kernel.launch.block.end());
+  result.set_dynamic_shared_bytes(kernel.launch.dynamic_shared_bytes);
+  result.set_cubin(std::string(cubin));
+  result.set_template_name(kernel.template_name);
+  result.mutable_parameters()->insert(kernel.parameters.begin(), kernel.parameters.end());
+  return result;
+}
+
+codegen::GeneratedKernel KernelFromWire(const wire::Candidate& candidate) {
   codegen::GeneratedKernel kernel;
   kernel.kernel_name = candidate.kernel_name();
-  for (int i = 0; i < std::min(candidate.grid_size(), 3); ++i)
+  for (int i = 0; i < std::min(candidate.grid_size(), 3); ++i) {
     kernel.launch.grid[i] = candidate.grid(i);
+  }
   for (int i = 0; i < std::min(candidate.block_size(), 3); ++i) {
     kernel.launch.block[i] = candidate.block(i);
   }
   kernel.launch.dynamic_shared_bytes = candidate.dynamic_shared_bytes();
+  kernel.template_name = candidate.template_name();
+  kernel.parameters.insert(candidate.parameters().begin(), candidate.parameters().end());
   return kernel;
+}
+
+CandidateKind KindOf(const codegen::GeneratedKernel& kernel) {
+  if (kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
+      kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
+    return CandidateKind::kCublasLt;
+  }
+  if (kernel.template_name == codegen::AtenFallbackFamily::kTemplateName) {
+    return CandidateKind::kAtenFallback;
+  }
+  return CandidateKind::kGeneratedKernel;
 }
 
 }  // namespace forge::sandbox

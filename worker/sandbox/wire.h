@@ -51,8 +51,20 @@ judge::JudgeVerdict FromWire(const wire::Verdict& verdict);
 wire::Timing ToWire(const timer::Timing& timing);
 timer::Timing FromWire(const wire::Timing& timing);
 
-// The kernel's name and launch dimensions (what the child needs to launch the cubin).
-codegen::GeneratedKernel LaunchedKernelFromWire(const wire::Candidate& candidate);
+// A candidate for the child: the task, what of the family's GeneratedKernel the child uses (the
+// kernel's name and launch, its template and parameters; not its source) and the cubin.
+wire::Candidate CandidateToWire(const forge::v1::KernelTask& task,
+                                const codegen::GeneratedKernel& kernel, absl::string_view cubin);
+// The GeneratedKernel as far as it travels: source and generator_version stay empty.
+codegen::GeneratedKernel KernelFromWire(const wire::Candidate& candidate);
+
+// How the child runs a candidate, told by the template its family generated it from.
+enum class CandidateKind {
+  kGeneratedKernel,  // an NVRTC-compiled kernel: the cubin, launched as kernel_name with launch
+  kCublasLt,         // the gemm_library family: cuBLASLt, then the cubin's epilogue kernel if any
+  kAtenFallback,     // the ATen fallback family: the task's group through ATen on the GPU
+};
+CandidateKind KindOf(const codegen::GeneratedKernel& kernel);
 
 }  // namespace forge::sandbox
 
