@@ -1,0 +1,112 @@
+#include "worker/daemon/executor.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/search/candidate.h"
+
+namespace forge::daemon {
+namespace {
+
+constexpr std::size_t kMaxFailureLogBytes = 64 * 1024;  // task.proto: Failure.log
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A point the template cannot express is the candidate's own problem; anything else (another
+// build's generator, a digest or task that does not match) is a fault of Forge's bookkeeping.
+forge::v1::FailureReason GenerationFailureReason(const absl::Status& status) {
+  if (absl::IsInvalidArgument(status) || absl::IsUnimplemented(status)) {
+    return forge::v1::FAILURE_REASON_UNSUPPORTED;
+  }
+  return forge::v1::FAILURE_REASON_INTERNAL;
+}
+
+}  // namespace
+
+absl::string_view StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kGenerate: return "generate";
+    case Stage::kCompile: return "compile";
+    case Stage::kJudge: return "judge";
+    case Stage::kTime: return "time";
+    case Stage::kPredict: return "predict";
+  }
+  return "unknown";
+}
+
+forge::v1::Result FailureResult(absl::string_view candidate_digest, forge::v1::FailureStage stage,
+                                forge::v1::FailureReason reason, std::string detail,
+                                absl::string_view log) {
+  forge::v1::Result result;
+  forge::v1::Failure* failure = result.mutable_failure();
+  failure->set_candidate_digest(std::string(candidate_digest));
+  failure->set_stage(stage);
+  failure->set_reason(reason);
+  failure->set_detail(std::move(detail));
+  if (log.size() > kMaxFailureLogBytes) log = log.substr(log.size() - kMaxFailureLogBytes);
+  failure->set_log(std::string(log));
+  return result;
+}
+
+PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
+                                    const forge::v1::Candidate& candidate,
+                                    StageTimes* times) const {
+  PreparedCandidate prepared;
+  prepared.digest = candidate.digest();
+  prepared.task = &task;
+  if (candidate.target_arch() != gpu_.arch()) {
+    prepared.failure = FailureResult(
+        candidate.digest(), forge::v1::FAILURE_STAGE_GENERATE, forge::v1::FAILURE_REASON_INTERNAL,
+        absl::StrCat("candidate targets '", candidate.target_arch(), "' but GPU ", gpu_.index(),
+                     " (", gpu_.name(), ") is ", gpu_.arch()));
+    return prepared;
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<codegen::GeneratedKernel> kernel = search::GenerateCandidate(task, candidate);
+  times->Add(Stage::kGenerate, SecondsSince(start));
+  if (!kernel.ok()) {
+    prepared.failure = FailureResult(
+        candidate.digest(), forge::v1::FAILURE_STAGE_GENERATE,
+        GenerationFailureReason(kernel.status()),
+        absl::StrCat("generate ", candidate.template_name(), ": ", kernel.status().ToString()));
+    return prepared;
+  }
+  prepared.kernel = *std::move(kernel);
+  if (prepared.kernel.kernel_name.empty()) return prepared;
+
+  // The same request the emulated backend makes, so that its compile is a cache hit.
+  compile::CompileRequest request;
+  request.source = prepared.kernel.source;
+  request.name_expressions = {prepared.kernel.kernel_name};
+  request.arch = gpu_.arch();
+  start = std::chrono::steady_clock::now();
+  compile::CompileResult compiled = pool_->Compile(std::move(request));
+  times->Add(Stage::kCompile, SecondsSince(start));
+  if (!compiled.ok()) {
+    prepared.failure = FailureResult(
+        candidate.digest(), forge::v1::FAILURE_STAGE_COMPILE,
+        absl::IsInternal(compiled.status) ? forge::v1::FAILURE_REASON_INTERNAL
+                                          : forge::v1::FAILURE_REASON_COMPILE_ERROR,
+        absl::StrCat("compile ", prepared.kernel.kernel_name, " for ", gpu_.arch(), ": ",
+                     compiled.status.message()),
+        compiled.log);
+    return prepared;
+  }
+  prepared.compiled = std::move(compiled);
+  return prepared;
+}
+
+absl::StatusOr<forge::v1::Result> Executor::Evaluate(const forge::v1::KernelTask& task,
+                                                     const forge::v1::Candidate& candidate,
+                                                     StageTimes* times) {
+  PreparedCandidate prepared = Prepare(task, candidate, times);
+  if (prepared.failure.has_value()) return *std::move(prepared.failure);
+  return Execute(std::move(prepared), times);
+}
+
+}  // namespace forge::daemon

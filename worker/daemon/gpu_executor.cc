@@ -1,0 +1,170 @@
+#include "worker/daemon/gpu_executor.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status/status_macros.h"
+#include "compiler/codegen/gemm_library.h"
+#include "worker/emulated/emulated_backend.h"
+
+namespace forge::daemon {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// cuBLASLt candidates compile at most their epilogue kernel: ptxas' figures would describe that
+// kernel, not the call (forge.v1.KernelMetrics.resources_available).
+bool IsLibraryCall(const codegen::GeneratedKernel& kernel) {
+  return kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
+         kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
+}
+
+void FillResources(const codegen::GeneratedKernel& kernel,
+                   const std::optional<compile::CompileResult>& compiled,
+                   forge::v1::KernelMetrics* metrics) {
+  metrics->set_counters_available(false);
+  if (!compiled.has_value() || IsLibraryCall(kernel)) return;
+  const auto lowered = compiled->lowered_names.find(kernel.kernel_name);
+  const compile::PtxasFunctionReport* report = compiled->ptxas.Find(
+      lowered == compiled->lowered_names.end() ? kernel.kernel_name : lowered->second);
+  if (report == nullptr) return;
+  metrics->set_resources_available(true);
+  metrics->set_registers_per_thread(report->registers);
+  metrics->set_shared_memory_bytes(static_cast<int32_t>(
+      report->shared_memory_bytes + kernel.launch.dynamic_shared_bytes));
+  metrics->set_spill_store_bytes(static_cast<int32_t>(report->spill_store_bytes));
+  metrics->set_spill_load_bytes(static_cast<int32_t>(report->spill_load_bytes));
+}
+
+// The result of a sandbox request that gave no outcome: Unavailable stays an error (the
+// candidate goes back); anything else is the judge's own failure on this candidate.
+absl::StatusOr<forge::v1::Result> SandboxError(const absl::Status& status,
+                                               absl::string_view digest,
+                                               forge::v1::FailureStage stage) {
+  if (absl::IsUnavailable(status)) return status;
+  return FailureResult(digest, stage, forge::v1::FAILURE_REASON_INTERNAL, status.ToString());
+}
+
+forge::v1::Result OutcomeFailure(forge::v1::Failure failure) {
+  forge::v1::Result result;
+  *result.mutable_failure() = std::move(failure);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<gpu::DeviceProperties>> DiscoverGpus() {
+  FORGE_RETURN_IF_ERROR(gpu::DriverStatus());
+  std::vector<gpu::DeviceProperties> gpus;
+  // The driver reports at least one device; the first ordinal that does not open ends the list.
+  for (int ordinal = 0;; ++ordinal) {
+    absl::StatusOr<std::unique_ptr<gpu::Device>> device = gpu::Device::Open(ordinal);
+    if (!device.ok()) {
+      if (ordinal == 0) return device.status();
+      break;
+    }
+    gpus.push_back((*device)->properties());
+  }
+  return gpus;
+}
+
+absl::StatusOr<GpuArch> TableEntryForDevice(absl::string_view device_name) {
+  absl::string_view name = absl::StripPrefix(device_name, "NVIDIA ");
+  name = absl::StripPrefix(name, "GeForce ");
+  if (absl::StatusOr<GpuArch> entry = FindGpu(name); entry.ok()) return entry;
+  // "H100 80GB HBM3": the product without its memory configuration.
+  return FindGpu(name.substr(0, name.find(' ')));
+}
+
+absl::StatusOr<std::unique_ptr<GpuExecutor>> GpuExecutor::Create(
+    const gpu::DeviceProperties& device, GpuExecutorOptions options, compile::CompilePool* pool) {
+  FORGE_ASSIGN_OR_RETURN(
+      std::unique_ptr<sandbox::Sandbox> sandbox,
+      sandbox::Sandbox::Create({.child_path = options.sandbox_child, .gpu_ordinal = device.ordinal}));
+  forge::v1::GpuInfo gpu;
+  gpu.set_index(device.ordinal);
+  gpu.set_name(device.name);
+  gpu.set_arch(device.arch());
+  gpu.set_memory_bytes(device.total_memory_bytes);
+  gpu.set_sm_count(device.sm_count);
+  absl::StatusOr<GpuArch> table_entry = TableEntryForDevice(device.name);
+  return std::unique_ptr<GpuExecutor>(new GpuExecutor(
+      std::move(gpu), pool, std::move(options),
+      table_entry.ok() ? std::optional<GpuArch>(*std::move(table_entry)) : std::nullopt,
+      std::move(sandbox)));
+}
+
+GpuExecutor::GpuExecutor(forge::v1::GpuInfo gpu, compile::CompilePool* pool,
+                         GpuExecutorOptions options, std::optional<GpuArch> table_entry,
+                         std::unique_ptr<sandbox::Sandbox> sandbox)
+    : Executor(std::move(gpu), pool),
+      options_(std::move(options)),
+      table_entry_(std::move(table_entry)),
+      sandbox_(std::move(sandbox)) {}
+
+absl::StatusOr<forge::v1::Result> GpuExecutor::Execute(PreparedCandidate prepared,
+                                                       StageTimes* times) {
+  const forge::v1::KernelTask& task = *prepared.task;
+  sandbox::SandboxCandidate candidate{
+      .digest = prepared.digest,
+      .task = task,
+      .kernel = std::move(prepared.kernel),
+      .cubin = prepared.compiled.has_value() ? std::move(prepared.compiled->cubin) : ""};
+
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<sandbox::SandboxOutcome> judged = sandbox_->Judge(candidate, options_.judge);
+  times->Add(Stage::kJudge, SecondsSince(start));
+  if (!judged.ok()) {
+    return SandboxError(judged.status(), prepared.digest, forge::v1::FAILURE_STAGE_JUDGE);
+  }
+  if (judged->failure.has_value()) return OutcomeFailure(*std::move(judged->failure));
+
+  // The child judged this candidate last, so Time goes straight to the timed runs.
+  start = std::chrono::steady_clock::now();
+  absl::StatusOr<sandbox::SandboxOutcome> timed =
+      sandbox_->Time(candidate, options_.judge, options_.timer);
+  times->Add(Stage::kTime, SecondsSince(start));
+  if (!timed.ok()) {
+    return SandboxError(timed.status(), prepared.digest, forge::v1::FAILURE_STAGE_TIME);
+  }
+  if (timed->failure.has_value()) return OutcomeFailure(*std::move(timed->failure));
+  if (!timed->timing.has_value() || !timed->verdict.has_value()) {
+    return FailureResult(prepared.digest, forge::v1::FAILURE_STAGE_TIME,
+                         forge::v1::FAILURE_REASON_INTERNAL,
+                         "the sandbox answered a time request without a timing or a verdict");
+  }
+
+  forge::v1::Result result;
+  forge::v1::Measurement* measurement = result.mutable_measurement();
+  measurement->set_candidate_digest(prepared.digest);
+  measurement->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+  const timer::Summary& summary = timed->timing->summary;
+  measurement->set_median_us(summary.median);
+  measurement->set_min_us(summary.min);
+  measurement->set_max_us(summary.max);
+  measurement->set_reps(summary.count);
+  measurement->set_spread(summary.spread);
+  if (table_entry_.has_value()) {
+    absl::StatusOr<Roofline> floor =
+        RooflineFloor(*table_entry_, static_cast<double>(task.flops()),
+                      static_cast<double>(task.min_bytes()), emulated::TaskMathMode(task));
+    if (floor.ok()) {
+      measurement->set_roofline_floor_us(floor->seconds * 1e6);
+      if (summary.median > 0) {
+        measurement->set_percent_of_floor(floor->seconds * 1e6 / summary.median * 100);
+      }
+    }
+  }
+  FillResources(candidate.kernel, prepared.compiled, measurement->mutable_metrics());
+  *measurement->mutable_judge() = std::move(timed->verdict->evidence);
+  measurement->set_device_name(gpu().name());
+  return result;
+}
+
+}  // namespace forge::daemon
