@@ -1,4 +1,5 @@
-// forge-coordinator: serves JobService over gRPC, keeps jobs in Redis and weight blobs on disk,
+// forge-coordinator: serves JobService (clients) and WorkerService (GPU workers) over gRPC, runs
+// the scheduler and the searches, keeps jobs, leases and results in Redis and weight blobs on disk,
 // and exposes /metrics. Settings come from flags, FORGE_* variables and a config file
 // (common/config); --help lists them. SIGTERM or SIGINT stops it gracefully: new calls are refused,
 // calls in flight get shutdown.grace to finish.
@@ -23,10 +24,14 @@
 #include "common/metrics/exposer.h"
 #include "common/metrics/metrics.h"
 #include "common/redis/redis_client.h"
+#include "compiler/codegen/family.h"
 #include "grpcpp/grpcpp.h"
 #include "server/blob_store.h"
 #include "server/job_service.h"
 #include "server/job_store.h"
+#include "server/result_cache.h"
+#include "server/scheduler.h"
+#include "server/worker_service.h"
 
 namespace forge::server {
 namespace {
@@ -50,6 +55,17 @@ ConfigSchema Schema() {
                 "How often the jobs-by-state gauge is read from Redis.")
       .Duration("watch.wait", absl::Seconds(1),
                 "Longest a WatchJob call blocks in Redis before checking on its caller.")
+      .Duration("lease.duration", absl::Seconds(30),
+                "How long a lease lasts without a report or a heartbeat naming it.")
+      .Duration("heartbeat.interval", absl::Seconds(1),
+                "Heartbeat interval workers are told to keep (cancellations reach them this fast).")
+      .Int64("lease.max_candidates", 32, "Most candidates one lease holds.", {.min = 1, .max = 4096})
+      .Int64("search.trials_per_task", 24,
+             "Trials per searchable task for jobs that set no budget.", {.min = 1, .max = 1 << 20})
+      .Int64("search.min_trials_per_task", 4, "Least trials any task gets.", {.min = 1, .max = 1 << 20})
+      .Int64("search.seed", 1, "Seed of every search's random choices.", {.min = 0})
+      .Duration("scheduler.tick", absl::Milliseconds(250),
+                "How often leases are checked for expiry, queued jobs started, searches saved.")
       .Duration("shutdown.grace", absl::Seconds(5),
                 "Time calls in flight get to finish after SIGTERM.")
       .Enum("log.level", {"trace", "debug", "info", "warn", "error", "critical", "off"}, "info",
@@ -65,6 +81,27 @@ absl::StatusOr<Config> LoadConfig(const ConfigSchema& schema, std::vector<std::s
   if (!without_file.ok() || without_file->GetString("config").empty()) return without_file;
   return Config::Load(schema, {.file = without_file->GetString("config"), .args = std::move(args)});
 }
+
+// Calls Scheduler::Tick every `period` until destroyed.
+class SchedulerTicker {
+ public:
+  SchedulerTicker(Scheduler* scheduler, absl::Duration period)
+      : thread_([this, scheduler, period] {
+          while (!stop_.WaitForNotificationWithTimeout(period)) {
+            if (absl::Status ticked = scheduler->Tick(); !ticked.ok()) {
+              GetLogger("scheduler")->warn("tick: {}", ticked.ToString());
+            }
+          }
+        }) {}
+  ~SchedulerTicker() {
+    stop_.Notify();
+    thread_.join();
+  }
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
 
 // Keeps forge_coordinator_jobs{state} current from the per-state counts in Redis.
 class JobGaugeRefresher {
@@ -99,7 +136,8 @@ int Run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
-      std::cout << "forge-coordinator: the Forge job service.\n\n" << schema.HelpText();
+      std::cout << "forge-coordinator: the Forge job and worker services.\n\n"
+                << schema.HelpText();
       return 0;
     }
   }
@@ -141,10 +179,34 @@ int Run(int argc, char** argv) {
     return 1;
   }
   JobStore jobs(&redis);
+  ResultCache results(&redis);
 
   auto registry = std::make_shared<metrics::Registry>();
-  JobService service(&jobs, blobs->get(), registry.get(),
+  SchedulerOptions scheduler_options;
+  scheduler_options.lease_duration = config->GetDuration("lease.duration");
+  scheduler_options.heartbeat_interval = config->GetDuration("heartbeat.interval");
+  scheduler_options.max_candidates_per_lease =
+      static_cast<int>(config->GetInt64("lease.max_candidates"));
+  scheduler_options.default_trials_per_task = config->GetInt64("search.trials_per_task");
+  scheduler_options.min_trials_per_task = config->GetInt64("search.min_trials_per_task");
+  scheduler_options.search.seed = static_cast<uint64_t>(config->GetInt64("search.seed"));
+  scheduler_options.generator_versions = codegen::GeneratorVersions();
+  // Redis may still be down or loading its AOF: keep trying, as every call would.
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler;
+  for (int attempt = 0;; ++attempt) {
+    scheduler = Scheduler::Create(&redis, &jobs, &results, registry.get(), scheduler_options);
+    if (scheduler.ok() || !absl::IsUnavailable(scheduler.status()) || attempt == 60) break;
+    if (attempt == 0) log->warn("loading the scheduler: {}; retrying", scheduler.status().ToString());
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  if (!scheduler.ok()) {
+    log->critical("loading the scheduler: {}", scheduler.status().ToString());
+    return 1;
+  }
+  JobService service(&jobs, blobs->get(), scheduler->get(), registry.get(),
                      {.watch_redis = redis_options, .watch_wait = config->GetDuration("watch.wait")});
+  WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get());
+  SchedulerTicker ticker(scheduler->get(), config->GetDuration("scheduler.tick"));
   absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =
       registry->AddGauge({"forge_coordinator_jobs", "Jobs by state, as recorded in Redis.", {}});
   if (!job_gauges.ok()) {
@@ -172,6 +234,7 @@ int Run(int argc, char** argv) {
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(&service);
+  builder.RegisterService(&worker_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     log->critical("cannot listen on {}", listen);

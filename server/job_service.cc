@@ -20,7 +20,7 @@ using ::forge::v1::JobEvent;
 
 metrics::Family<metrics::Counter>* RegisterRpcCounter(metrics::Registry* registry) {
   absl::StatusOr<metrics::Family<metrics::Counter>*> family = registry->AddCounter(
-      {"forge_coordinator_rpcs_total", "JobService calls answered, by method and status code.", {}});
+      {"forge_coordinator_rpcs_total", "JobService and WorkerService calls answered, by method and status code.", {}});
   if (!family.ok()) {
     GetLogger("coordinator")->critical("registering the RPC counter: {}", family.status().ToString());
     std::abort();
@@ -52,9 +52,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-JobService::JobService(JobStore* jobs, BlobStore* blobs, metrics::Registry* registry,
-                       JobServiceOptions options)
-    : jobs_(jobs), blobs_(blobs), rpcs_(RegisterRpcCounter(registry)), options_(std::move(options)) {}
+JobService::JobService(JobStore* jobs, BlobStore* blobs, Scheduler* scheduler,
+                       metrics::Registry* registry, JobServiceOptions options)
+    : jobs_(jobs),
+      blobs_(blobs),
+      scheduler_(scheduler),
+      rpcs_(RegisterRpcCounter(registry)),
+      options_(std::move(options)) {}
 
 grpc::Status JobService::Finish(absl::string_view method, const absl::Status& status) {
   rpcs_->Add({{"method", std::string(method)}, {"code", absl::StatusCodeToString(status.code())}})
@@ -90,6 +94,12 @@ absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>*
     return absl::InvalidArgumentError("SubmitJob: the first message must be the header");
   }
   const forge::v1::SubmitJobHeader header = std::move(*request.mutable_header());
+  const forge::v1::JobBudget& budget = header.options().budget();
+  if (budget.max_candidate_trials() < 0 || budget.max_wall_seconds() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SubmitJob: options.budget must not be negative (max_candidate_trials ",
+        budget.max_candidate_trials(), ", max_wall_seconds ", budget.max_wall_seconds(), ")"));
+  }
   absl::StatusOr<graph::PartitionResult> partition = graph::Partition(header.graph());
   if (!partition.ok()) return Annotate(partition.status(), "SubmitJob: graph rejected");
   FORGE_ASSIGN_OR_RETURN(auto named_blobs, BlobsNamedBy(header.graph()));
@@ -136,8 +146,10 @@ absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>*
                  {"model", header.graph().metadata().name()},
                  {"tasks", job.progress().tasks_total()},
                  {"blobs_stored", blobs_stored}});
+  const std::string job_id = job.id();
   *response->mutable_job() = std::move(job);
   response->set_blobs_stored(blobs_stored);
+  scheduler_->JobSubmitted(job_id);
   return absl::OkStatus();
 }
 
@@ -187,6 +199,7 @@ grpc::Status JobService::CancelJob(grpc::ServerContext*,
                                    forge::v1::CancelJobResponse* response) {
   absl::StatusOr<Job> job = jobs_->Cancel(request->job_id(), request->reason());
   if (job.ok()) {
+    scheduler_->JobCancelled(job->id());
     LogWithFields(*GetLogger("coordinator"), spdlog::level::info, "job cancelled",
                   {{"job", job->id()}, {"reason", request->reason()}});
     *response->mutable_job() = *std::move(job);
@@ -214,22 +227,21 @@ grpc::Status JobService::ListJobs(grpc::ServerContext*, const forge::v1::ListJob
 grpc::Status JobService::GetResults(grpc::ServerContext*,
                                     const forge::v1::GetResultsRequest* request,
                                     forge::v1::GetResultsResponse* response) {
-  absl::Status status = [&]() -> absl::Status {
-    FORGE_ASSIGN_OR_RETURN(*response->mutable_job(), jobs_->GetJob(request->job_id()));
-    FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> tasks,
-                           jobs_->GetTasks(request->job_id()));
-    // Descending share of baseline time; before the baseline is timed, by occurrences.
-    std::sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) {
-      if (a.baseline_share() != b.baseline_share()) return a.baseline_share() > b.baseline_share();
-      if (a.occurrences() != b.occurrences()) return a.occurrences() > b.occurrences();
-      return a.digest() < b.digest();
-    });
-    for (forge::v1::KernelTask& task : tasks) {
-      *response->add_tasks()->mutable_task() = std::move(task);
-    }
-    return absl::OkStatus();
-  }();
-  return Finish("GetResults", status);
+  absl::StatusOr<forge::v1::GetResultsResponse> results =
+      scheduler_->Results(request->job_id(), request->include_all_results());
+  if (results.ok()) *response = *std::move(results);
+  return Finish("GetResults", results.status());
+}
+
+grpc::Status JobService::ListWorkers(grpc::ServerContext*,
+                                     const forge::v1::ListWorkersRequest* request,
+                                     forge::v1::ListWorkersResponse* response) {
+  absl::StatusOr<std::vector<forge::v1::WorkerStatus>> workers =
+      scheduler_->Workers(request->include_dead());
+  if (workers.ok()) {
+    for (forge::v1::WorkerStatus& worker : *workers) *response->add_workers() = std::move(worker);
+  }
+  return Finish("ListWorkers", workers.status());
 }
 
 }  // namespace forge::server

@@ -1,5 +1,6 @@
 // forge.v1.JobService over the job and blob stores: model intake (blobs, validation, partition),
-// job state, WatchJob's event stream, listing and cancellation.
+// job state, WatchJob's event stream, listing and cancellation; results and the fleet come from
+// the scheduler.
 //
 // Every RPC turns the stores' absl::Status into the gRPC status of the same code with the same
 // message (Unavailable while Redis is down, naming it), and counts itself in
@@ -18,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/blob_store.h"
 #include "server/job_store.h"
+#include "server/scheduler.h"
 
 namespace forge::server {
 
@@ -33,9 +35,9 @@ struct JobServiceOptions {
 
 class JobService final : public forge::v1::JobService::Service {
  public:
-  // The stores must outlive the service. Aborts if `registry` already has the RPC counter family
-  // (one service per registry).
-  JobService(JobStore* jobs, BlobStore* blobs, metrics::Registry* registry,
+  // The stores and the scheduler must outlive the service. Aborts if `registry` already has the
+  // RPC counter family (one service per registry).
+  JobService(JobStore* jobs, BlobStore* blobs, Scheduler* scheduler, metrics::Registry* registry,
              JobServiceOptions options);
 
   grpc::Status MissingBlobs(grpc::ServerContext* context,
@@ -52,10 +54,15 @@ class JobService final : public forge::v1::JobService::Service {
                          forge::v1::CancelJobResponse* response) override;
   grpc::Status ListJobs(grpc::ServerContext* context, const forge::v1::ListJobsRequest* request,
                         forge::v1::ListJobsResponse* response) override;
-  // The job and its tasks; until the scheduler records results, no task has any.
   grpc::Status GetResults(grpc::ServerContext* context,
                           const forge::v1::GetResultsRequest* request,
                           forge::v1::GetResultsResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context,
+                           const forge::v1::ListWorkersRequest* request,
+                           forge::v1::ListWorkersResponse* response) override;
+
+  // The forge_coordinator_rpcs_total family, which WorkerService counts its calls in too.
+  metrics::Family<metrics::Counter>* rpc_counter() const { return rpcs_; }
 
  private:
   absl::Status Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
@@ -67,6 +74,7 @@ class JobService final : public forge::v1::JobService::Service {
 
   JobStore* const jobs_;
   BlobStore* const blobs_;
+  Scheduler* const scheduler_;
   metrics::Family<metrics::Counter>* const rpcs_;
   const JobServiceOptions options_;
 };

@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/digest/sha256.h"
 #include "common/status/status_macros.h"
+#include "compiler/graph/task_digest.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/time_util.h"
@@ -52,6 +52,30 @@ for i = 6, #ARGV do
   entry[#entry + 1] = redis.call('HGET', KEYS[1], ARGV[i]) or '0'
 end
 return {2, redis.call('XADD', KEYS[2], '*', unpack(entry))}
+)lua";
+
+// Adds counters, keeps the larger best speedup and appends the event (if any) with the progress
+// after the change. KEYS: job hash, event stream. ARGV: now (ms), event bytes ("" for none),
+// best speedup, then (counter name, increment) pairs. Returns 0 for a missing job, 1 otherwise.
+constexpr char kProgressScript[] = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 4, #ARGV, 2 do
+  if ARGV[i + 1] ~= '0' then redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+local best = tonumber(redis.call('HGET', KEYS[1], 'best_speedup') or '1')
+if tonumber(ARGV[3]) > best then redis.call('HSET', KEYS[1], 'best_speedup', ARGV[3]) end
+redis.call('HSET', KEYS[1], 'updated_ms', ARGV[1])
+if ARGV[2] ~= '' then
+  local entry = {'event', ARGV[2]}
+  for i = 4, #ARGV, 2 do
+    entry[#entry + 1] = ARGV[i]
+    entry[#entry + 1] = redis.call('HGET', KEYS[1], ARGV[i]) or '0'
+  end
+  entry[#entry + 1] = 'best_speedup'
+  entry[#entry + 1] = redis.call('HGET', KEYS[1], 'best_speedup')
+  redis.call('XADD', KEYS[2], '*', unpack(entry))
+end
+return 1
 )lua";
 
 std::string StateName(JobState state) { return forge::v1::JobState_Name(state); }
@@ -186,15 +210,13 @@ bool IsTerminal(JobState state) {
          state == forge::v1::JOB_STATE_CANCELLED;
 }
 
-std::string ModelDigest(const Graph& graph) { return Sha256Hex(SerializeDeterministic(graph)); }
-
 absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& options,
                                         const std::vector<KernelTask>& tasks) {
   absl::StatusOr<RedisReply> sequence = redis_->Command({"INCR", std::string(keys::kJobSequence)});
   if (!sequence.ok()) return Annotate(sequence.status(), "allocating a job id");
   if (!sequence->is_integer()) return UnexpectedReply("allocating a job id", *sequence);
   const std::string job_id = absl::StrCat("job-", sequence->integer());
-  const std::string model_digest = ModelDigest(graph);
+  const std::string model_digest = graph::ModelDigest(graph);
   const int64_t now_ms = NowMillis();
   const std::string queued = StateName(forge::v1::JOB_STATE_QUEUED);
 
@@ -396,6 +418,48 @@ absl::StatusOr<Graph> JobStore::GetModel(absl::string_view model_digest) {
     return absl::DataLossError(absl::StrCat(key, ": not a forge.v1.Graph"));
   }
   return graph;
+}
+
+absl::Status JobStore::RecordProgress(absl::string_view job_id, const JobProgress& delta,
+                                      const JobEvent* event) {
+  const int64_t now_ms = NowMillis();
+  std::string event_bytes;
+  if (event != nullptr) {
+    JobEvent stored = *event;  // ids and progress are added when it is read
+    stored.clear_event_id();
+    stored.clear_job_id();
+    stored.clear_progress();
+    if (!stored.has_time()) {
+      *stored.mutable_time() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(now_ms);
+    }
+    event_bytes = stored.SerializeAsString();
+  }
+  std::vector<std::string> command = {"EVAL",
+                                      kProgressScript,
+                                      "2",
+                                      keys::Job(job_id),
+                                      keys::JobEvents(job_id),
+                                      absl::StrCat(now_ms),
+                                      event_bytes,
+                                      absl::StrCat(delta.best_speedup()),
+                                      std::string(field::kTasksTotal),
+                                      absl::StrCat(delta.tasks_total()),
+                                      std::string(field::kTasksDone),
+                                      absl::StrCat(delta.tasks_done()),
+                                      std::string(field::kCandidatesLeased),
+                                      absl::StrCat(delta.candidates_leased()),
+                                      std::string(field::kCandidatesCompleted),
+                                      absl::StrCat(delta.candidates_completed()),
+                                      std::string(field::kCandidatesFailed),
+                                      absl::StrCat(delta.candidates_failed())};
+  const std::string operation = absl::StrCat("recording progress of ", keys::Job(job_id));
+  absl::StatusOr<RedisReply> reply = redis_->Command(command);
+  if (!reply.ok()) return Annotate(reply.status(), operation);
+  if (!reply->is_integer()) return UnexpectedReply(operation, *reply);
+  if (reply->integer() == 0) {
+    return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::map<JobState, int64_t>> JobStore::CountByState() {

@@ -29,9 +29,6 @@ namespace forge::server {
 // True for DONE, FAILED and CANCELLED: states a job never leaves.
 bool IsTerminal(forge::v1::JobState state);
 
-// The SHA-256 of the graph's deterministic serialization (Job.model_digest).
-std::string ModelDigest(const forge::v1::Graph& graph);
-
 // Which jobs ListJobs returns; empty fields match every job.
 struct JobFilter {
   std::vector<forge::v1::JobState> states;
@@ -81,6 +78,12 @@ class JobStore {
 
   // The graph a job was submitted with, by Job.model_digest.
   absl::StatusOr<forge::v1::Graph> GetModel(absl::string_view model_digest);
+
+  // Adds `delta`'s counters to the job's progress (best_speedup: the larger of the two wins) and,
+  // when `event` is set, appends it to the job's stream with the progress after the change; one
+  // script, so an event always carries the counters it caused. NotFound for an unknown job.
+  absl::Status RecordProgress(absl::string_view job_id, const forge::v1::JobProgress& delta,
+                              const forge::v1::JobEvent* event);
 
   // Jobs per state, every state listed (zero where there are none).
   absl::StatusOr<std::map<forge::v1::JobState, int64_t>> CountByState();

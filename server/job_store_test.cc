@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "compiler/graph/task_digest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/redis_server.h"
@@ -94,7 +95,7 @@ TEST_F(JobStoreTest, CreatesQueuedJobWithTasksModelAndFirstEvent) {
   EXPECT_EQ(job->state(), kQueued);
   EXPECT_EQ(job->options().owner(), "alice");
   EXPECT_EQ(job->progress().tasks_total(), 3);
-  EXPECT_EQ(job->model_digest(), ModelDigest(SmallGraph("m")));
+  EXPECT_EQ(job->model_digest(), graph::ModelDigest(SmallGraph("m")));
   EXPECT_GT(job->created_at().seconds(), 0);
 
   absl::StatusOr<std::vector<KernelTask>> tasks = store_->GetTasks(job->id());

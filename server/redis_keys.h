@@ -18,6 +18,28 @@
 //                                          job id and progress) plus the progress counters at the time
 //   forge:blob:{sha256}            hash    index of a stored weight blob: size, stored (ms); the bytes
 //                                          are a file under the coordinator's blob directory
+//
+// The search. A "space" names where a result is valid: the GPU's product name for measured
+// results ("NVIDIA H200"), "predicted:<arch table name>" for the emulated backend's, so that a
+// prediction never answers for a measurement. DESIGN.md's frontier zset is the searcher's state
+// plus the coordinator's in-memory ready queue (rebuilt by proposing again after a restart).
+//
+//   forge:result:{space}:{cand}    string  Result bytes: the results cache, first result wins (SETNX),
+//                                          no TTL
+//   forge:task_results:{space}:{task}  set candidate digests with a result, per task
+//   forge:candidate:{cand}         string  Candidate bytes of every candidate with a result
+//   forge:task_state:{space}:{task}    hash "search": the searcher's Serialize() (snapshotted about
+//                                          once a second; counts and bests are recomputed from the
+//                                          results on restart)
+//   forge:job:{id}:search          hash    the job's search: "space" it is bound to, "started_ms",
+//                                          "target:{task}" trials wanted, "stop:{task}" stop reason
+//   forge:lease_seq                string  last lease number handed out; ids are "lease-<n>"
+//   forge:leases                   zset    lease id -> deadline (ms since the epoch)
+//   forge:lease:{id}               hash    "worker", "space", "deadline_ms", and per candidate
+//                                          "c:{cand}" -> "{job id} {task digest}"
+//   forge:worker_seq               string  last worker number handed out; ids are "worker-<n>"
+//   forge:workers                  zset    worker id -> last heartbeat (ms since the epoch)
+//   forge:worker:{id}              hash    "info": WorkerStatus bytes as registered
 #ifndef FORGE_SERVER_REDIS_KEYS_H_
 #define FORGE_SERVER_REDIS_KEYS_H_
 
@@ -42,6 +64,31 @@ inline std::string JobEvents(absl::string_view job_id) {
   return absl::StrCat("forge:events:", job_id);
 }
 inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
+inline std::string Result(absl::string_view space, absl::string_view candidate) {
+  return absl::StrCat("forge:result:", space, ":", candidate);
+}
+inline std::string Candidate(absl::string_view candidate) {
+  return absl::StrCat("forge:candidate:", candidate);
+}
+inline std::string TaskResults(absl::string_view space, absl::string_view task) {
+  return absl::StrCat("forge:task_results:", space, ":", task);
+}
+inline std::string TaskState(absl::string_view space, absl::string_view task) {
+  return absl::StrCat("forge:task_state:", space, ":", task);
+}
+inline std::string JobSearch(absl::string_view job_id) {
+  return absl::StrCat("forge:job:", job_id, ":search");
+}
+inline constexpr absl::string_view kLeaseSequence = "forge:lease_seq";
+inline constexpr absl::string_view kLeases = "forge:leases";
+inline std::string Lease(absl::string_view lease_id) {
+  return absl::StrCat("forge:lease:", lease_id);
+}
+inline constexpr absl::string_view kWorkerSequence = "forge:worker_seq";
+inline constexpr absl::string_view kWorkers = "forge:workers";
+inline std::string Worker(absl::string_view worker_id) {
+  return absl::StrCat("forge:worker:", worker_id);
+}
 
 // Fields of forge:job:{id}. The progress counters share their names with the JobProgress fields
 // and are copied into every event of forge:events:{id}.

@@ -104,16 +104,23 @@ Graph CanonicalGroup(const Graph& group) {
   return canonical;
 }
 
-std::string TaskDigest(const Graph& group) {
-  const Graph canonical = CanonicalGroup(group);
+namespace {
+
+std::string DeterministicDigest(const Graph& graph) {
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    canonical.SerializeToCodedStream(&coded);
+    graph.SerializeToCodedStream(&coded);
   }
   return Sha256Hex(bytes);
 }
+
+}  // namespace
+
+std::string TaskDigest(const Graph& group) { return DeterministicDigest(CanonicalGroup(group)); }
+
+std::string ModelDigest(const Graph& graph) { return DeterministicDigest(graph); }
 
 }  // namespace forge::graph

@@ -25,6 +25,10 @@ forge::v1::Graph CanonicalGroup(const forge::v1::Graph& group);
 // Python reproduces it with CanonicalGroup's rules and SerializeToString(deterministic=True).
 std::string TaskDigest(const forge::v1::Graph& group);
 
+// SHA-256 of a whole submitted graph in the same serialization, as it is (not normalized): what
+// names a job's model (Job.model_digest) on the coordinator and in the client.
+std::string ModelDigest(const forge::v1::Graph& graph);
+
 }  // namespace forge::graph
 
 #endif  // FORGE_COMPILER_GRAPH_TASK_DIGEST_H_

@@ -22,13 +22,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
+#include "compiler/graph/task_digest.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/blob_store.h"
 #include "server/job_service.h"
 #include "server/job_store.h"
+#include "server/result_cache.h"
+#include "server/scheduler.h"
+#include "server/worker_service.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/subprocess.h"
 
@@ -89,21 +94,34 @@ class Coordinator {
     EXPECT_TRUE(blobs.ok()) << blobs.status();
     blobs_ = *std::move(blobs);
     jobs_ = std::make_unique<JobStore>(redis_.get());
+    results_ = std::make_unique<ResultCache>(redis_.get());
+    SchedulerOptions scheduler_options;
+    scheduler_options.generator_versions = codegen::GeneratorVersions();
+    absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(
+        redis_.get(), jobs_.get(), results_.get(), &registry_, scheduler_options);
+    EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_ = *std::move(scheduler);
     service_ = std::make_unique<JobService>(
-        jobs_.get(), blobs_.get(), &registry_,
+        jobs_.get(), blobs_.get(), scheduler_.get(), &registry_,
         JobServiceOptions{.watch_redis = redis_options, .watch_wait = absl::Milliseconds(200)});
+    worker_service_ =
+        std::make_unique<WorkerService>(scheduler_.get(), service_->rpc_counter(), &registry_);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(service_.get());
+    builder.RegisterService(worker_service_.get());
     server_ = builder.BuildAndStart();
     EXPECT_GT(port, 0);
-    stub_ = forge::v1::JobService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = forge::v1::JobService::NewStub(channel);
+    worker_stub_ = forge::v1::WorkerService::NewStub(channel);
   }
   ~Coordinator() { server_->Shutdown(std::chrono::system_clock::now()); }
 
   forge::v1::JobService::Stub& stub() { return *stub_; }
+  forge::v1::WorkerService::Stub& worker_stub() { return *worker_stub_; }
   JobStore& jobs() { return *jobs_; }
   const metrics::Registry& registry() const { return registry_; }
 
@@ -111,10 +129,14 @@ class Coordinator {
   std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<BlobStore> blobs_;
   std::unique_ptr<JobStore> jobs_;
+  std::unique_ptr<ResultCache> results_;
   metrics::Registry registry_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobService> service_;
+  std::unique_ptr<WorkerService> worker_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<forge::v1::JobService::Stub> stub_;
+  std::unique_ptr<forge::v1::WorkerService::Stub> worker_stub_;
 };
 
 class JobServiceTest : public ::testing::Test {
@@ -246,9 +268,9 @@ TEST_F(JobServiceTest, SubmitsModelInChunksAndResubmitsWithoutUploading) {
   ASSERT_TRUE(partition.ok()) << partition.status();
   Job job;
   ASSERT_TRUE(GetJob(first.job().id(), &job).ok());
-  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_RUNNING) << "the scheduler starts it at once";
   EXPECT_EQ(job.progress().tasks_total(), static_cast<int>(partition->tasks.size()));
-  EXPECT_EQ(job.model_digest(), ModelDigest(model_.graph));
+  EXPECT_EQ(job.model_digest(), graph::ModelDigest(model_.graph));
 
   grpc::ClientContext context;
   forge::v1::GetResultsRequest results_request;
@@ -305,6 +327,100 @@ TEST_F(JobServiceTest, RejectsMalformedGraphNamingTheNode) {
   EXPECT_THAT(status.error_message(), HasSubstr("graph rejected"));
 }
 
+TEST_F(JobServiceTest, WorkerServiceRefusesMalformedAndForeignRequestsWithClearCodes) {
+  forge::v1::WorkerService::Stub& workers = coordinator_->worker_stub();
+  auto call = [](auto method, const auto& request, auto* response) {
+    grpc::ClientContext context;
+    return method(&context, request, response);
+  };
+  using forge::v1::WorkerService;
+  forge::v1::RegisterRequest register_request;
+  register_request.set_generator_version(codegen::GeneratorVersions());
+  forge::v1::RegisterResponse registered;
+  auto do_register = [&](auto* context, const auto& request, auto* response) {
+    return workers.Register(context, request, response);
+  };
+  EXPECT_EQ(call(do_register, register_request, &registered).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT)
+      << "no GPU";
+  forge::v1::GpuInfo* gpu = register_request.add_gpus();
+  gpu->set_name("H200");
+  gpu->set_arch("sm_90");
+  gpu->set_emulated(true);
+  register_request.set_generator_version("pointwise-0");
+  grpc::Status stale = call(do_register, register_request, &registered);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(stale.error_message(), HasSubstr("pointwise-0"));
+  register_request.set_generator_version(codegen::GeneratorVersions());
+  ASSERT_TRUE(call(do_register, register_request, &registered).ok());
+  forge::v1::RegisterResponse other;
+  ASSERT_TRUE(call(do_register, register_request, &other).ok());
+  ASSERT_NE(other.worker_id(), registered.worker_id());
+
+  auto do_lease = [&](auto* context, const auto& request, auto* response) {
+    return workers.Lease(context, request, response);
+  };
+  forge::v1::LeaseRequest lease_request;
+  lease_request.set_worker_id("worker-404");
+  lease_request.set_max_candidates(4);
+  lease_request.set_target_arch("sm_90");
+  forge::v1::LeaseResponse lease;
+  EXPECT_EQ(call(do_lease, lease_request, &lease).error_code(), grpc::StatusCode::NOT_FOUND);
+  lease_request.set_worker_id(registered.worker_id());
+  lease_request.set_max_candidates(0);
+  EXPECT_EQ(call(do_lease, lease_request, &lease).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  lease_request.set_max_candidates(4);
+  lease_request.set_target_arch("sm_100");
+  EXPECT_EQ(call(do_lease, lease_request, &lease).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  lease_request.set_target_arch("sm_90");
+
+  SubmitModel();
+  ASSERT_TRUE(call(do_lease, lease_request, &lease).ok());
+  ASSERT_FALSE(lease.candidates().empty());
+  forge::v1::ReportRequest report;
+  report.set_worker_id(other.worker_id());
+  report.set_lease_id(lease.lease_id());
+  report.add_results()->mutable_failure()->set_candidate_digest(lease.candidates(0).digest());
+  forge::v1::ReportResponse reported;
+  auto do_report = [&](auto* context, const auto& request, auto* response) {
+    return workers.Report(context, request, response);
+  };
+  EXPECT_EQ(call(do_report, report, &reported).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  report.set_worker_id(registered.worker_id());
+  report.set_lease_id("lease-404");
+  ASSERT_TRUE(call(do_report, report, &reported).ok());
+  EXPECT_EQ(reported.accepted(), 0);
+  EXPECT_EQ(reported.rejected_candidate_digests_size(), 1);
+
+  grpc::ClientContext context;
+  forge::v1::GetResultsRequest results_request;
+  results_request.set_job_id("job-404");
+  forge::v1::GetResultsResponse results;
+  EXPECT_EQ(coordinator_->stub().GetResults(&context, results_request, &results).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(JobServiceTest, RefusesAnOversizedMessageAndStaysUsable) {
+  forge::v1::SubmitJobResponse response;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientWriter<forge::v1::SubmitJobRequest>> writer =
+      coordinator_->stub().SubmitJob(&context, &response);
+  forge::v1::SubmitJobRequest request;
+  *request.mutable_header()->mutable_graph() = model_.graph;
+  writer->Write(request);
+  forge::v1::BlobChunk* chunk = request.mutable_chunk();
+  chunk->set_sha256(AllDigests().front());
+  chunk->set_data(std::string(5 << 20, 'x'));  // over gRPC's 4 MiB default message limit
+  writer->Write(request);
+  writer->WritesDone();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(Missing(AllDigests()), SizeIs(AllDigests().size())) << "nothing was stored";
+  EXPECT_EQ(SubmitModel().state(), forge::v1::JOB_STATE_QUEUED);
+}
+
 TEST_F(JobServiceTest, ListsJobsByStateAndLabelAPageAtATime) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
@@ -326,11 +442,11 @@ TEST_F(JobServiceTest, ListsJobsByStateAndLabelAPageAtATime) {
   } while (!request.page_token().empty());
   EXPECT_THAT(listed, ElementsAre(ids[4], ids[3], ids[2], ids[1], ids[0]));
 
-  forge::v1::ListJobsRequest red_queued;
-  (*red_queued.mutable_labels())["team"] = "red";
-  red_queued.add_states(forge::v1::JOB_STATE_QUEUED);
+  forge::v1::ListJobsRequest red_running;
+  (*red_running.mutable_labels())["team"] = "red";
+  red_running.add_states(forge::v1::JOB_STATE_RUNNING);
   listed.clear();
-  const forge::v1::ListJobsResponse red = List(red_queued);
+  const forge::v1::ListJobsResponse red = List(red_running);
   for (const Job& job : red.jobs()) listed.push_back(job.id());
   EXPECT_THAT(listed, ElementsAre(ids[2], ids[0]));
 
@@ -351,9 +467,6 @@ TEST_F(JobServiceTest, CancelsOnceAndRefusesFinishedJobs) {
   EXPECT_EQ(cancelled.state(), forge::v1::JOB_STATE_CANCELLED);
 
   const Job done = SubmitModel();
-  ASSERT_TRUE(coordinator_->jobs()
-                  .Transition(done.id(), forge::v1::JOB_STATE_QUEUED, forge::v1::JOB_STATE_RUNNING, "")
-                  .ok());
   ASSERT_TRUE(coordinator_->jobs()
                   .Transition(done.id(), forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_DONE, "")
                   .ok());
@@ -379,34 +492,35 @@ TEST_F(JobServiceTest, CancelsOnceAndRefusesFinishedJobs) {
 TEST_F(JobServiceTest, WatchStreamsStateChangesUntilTheEndAndResumes) {
   const Job job = SubmitModel();
   JobStore& jobs = coordinator_->jobs();
-  // The watch blocks in Redis until the scheduler (here: the test) moves the job on.
-  std::thread scheduler([&] {
+  // With no worker the job stays RUNNING; the watch blocks in Redis until the test ends it.
+  std::thread finisher([&] {
     absl::SleepFor(absl::Milliseconds(300));
-    EXPECT_TRUE(
-        jobs.Transition(job.id(), forge::v1::JOB_STATE_QUEUED, forge::v1::JOB_STATE_RUNNING, "go")
-            .ok());
     EXPECT_TRUE(jobs.Transition(job.id(), forge::v1::JOB_STATE_RUNNING,
                                 forge::v1::JOB_STATE_DONE, "all tasks stopped")
                     .ok());
   });
   grpc::Status status;
   std::vector<JobEvent> events = Watch(job.id(), "", &status);
-  scheduler.join();
+  finisher.join();
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_THAT(events, SizeIs(3));
+  // Submitted, started, one TaskStarted per task, done.
+  const int tasks = job.progress().tasks_total();
+  ASSERT_THAT(events, SizeIs(3 + tasks));
   EXPECT_EQ(events[0].state_changed().current(), forge::v1::JOB_STATE_QUEUED);
   EXPECT_EQ(events[1].state_changed().current(), forge::v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(events[2].state_changed().previous(), forge::v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(events[2].state_changed().current(), forge::v1::JOB_STATE_DONE);
-  EXPECT_EQ(events[2].state_changed().detail(), "all tasks stopped");
-  EXPECT_EQ(events[2].progress().tasks_total(), job.progress().tasks_total());
+  for (int i = 0; i < tasks; ++i) EXPECT_TRUE(events[2 + i].has_task_started()) << i;
+  const JobEvent& last = events.back();
+  EXPECT_EQ(last.state_changed().previous(), forge::v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(last.state_changed().current(), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(last.state_changed().detail(), "all tasks stopped");
+  EXPECT_EQ(last.progress().tasks_total(), job.progress().tasks_total());
 
-  std::vector<JobEvent> resumed = Watch(job.id(), events[1].event_id(), &status);
+  std::vector<JobEvent> resumed = Watch(job.id(), events[events.size() - 2].event_id(), &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_THAT(resumed, SizeIs(1));
-  EXPECT_EQ(resumed[0].event_id(), events[2].event_id());
+  EXPECT_EQ(resumed[0].event_id(), last.event_id());
   // After the last event of a finished job there is nothing more, and the stream ends.
-  EXPECT_THAT(Watch(job.id(), events[2].event_id(), &status), IsEmpty());
+  EXPECT_THAT(Watch(job.id(), last.event_id(), &status), IsEmpty());
   EXPECT_TRUE(status.ok()) << status.error_message();
 
   Watch("job-404", "", &status);
@@ -419,12 +533,12 @@ TEST_F(JobServiceTest, NewCoordinatorOverTheSameRedisSeesTheJobs) {
   coordinator_ = std::make_unique<Coordinator>(*redis_server_, BlobDirectory());
   Job seen;
   ASSERT_TRUE(GetJob(job.id(), &seen).ok());
-  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_RUNNING);
   EXPECT_THAT(Missing(AllDigests()), IsEmpty());
 }
 
 TEST_F(JobServiceTest, RedisCrashAndRestartLosesNoJob) {
-  const Job queued = SubmitModel();
+  const Job running = SubmitModel();
   const Job cancelled = SubmitModel();
   Job ignored;
   ASSERT_TRUE(Cancel(cancelled.id(), &ignored).ok());
@@ -434,13 +548,13 @@ TEST_F(JobServiceTest, RedisCrashAndRestartLosesNoJob) {
   // The client reconnects by itself; the first call after the restart may still see the old
   // connection fail, so allow a short retry.
   Job seen;
-  grpc::Status status = GetJob(queued.id(), &seen);
+  grpc::Status status = GetJob(running.id(), &seen);
   for (int attempt = 0; !status.ok() && attempt < 20; ++attempt) {
     absl::SleepFor(absl::Milliseconds(50));
-    status = GetJob(queued.id(), &seen);
+    status = GetJob(running.id(), &seen);
   }
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_RUNNING);
   ASSERT_TRUE(GetJob(cancelled.id(), &seen).ok());
   EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_CANCELLED);
   EXPECT_THAT(List({}).jobs(), SizeIs(2));
@@ -472,7 +586,7 @@ TEST_F(JobServiceTest, RedisDownIsUnavailableAndServiceRecovers) {
     status = GetJob(job.id(), &seen);
   }
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(seen.state(), forge::v1::JOB_STATE_RUNNING);
 }
 
 // The body of GET http://127.0.0.1:port/path (HTTP/1.0, so the server closes when done).
@@ -534,15 +648,16 @@ TEST_F(JobServiceTest, CoordinatorBinaryServesMetricsAndStopsOnSigterm) {
   request.set_job_id(job.id());
   forge::v1::GetJobResponse response;
   ASSERT_TRUE(stub->GetJob(&context, request, &response).ok());
-  EXPECT_EQ(response.job().state(), forge::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(response.job().state(), forge::v1::JOB_STATE_RUNNING);
 
   std::string metrics;
   for (int attempt = 0; attempt < 40; ++attempt) {  // until the gauge has been refreshed
     metrics = HttpGetBody(metrics_port, "/metrics");
-    if (metrics.find("forge_coordinator_jobs{state=\"queued\"} 1") != std::string::npos) break;
+    if (metrics.find("forge_coordinator_jobs{state=\"running\"} 1") != std::string::npos) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  EXPECT_THAT(metrics, HasSubstr("forge_coordinator_jobs{state=\"queued\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("forge_coordinator_jobs{state=\"running\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("forge_coordinator_state{what=\"running_jobs\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("forge_coordinator_rpcs_total{code=\"OK\",method=\"GetJob\"} 1"));
 
   const int wait_status = process->Kill(SIGTERM);

@@ -1,0 +1,105 @@
+#include "server/result_cache.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "server/redis_keys.h"
+
+namespace forge::server {
+namespace {
+
+// Sets the result unless present, indexes it under its task, keeps the candidate and counts it
+// in the job's progress. KEYS: result key, task index, candidate key, job hash. ARGV: result
+// bytes, candidate digest, candidate bytes, progress field to increment. Returns 1 when stored, 0
+// when a result was there.
+constexpr char kPutScript[] = R"lua(
+if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[3], ARGV[3])
+if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('HINCRBY', KEYS[4], ARGV[4], 1) end
+return 1
+)lua";
+
+absl::StatusOr<forge::v1::Result> ParseResult(const std::string& key, const RedisReply& reply) {
+  forge::v1::Result result;
+  if (!reply.is_bulk_string() || !result.ParseFromString(reply.str())) {
+    return absl::DataLossError(absl::StrCat(key, ": not a forge.v1.Result"));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> ResultCache::GetMany(
+    absl::string_view space, absl::Span<const std::string> candidate_digests) {
+  std::vector<std::optional<forge::v1::Result>> results(candidate_digests.size());
+  if (candidate_digests.empty()) return results;
+  std::vector<std::string> command = {"MGET"};
+  for (const std::string& digest : candidate_digests) {
+    command.push_back(keys::Result(space, digest));
+  }
+  absl::StatusOr<RedisReply> reply = redis_->Command(command);
+  if (!reply.ok()) return Annotate(reply.status(), "reading the results cache");
+  if (!reply->is_array() || reply->elements().size() != candidate_digests.size()) {
+    return absl::InternalError(
+        absl::StrCat("reading the results cache: unexpected reply ", reply->DebugString()));
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RedisReply& element = reply->elements()[i];
+    if (element.is_nil()) continue;
+    FORGE_ASSIGN_OR_RETURN(results[i],
+                           ParseResult(keys::Result(space, candidate_digests[i]), element));
+  }
+  return results;
+}
+
+absl::StatusOr<bool> ResultCache::PutIfAbsent(absl::string_view space,
+                                              const forge::v1::Candidate& candidate,
+                                              const forge::v1::Result& result,
+                                              absl::string_view job_id) {
+  const std::string key = keys::Result(space, candidate.digest());
+  absl::StatusOr<RedisReply> reply = redis_->Command(
+      {"EVAL", kPutScript, "4", key, keys::TaskResults(space, candidate.task_digest()),
+       keys::Candidate(candidate.digest()), keys::Job(job_id), result.SerializeAsString(),
+       candidate.digest(), candidate.SerializeAsString(),
+       std::string(result.has_measurement() ? keys::job_field::kCandidatesCompleted
+                                            : keys::job_field::kCandidatesFailed)});
+  if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("storing ", key));
+  if (!reply->is_integer()) {
+    return absl::InternalError(absl::StrCat("storing ", key, ": unexpected reply ",
+                                            reply->DebugString()));
+  }
+  return reply->integer() == 1;
+}
+
+absl::StatusOr<std::vector<forge::v1::Result>> ResultCache::ForTask(absl::string_view space,
+                                                                    absl::string_view task_digest) {
+  const std::string index = keys::TaskResults(space, task_digest);
+  absl::StatusOr<RedisReply> members = redis_->Command({"SMEMBERS", index});
+  if (!members.ok()) return Annotate(members.status(), absl::StrCat("reading ", index));
+  std::vector<std::string> digests;
+  for (const RedisReply& member : members->elements()) digests.push_back(member.str());
+  std::sort(digests.begin(), digests.end());
+  FORGE_ASSIGN_OR_RETURN(std::vector<std::optional<forge::v1::Result>> found,
+                         GetMany(space, digests));
+  std::vector<forge::v1::Result> results;
+  for (std::optional<forge::v1::Result>& result : found) {
+    if (result.has_value()) results.push_back(*std::move(result));
+  }
+  return results;
+}
+
+absl::StatusOr<forge::v1::Candidate> ResultCache::GetCandidate(absl::string_view candidate_digest) {
+  const std::string key = keys::Candidate(candidate_digest);
+  absl::StatusOr<RedisReply> reply = redis_->Command({"GET", key});
+  if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("reading ", key));
+  if (reply->is_nil()) return absl::NotFoundError(absl::StrCat(key, " not found"));
+  forge::v1::Candidate candidate;
+  if (!candidate.ParseFromString(reply->str())) {
+    return absl::DataLossError(absl::StrCat(key, ": not a forge.v1.Candidate"));
+  }
+  return candidate;
+}
+
+}  // namespace forge::server

@@ -1,0 +1,50 @@
+// The results cache: one Result per (space, candidate digest), shared by every job and every
+// coordinator, never expiring. The first result stored for a candidate wins; a later one for the
+// same candidate (a worker whose lease had expired, a retry) is refused, so no candidate is ever
+// counted twice. A space is where a result is valid (redis_keys.h): a GPU model, or a prediction
+// for one.
+#ifndef FORGE_SERVER_RESULT_CACHE_H_
+#define FORGE_SERVER_RESULT_CACHE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/redis/redis_client.h"
+#include "forge/v1/task.pb.h"
+
+namespace forge::server {
+
+class ResultCache {
+ public:
+  // `redis` must outlive the cache.
+  explicit ResultCache(RedisClient* redis) : redis_(redis) {}
+
+  // The results known for `candidate_digests` of `space`, in order; nullopt where none is.
+  absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> GetMany(
+      absl::string_view space, absl::Span<const std::string> candidate_digests);
+
+  // Stores `result` for `candidate` unless one is stored already, lists the candidate under its
+  // task, keeps the candidate itself (GetCandidate) and counts the result in the progress of job
+  // `job_id` (candidates_completed or _failed), all in one script: a coordinator killed midway
+  // leaves either all of it or nothing. True when this call stored the result.
+  absl::StatusOr<bool> PutIfAbsent(absl::string_view space, const forge::v1::Candidate& candidate,
+                                   const forge::v1::Result& result, absl::string_view job_id);
+
+  // A candidate whose result was stored; NotFound when none was.
+  absl::StatusOr<forge::v1::Candidate> GetCandidate(absl::string_view candidate_digest);
+
+  // Every result stored for a task on `space` (candidate digests sorted).
+  absl::StatusOr<std::vector<forge::v1::Result>> ForTask(absl::string_view space,
+                                                         absl::string_view task_digest);
+
+ private:
+  RedisClient* const redis_;
+};
+
+}  // namespace forge::server
+
+#endif  // FORGE_SERVER_RESULT_CACHE_H_

@@ -1,0 +1,338 @@
+// The scheduler against a real redis-server, real partitioned test models and the real search.
+// The test plays the workers by calling the scheduler directly, with results computed from the
+// candidates (a deterministic "time" per schedule), so every outcome is checkable.
+#include "server/scheduler.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/digest/sha256.h"
+#include "compiler/codegen/family.h"
+#include "compiler/graph/partition.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/job_store.h"
+#include "server/result_cache.h"
+#include "tests/support/redis_server.h"
+
+namespace forge::server {
+namespace {
+
+using ::forge::v1::Candidate;
+using ::forge::v1::JobState;
+using ::forge::v1::LeaseResponse;
+using ::forge::v1::Result;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+forge::v1::Graph LoadModel(const std::string& name) {
+  const char* directory = std::getenv("FORGE_TEST_MODELS");
+  std::ifstream file(absl::StrCat(directory == nullptr ? "" : directory, "/", name, "/graph.pb"),
+                     std::ios::binary);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  forge::v1::Graph graph;
+  EXPECT_TRUE(graph.ParseFromString(bytes.str())) << name;
+  return graph;
+}
+
+// A predicted "time" that depends on the candidate only: the baseline takes 100 us, every other
+// candidate between 20 and 120 us.
+Result ResultFor(const Candidate& candidate) {
+  Result result;
+  forge::v1::Measurement* m = result.mutable_measurement();
+  m->set_candidate_digest(candidate.digest());
+  m->set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
+  const bool baseline = candidate.family() == forge::v1::KERNEL_FAMILY_ATEN;
+  const double us = baseline ? 100.0 : 20.0 + static_cast<double>(
+                                                  static_cast<unsigned char>(candidate.digest()[0]) % 100);
+  m->set_median_us(us);
+  m->set_roofline_floor_us(10.0);
+  m->set_percent_of_floor(10.0 / us * 100);
+  return result;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<forge::testing::RedisServer>> server =
+        forge::testing::RedisServer::Start({.append_only = true, .append_fsync = "always"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    redis_server_ = *std::move(server);
+    redis_ = std::make_unique<RedisClient>(
+        RedisClientOptions{.host = redis_server_->host(), .port = redis_server_->port()});
+    jobs_ = std::make_unique<JobStore>(redis_.get());
+    results_ = std::make_unique<ResultCache>(redis_.get());
+    Restart();
+  }
+
+  // A new scheduler over the same Redis, as after a coordinator restart.
+  void Restart() {
+    scheduler_.reset();
+    registry_ = std::make_unique<metrics::Registry>();
+    SchedulerOptions options;
+    options.lease_duration = absl::Seconds(30);
+    options.default_trials_per_task = 6;
+    options.min_trials_per_task = 2;
+    options.max_candidates_per_lease = 8;
+    options.generator_versions = codegen::GeneratorVersions();
+    absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
+        Scheduler::Create(redis_.get(), jobs_.get(), results_.get(), registry_.get(), options);
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_ = *std::move(scheduler);
+  }
+
+  std::string Submit(const std::string& model, int priority = 0, int64_t trials = 0) {
+    const forge::v1::Graph graph = LoadModel(model);
+    absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
+    EXPECT_TRUE(partition.ok()) << partition.status();
+    forge::v1::JobOptions options;
+    options.set_priority(priority);
+    options.mutable_budget()->set_max_candidate_trials(trials);
+    absl::StatusOr<forge::v1::Job> job = jobs_->CreateJob(graph, options, partition->tasks);
+    EXPECT_TRUE(job.ok()) << job.status();
+    scheduler_->JobSubmitted(job->id());
+    return job->id();
+  }
+
+  std::string RegisterWorker(const std::string& id = "") {
+    forge::v1::RegisterRequest request;
+    request.set_worker_id(id);
+    request.set_hostname("test-host");
+    request.set_generator_version(codegen::GeneratorVersions());
+    forge::v1::GpuInfo* gpu = request.add_gpus();
+    gpu->set_name("H200");
+    gpu->set_arch("sm_90");
+    gpu->set_emulated(true);
+    absl::StatusOr<forge::v1::RegisterResponse> response = scheduler_->Register(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response->worker_id();
+  }
+
+  LeaseResponse LeaseFor(const std::string& worker, int max = 8) {
+    forge::v1::LeaseRequest request;
+    request.set_worker_id(worker);
+    request.set_max_candidates(max);
+    request.set_target_arch("sm_90");
+    absl::StatusOr<LeaseResponse> lease = scheduler_->Lease(request);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    return lease.ok() ? *lease : LeaseResponse();
+  }
+
+  forge::v1::ReportResponse ReportAll(const std::string& worker, const LeaseResponse& lease) {
+    forge::v1::ReportRequest report;
+    report.set_worker_id(worker);
+    report.set_lease_id(lease.lease_id());
+    for (const Candidate& candidate : lease.candidates()) {
+      *report.add_results() = ResultFor(candidate);
+    }
+    absl::StatusOr<forge::v1::ReportResponse> response = scheduler_->Report(report);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : forge::v1::ReportResponse();
+  }
+
+  JobState StateOf(const std::string& job_id) { return jobs_->GetJob(job_id)->state(); }
+
+  // Leases and reports until no job runs; returns the candidates measured, in order.
+  std::vector<std::string> RunToCompletion(const std::string& worker, int max_rounds = 500) {
+    std::vector<std::string> measured;
+    for (int round = 0; round < max_rounds; ++round) {
+      LeaseResponse lease = LeaseFor(worker);
+      if (lease.candidates().empty()) {
+        EXPECT_TRUE(scheduler_->Tick().ok());
+        lease = LeaseFor(worker);
+        if (lease.candidates().empty()) break;
+      }
+      for (const Candidate& candidate : lease.candidates()) measured.push_back(candidate.digest());
+      ReportAll(worker, lease);
+    }
+    return measured;
+  }
+
+  std::unique_ptr<forge::testing::RedisServer> redis_server_;
+  std::unique_ptr<RedisClient> redis_;
+  std::unique_ptr<JobStore> jobs_;
+  std::unique_ptr<ResultCache> results_;
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, AJobRunsBaselinesThenSearchesAndFinishesWithBestResults) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("softmax");
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_RUNNING);
+
+  // The first lease holds the baselines only: ATen fallback candidates.
+  const LeaseResponse first = LeaseFor(worker);
+  ASSERT_THAT(first.candidates(), Not(IsEmpty()));
+  for (const Candidate& candidate : first.candidates()) {
+    EXPECT_EQ(candidate.family(), forge::v1::KERNEL_FAMILY_ATEN);
+  }
+  ReportAll(worker, first);
+  const std::vector<std::string> measured = RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(std::set<std::string>(measured.begin(), measured.end()).size(), measured.size())
+      << "a candidate was leased twice";
+
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  bool some_best = false;
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    EXPECT_NE(task.stop_reason(), forge::v1::TASK_STOP_REASON_UNSPECIFIED);
+    if (!task.has_best()) continue;
+    some_best = true;
+    EXPECT_EQ(task.best().eager_median_us(), 100.0);
+    EXPECT_FALSE(task.best_candidate().template_name().empty()) << "the whole candidate is kept";
+    for (const Result& result : task.results()) {
+      if (result.has_measurement() &&
+          result.measurement().candidate_digest() != task.best_candidate().digest()) {
+        EXPECT_GE(result.measurement().median_us(), task.best().median_us());
+      }
+    }
+  }
+  EXPECT_TRUE(some_best);
+  EXPECT_GT(jobs_->GetJob(job)->progress().best_speedup(), 1.0);
+}
+
+TEST_F(SchedulerTest, ASecondJobOverTheSameModelIsAnsweredByTheCacheWithoutLeases) {
+  const std::string worker = RegisterWorker();
+  const std::string first = Submit("softmax");
+  RunToCompletion(worker);
+  ASSERT_EQ(StateOf(first), forge::v1::JOB_STATE_DONE);
+
+  const std::string second = Submit("softmax");
+  const LeaseResponse lease = LeaseFor(worker);
+  EXPECT_THAT(lease.candidates(), IsEmpty());
+  EXPECT_EQ(StateOf(second), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(jobs_->GetJob(second)->progress().candidates_leased(), 0);
+  EXPECT_EQ(scheduler_->Results(second, false)->tasks(0).best().median_us(),
+            scheduler_->Results(first, false)->tasks(0).best().median_us());
+}
+
+TEST_F(SchedulerTest, AnExpiredLeaseReturnsItsCandidatesAndALateReportIsRejected) {
+  registry_ = std::make_unique<metrics::Registry>();
+  SchedulerOptions options;
+  options.lease_duration = absl::Milliseconds(200);
+  options.generator_versions = codegen::GeneratorVersions();
+  scheduler_.reset();
+  scheduler_ = *Scheduler::Create(redis_.get(), jobs_.get(), results_.get(), registry_.get(),
+                                  options);
+  const std::string dead = RegisterWorker();
+  const std::string alive = RegisterWorker();
+  Submit("softmax");
+  const LeaseResponse lost = LeaseFor(dead);
+  ASSERT_THAT(lost.candidates(), Not(IsEmpty()));
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(scheduler_->Tick().ok());
+
+  const LeaseResponse again = LeaseFor(alive);
+  ASSERT_EQ(again.candidates_size(), lost.candidates_size());
+  EXPECT_EQ(again.candidates(0).digest(), lost.candidates(0).digest());
+  const forge::v1::ReportResponse late = ReportAll(dead, lost);
+  EXPECT_EQ(late.accepted(), 0);
+  EXPECT_EQ(late.rejected_candidate_digests_size(), lost.candidates_size());
+  EXPECT_EQ(ReportAll(alive, again).accepted(), again.candidates_size());
+}
+
+TEST_F(SchedulerTest, ARestartedSchedulerResumesTheJobAndKeepsLeasesAndResults) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("layer_norm_gelu");
+  ReportAll(worker, LeaseFor(worker));  // baselines
+  const LeaseResponse held = LeaseFor(worker);
+  ASSERT_THAT(held.candidates(), Not(IsEmpty()));
+  const int64_t completed_before = jobs_->GetJob(job)->progress().candidates_completed();
+
+  Restart();
+  // The lease survived: its report is accepted by the new scheduler.
+  EXPECT_EQ(ReportAll(worker, held).accepted(), held.candidates_size());
+  const std::vector<std::string> measured = RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  for (const Candidate& candidate : held.candidates()) {
+    EXPECT_THAT(measured, Not(::testing::Contains(candidate.digest())))
+        << "a reported candidate was leased again";
+  }
+  EXPECT_GT(jobs_->GetJob(job)->progress().candidates_completed(), completed_before);
+}
+
+TEST_F(SchedulerTest, RefusesReportsOnAnotherWorkersLeaseAndMismatchedKinds) {
+  const std::string owner = RegisterWorker();
+  const std::string other = RegisterWorker();
+  Submit("softmax");
+  const LeaseResponse lease = LeaseFor(owner);
+  ASSERT_THAT(lease.candidates(), Not(IsEmpty()));
+
+  forge::v1::ReportRequest report;
+  report.set_worker_id(other);
+  report.set_lease_id(lease.lease_id());
+  *report.add_results() = ResultFor(lease.candidates(0));
+  EXPECT_EQ(scheduler_->Report(report).status().code(), absl::StatusCode::kPermissionDenied);
+
+  // An emulated worker cannot report a measured time.
+  report.set_worker_id(owner);
+  report.mutable_results(0)->mutable_measurement()->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+  absl::StatusOr<forge::v1::ReportResponse> refused = scheduler_->Report(report);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->accepted(), 0);
+  EXPECT_EQ(refused->rejected_candidate_digests_size(), 1);
+
+  forge::v1::LeaseRequest unknown;
+  unknown.set_worker_id("worker-404");
+  unknown.set_max_candidates(1);
+  unknown.set_target_arch("sm_90");
+  EXPECT_EQ(scheduler_->Lease(unknown).status().code(), absl::StatusCode::kNotFound);
+  forge::v1::RegisterRequest stale;
+  stale.set_generator_version("pointwise-0");
+  stale.add_gpus()->set_name("H200");
+  stale.mutable_gpus(0)->set_arch("sm_90");
+  EXPECT_EQ(scheduler_->Register(stale).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, EqualPrioritiesShareALeaseAndHigherPriorityGoesFirst) {
+  const std::string worker = RegisterWorker();
+  const std::string a = Submit("softmax");
+  const std::string b = Submit("cross_entropy");
+  const LeaseResponse shared = LeaseFor(worker, 2);
+  std::set<std::string> tasks;
+  for (const Candidate& candidate : shared.candidates()) tasks.insert(candidate.task_digest());
+  EXPECT_EQ(tasks.size(), 2u) << "both jobs' baselines in one lease of two";
+  ReportAll(worker, shared);
+
+  const std::string urgent = Submit("layer_norm_gelu", /*priority=*/5);
+  const LeaseResponse next = LeaseFor(worker, 1);
+  ASSERT_EQ(next.candidates_size(), 1);
+  absl::StatusOr<forge::v1::GetResultsResponse> urgent_tasks = scheduler_->Results(urgent, false);
+  std::set<std::string> urgent_digests;
+  for (const auto& task : urgent_tasks->tasks()) urgent_digests.insert(task.task().digest());
+  EXPECT_TRUE(urgent_digests.contains(next.candidates(0).task_digest()));
+}
+
+TEST_F(SchedulerTest, CancellingAJobDropsItsLeasesAtTheNextHeartbeat) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("softmax");
+  const LeaseResponse lease = LeaseFor(worker);
+  ASSERT_THAT(lease.candidates(), Not(IsEmpty()));
+  ASSERT_TRUE(jobs_->Cancel(job, "test").ok());
+  scheduler_->JobCancelled(job);
+
+  forge::v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.add_active_lease_ids(lease.lease_id());
+  absl::StatusOr<forge::v1::HeartbeatResponse> response = scheduler_->Heartbeat(heartbeat);
+  ASSERT_TRUE(response.ok());
+  EXPECT_THAT(response->cancelled_lease_ids(), ::testing::Contains(lease.lease_id()));
+  EXPECT_THAT(LeaseFor(worker).candidates(), IsEmpty());
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_CANCELLED);
+
+  heartbeat.set_worker_id("worker-unknown");
+  EXPECT_TRUE(scheduler_->Heartbeat(heartbeat)->register_again());
+}
+
+}  // namespace
+}  // namespace forge::server

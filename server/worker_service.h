@@ -1,0 +1,46 @@
+// forge.v1.WorkerService over the scheduler: GPU worker daemons register, heartbeat, lease
+// candidates and report results. Statuses keep the scheduler's codes; every call is counted in
+// forge_coordinator_rpcs_total{method, code} like JobService's.
+#ifndef FORGE_SERVER_WORKER_SERVICE_H_
+#define FORGE_SERVER_WORKER_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/metrics/metrics.h"
+#include "forge/v1/service.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/scheduler.h"
+
+namespace forge::server {
+
+class WorkerService final : public forge::v1::WorkerService::Service {
+ public:
+  // `scheduler` must outlive the service; `rpcs` is the coordinator's RPC counter family. The
+  // registry gets forge_coordinator_worker_rpc_seconds{method}: time spent answering, which is
+  // mostly the scheduler's Redis round trips (aborts if it has the family already).
+  WorkerService(Scheduler* scheduler, metrics::Family<metrics::Counter>* rpcs,
+                metrics::Registry* registry);
+
+  grpc::Status Register(grpc::ServerContext* context, const forge::v1::RegisterRequest* request,
+                        forge::v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const forge::v1::HeartbeatRequest* request,
+                         forge::v1::HeartbeatResponse* response) override;
+  grpc::Status Lease(grpc::ServerContext* context, const forge::v1::LeaseRequest* request,
+                     forge::v1::LeaseResponse* response) override;
+  grpc::Status Report(grpc::ServerContext* context, const forge::v1::ReportRequest* request,
+                      forge::v1::ReportResponse* response) override;
+
+ private:
+  template <typename Response>
+  grpc::Status Finish(absl::string_view method, absl::Time started,
+                      absl::StatusOr<Response> result, Response* response);
+
+  Scheduler* const scheduler_;
+  metrics::Family<metrics::Counter>* const rpcs_;
+  metrics::Family<metrics::Histogram>* const latency_;
+};
+
+}  // namespace forge::server
+
+#endif  // FORGE_SERVER_WORKER_SERVICE_H_
