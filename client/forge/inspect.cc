@@ -1,8 +1,5 @@
 #include "client/forge/inspect.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,12 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/match.h"
 #include "common/arch/arch.h"
 #include "common/dtype/dtype.h"
 #include "common/text/json.h"
-#include "common/status/status_macros.h"
-#include "compiler/import/pt2_importer.h"
 #include "compiler/graph/op_classes.h"
 #include "compiler/graph/partition.h"
 
@@ -38,26 +32,6 @@ struct TaskRow {
 
 std::string Describe(const TensorSpec& spec) {
   return absl::StrCat("[", absl::StrJoin(spec.shape(), ", "), "] ", DTypeName(spec.dtype()));
-}
-
-MathMode ModeOf(const KernelTask& task) {
-  const forge::v1::DType dtype =
-      task.inputs().empty() ? forge::v1::DTYPE_FLOAT32 : task.inputs(0).dtype();
-  if (dtype == forge::v1::DTYPE_FLOAT64) return MathMode::kFp64;
-  const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
-                            task.family() == forge::v1::KERNEL_FAMILY_CONV ||
-                            task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;
-  if (!tensor_cores) return MathMode::kFp32;
-  switch (dtype) {
-    case forge::v1::DTYPE_BFLOAT16:
-    case forge::v1::DTYPE_FLOAT16:
-      return MathMode::kBf16;
-    case forge::v1::DTYPE_FLOAT8_E4M3FN:
-    case forge::v1::DTYPE_FLOAT8_E5M2:
-      return MathMode::kFp8;
-    default:
-      return MathMode::kFp32;
-  }
 }
 
 std::string JsonTensors(const google::protobuf::RepeatedPtrField<TensorSpec>& specs) {
@@ -123,27 +97,50 @@ std::string OpSummary(const forge::v1::Graph& group) {
   return absl::StrJoin(compute.empty() ? all : compute, "+");
 }
 
-absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path) {
-  std::ifstream file{std::string(path), std::ios::binary};
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot open model file ", path));
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  if (absl::StartsWith(bytes.str(), "PK\x03\x04")) {  // a zip: a torch.export archive
-    absl::StatusOr<ImportedModel> imported = ImportPt2FromBytes(
-        bytes.str(), std::filesystem::path(std::string(path)).stem().string());
-    if (!imported.ok()) return Annotate(imported.status(), absl::StrCat("importing ", path));
-    return std::move(imported->graph);
+MathMode TaskMathMode(const KernelTask& task) {
+  const forge::v1::DType dtype =
+      task.inputs().empty() ? forge::v1::DTYPE_FLOAT32 : task.inputs(0).dtype();
+  if (dtype == forge::v1::DTYPE_FLOAT64) return MathMode::kFp64;
+  const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
+                            task.family() == forge::v1::KERNEL_FAMILY_CONV ||
+                            task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;
+  if (!tensor_cores) return MathMode::kFp32;
+  switch (dtype) {
+    case forge::v1::DTYPE_BFLOAT16:
+    case forge::v1::DTYPE_FLOAT16:
+      return MathMode::kBf16;
+    case forge::v1::DTYPE_FLOAT8_E4M3FN:
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return MathMode::kFp8;
+    default:
+      return MathMode::kFp32;
   }
-  forge::v1::Graph graph;
-  if (!graph.ParseFromString(bytes.str())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is neither a torch.export archive (.pt2) nor a forge.v1.Graph (binary protobuf)"));
+}
+
+std::string BottleneckHint(const GpuArch& gpu, const KernelTask& task, double median_us) {
+  const MathMode mode = TaskMathMode(task);
+  const double flops = static_cast<double>(task.flops());
+  const double bytes = static_cast<double>(task.min_bytes());
+  absl::StatusOr<Roofline> floor = RooflineFloor(gpu, flops, bytes, mode);
+  if (!floor.ok() || median_us <= 0) return "";
+  if (floor->seconds <= 0) return "launch-bound: no DRAM traffic or arithmetic";
+  const double seconds = median_us * 1e-6;
+  const double bandwidth_share = bytes / seconds / gpu.dram_bytes_per_second;
+  const double peak = gpu.PeakFlops(mode);
+  const double compute_share = peak > 0 ? flops / seconds / peak : 0;
+  const double bound_share =
+      floor->bound == Bound::kMemory ? bandwidth_share : compute_share;
+  if (bound_share > 1.0) {
+    return absl::StrFormat("faster than the roofline floor (%.0f%% of %s): re-verify",
+                           bound_share * 100,
+                           floor->bound == Bound::kMemory ? "bandwidth" : "peak");
   }
-  if (graph.nodes().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " holds no operator nodes; is it a forge.v1.Graph?"));
+  if (floor->bound == Bound::kMemory) {
+    return absl::StrFormat("memory-bound at %.0f%% of bandwidth (compute %.0f%% of %s peak)",
+                           bandwidth_share * 100, compute_share * 100, MathModeName(mode));
   }
-  return graph;
+  return absl::StrFormat("compute-bound at %.0f%% of %s peak (bandwidth %.0f%%)",
+                         compute_share * 100, MathModeName(mode), bandwidth_share * 100);
 }
 
 absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
@@ -158,7 +155,7 @@ absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
   for (const KernelTask& task : partition->tasks) {
     absl::StatusOr<Roofline> floor =
         RooflineFloor(*gpu, static_cast<double>(task.flops()),
-                      static_cast<double>(task.min_bytes()), ModeOf(task));
+                      static_cast<double>(task.min_bytes()), TaskMathMode(task));
     if (!floor.ok()) return floor.status();
     TaskRow row{.short_digest = task.digest().substr(0, 12),
                 .family = std::string(absl::StripPrefix(

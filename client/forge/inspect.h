@@ -6,7 +6,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/arch/arch.h"
 #include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
 
 namespace forge::client {
 
@@ -15,20 +17,25 @@ struct InspectOptions {
   bool json = false;         // JSON instead of a text table
 };
 
-// Reads a model: a torch.export archive (.pt2, recognised by its zip signature, imported by
-// compiler/import) or a binary forge.v1.Graph (what `python -m forge export` writes). NotFound
-// when the file cannot be opened; InvalidArgument when it is neither, or has no nodes; the
-// importer's errors for a bad archive. Messages name the path.
-absl::StatusOr<forge::v1::Graph> ReadModelFile(absl::string_view path);
+// The unit a task's arithmetic runs on, for its roofline floor: tensor cores (bf16/fp16, fp8) for
+// GEMM, convolution and attention tasks on such data, CUDA cores otherwise (float32 never assumes
+// TF32), fp64 for float64 data.
+MathMode TaskMathMode(const forge::v1::KernelTask& task);
+
+// How `task` at `median_us` on `gpu` relates to its roofline: "memory-bound at 62% of bandwidth
+// (compute 3% of fp32 peak)", "compute-bound at 71% of bf16 peak", "launch-bound: no DRAM traffic
+// or arithmetic", or a warning when the time is below the floor. Empty when the GPU lacks the
+// task's math mode or the time is not positive.
+std::string BottleneckHint(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                           double median_us);
 
 // The ops of a task's group without its views, "+"-joined ("linear+gelu"); the views when that is
 // all there is.
 std::string OpSummary(const forge::v1::Graph& group);
 
 // Partitions `graph` and renders the task list: per task the short digest (12 hex), family, ops,
-// input and output shapes, GFLOP, MB, roofline floor on the GPU and occurrences, then totals.
-// The floor uses tensor-core rates for GEMM, convolution and attention tasks in bf16/fp16/fp8,
-// and CUDA-core rates otherwise (float32 never assumes TF32). NotFound for an unknown GPU.
+// input and output shapes, GFLOP, MB, roofline floor on the GPU (in TaskMathMode) and occurrences,
+// then totals. NotFound for an unknown GPU.
 absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
                                          const InspectOptions& options);
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/forge/model.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -87,6 +88,28 @@ TEST(InspectTest, BadInputsAreErrors) {
   absl::StatusOr<std::string> report = InspectGraph(*model, InspectOptions{"v100", false});
   EXPECT_EQ(report.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(report.status().message(), HasSubstr("H200"));
+}
+
+TEST(InspectTest, BottleneckHintNamesTheBoundAndHowCloseTheTimeIs) {
+  absl::StatusOr<GpuArch> h200 = FindGpu("h200");
+  ASSERT_TRUE(h200.ok());
+  forge::v1::KernelTask gemm;
+  gemm.set_family(forge::v1::KERNEL_FAMILY_GEMM);
+  gemm.add_inputs()->set_dtype(forge::v1::DTYPE_BFLOAT16);
+  gemm.set_flops(790'000'000'000);  // 1000 us at 790 TFLOP/s
+  gemm.set_min_bytes(1'000'000);
+  EXPECT_EQ(BottleneckHint(*h200, gemm, 4000), "compute-bound at 25% of bf16 peak (bandwidth 0%)");
+  EXPECT_THAT(BottleneckHint(*h200, gemm, 500), HasSubstr("faster than the roofline floor"));
+  EXPECT_EQ(BottleneckHint(*h200, gemm, 0), "");
+
+  forge::v1::KernelTask copy;
+  copy.set_family(forge::v1::KERNEL_FAMILY_POINTWISE);
+  copy.add_inputs()->set_dtype(forge::v1::DTYPE_FLOAT32);
+  copy.set_min_bytes(4'300'000);  // 1 us at 4.3 TB/s
+  EXPECT_EQ(BottleneckHint(*h200, copy, 4),
+            "memory-bound at 25% of bandwidth (compute 0% of fp32 peak)");
+  EXPECT_EQ(BottleneckHint(*h200, forge::v1::KernelTask(), 1),
+            "launch-bound: no DRAM traffic or arithmetic");
 }
 
 }  // namespace

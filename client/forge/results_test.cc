@@ -1,0 +1,320 @@
+// The result bundle from a GetResultsResponse built here over the exported llama_block model's
+// real partition: winners of every implementation (generated kernel, cuBLASLt call, ATen calls),
+// MEASURED and PREDICTED times, and tasks without a winner.
+#include "client/forge/results.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/forge/model.h"
+#include "compiler/codegen/family.h"
+#include "compiler/graph/partition.h"
+#include "compiler/search/candidate.h"
+#include "compiler/graph/task_digest.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
+namespace forge::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string ModelPath(const std::string& name) {
+  const char* directory = std::getenv("FORGE_TEST_MODELS");
+  EXPECT_NE(directory, nullptr) << "FORGE_TEST_MODELS is not set; run through ctest";
+  return absl::StrCat(directory == nullptr ? "" : directory, "/", name);
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  return bytes.str();
+}
+
+Struct ParseJson(const std::string& json) {
+  Struct parsed;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &parsed);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
+  return parsed;
+}
+
+const codegen::KernelFamily* FamilyNamed(const forge::v1::KernelTask& task,
+                                         absl::string_view name) {
+  for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
+    if (family->name() == name) return family;
+  }
+  return nullptr;
+}
+
+// A winner at `family`'s default point (the first template), timed at `median_us` against an
+// eager time twice as long.
+void SetWinner(forge::v1::TaskResults& results, const codegen::KernelFamily& family,
+               double median_us, forge::v1::MeasurementKind kind) {
+  absl::StatusOr<std::vector<codegen::TemplateSpace>> spaces = family.ScheduleSpace(results.task());
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  absl::StatusOr<forge::v1::Candidate> candidate = search::MakeCandidate(
+      results.task(), family, codegen::DefaultPoint(spaces->front()), "sm_90");
+  ASSERT_TRUE(candidate.ok()) << candidate.status();
+  *results.mutable_best_candidate() = *candidate;
+  forge::v1::Measurement& best = *results.mutable_best();
+  best.set_candidate_digest(candidate->digest());
+  best.set_kind(kind);
+  best.set_median_us(median_us);
+  best.set_eager_median_us(2 * median_us);
+  best.set_roofline_floor_us(median_us / 4);
+  best.set_percent_of_floor(25);
+  best.set_device_name(kind == forge::v1::MEASUREMENT_KIND_PREDICTED ? "H200" : "NVIDIA H200");
+  best.mutable_judge()->set_passed(true);
+  best.mutable_judge()->set_draws(3);
+  best.mutable_judge()->set_max_abs_error(1e-6);
+  results.set_candidates_measured(5);
+  results.set_candidates_failed(1);
+  forge::v1::FailureCount* failure = results.add_failures_by_stage();
+  failure->set_stage(forge::v1::FAILURE_STAGE_COMPILE);
+  failure->set_count(1);
+}
+
+class ResultsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<forge::v1::Graph> graph = ReadModelFile(ModelPath("llama_block"));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    model_ = *graph;
+    absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model_);
+    ASSERT_TRUE(partition.ok()) << partition.status();
+    partition_ = *partition;
+
+    forge::v1::Job& job = *results_.mutable_job();
+    job.set_id("job-7");
+    job.set_state(forge::v1::JOB_STATE_DONE);
+    job.set_model_digest(graph::ModelDigest(model_));
+    job.mutable_options()->set_target_arch("sm_90");
+    (*job.mutable_options()->mutable_labels())["model"] = "llama_block";
+    for (const forge::v1::KernelTask& task : partition_.tasks) {
+      forge::v1::TaskResults& entry = *results_.add_tasks();
+      *entry.mutable_task() = task;
+      entry.set_stop_reason(forge::v1::TASK_STOP_REASON_BUDGET_EXHAUSTED);
+      const std::string& digest = task.digest();
+      if (task.family() == forge::v1::KERNEL_FAMILY_REDUCTION && reduction_.empty()) {
+        reduction_ = digest;
+        SetWinner(entry, *FamilyNamed(task, "reduction"), 3.0,
+                  forge::v1::MEASUREMENT_KIND_MEASURED);
+        // The same candidate predicted too, as --all returns it.
+        forge::v1::Measurement predicted = entry.best();
+        predicted.set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
+        predicted.set_median_us(2.5);
+        *entry.add_results()->mutable_measurement() = predicted;
+        *entry.add_results()->mutable_measurement() = entry.best();
+      } else if (task.family() == forge::v1::KERNEL_FAMILY_GEMM && library_.empty() &&
+                 FamilyNamed(task, "gemm_library") != nullptr) {
+        library_ = digest;
+        SetWinner(entry, *FamilyNamed(task, "gemm_library"), 8.0,
+                  forge::v1::MEASUREMENT_KIND_PREDICTED);
+      } else if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE && pointwise_.empty()) {
+        pointwise_ = digest;
+        SetWinner(entry, *FamilyNamed(task, "pointwise"), 1.5,
+                  forge::v1::MEASUREMENT_KIND_PREDICTED);
+      } else if (task.family() == forge::v1::KERNEL_FAMILY_ATEN && aten_.empty()) {
+        aten_ = digest;
+        SetWinner(entry, *FamilyNamed(task, "aten"), 4.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+      } else if (no_winner_.empty()) {
+        no_winner_ = digest;
+      }
+    }
+    ASSERT_FALSE(reduction_.empty() || library_.empty() || pointwise_.empty() || aten_.empty() ||
+                 no_winner_.empty());
+  }
+
+  const forge::v1::TaskResults& Task(const std::string& digest) const {
+    for (const forge::v1::TaskResults& task : results_.tasks()) {
+      if (task.task().digest() == digest) return task;
+    }
+    ADD_FAILURE() << "no task " << digest;
+    return results_.tasks(0);
+  }
+
+  // The source the task's family generates for its winner, straight from the family.
+  std::string GeneratedSource(const std::string& digest) const {
+    const forge::v1::TaskResults& task = Task(digest);
+    const codegen::KernelFamily* family = nullptr;
+    for (const codegen::KernelFamily* candidate : codegen::ApplicableFamilies(task.task())) {
+      if (candidate->generator_version() == task.best_candidate().generator_version()) {
+        family = candidate;
+      }
+    }
+    EXPECT_NE(family, nullptr);
+    if (family == nullptr) return "";
+    absl::StatusOr<codegen::GeneratedKernel> kernel =
+        family->Generate(task.task(), search::PointOf(task.best_candidate()));
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    return kernel.ok() ? kernel->source : "";
+  }
+
+  forge::v1::Graph model_;
+  graph::PartitionResult partition_;
+  forge::v1::GetResultsResponse results_;
+  std::string reduction_, library_, pointwise_, aten_, no_winner_;
+  testing::TempDir directory_;
+};
+
+TEST_F(ResultsTest, WritesKernelsCandidatesPlanReportsAndPlots) {
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const fs::path root(directory_.path());
+  for (const char* file :
+       {"report.md", "report.json", "plan.json", "speedup.png", "roofline.png"}) {
+    EXPECT_TRUE(fs::is_regular_file(root / file)) << file;
+    EXPECT_THAT(*written, ::testing::Contains(file));
+  }
+
+  // Generated kernels are written byte for byte as their family generates them; the ATen winner
+  // and the task without one have no source.
+  for (const std::string& digest : {reduction_, pointwise_, library_}) {
+    const fs::path kernel = root / "tasks" / digest.substr(0, 12) / "kernel.cu";
+    ASSERT_TRUE(fs::is_regular_file(kernel)) << kernel;
+    EXPECT_EQ(ReadFile(kernel), GeneratedSource(digest)) << kernel;
+  }
+  EXPECT_FALSE(fs::exists(root / "tasks" / aten_.substr(0, 12) / "kernel.cu"));
+  EXPECT_TRUE(fs::exists(root / "tasks" / aten_.substr(0, 12) / "candidate.json"));
+  EXPECT_FALSE(fs::exists(root / "tasks" / no_winner_.substr(0, 12)));
+
+  const Struct candidate =
+      ParseJson(ReadFile(root / "tasks" / reduction_.substr(0, 12) / "candidate.json"));
+  const auto& fields = candidate.fields();
+  EXPECT_EQ(fields.at("kind").string_value(), "MEASURED");
+  EXPECT_EQ(fields.at("implementation").string_value(), "kernel");
+  EXPECT_EQ(fields.at("candidate").struct_value().fields().at("digest").string_value(),
+            Task(reduction_).best_candidate().digest());
+  EXPECT_GT(
+      fields.at("launch").struct_value().fields().at("block").list_value().values(0).number_value(),
+      0);
+  EXPECT_EQ(fields.at("schedule").struct_value().fields().at("template").string_value(),
+            Task(reduction_).best_candidate().template_name());
+  EXPECT_EQ(fields.at("judge").struct_value().fields().at("draws").number_value(), 3);
+  EXPECT_EQ(fields.at("measurement").struct_value().fields().at("median_us").number_value(), 3);
+  const Struct library =
+      ParseJson(ReadFile(root / "tasks" / library_.substr(0, 12) / "candidate.json"));
+  EXPECT_EQ(library.fields().at("kind").string_value(), "PREDICTED");
+  EXPECT_EQ(library.fields().at("implementation").string_value(), "library");
+  EXPECT_THAT(library.fields().at("library_call").string_value(), Not(::testing::IsEmpty()));
+
+  // The plan: one step per task instance in the partition's order, over named buffers.
+  const Struct plan = ParseJson(ReadFile(root / "plan.json"));
+  const auto& steps = plan.fields().at("steps").list_value().values();
+  ASSERT_EQ(steps.size(), partition_.instances.size());
+  std::map<std::string, std::string> implementation_of;
+  for (int i = 0; i < steps.size(); ++i) {
+    const auto& step = steps[i].struct_value().fields();
+    EXPECT_EQ(step.at("task").string_value(), partition_.instances[i].task_digest);
+    EXPECT_EQ(step.at("outputs").list_value().values(0).string_value(),
+              partition_.instances[i].output_values[0]);
+    implementation_of[step.at("task").string_value()] = step.at("implementation").string_value();
+    if (step.at("task").string_value() == reduction_) {
+      EXPECT_EQ(step.at("source").string_value(),
+                absl::StrCat("tasks/", reduction_.substr(0, 12), "/kernel.cu"));
+      EXPECT_TRUE(step.contains("launch"));
+    }
+    if (step.at("task").string_value() == no_winner_) {
+      EXPECT_GT(step.at("calls").list_value().values_size(), 0);
+    }
+  }
+  EXPECT_EQ(implementation_of[reduction_], "kernel");
+  EXPECT_EQ(implementation_of[pointwise_], "kernel");
+  EXPECT_EQ(implementation_of[library_], "library");
+  EXPECT_EQ(implementation_of[aten_], "aten");
+  EXPECT_EQ(implementation_of[no_winner_], "aten");
+  bool saw_parameter = false;
+  for (const Value& buffer : plan.fields().at("buffers").list_value().values()) {
+    const auto& b = buffer.struct_value().fields();
+    if (b.at("role").string_value() == "parameter") {
+      saw_parameter = true;
+      EXPECT_EQ(b.at("sha256").string_value().size(), 64u);
+    }
+  }
+  EXPECT_TRUE(saw_parameter);
+
+  // The reports label PREDICTED times and compare the winner predicted and measured.
+  const std::string markdown = ReadFile(root / "report.md");
+  EXPECT_THAT(markdown, HasSubstr("PREDICTED"));
+  EXPECT_THAT(markdown, HasSubstr("MIXED (PREDICTED and MEASURED)"));
+  EXPECT_THAT(markdown, HasSubstr("## Predicted vs measured"));
+  EXPECT_THAT(markdown, HasSubstr(absl::StrCat("| `", reduction_.substr(0, 12),
+                                               "` | 2.500 | 3.000 | 0.83 |")));
+  EXPECT_THAT(markdown, HasSubstr("ATen calls (no candidate passed)"));
+  const Struct report = ParseJson(ReadFile(root / "report.json"));
+  const auto& end_to_end = report.fields().at("end_to_end").struct_value().fields();
+  EXPECT_EQ(end_to_end.at("kind").string_value(), "MIXED (PREDICTED and MEASURED)");
+  EXPECT_EQ(end_to_end.at("tasks_predicted").number_value(), 2);
+  EXPECT_EQ(end_to_end.at("tasks_timed").number_value(), 4);
+  EXPECT_DOUBLE_EQ(end_to_end.at("speedup_vs_eager").number_value(), 2.0);
+  for (const Value& task : report.fields().at("tasks").list_value().values()) {
+    const auto& t = task.struct_value().fields();
+    if (t.at("digest").string_value() == library_) {
+      EXPECT_EQ(t.at("winner").struct_value().fields().at("kind").string_value(), "PREDICTED");
+    }
+    if (t.at("digest").string_value() == no_winner_) {
+      EXPECT_EQ(t.at("winner").kind_case(), Value::kNullValue);
+    }
+  }
+
+  for (const char* plot : {"speedup.png", "roofline.png"}) {
+    EXPECT_EQ(ReadFile(root / plot).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << plot;
+  }
+}
+
+TEST_F(ResultsTest, WithoutTheModelThereIsNoPlanAndTheReportSaysWhy) {
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, nullptr, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_FALSE(fs::exists(fs::path(directory_.path()) / "plan.json"));
+  EXPECT_THAT(ReadFile(fs::path(directory_.path()) / "report.md"),
+              HasSubstr("plan.json: not written"));
+}
+
+TEST_F(ResultsTest, AnotherModelIsRefusedForThePlan) {
+  absl::StatusOr<forge::v1::Graph> other = ReadModelFile(ModelPath("mlp"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<std::string> plan = RenderPlan(results_, *other);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("job-7"));
+
+  // The bundle stops before writing anything.
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &*other, ResultsOptions{}, directory_.path());
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::is_empty(directory_.path()));
+}
+
+TEST_F(ResultsTest, OnlyPredictedTimesMakeThePredictedTotal) {
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    if (task.has_best()) task.mutable_best()->set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
+    task.clear_results();
+  }
+  absl::StatusOr<ResultsReport> report = RenderResultsReport(results_, ResultsOptions{});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->markdown, HasSubstr("**4 of 4 task times are PREDICTED**"));
+  EXPECT_THAT(report->markdown, HasSubstr("`forge results --all`"));
+  EXPECT_THAT(report->markdown, Not(HasSubstr("| MEASURED |")));
+  const Struct json = ParseJson(report->json);
+  EXPECT_EQ(json.fields().at("end_to_end").struct_value().fields().at("kind").string_value(),
+            "PREDICTED");
+}
+
+}  // namespace
+}  // namespace forge::client
