@@ -168,9 +168,13 @@ int Run(int argc, char** argv) {
       .command_timeout = config->GetDuration("redis.timeout"),
       .password = config->GetString("redis.password")};
   RedisClient redis(redis_options);
-  if (absl::StatusOr<RedisReply> pong = redis.Command({"PING"}); !pong.ok()) {
-    // Not fatal: calls answer UNAVAILABLE until Redis is reachable, then work.
-    log->warn("redis not reachable yet: {}", pong.status().ToString());
+  // The scheduler loads its state from Redis, which may still be starting or loading its AOF;
+  // without Redis after a minute, Scheduler::Create below fails and the coordinator exits.
+  for (int attempt = 0; attempt < 120; ++attempt) {
+    absl::StatusOr<RedisReply> pong = redis.Command({"PING"});
+    if (pong.ok()) break;
+    if (attempt == 0) log->warn("waiting for redis: {}", pong.status().ToString());
+    absl::SleepFor(absl::Milliseconds(500));
   }
   absl::StatusOr<std::unique_ptr<BlobStore>> blobs =
       BlobStore::Open(&redis, config->GetString("blobs.dir"));
@@ -191,14 +195,8 @@ int Run(int argc, char** argv) {
   scheduler_options.min_trials_per_task = config->GetInt64("search.min_trials_per_task");
   scheduler_options.search.seed = static_cast<uint64_t>(config->GetInt64("search.seed"));
   scheduler_options.generator_versions = codegen::GeneratorVersions();
-  // Redis may still be down or loading its AOF: keep trying, as every call would.
-  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler;
-  for (int attempt = 0;; ++attempt) {
-    scheduler = Scheduler::Create(&redis, &jobs, &results, registry.get(), scheduler_options);
-    if (scheduler.ok() || !absl::IsUnavailable(scheduler.status()) || attempt == 60) break;
-    if (attempt == 0) log->warn("loading the scheduler: {}; retrying", scheduler.status().ToString());
-    absl::SleepFor(absl::Milliseconds(500));
-  }
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
+      Scheduler::Create(&redis, &jobs, &results, registry.get(), scheduler_options);
   if (!scheduler.ok()) {
     log->critical("loading the scheduler: {}", scheduler.status().ToString());
     return 1;

@@ -12,12 +12,14 @@
 # BIN_DIR holds forge-coordinator, forge-worker, forge (and forge-sandbox-child for gpu) and
 # redis-server (or it is on PATH). MODELS_DIR holds exported models (graph.pb + blobs/), e.g. the
 # test fixtures (build/test_models). Environment: DURATION (s, default 60), COMPILE_THREADS
-# (default: cores - 1), MODELS (default: the small models below).
+# (default: cores - 1), MODELS (default: the small models below); RESULTS_MODEL=NAME then also
+# submits that model with the coordinator's default budget, waits, and writes its result bundle
+# (forge results -o) to OUT_DIR/bundle.
 set -euo pipefail
 bin="$(cd "$1" && pwd)"; models_dir="$(cd "$2" && pwd)"; out="$3"; mode="${4:-emulated}"
 duration="${DURATION:-60}"
 threads="${COMPILE_THREADS:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}"
-models="${MODELS:-llama_block mlp softmax layer_norm_gelu cross_entropy mixed_precision_softmax linear_mul_leaky_relu}"
+models="${MODELS:-llama_block mlp softmax layer_norm_gelu cross_entropy mixed_precision_softmax linear_mul_leaky_relu}"  # names in MODELS_DIR (export dirs or .pt2 files)
 mkdir -p "$out"
 work="$(mktemp -d)"
 redis_bin="$bin/redis-server"; [ -x "$redis_bin" ] || redis_bin="$(command -v redis-server)"
@@ -54,15 +56,28 @@ curl -s "http://127.0.0.1:$worker_metrics/metrics" >"$out/worker.metrics"
 curl -s "http://127.0.0.1:$coordinator_metrics/metrics" >"$out/coordinator.metrics"
 "$bin/forge" workers --json >"$out/workers.json"
 
+for job in "${jobs[@]}"; do
+  "$bin/forge" cancel "$job" --reason "throughput window over" >/dev/null 2>&1 || true  # done ones refuse
+done
+if [ -n "${RESULTS_MODEL:-}" ]; then
+  results_job="$("$bin/forge" submit "$models_dir/$RESULTS_MODEL" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["job"]["id"])')"
+  timeout "${RESULTS_TIMEOUT:-300}" "$bin/forge" watch "$results_job" --plain >"$out/results_watch.log" 2>&1 || true
+  "$bin/forge" results "$results_job" -o "$out/bundle" >"$out/results.log" 2>&1 || true
+fi
+
 python3 - "$out" "$start" "$end" "$mode" "$threads" <<'PY'
-import json, re, sys, collections
+import collections, datetime, json, re, sys
 out, start, end, mode, threads = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-wall = end - start
 text, jobs, at = open(f"{out}/jobs.jsonl").read(), [], 0
 while text[at:].strip():  # one pretty-printed JSON object per job, back to back
     at += len(text[at:]) - len(text[at:].lstrip())
     job, at = json.JSONDecoder().raw_decode(text, at)
     jobs.append(job)
+# When every job ended inside the window, the work took until the last one ended.
+stamp = lambda text: datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+if jobs and all(j["state"] == "JOB_STATE_DONE" for j in jobs):
+    end = min(end, max(stamp(j["updated_at"]) for j in jobs))
+wall = end - start
 def progress(job, key):
     return int(job.get("progress", {}).get(key, 0))
 done = sum(progress(j, "candidates_completed") + progress(j, "candidates_failed") for j in jobs)
@@ -81,13 +96,15 @@ per = lambda seconds: 1e3 * seconds / done if done else 0.0
 rows = [(f"worker: {stage}", per(s)) for stage, s in sorted(worker.items())]
 rows += [(f"coordinator: {method} (Redis + scheduling)", per(s)) for method, s in sorted(coordinator.items())]
 result = {"mode": mode, "compile_threads": int(threads), "wall_seconds": round(wall, 1),
+          "jobs_done": sum(j["state"] == "JOB_STATE_DONE" for j in jobs), "jobs": len(jobs),
           "candidates": done, "failed": failed,
           "candidates_per_hour": round(done / wall * 3600) if wall > 0 else 0,
           "ms_per_candidate": {name: round(v, 3) for name, v in rows}}
 json.dump(result, open(f"{out}/throughput.json", "w"), indent=2)
 with open(f"{out}/throughput.md", "w") as md:
-    md.write(f"mode {mode}, {threads} compile threads, {wall:.1f} s: {done} candidates "
-             f"({failed} failed) = **{result['candidates_per_hour']:,} candidates/hour**\n\n")
+    md.write(f"mode {mode}, {threads} compile threads, {wall:.1f} s, {result['jobs_done']} of "
+             f"{len(jobs)} jobs done: {done} candidates ({failed} failed) = "
+             f"**{result['candidates_per_hour']:,} candidates/hour**\n\n")
     md.write("| where | ms per candidate (summed over threads) |\n|---|---:|\n")
     for name, v in rows:
         md.write(f"| {name} | {v:.3f} |\n")
