@@ -1,0 +1,188 @@
+"""Runs the Forge side of the suite: starts a local service (redis-server, forge-coordinator, one
+forge-worker for the GPUs of this machine, or an emulated H200), submits every selected problem
+with a fixed budget, follows each job to its end, fetches its result bundle, and writes the job
+summaries run_suite.py reads with --forge-jobs (candidates tried, time to first speedup, time to
+best).
+
+    python benchmarks/suite/forge_jobs.py --bin DIR --out DIR --budget N
+        [--only NAME,...] [--level L,...] [--small] [--emulate] [--job-timeout-s S]
+
+--bin holds forge-coordinator, forge-worker, forge, forge-sandbox-child (GPU) and optionally
+redis-server (else PATH). Writes OUT/jobs/<problem>.json, OUT/bundles/<problem>/ and the service
+logs under OUT/service/. Problems are exported with torch.export.save (only torch is needed); the
+forge CLI imports the archives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from benchmarks.suite import problems as suite  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
+
+
+class Service:
+    """redis-server + forge-coordinator + one forge-worker, stopped on exit."""
+
+    def __init__(self, bin_dir: pathlib.Path, log_dir: pathlib.Path, emulate: bool):
+        self.processes: list[subprocess.Popen] = []
+        self.work = pathlib.Path(tempfile.mkdtemp(prefix="forge-suite-"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        redis = bin_dir / "redis-server"
+        redis = str(redis) if redis.exists() else shutil.which("redis-server")
+        redis_port, grpc_port = free_port(), free_port()
+        self._start([redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--dir",
+                     str(self.work), "--appendonly", "yes", "--save", ""], log_dir / "redis.log")
+        self._start([str(bin_dir / "forge-coordinator"), f"--listen=127.0.0.1:{grpc_port}",
+                     f"--redis.port={redis_port}", f"--blobs.dir={self.work / 'blobs'}",
+                     "--metrics.listen="], log_dir / "coordinator.log")
+        worker = [str(bin_dir / "forge-worker"), f"--coordinator=127.0.0.1:{grpc_port}",
+                  f"--compile-cache-dir={self.work / 'cubins'}"]
+        worker.append("--emulate=H200" if emulate
+                      else f"--sandbox-child={bin_dir / 'forge-sandbox-child'}")
+        self._start(worker, log_dir / "worker.log")
+        wait_for_port(grpc_port, 60)
+        self.address = f"127.0.0.1:{grpc_port}"
+        self.forge = str(bin_dir / "forge")
+
+    def _start(self, argv: list[str], log: pathlib.Path) -> None:
+        with open(log, "w") as out:
+            self.processes.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+
+    def cli(self, *args: str, timeout_s: float = 600) -> str:
+        result = subprocess.run([self.forge, *args], capture_output=True, text=True,
+                                timeout=timeout_s, env={**os.environ, "FORGE_SERVER": self.address})
+        if result.returncode not in (0, 1):  # 1: the job ended other than DONE
+            raise RuntimeError(f"forge {' '.join(args)}: exit {result.returncode}: "
+                               f"{result.stderr.strip()[:2000]}")
+        return result.stdout
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def timestamp(text: str) -> float:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def summarize(events: list[dict]) -> dict:
+    """The job summary run_suite.py expects, from the job's JobEvents (forge watch --json)."""
+    start = timestamp(events[0]["time"])
+    first_speedup = best = None
+    for event in events:
+        improved = event.get("task_improved")
+        if not improved:
+            continue
+        at = timestamp(event["time"]) - start
+        if first_speedup is None and float(improved.get("speedup_vs_eager", 0)) > 1.0:
+            first_speedup = at
+        best = at
+    progress = events[-1].get("progress", {})
+    final = events[-1].get("state_changed", {}).get("current", "")
+    return {
+        "state": final,
+        "candidates_tried": int(progress.get("candidates_completed", 0))
+                            + int(progress.get("candidates_failed", 0)),
+        "best_speedup": float(progress.get("best_speedup", 1.0)),
+        "time_to_first_speedup_s": first_speedup,
+        "time_to_best_s": best,
+        "wall_s": timestamp(events[-1]["time"]) - start,
+    }
+
+
+def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, budget: int,
+                small: bool, timeout_s: float) -> dict:
+    device = torch.device("cpu")  # export only: the service runs the model
+    module, inputs = problem.make(device, small)
+    archive = out / "archives" / f"{problem.name}.pt2"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    torch.export.save(torch.export.export(module.eval(), tuple(inputs)), archive)
+    submitted = json.loads(service.cli("submit", str(archive), "--budget", str(budget), "--json",
+                                       "--label", f"suite={problem.name}"))
+    job = submitted["jobs"][0]
+    if not job.get("ok"):
+        raise RuntimeError(f"{problem.name}: submit failed: {job.get('error')}")
+    job_id = job["job"]["id"]
+    lines = service.cli("watch", job_id, "--json", timeout_s=timeout_s).splitlines()
+    events = [json.loads(line) for line in lines if line.strip()]
+    summary = summarize(events) | {"job": job_id, "budget": budget}
+    bundle = out / "bundles" / problem.name
+    service.cli("results", job_id, "-o", str(bundle))
+    summary["bundle"] = str(bundle)
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bin", required=True, type=pathlib.Path)
+    parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("--budget", required=True, type=int, help="candidate trials per job")
+    parser.add_argument("--only")
+    parser.add_argument("--level")
+    parser.add_argument("--small", action="store_true")
+    parser.add_argument("--emulate", action="store_true", help="an emulated H200: PREDICTED times")
+    parser.add_argument("--job-timeout-s", type=float, default=600)
+    args = parser.parse_args()
+    selected = [p for p in suite.PROBLEMS
+                if (not args.only or p.name in args.only.replace(",", " ").split())
+                and (not args.level or p.level in args.level.split(","))]
+    jobs_dir = args.out / "jobs"
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    service = Service(args.bin.resolve(), args.out / "service", args.emulate)
+    failures = 0
+    try:
+        for problem in selected:
+            try:
+                summary = run_problem(service, problem, args.out, args.budget, args.small,
+                                      args.job_timeout_s)
+            except Exception as err:  # one problem's failure is recorded, the others run
+                failures += 1
+                summary = {"state": "error", "error": f"{type(err).__name__}: {err}"[:2000]}
+            (jobs_dir / f"{problem.name}.json").write_text(json.dumps(summary, indent=1))
+            print(f"{problem.name}: {summary.get('state')} "
+                  f"{summary.get('candidates_tried', '-')} candidates, "
+                  f"best {summary.get('best_speedup', '-')}x", flush=True)
+    finally:
+        service.close()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
