@@ -15,7 +15,9 @@
 #include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
+#include "worker/judge/host_staging.h"
 #include "worker/judge/judge.h"
+#include "worker/judge/thread_pool.h"
 #include "worker/timer/timer.h"
 
 namespace forge {
@@ -555,6 +557,154 @@ TEST_F(DrawCacheGpuTest, AFailedReferenceIsNotCached) {
   EXPECT_EQ(*calls, 4);  // draw 0 twice, then draws 1 and 2
   EXPECT_EQ(cache.stats().input_hits, 1);  // draw 0's inputs were kept, without a reference
   EXPECT_EQ(cache.stats().hits, 0);
+}
+
+// A large output (4M elements: 64 of the judge's host chunks) whose one planted bug sits in the
+// last chunk: the chunked, parallel host passes must find it and name the same element as one
+// thread does, and the verdict must not depend on the number of threads or on page-locked staging.
+constexpr int64_t kLargeRows = 4096;
+constexpr int64_t kLargeColumns = 1024;
+constexpr int64_t kLargeCount = kLargeRows * kLargeColumns;
+
+const char* const kLargeKernels = R"(
+#define N )" "4194304" R"(
+extern "C" __global__ void affine(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.0f;
+}
+extern "C" __global__ void affine_one_wrong_near_the_end(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + (i == N - 3 ? 2.0f : 1.0f);
+}
+extern "C" __global__ void affine_one_unwritten_near_the_end(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N && i != N - 2) y[i] = x[i] * 2.0f + 1.0f;
+}
+extern "C" __global__ void affine_writes_last_input(float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) {
+    y[i] = x[i] * 2.0f + 1.0f;
+    if (i == N - 1) x[i] = -x[i];
+  }
+}
+)";
+
+class LargeTensorJudgeTest : public JudgeGpuTest {
+ protected:
+  static void SetUpTestSuite() {
+    JudgeGpuTest::SetUpTestSuite();
+    if (device_ == nullptr || large_cubin_ != nullptr) return;
+    auto pool = compile::CompilePool::Create({.threads = 1});
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    compile::CompileRequest request;
+    request.source = kLargeKernels;
+    request.arch = device_->properties().arch();
+    compile::CompileResult compiled = (*pool)->Compile(request);
+    ASSERT_TRUE(compiled.ok()) << compiled.status << "\n" << compiled.log;
+    large_cubin_ = new std::string(compiled.cubin);
+    reference_ = new judge::ReferenceFn(Affine(2, 1));
+    cache_ = new judge::DrawCache();
+  }
+
+  static judge::CandidateLaunch LoadLarge(const std::string& name) {
+    return Load(*large_cubin_, name, kLargeCount / kBlock);
+  }
+
+  // Judges `launch` on the large task with one host thread and the call's own pageable staging,
+  // then with three threads and page-locked staging kept across candidates, and with the default
+  // pool and the draw cache: the verdicts are identical down to the evidence. The last is returned.
+  static std::unique_ptr<judge::JudgedCandidate> JudgeEveryWay(
+      const judge::CandidateLaunch& launch) {
+    const forge::v1::KernelTask task = ElementwiseTask(kLargeRows, kLargeColumns);
+    judge::ThreadPool one_thread(1);
+    judge::JudgeOptions serial;
+    serial.threads = &one_thread;
+    auto first = judge::Judge(*device_, task, launch, *reference_, serial);
+    EXPECT_TRUE(first.ok()) << first.status();
+    if (!first.ok()) return nullptr;
+
+    judge::ThreadPool three_threads(3);
+    judge::HostStaging page_locked(*device_);
+    judge::JudgeOptions parallel;
+    parallel.threads = &three_threads;
+    parallel.staging = &page_locked;
+    auto staged = judge::Judge(*device_, task, launch, *reference_, parallel);
+    EXPECT_TRUE(staged.ok()) << staged.status();
+    if (!staged.ok()) return nullptr;
+    ExpectSameVerdict((*first)->verdict(), (*staged)->verdict());
+    EXPECT_GT(page_locked.stats().acquired, 0);
+    EXPECT_EQ(page_locked.stats().page_lock_failures, 0);
+
+    auto cached = judge::Judge(*device_, task, launch, *reference_, WithCache(cache_));
+    EXPECT_TRUE(cached.ok()) << cached.status();
+    if (!cached.ok()) return nullptr;
+    ExpectSameVerdict((*first)->verdict(), (*cached)->verdict());
+    return *std::move(cached);
+  }
+
+  static inline std::string* large_cubin_ = nullptr;
+  static inline judge::ReferenceFn* reference_ = nullptr;
+  static inline judge::DrawCache* cache_ = nullptr;
+};
+
+TEST_F(LargeTensorJudgeTest, CorrectKernelPassesAndSurvivesTimingWithPageLockedStaging) {
+  std::unique_ptr<judge::JudgedCandidate> judged = JudgeEveryWay(LoadLarge("affine"));
+  ASSERT_NE(judged, nullptr);
+  EXPECT_TRUE(judged->verdict().passed()) << judged->verdict().detail;
+  EXPECT_EQ(judged->verdict().evidence.draws(), 3);
+
+  // The timed runs re-checked through page-locked staging kept across candidates.
+  judge::HostStaging page_locked(*device_);
+  judge::JudgeOptions options = WithCache(cache_);
+  options.staging = &page_locked;
+  auto staged = judge::Judge(*device_, ElementwiseTask(kLargeRows, kLargeColumns),
+                             LoadLarge("affine"), *reference_, options);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_TRUE((*staged)->verdict().passed()) << (*staged)->verdict().detail;
+  ExpectSurvivesTiming(**staged);
+  // The next candidate reuses the blocks the first one was lent.
+  const int64_t allocations = page_locked.stats().allocations;
+  auto next = judge::Judge(*device_, ElementwiseTask(kLargeRows, kLargeColumns),
+                           LoadLarge("affine"), *reference_, options);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(page_locked.stats().allocations, allocations);
+}
+
+TEST_F(LargeTensorJudgeTest, OneWrongElementNearTheEndIsNamed) {
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeEveryWay(LoadLarge("affine_one_wrong_near_the_end"));
+  ASSERT_NE(judged, nullptr);
+  const judge::JudgeVerdict& verdict = judged->verdict();
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_EQ(verdict.evidence.failed_draw(), 0);
+  EXPECT_TRUE(absl::StrContains(verdict.detail, "element 4194301 [4095, 1021]: candidate"))
+      << verdict.detail;
+  EXPECT_TRUE(absl::StrContains(verdict.detail, "1 of 4194304 elements outside the tolerance"))
+      << verdict.detail;
+}
+
+TEST_F(LargeTensorJudgeTest, OneUnwrittenElementInTheLastChunkIsNamed) {
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeEveryWay(LoadLarge("affine_one_unwritten_near_the_end"));
+  ASSERT_NE(judged, nullptr);
+  const judge::JudgeVerdict& verdict = judged->verdict();
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
+  EXPECT_TRUE(absl::StrContains(verdict.detail, "element 4194302 [4095, 1022] never written"))
+      << verdict.detail;
+  EXPECT_TRUE(absl::StrContains(verdict.detail, "; 1 of 4194304 elements unwritten"))
+      << verdict.detail;
+}
+
+TEST_F(LargeTensorJudgeTest, WritingTheLastInputElementIsCaught) {
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeEveryWay(LoadLarge("affine_writes_last_input"));
+  ASSERT_NE(judged, nullptr);
+  const judge::JudgeVerdict& verdict = judged->verdict();
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_TRUE(absl::StrContains(verdict.detail,
+                                "modified input 0 (float32[4096, 1024]): element 4194303 "
+                                "[4095, 1023]"))
+      << verdict.detail;
 }
 
 }  // namespace

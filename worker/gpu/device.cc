@@ -29,7 +29,8 @@ namespace {
   X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuEventCreate, 2000)                 \
   X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)                   \
   X(cuEventElapsedTime, 12080) X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000)               \
-  X(cuModuleGetFunction, 2000) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)
+  X(cuModuleGetFunction, 2000) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)             \
+  X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)
 
 struct Driver {
 #define FORGE_DECLARE_POINTER(name, version) PFN_##name##_v##version fn_##name = nullptr;
@@ -262,6 +263,29 @@ absl::Status DeviceBuffer::Fill8(uint8_t pattern, Stream& stream) {
                     absl::StrCat("cuMemsetD8Async(", size_bytes_, " bytes)"));
 }
 
+// ---- PinnedHostBuffer ----
+
+PinnedHostBuffer::~PinnedHostBuffer() { Release(); }
+
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_bytes_(std::exchange(other.size_bytes_, 0)) {}
+
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_bytes_ = std::exchange(other.size_bytes_, 0);
+  }
+  return *this;
+}
+
+void PinnedHostBuffer::Release() {
+  if (data_ != nullptr) D().fn_cuMemFreeHost(data_);
+  data_ = nullptr;
+  size_bytes_ = 0;
+}
+
 // ---- Stream ----
 
 Stream::~Stream() {
@@ -422,6 +446,15 @@ absl::StatusOr<DeviceBuffer> Device::Allocate(size_t bytes) const {
   FORGE_RETURN_IF_ERROR(CudaStatus(D().fn_cuMemAlloc(&address, allocated),
                                    absl::StrCat("cuMemAlloc(", bytes, " bytes)")));
   return DeviceBuffer(address, bytes);
+}
+
+absl::StatusOr<PinnedHostBuffer> Device::AllocatePinned(size_t bytes) const {
+  void* host = nullptr;
+  // Like cuMemAlloc, cuMemHostAlloc rejects zero bytes.
+  FORGE_RETURN_IF_ERROR(
+      CudaStatus(D().fn_cuMemHostAlloc(&host, bytes == 0 ? 4 : bytes, CU_MEMHOSTALLOC_PORTABLE),
+                 absl::StrCat("cuMemHostAlloc(", bytes, " bytes)")));
+  return PinnedHostBuffer(static_cast<std::byte*>(host), bytes);
 }
 
 absl::StatusOr<Stream> Device::CreateStream() const {

@@ -97,6 +97,30 @@ class DeviceBuffer {
   size_t size_bytes_ = 0;
 };
 
+// Page-locked host memory (cuMemHostAlloc, usable from every context), freed on destruction. Copies
+// between it and device memory run at the bus's speed; pageable memory goes through the driver's
+// own staging copy first. Move-only.
+class PinnedHostBuffer {
+ public:
+  PinnedHostBuffer() = default;
+  ~PinnedHostBuffer();
+  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size_bytes() const { return size_bytes_; }
+
+ private:
+  friend class Device;
+  PinnedHostBuffer(std::byte* data, size_t size_bytes) : data_(data), size_bytes_(size_bytes) {}
+  void Release();
+
+  std::byte* data_ = nullptr;
+  size_t size_bytes_ = 0;
+};
+
 // A non-blocking stream (no implicit synchronization with the legacy default stream). Move-only.
 class Stream {
  public:
@@ -195,6 +219,8 @@ class Device {
   absl::StatusOr<int64_t> FreeMemoryBytes() const;
 
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) const;
+  // Page-locked host memory; free it (destroy the buffer) while the device is open.
+  absl::StatusOr<PinnedHostBuffer> AllocatePinned(size_t bytes) const;
   absl::StatusOr<Stream> CreateStream() const;
   absl::StatusOr<Event> CreateEvent() const;
   absl::StatusOr<Module> LoadModule(absl::string_view cubin) const;

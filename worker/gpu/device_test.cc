@@ -81,6 +81,31 @@ TEST_F(DeviceTest, CopiesAndFillsRoundTrip) {
   EXPECT_EQ(buffer->Fill16(1, *stream).code(), absl::StatusCode::kOk);
 }
 
+TEST_F(DeviceTest, PinnedHostMemoryRoundTrips) {
+  constexpr size_t kBytes = size_t{3} << 20;
+  auto upload = device_->AllocatePinned(kBytes);
+  auto download = device_->AllocatePinned(kBytes);
+  ASSERT_TRUE(upload.ok()) << upload.status();
+  ASSERT_TRUE(download.ok()) << download.status();
+  ASSERT_EQ(upload->size_bytes(), kBytes);
+  for (size_t i = 0; i < kBytes; ++i) upload->data()[i] = static_cast<std::byte>(i * 7 + 3);
+  std::memset(download->data(), 0, kBytes);
+  auto buffer = device_->Allocate(kBytes);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(buffer->CopyFromHost(upload->data(), kBytes).ok());
+  auto stream = device_->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE(buffer->CopyToHostAsync(download->data(), kBytes, *stream).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_EQ(std::memcmp(upload->data(), download->data(), kBytes), 0);
+
+  // Moving hands over the memory; the moved-from buffer holds none.
+  gpu::PinnedHostBuffer moved = *std::move(download);
+  EXPECT_EQ(moved.size_bytes(), kBytes);
+  EXPECT_EQ(download->data(), nullptr);
+  EXPECT_TRUE(device_->AllocatePinned(0).ok());
+}
+
 TEST_F(DeviceTest, LoadsACubinAndLaunches) {
   auto pool = compile::CompilePool::Create({.threads = 1});
   ASSERT_TRUE(pool.ok()) << pool.status();

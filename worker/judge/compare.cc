@@ -1,8 +1,13 @@
 #include "worker/judge/compare.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,18 +17,7 @@ namespace {
 
 using forge::v1::DType;
 
-double Norm(absl::Span<const double> values) {
-  double sum = 0;
-  for (double value : values) sum += value * value;
-  return std::sqrt(sum);
-}
-
-double Mean(absl::Span<const double> values) {
-  if (values.empty()) return 0;
-  double sum = 0;
-  for (double value : values) sum += value;
-  return sum / static_cast<double>(values.size());
-}
+constexpr int64_t kNoIndex = std::numeric_limits<int64_t>::max();
 
 double Bound(double reference, const Tolerances& tolerances) {
   return tolerances.atol + tolerances.rtol * std::fabs(reference);
@@ -37,6 +31,236 @@ bool WithinTolerance(double candidate, double reference, const Tolerances& toler
 double EagerAllowance(absl::Span<const double> native_reference, int64_t index, double reference) {
   if (native_reference.empty() || !std::isfinite(native_reference[index])) return 0;
   return 2 * std::fabs(native_reference[index] - reference);
+}
+
+// Two sums over [0, count) in one pass, chunked as ChunkedSum: add_terms(i, first, second) adds
+// element i's terms to the running sums.
+template <typename AddTerms>
+std::pair<double, double> ChunkedSums(ThreadPool& pool, int64_t count, const AddTerms& add_terms) {
+  std::vector<std::pair<double, double>> sums(ThreadPool::ChunkCount(count));
+  pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
+    double first = 0;
+    double second = 0;
+    for (int64_t i = begin; i < end; ++i) add_terms(i, first, second);
+    sums[chunk] = {first, second};
+  });
+  std::pair<double, double> total{0, 0};
+  for (const auto& [first, second] : sums) {
+    total.first += first;
+    total.second += second;
+  }
+  return total;
+}
+
+double Norm(absl::Span<const double> values, ThreadPool& pool) {
+  return std::sqrt(ChunkedSum(pool, static_cast<int64_t>(values.size()),
+                              [&](int64_t i) { return values[i] * values[i]; }));
+}
+
+// Whether matches(i) holds for some i in [0, count); chunks stop early once one has been found.
+template <typename Predicate>
+bool AnyElement(ThreadPool& pool, int64_t count, const Predicate& matches) {
+  std::atomic<bool> found{false};
+  pool.ForEachChunk(count, [&](int64_t, int64_t begin, int64_t end) {
+    if (found.load(std::memory_order_relaxed)) return;
+    for (int64_t i = begin; i < end; ++i) {
+      if (matches(i)) {
+        found.store(true, std::memory_order_relaxed);
+        return;
+      }
+    }
+  });
+  return found.load();
+}
+
+// Lowers `smallest` to `value` unless it is already lower.
+void StoreMin(std::atomic<int64_t>& smallest, int64_t value) {
+  int64_t current = smallest.load(std::memory_order_relaxed);
+  while (value < current &&
+         !smallest.compare_exchange_weak(current, value, std::memory_order_relaxed)) {
+  }
+}
+
+// ---- Reading stored elements without a dispatch per element ----
+//
+// A codec reads an element's bits (an unsigned integer as wide as the element) and turns them into
+// the double DecodeElement gives: float32 and float64 directly, 1- and 2-byte dtypes through a
+// table that DecodeElement filled for every bit pattern, the rest through DecodeElement itself.
+
+template <typename Bits>
+Bits LoadBits(const std::byte* element) {
+  Bits bits;
+  std::memcpy(&bits, element, sizeof(Bits));
+  return bits;
+}
+
+struct Float32Codec {
+  using Bits = uint32_t;
+  double operator()(Bits bits) const {
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    return value;
+  }
+};
+
+struct Float64Codec {
+  using Bits = uint64_t;
+  double operator()(Bits bits) const {
+    double value;
+    std::memcpy(&value, &bits, sizeof(value));
+    return value;
+  }
+};
+
+template <typename TableBits>
+struct TableCodec {
+  using Bits = TableBits;
+  const double* table;
+  double operator()(Bits bits) const { return table[bits]; }
+};
+
+template <typename WideBits>
+struct DecodeElementCodec {
+  using Bits = WideBits;
+  DType dtype;
+  double operator()(Bits bits) const {
+    std::byte element[sizeof(Bits)];
+    std::memcpy(element, &bits, sizeof(Bits));
+    return DecodeElement(dtype, element);
+  }
+};
+
+// DecodeElement of every bit pattern of a 1- or 2-byte dtype; built once per dtype.
+template <DType kDType, typename Bits>
+const double* DecodeTable() {
+  static const std::vector<double>* const table = [] {
+    auto* values = new std::vector<double>(size_t{1} << (8 * sizeof(Bits)));
+    for (size_t bits = 0; bits < values->size(); ++bits) {
+      const Bits stored = static_cast<Bits>(bits);
+      std::byte element[sizeof(Bits)];
+      std::memcpy(element, &stored, sizeof(Bits));
+      (*values)[bits] = DecodeElement(kDType, element);
+    }
+    return values;
+  }();
+  return table->data();
+}
+
+// Calls visit(codec) with the codec of `dtype`, which must have an element size.
+template <typename Visit>
+auto WithCodec(DType dtype, const Visit& visit) {
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT32: return visit(Float32Codec{});
+    case forge::v1::DTYPE_FLOAT64: return visit(Float64Codec{});
+    case forge::v1::DTYPE_FLOAT16:
+      return visit(TableCodec<uint16_t>{DecodeTable<forge::v1::DTYPE_FLOAT16, uint16_t>()});
+    case forge::v1::DTYPE_BFLOAT16:
+      return visit(TableCodec<uint16_t>{DecodeTable<forge::v1::DTYPE_BFLOAT16, uint16_t>()});
+    case forge::v1::DTYPE_INT16:
+      return visit(TableCodec<uint16_t>{DecodeTable<forge::v1::DTYPE_INT16, uint16_t>()});
+    case forge::v1::DTYPE_FLOAT8_E4M3FN:
+      return visit(TableCodec<uint8_t>{DecodeTable<forge::v1::DTYPE_FLOAT8_E4M3FN, uint8_t>()});
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return visit(TableCodec<uint8_t>{DecodeTable<forge::v1::DTYPE_FLOAT8_E5M2, uint8_t>()});
+    case forge::v1::DTYPE_INT8:
+      return visit(TableCodec<uint8_t>{DecodeTable<forge::v1::DTYPE_INT8, uint8_t>()});
+    case forge::v1::DTYPE_UINT8:
+      return visit(TableCodec<uint8_t>{DecodeTable<forge::v1::DTYPE_UINT8, uint8_t>()});
+    case forge::v1::DTYPE_BOOL:
+      return visit(TableCodec<uint8_t>{DecodeTable<forge::v1::DTYPE_BOOL, uint8_t>()});
+    case forge::v1::DTYPE_INT32: return visit(DecodeElementCodec<uint32_t>{dtype});
+    default: return visit(DecodeElementCodec<uint64_t>{dtype});  // int64, complex64
+  }
+}
+
+// The poison of `dtype` as its element's bits (IsPoison's words, laid side by side).
+template <typename Bits>
+Bits PoisonBits(DType dtype) {
+  const Poison poison = PoisonFor(dtype);
+  std::byte element[sizeof(Bits)];
+  for (size_t offset = 0; offset < sizeof(Bits); offset += poison.word_bytes) {
+    std::memcpy(element + offset, &poison.word, poison.word_bytes);
+  }
+  return LoadBits<Bits>(element);
+}
+
+// Whether storage offset i is logical element i for every element of `spec`: no strides, or the
+// row-major ones wherever a dimension has more than one element.
+bool IsRowMajor(const forge::v1::TensorSpec& spec) {
+  if (spec.strides_size() != spec.shape_size()) return true;
+  int64_t stride = 1;
+  for (int i = spec.shape_size() - 1; i >= 0; --i) {
+    if (spec.shape(i) > 1 && spec.strides(i) != stride) return false;
+    stride *= spec.shape(i);
+  }
+  return true;
+}
+
+// Calls visit(offset_of) with a function from logical index to storage offset (in elements).
+template <typename Visit>
+auto WithOffsets(const forge::v1::TensorSpec& spec, const Visit& visit) {
+  if (IsRowMajor(spec)) return visit([](int64_t index) { return index; });
+  return visit([&spec](int64_t index) { return StorageOffsetOf(spec, index); });
+}
+
+// What CompareOutput finds in one chunk.
+struct ChunkTally {
+  int64_t unwritten = 0;
+  int64_t mismatches = 0;
+  int64_t nan_reference = 0;
+  int64_t first_unwritten = kNoIndex;
+  int64_t first_mismatch = kNoIndex;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  double error_norm_squared = 0;
+  double reference_norm_squared = 0;
+};
+
+// CompareOutput's look at elements [begin, end).
+template <typename Codec, typename OffsetOf>
+ChunkTally CompareChunk(const Codec& decode, const OffsetOf& offset_of,
+                        typename Codec::Bits poison, const std::byte* storage,
+                        absl::Span<const double> reference, const Tolerances& tolerances,
+                        absl::Span<const double> native_reference, int64_t begin, int64_t end) {
+  using Bits = typename Codec::Bits;
+  ChunkTally tally;
+  for (int64_t i = begin; i < end; ++i) {
+    const Bits bits = LoadBits<Bits>(storage + offset_of(i) * sizeof(Bits));
+    const double want = reference[i];
+    const double got = decode(bits);
+    if (std::isnan(want)) {
+      ++tally.nan_reference;
+      if (!std::isnan(got)) {
+        ++tally.mismatches;
+        tally.first_mismatch = std::min(tally.first_mismatch, i);
+      }
+      continue;
+    }
+    if (bits == poison) {
+      ++tally.unwritten;
+      tally.first_unwritten = std::min(tally.first_unwritten, i);
+      continue;
+    }
+    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
+      if (got != want) {
+        ++tally.mismatches;
+        tally.first_mismatch = std::min(tally.first_mismatch, i);
+        tally.max_abs_error = std::numeric_limits<double>::infinity();
+      }
+      continue;
+    }
+    const double difference = std::fabs(got - want);
+    tally.max_abs_error = std::max(tally.max_abs_error, difference);
+    if (want != 0)
+      tally.max_rel_error = std::max(tally.max_rel_error, difference / std::fabs(want));
+    tally.error_norm_squared += difference * difference;
+    tally.reference_norm_squared += want * want;
+    if (difference > Bound(want, tolerances) + EagerAllowance(native_reference, i, want)) {
+      ++tally.mismatches;
+      tally.first_mismatch = std::min(tally.first_mismatch, i);
+    }
+  }
+  return tally;
 }
 
 }  // namespace
@@ -89,25 +313,32 @@ bool IsPoison(DType dtype, const std::byte* element) {
   return true;
 }
 
-double RelativeNormError(absl::Span<const double> values, absl::Span<const double> reference) {
-  double error_squared = 0;
-  double reference_squared = 0;
-  for (size_t i = 0; i < values.size() && i < reference.size(); ++i) {
-    if (!std::isfinite(values[i]) || !std::isfinite(reference[i])) continue;
-    error_squared += (values[i] - reference[i]) * (values[i] - reference[i]);
-    reference_squared += reference[i] * reference[i];
-  }
+double RelativeNormError(absl::Span<const double> values, absl::Span<const double> reference,
+                         ThreadPool& pool) {
+  const auto [error_squared, reference_squared] = ChunkedSums(
+      pool, static_cast<int64_t>(std::min(values.size(), reference.size())),
+      [&](int64_t i, double& error_sum, double& reference_sum) {
+        if (!std::isfinite(values[i]) || !std::isfinite(reference[i])) return;
+        error_sum += (values[i] - reference[i]) * (values[i] - reference[i]);
+        reference_sum += reference[i] * reference[i];
+      });
   return reference_squared > 0 ? std::sqrt(error_squared / reference_squared) : 0;
 }
 
-void EagerError::Add(absl::Span<const double> native_reference,
-                     absl::Span<const double> reference) {
-  for (size_t i = 0; i < native_reference.size() && i < reference.size(); ++i) {
-    if (std::isfinite(native_reference[i]) && std::isfinite(reference[i])) {
-      max_abs = std::max(max_abs, std::fabs(native_reference[i] - reference[i]));
+void EagerError::Add(absl::Span<const double> native_reference, absl::Span<const double> reference,
+                     ThreadPool& pool) {
+  const int64_t count = static_cast<int64_t>(std::min(native_reference.size(), reference.size()));
+  std::vector<double> chunk_max(ThreadPool::ChunkCount(count), 0.0);
+  pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (std::isfinite(native_reference[i]) && std::isfinite(reference[i])) {
+        chunk_max[chunk] =
+            std::max(chunk_max[chunk], std::fabs(native_reference[i] - reference[i]));
+      }
     }
-  }
-  rel_norm = std::max(rel_norm, RelativeNormError(native_reference, reference));
+  });
+  for (double chunk_abs : chunk_max) max_abs = std::max(max_abs, chunk_abs);
+  rel_norm = std::max(rel_norm, RelativeNormError(native_reference, reference, pool));
 }
 
 std::string EagerError::Note() const {
@@ -120,17 +351,36 @@ std::string EagerError::Note() const {
 
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
-                               absl::Span<const double> native_reference) {
+                               absl::Span<const double> native_reference, ThreadPool& pool) {
+  return CompareOutput(candidate.spec, candidate.storage, reference, tolerances, native_reference,
+                       pool);
+}
+
+OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
+                               absl::Span<const std::byte> storage,
+                               absl::Span<const double> reference, const Tolerances& tolerances,
+                               absl::Span<const double> native_reference, ThreadPool& pool) {
   OutputComparison result;
-  const DType dtype = candidate.spec.dtype();
-  const int element_bytes = *ElementBytes(dtype);
-  const auto& shape = candidate.spec.shape();
-  const int64_t count = candidate.element_count();
+  const DType dtype = spec.dtype();
+  const int64_t count = ElementCount(spec);
   result.element_count = count;
+  const absl::StatusOr<int> element_bytes = ElementBytes(dtype);
+  if (!element_bytes.ok()) {
+    result.passed = false;
+    result.failure = std::string(element_bytes.status().message());
+    return result;
+  }
+  if (static_cast<int64_t>(storage.size()) != StorageElementCount(spec) * *element_bytes) {
+    result.passed = false;
+    result.failure = absl::StrCat("the output ", DescribeSpec(spec), " is stored in ",
+                                  storage.size(), " bytes, not ",
+                                  StorageElementCount(spec) * *element_bytes);
+    return result;
+  }
   if (static_cast<int64_t>(reference.size()) != count) {
     result.passed = false;
     result.failure = absl::StrCat("reference has ", reference.size(), " elements, the output ",
-                                  DescribeSpec(candidate.spec), " has ", count);
+                                  DescribeSpec(spec), " has ", count);
     return result;
   }
   if (!native_reference.empty() && native_reference.size() != reference.size()) {
@@ -142,64 +392,51 @@ OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const dou
   const double rel_norm_bound =
       native_reference.empty()
           ? tolerances.rel_norm
-          : std::max(tolerances.rel_norm, 2 * RelativeNormError(native_reference, reference));
+          : std::max(tolerances.rel_norm, 2 * RelativeNormError(native_reference, reference, pool));
 
-  std::optional<int64_t> first_unwritten;
-  std::optional<int64_t> first_mismatch;
+  std::vector<ChunkTally> tallies(ThreadPool::ChunkCount(count));
+  WithCodec(dtype, [&](const auto& decode) {
+    using Bits = typename std::decay_t<decltype(decode)>::Bits;
+    const Bits poison = PoisonBits<Bits>(dtype);
+    WithOffsets(spec, [&](const auto& offset_of) {
+      pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
+        tallies[chunk] = CompareChunk(decode, offset_of, poison, storage.data(), reference,
+                                      tolerances, native_reference, begin, end);
+      });
+    });
+  });
+  int64_t first_unwritten = kNoIndex;
+  int64_t first_mismatch = kNoIndex;
   double error_norm_squared = 0;
   double reference_norm_squared = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const std::byte* element =
-        candidate.storage.data() + StorageOffsetOf(candidate.spec, i) * element_bytes;
-    const double want = reference[i];
-    const double got = DecodeElement(dtype, element);
-    if (std::isnan(want)) {
-      ++result.nan_reference;
-      if (!std::isnan(got)) {
-        ++result.mismatches;
-        if (!first_mismatch) first_mismatch = i;
-      }
-      continue;
-    }
-    if (IsPoison(dtype, element)) {
-      ++result.unwritten;
-      if (!first_unwritten) first_unwritten = i;
-      continue;
-    }
-    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-      if (got != want) {
-        ++result.mismatches;
-        if (!first_mismatch) first_mismatch = i;
-        result.max_abs_error = std::numeric_limits<double>::infinity();
-      }
-      continue;
-    }
-    const double difference = std::fabs(got - want);
-    result.max_abs_error = std::max(result.max_abs_error, difference);
-    if (want != 0) result.max_rel_error = std::max(result.max_rel_error, difference / std::fabs(want));
-    error_norm_squared += difference * difference;
-    reference_norm_squared += want * want;
-    if (difference > Bound(want, tolerances) + EagerAllowance(native_reference, i, want)) {
-      ++result.mismatches;
-      if (!first_mismatch) first_mismatch = i;
-    }
+  for (const ChunkTally& tally : tallies) {
+    result.unwritten += tally.unwritten;
+    result.mismatches += tally.mismatches;
+    result.nan_reference += tally.nan_reference;
+    first_unwritten = std::min(first_unwritten, tally.first_unwritten);
+    first_mismatch = std::min(first_mismatch, tally.first_mismatch);
+    result.max_abs_error = std::max(result.max_abs_error, tally.max_abs_error);
+    result.max_rel_error = std::max(result.max_rel_error, tally.max_rel_error);
+    error_norm_squared += tally.error_norm_squared;
+    reference_norm_squared += tally.reference_norm_squared;
   }
   if (reference_norm_squared > 0) {
     result.rel_norm_error = std::sqrt(error_norm_squared / reference_norm_squared);
   }
 
   auto where = [&](int64_t index) {
-    return absl::StrCat("element ", index, " ", FormatIndex(Unravel(shape, index)));
+    return absl::StrCat("element ", index, " ", FormatIndex(Unravel(spec.shape(), index)));
   };
-  if (first_unwritten) {
+  if (first_unwritten != kNoIndex) {
     result.passed = false;
-    result.failed_index = *first_unwritten;
-    result.failure = absl::StrCat(where(*first_unwritten),
+    result.failed_index = first_unwritten;
+    result.failure = absl::StrCat(where(first_unwritten),
                                   " never written (still holds the NaN poison); ", result.unwritten,
                                   " of ", count, " elements unwritten");
-  } else if (first_mismatch) {
-    const int64_t i = *first_mismatch;
-    const double got = candidate.Get(i);
+  } else if (first_mismatch != kNoIndex) {
+    const int64_t i = first_mismatch;
+    const double got =
+        DecodeElement(dtype, storage.data() + StorageOffsetOf(spec, i) * *element_bytes);
     const double want = reference[i];
     const std::string widening =
         native_reference.empty()
@@ -223,50 +460,107 @@ OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const dou
   return result;
 }
 
-bool IsNearConstant(absl::Span<const double> values, const Tolerances& tolerances) {
-  const double mean = Mean(values);
-  for (double value : values) {
-    if (std::isfinite(value) && !WithinTolerance(mean, value, tolerances)) return false;
+std::optional<int64_t> FirstChangedElement(const forge::v1::TensorSpec& spec,
+                                           absl::Span<const std::byte> before,
+                                           absl::Span<const std::byte> after, ThreadPool& pool) {
+  const int64_t element_bytes = *ElementBytes(spec.dtype());
+  const bool row_major = IsRowMajor(spec);
+  const int64_t count = ElementCount(spec);
+  std::vector<int64_t> first_in_chunk(ThreadPool::ChunkCount(count), kNoIndex);
+  // The earliest chunk known to hold a change: later chunks need not be looked at.
+  std::atomic<int64_t> first_changed_chunk{kNoIndex};
+  pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
+    if (chunk > first_changed_chunk.load(std::memory_order_relaxed)) return;
+    // A row-major chunk is one span of bytes, which memcmp clears at once in the usual case.
+    if (row_major && std::memcmp(before.data() + begin * element_bytes,
+                                 after.data() + begin * element_bytes,
+                                 (end - begin) * element_bytes) == 0) {
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t offset = (row_major ? i : StorageOffsetOf(spec, i)) * element_bytes;
+      if (std::memcmp(before.data() + offset, after.data() + offset, element_bytes) != 0) {
+        first_in_chunk[chunk] = i;
+        StoreMin(first_changed_chunk, chunk);
+        return;
+      }
+    }
+  });
+  for (int64_t first : first_in_chunk) {
+    if (first != kNoIndex) return first;
   }
-  return true;
+  return std::nullopt;
+}
+
+std::vector<double> DecodeElements(const forge::v1::TensorSpec& spec,
+                                   absl::Span<const std::byte> storage, ThreadPool& pool) {
+  std::vector<double> values(ElementCount(spec));
+  WithCodec(spec.dtype(), [&](const auto& decode) {
+    using Bits = typename std::decay_t<decltype(decode)>::Bits;
+    WithOffsets(spec, [&](const auto& offset_of) {
+      pool.ForEachChunk(static_cast<int64_t>(values.size()),
+                        [&](int64_t, int64_t begin, int64_t end) {
+                          for (int64_t i = begin; i < end; ++i) {
+                            values[i] = decode(LoadBits<Bits>(storage.data() +
+                                                              offset_of(i) * sizeof(Bits)));
+                          }
+                        });
+    });
+  });
+  return values;
+}
+
+double Mean(absl::Span<const double> values, ThreadPool& pool) {
+  if (values.empty()) return 0;
+  return ChunkedSum(pool, static_cast<int64_t>(values.size()),
+                    [&](int64_t i) { return values[i]; }) /
+         static_cast<double>(values.size());
+}
+
+bool IsNearConstant(absl::Span<const double> values, const Tolerances& tolerances,
+                    ThreadPool& pool) {
+  const double mean = Mean(values, pool);
+  return !AnyElement(pool, static_cast<int64_t>(values.size()), [&](int64_t i) {
+    return std::isfinite(values[i]) && !WithinTolerance(mean, values[i], tolerances);
+  });
 }
 
 bool AgreeWithin(absl::Span<const double> a, absl::Span<const double> b,
-                 const Tolerances& tolerances) {
+                 const Tolerances& tolerances, ThreadPool& pool) {
   if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isfinite(a[i]) && std::isfinite(b[i]) && !WithinTolerance(a[i], b[i], tolerances)) {
-      return false;
-    }
-  }
-  return true;
+  return !AnyElement(pool, static_cast<int64_t>(a.size()), [&](int64_t i) {
+    return std::isfinite(a[i]) && std::isfinite(b[i]) && !WithinTolerance(a[i], b[i], tolerances);
+  });
 }
 
 VariationComparison CompareVariation(absl::Span<const double> candidate_variation,
                                      absl::Span<const double> reference_variation,
-                                     absl::Span<const double> rounded_variation) {
+                                     absl::Span<const double> rounded_variation,
+                                     ThreadPool& pool) {
   VariationComparison result;
-  const double reference_norm = Norm(reference_variation);
+  const double reference_norm = Norm(reference_variation, pool);
   // Rounding leaves floating-point residue of the mean behind, never exactly zero: a variation that
   // loses three orders of magnitude to rounding is gone.
-  result.representable = reference_norm > 0 && Norm(rounded_variation) > 1e-3 * reference_norm;
+  result.representable =
+      reference_norm > 0 && Norm(rounded_variation, pool) > 1e-3 * reference_norm;
   if (candidate_variation.size() != reference_variation.size() ||
       rounded_variation.size() != reference_variation.size()) {
     result.passed = false;  // the outputs do not even line up
     return result;
   }
   if (!result.representable) return result;
-  double error_squared = 0;
-  double rounding_squared = 0;
-  for (size_t i = 0; i < reference_variation.size(); ++i) {
-    const double error = candidate_variation[i] - reference_variation[i];
-    const double rounding = rounded_variation[i] - reference_variation[i];
-    error_squared += error * error;
-    rounding_squared += rounding * rounding;
-  }
+  const auto [error_squared, rounding_squared] = ChunkedSums(
+      pool, static_cast<int64_t>(reference_variation.size()),
+      [&](int64_t i, double& error_sum, double& rounding_sum) {
+        const double error = candidate_variation[i] - reference_variation[i];
+        const double rounding = rounded_variation[i] - reference_variation[i];
+        error_sum += error * error;
+        rounding_sum += rounding * rounding;
+      });
   const double error = std::sqrt(error_squared);
   result.relative_error = error / reference_norm;
-  result.passed = std::isfinite(error) && error <= 0.5 * reference_norm + 2 * std::sqrt(rounding_squared);
+  result.passed =
+      std::isfinite(error) && error <= 0.5 * reference_norm + 2 * std::sqrt(rounding_squared);
   return result;
 }
 

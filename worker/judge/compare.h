@@ -1,7 +1,12 @@
 // The judge's comparison core, pure CPU: a candidate's output (as the kernel stored it) against the
 // float64 reference, with per-dtype tolerances, a relative-norm bound, detection of elements the
 // kernel never wrote (still holding the NaN poison), and the checks that keep a constant output
-// from passing a task whose reference is nearly constant.
+// from passing a task whose reference is nearly constant. Every pass over the elements runs in
+// chunks on a ThreadPool (thread_pool.h): counts, maxima and first indices come out exactly as one
+// loop over the elements gives them, and sums (norms, means) add the chunks' sums in chunk order,
+// the same for any number of threads. Up to ThreadPool::kChunkElements elements that is the plain
+// loop's sum; beyond, a relative-norm error or a mean can differ from it in the last bits (the
+// summation order), so only a figure within an ulp or so of its bound could come out otherwise.
 #ifndef FORGE_WORKER_JUDGE_COMPARE_H_
 #define FORGE_WORKER_JUDGE_COMPARE_H_
 
@@ -9,10 +14,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/types/span.h"
 #include "forge/v1/graph.pb.h"
 #include "worker/judge/host_tensor.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 
@@ -71,11 +78,37 @@ struct OutputComparison {
 // nothing.
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
-                               absl::Span<const double> native_reference = {});
+                               absl::Span<const double> native_reference = {},
+                               ThreadPool& pool = ThreadPool::Default());
+// The same for an output stored elsewhere (a staging buffer): `storage` holds the bytes of
+// StorageElementCount(spec) elements.
+OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
+                               absl::Span<const std::byte> storage,
+                               absl::Span<const double> reference, const Tolerances& tolerances,
+                               absl::Span<const double> native_reference = {},
+                               ThreadPool& pool = ThreadPool::Default());
+
+// The first logical element (row-major) whose stored bytes differ between `before` and `after`,
+// two storages of `spec` (each StorageElementCount(spec) elements); nullopt when none does. Bytes
+// a strided spec skips are not compared.
+std::optional<int64_t> FirstChangedElement(const forge::v1::TensorSpec& spec,
+                                           absl::Span<const std::byte> before,
+                                           absl::Span<const std::byte> after,
+                                           ThreadPool& pool = ThreadPool::Default());
+
+// Every logical element of the storage of `spec` as a double, in row-major order (what
+// HostTensor::ToDoubles gives for a HostTensor with this storage).
+std::vector<double> DecodeElements(const forge::v1::TensorSpec& spec,
+                                   absl::Span<const std::byte> storage,
+                                   ThreadPool& pool = ThreadPool::Default());
+
+// The mean of `values` (0 when empty), summed as ChunkedSum does.
+double Mean(absl::Span<const double> values, ThreadPool& pool = ThreadPool::Default());
 
 // ||values - reference||_2 / ||reference||_2 over elements finite in both; 0 when that norm of the
 // reference is 0.
-double RelativeNormError(absl::Span<const double> values, absl::Span<const double> reference);
+double RelativeNormError(absl::Span<const double> values, absl::Span<const double> reference,
+                         ThreadPool& pool = ThreadPool::Default());
 
 // How far eager's native-precision outputs stray from the float64 reference, accumulated over
 // draws: the size of the widening CompareOutput applies, for the judge's evidence.
@@ -83,7 +116,8 @@ struct EagerError {
   double max_abs = 0;   // max |native - reference| over finite elements
   double rel_norm = 0;  // max RelativeNormError(native, reference)
 
-  void Add(absl::Span<const double> native_reference, absl::Span<const double> reference);
+  void Add(absl::Span<const double> native_reference, absl::Span<const double> reference,
+           ThreadPool& pool = ThreadPool::Default());
   // "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max 0.0147,
   // relative norm 0.391"; empty when eager matched float64 exactly (nothing was widened).
   std::string Note() const;
@@ -91,11 +125,12 @@ struct EagerError {
 
 // True when a constant could stand in for `values` within the tolerances: every element lies within
 // atol + rtol * |v| of the mean. Such an output is flagged and its variation checked separately.
-bool IsNearConstant(absl::Span<const double> values, const Tolerances& tolerances);
+bool IsNearConstant(absl::Span<const double> values, const Tolerances& tolerances,
+                    ThreadPool& pool = ThreadPool::Default());
 // True when `a` and `b` agree element-wise within the tolerances (a reference that did not change
 // between two input draws).
 bool AgreeWithin(absl::Span<const double> a, absl::Span<const double> b,
-                 const Tolerances& tolerances);
+                 const Tolerances& tolerances, ThreadPool& pool = ThreadPool::Default());
 
 struct VariationComparison {
   // False when the reference's variation vanishes once rounded to the output dtype (keeps less
@@ -115,7 +150,8 @@ struct VariationComparison {
 // candidate (zero variation) has error 1 and fails wherever the variation is representable.
 VariationComparison CompareVariation(absl::Span<const double> candidate_variation,
                                      absl::Span<const double> reference_variation,
-                                     absl::Span<const double> rounded_variation);
+                                     absl::Span<const double> rounded_variation,
+                                     ThreadPool& pool = ThreadPool::Default());
 
 }  // namespace forge::judge
 

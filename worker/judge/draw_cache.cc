@@ -4,6 +4,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 namespace {
@@ -34,15 +35,28 @@ absl::string_view BytesView(const std::vector<T>& values) {
   return absl::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
+// A hash of `bytes`: the hashes of its chunks (hashed in parallel on the judge's threads),
+// combined in order with its length.
+size_t HashBytes(absl::string_view bytes) {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  std::vector<size_t> chunk_hashes(ThreadPool::ChunkCount(size));
+  ThreadPool::Default().ForEachChunk(size, [&](int64_t chunk, int64_t begin, int64_t end) {
+    chunk_hashes[chunk] = absl::HashOf(bytes.substr(begin, end - begin));
+  });
+  return absl::HashOf(bytes.size(), chunk_hashes);
+}
+
 // A hash of the draw's data (absl::Hash is seeded per process, which is all a cache in memory
 // needs).
 uint64_t Fingerprint(const CachedDraw& draw) {
   size_t hash = 0;
-  for (const HostTensor& input : *draw.inputs) hash = absl::HashOf(hash, BytesView(input.storage));
+  for (const HostTensor& input : *draw.inputs) {
+    hash = absl::HashOf(hash, HashBytes(BytesView(input.storage)));
+  }
   if (draw.references != nullptr) {
     for (const auto* outputs : {&draw.references->float64, &draw.references->native}) {
       for (const std::vector<double>& output : *outputs) {
-        hash = absl::HashOf(hash, BytesView(output));
+        hash = absl::HashOf(hash, HashBytes(BytesView(output)));
       }
     }
     hash = absl::HashOf(hash, draw.references->native_unavailable);

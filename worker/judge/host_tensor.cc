@@ -238,7 +238,7 @@ uint16_t FloatToBfloat16Bits(float value) {
 }
 float Bfloat16BitsToFloat(uint16_t bits) { return static_cast<float>(Decode(kBfloat16, bits)); }
 
-absl::StatusOr<HostTensor> HostTensor::Allocate(const forge::v1::TensorSpec& spec) {
+absl::StatusOr<size_t> StorageBytes(const forge::v1::TensorSpec& spec) {
   absl::StatusOr<int> element_bytes = ElementBytes(spec.dtype());
   if (!element_bytes.ok()) return element_bytes.status();
   for (int64_t size : spec.shape()) {
@@ -247,9 +247,15 @@ absl::StatusOr<HostTensor> HostTensor::Allocate(const forge::v1::TensorSpec& spe
           absl::StrCat("negative size in tensor shape ", DescribeSpec(spec)));
     }
   }
+  return static_cast<size_t>(StorageElementCount(spec)) * *element_bytes;
+}
+
+absl::StatusOr<HostTensor> HostTensor::Allocate(const forge::v1::TensorSpec& spec) {
+  absl::StatusOr<size_t> bytes = StorageBytes(spec);
+  if (!bytes.ok()) return bytes.status();
   HostTensor tensor;
   tensor.spec = spec;
-  tensor.storage.resize(static_cast<size_t>(StorageElementCount(spec)) * *element_bytes);
+  tensor.storage.resize(*bytes);
   return tensor;
 }
 

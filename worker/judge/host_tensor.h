@@ -29,6 +29,9 @@ int64_t ElementCount(const forge::v1::TensorSpec& spec);
 std::vector<int64_t> EffectiveStrides(const forge::v1::TensorSpec& spec);
 // Elements of storage the tensor spans: 1 + the largest offset, or 0 for an empty tensor.
 int64_t StorageElementCount(const forge::v1::TensorSpec& spec);
+// Bytes of the storage of `spec` (what HostTensor::Allocate allocates); InvalidArgument for a
+// dtype without an element size or a negative size in the shape.
+absl::StatusOr<size_t> StorageBytes(const forge::v1::TensorSpec& spec);
 // Storage offset (in elements) of logical element `index`.
 int64_t StorageOffsetOf(const forge::v1::TensorSpec& spec, int64_t index);
 // The multi-index of logical element `index`: [1, 0] for element 1003 of a 1000x1003 tensor.

@@ -31,35 +31,69 @@ absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, forge::v1::DType dtype,
   }
 }
 
-// The first element whose bytes differ between two storages of one spec, if any.
-std::optional<int64_t> FirstDifference(const HostTensor& a, const std::vector<std::byte>& b) {
-  const int element_bytes = *ElementBytes(a.spec.dtype());
-  for (int64_t i = 0; i < a.element_count(); ++i) {
-    const int64_t offset = StorageOffsetOf(a.spec, i) * element_bytes;
-    if (std::memcmp(a.storage.data() + offset, b.data() + offset, element_bytes) != 0) return i;
-  }
-  return std::nullopt;
+// value(i) for every i in [0, count), computed in chunks on `pool`.
+template <typename Value>
+std::vector<double> MapElements(ThreadPool& pool, size_t count, const Value& value) {
+  std::vector<double> values(count);
+  pool.ForEachChunk(static_cast<int64_t>(count), [&](int64_t, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) values[i] = value(i);
+  });
+  return values;
 }
 
-std::vector<double> Centered(absl::Span<const double> values) {
-  double sum = 0;
-  for (double value : values) sum += value;
-  const double mean = values.empty() ? 0 : sum / static_cast<double>(values.size());
-  std::vector<double> centered(values.begin(), values.end());
-  for (double& value : centered) value -= mean;
-  return centered;
+std::vector<double> Centered(absl::Span<const double> values, ThreadPool& pool) {
+  const double mean = Mean(values, pool);
+  return MapElements(pool, values.size(), [&](int64_t i) { return values[i] - mean; });
 }
 
-std::vector<double> Rounded(forge::v1::DType dtype, absl::Span<const double> values) {
-  std::vector<double> rounded(values.begin(), values.end());
-  for (double& value : rounded) value = RoundToDType(dtype, value);
-  return rounded;
+std::vector<double> Rounded(forge::v1::DType dtype, absl::Span<const double> values,
+                            ThreadPool& pool) {
+  return MapElements(pool, values.size(),
+                     [&](int64_t i) { return RoundToDType(dtype, values[i]); });
 }
 
-std::vector<double> Difference(absl::Span<const double> a, absl::Span<const double> b) {
-  std::vector<double> difference(a.size());
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) difference[i] = a[i] - b[i];
-  return difference;
+std::vector<double> Difference(absl::Span<const double> a, absl::Span<const double> b,
+                               ThreadPool& pool) {
+  return MapElements(pool, a.size(), [&](int64_t i) {
+    return static_cast<size_t>(i) < b.size() ? a[i] - b[i] : 0;
+  });
+}
+
+// Copies `from` into `to` (as large) in chunks on `pool`: one thread does not fill page-locked
+// memory as fast as the bus drains it.
+void CopyBytes(absl::Span<const std::byte> from, absl::Span<std::byte> to, ThreadPool& pool) {
+  pool.ForEachChunk(static_cast<int64_t>(from.size()), [&](int64_t, int64_t begin, int64_t end) {
+    std::memcpy(to.data() + begin, from.data() + begin, end - begin);
+  });
+}
+
+// Uploads `host` into `buffer`, through a page-locked staging buffer when `staging` has them.
+absl::Status Upload(absl::Span<const std::byte> host, gpu::DeviceBuffer& buffer,
+                    HostStaging& staging, ThreadPool& pool) {
+  if (!staging.page_locked()) return buffer.CopyFromHost(host.data(), host.size());
+  HostStaging::Buffer staged = staging.Acquire(host.size());
+  CopyBytes(host, staged.span(), pool);
+  return buffer.CopyFromHost(staged.data(), staged.size());
+}
+
+// The first element of an input that differs on the device from its pristine host copy, read
+// back through `staging`: a description of the change, or nothing when it is unchanged.
+struct InputChange {
+  int64_t index = 0;
+  double after = 0;  // the element as the device holds it now
+};
+absl::StatusOr<std::optional<InputChange>> ChangedInput(const HostTensor& input,
+                                                        const gpu::DeviceBuffer& buffer,
+                                                        HostStaging& staging, ThreadPool& pool) {
+  HostStaging::Buffer now = staging.Acquire(input.storage.size());
+  FORGE_RETURN_IF_ERROR(buffer.CopyToHost(now.data(), now.size()));
+  std::optional<int64_t> changed =
+      FirstChangedElement(input.spec, input.storage, now.bytes(), pool);
+  if (!changed) return std::optional<InputChange>();
+  const int element_bytes = *ElementBytes(input.spec.dtype());
+  return std::optional<InputChange>(InputChange{
+      *changed, DecodeElement(input.spec.dtype(),
+                              now.data() + StorageOffsetOf(input.spec, *changed) * element_bytes)});
 }
 
 bool IsReducedPrecisionFloat(forge::v1::DType dtype) {
@@ -117,12 +151,21 @@ class JudgeRunner {
  public:
   JudgeRunner(const gpu::Device& device, const KernelTask& task, CandidateLaunch launch,
               const ReferenceFn& reference, const JudgeOptions& options)
-      : device_(device), task_(task), reference_(reference), options_(options) {
+      : device_(device),
+        task_(task),
+        reference_(reference),
+        options_(options),
+        pool_(options.threads != nullptr ? *options.threads : ThreadPool::Default()) {
     result_ = std::unique_ptr<JudgedCandidate>(new JudgedCandidate());
     result_->device_ = &device;
     result_->task_ = task;
     result_->launch_ = std::move(launch);
     result_->tolerances_override_ = options.tolerances;
+    result_->threads_ = &pool_;
+    if (options.staging == nullptr) result_->own_staging_ = std::make_unique<HostStaging>();
+    result_->staging_ =
+        options.staging != nullptr ? options.staging : result_->own_staging_.get();
+    staging_ = result_->staging_;
   }
 
   absl::StatusOr<std::unique_ptr<JudgedCandidate>> Run() {
@@ -232,17 +275,19 @@ class JudgeRunner {
     std::vector<CUdeviceptr> args;
     for (const HostTensor& input : inputs) {
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
-      FORGE_RETURN_IF_ERROR(buffer.CopyFromHost(input.storage.data(), input.storage.size()));
+      FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
     }
-    std::vector<HostTensor> outputs;
+    // Where the outputs are read back to: staging buffers, whose contents are undefined until the
+    // copies below fill them.
+    std::vector<HostStaging::Buffer> outputs;
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_ASSIGN_OR_RETURN(HostTensor output, HostTensor::Allocate(task_.outputs(o)));
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(output.storage.size()));
+      FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
       FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
       args.push_back(buffer.address());
-      outputs.push_back(std::move(output));
+      outputs.push_back(staging_->Acquire(bytes));
       output_buffers.push_back(std::move(buffer));
     }
 
@@ -252,8 +297,8 @@ class JudgeRunner {
       return absl::OkStatus();
     }
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      if (absl::Status copied = output_buffers[o].CopyToHostAsync(
-              outputs[o].storage.data(), outputs[o].storage.size(), stream);
+      if (absl::Status copied =
+              output_buffers[o].CopyToHostAsync(outputs[o].data(), outputs[o].size(), stream);
           !copied.ok()) {
         FailWithCudaError(draw, copied);
         return absl::OkStatus();
@@ -267,9 +312,10 @@ class JudgeRunner {
     }
     // With every stream idle, the outputs must read as they did in stream order.
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      std::vector<std::byte> settled(outputs[o].storage.size());
+      HostStaging::Buffer settled = staging_->Acquire(outputs[o].size());
       FORGE_RETURN_IF_ERROR(output_buffers[o].CopyToHost(settled.data(), settled.size()));
-      if (std::optional<int64_t> changed = FirstDifference(outputs[o], settled)) {
+      if (std::optional<int64_t> changed =
+              FirstChangedElement(task_.outputs(o), outputs[o].bytes(), settled.bytes(), pool_)) {
         Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
              absl::StrCat(OutputName(o), " changed after its launch stream finished (first at "
                           "element ", *changed, " ",
@@ -299,12 +345,13 @@ class JudgeRunner {
                        references.native_unavailable));
     }
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o], references.float64[o],
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o].bytes(), references.float64[o],
                                         references.native.empty()
                                             ? absl::Span<const double>()
                                             : absl::Span<const double>(references.native[o])));
       if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
     }
+    if (draw == 0) first_outputs_ = std::move(outputs);
 
     // The last passing draw stays for the timer and the re-check.
     run.inputs_ = std::move(cached.inputs);
@@ -318,18 +365,14 @@ class JudgeRunner {
   absl::StatusOr<std::optional<std::string>> ModifiedInput(
       const std::vector<HostTensor>& inputs, const std::vector<gpu::DeviceBuffer>& buffers) {
     for (size_t i = 0; i < inputs.size(); ++i) {
-      std::vector<std::byte> now(inputs[i].storage.size());
-      FORGE_RETURN_IF_ERROR(buffers[i].CopyToHost(now.data(), now.size()));
-      if (std::optional<int64_t> changed = FirstDifference(inputs[i], now)) {
-        const int element_bytes = *ElementBytes(inputs[i].spec.dtype());
-        double after = DecodeElement(inputs[i].spec.dtype(),
-                                     now.data() + StorageOffsetOf(inputs[i].spec, *changed) *
-                                                      element_bytes);
+      FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
+                             ChangedInput(inputs[i], buffers[i], *staging_, pool_));
+      if (change) {
         return std::optional<std::string>(absl::StrFormat(
             "the kernel modified input %d (%s): element %d %s was %.9g, is %.9g", i,
-            DescribeSpec(inputs[i].spec), *changed,
-            FormatIndex(Unravel(inputs[i].spec.shape(), *changed)), inputs[i].Get(*changed),
-            after));
+            DescribeSpec(inputs[i].spec), change->index,
+            FormatIndex(Unravel(inputs[i].spec.shape(), change->index)),
+            inputs[i].Get(change->index), change->after));
       }
     }
     return std::optional<std::string>();
@@ -402,13 +445,16 @@ class JudgeRunner {
     return natives;
   }
 
-  absl::Status CompareDraw(int draw, int o, const HostTensor& output,
+  // Compares output `o` of the draw, read back into `output`, with its references.
+  absl::Status CompareDraw(int draw, int o, absl::Span<const std::byte> output,
                            const std::vector<double>& reference,
                            absl::Span<const double> native_reference) {
     forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
+    const forge::v1::TensorSpec& spec = task_.outputs(o);
     const Tolerances tolerances = ToleranceFor(o);
-    eager_errors_[o].Add(native_reference, reference);
-    OutputComparison comparison = CompareOutput(output, reference, tolerances, native_reference);
+    eager_errors_[o].Add(native_reference, reference, pool_);
+    OutputComparison comparison =
+        CompareOutput(spec, output, reference, tolerances, native_reference, pool_);
     if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
@@ -430,12 +476,13 @@ class JudgeRunner {
                                       comparison.nan_reference, " elements"));
     }
 
-    const forge::v1::DType dtype = task_.outputs(o).dtype();
-    const std::vector<double> candidate = output.ToDoubles();
-    if (IsNearConstant(reference, tolerances)) {
-      std::vector<double> rounded_reference = Rounded(dtype, reference);
-      VariationComparison variation = CompareVariation(
-          Centered(candidate), Centered(reference), Centered(rounded_reference));
+    // The candidate's values as doubles only where a variation is checked (rarely).
+    const forge::v1::DType dtype = spec.dtype();
+    if (IsNearConstant(reference, tolerances, pool_)) {
+      std::vector<double> rounded_reference = Rounded(dtype, reference, pool_);
+      VariationComparison variation =
+          CompareVariation(Centered(DecodeElements(spec, output, pool_), pool_),
+                           Centered(reference, pool_), Centered(rounded_reference, pool_), pool_);
       if (draw == 0) {
         evidence.add_notes(absl::StrCat(
             OutputName(o), ": reference near constant within the output",
@@ -452,15 +499,16 @@ class JudgeRunner {
       }
     }
 
-    if (draw == 0) {
-      first_candidates_.push_back(candidate);
-      return absl::OkStatus();
-    }
+    if (draw == 0) return absl::OkStatus();
     const std::vector<double>& first_reference = first_references_->float64[o];
-    if (AgreeWithin(reference, first_reference, tolerances)) {
+    if (AgreeWithin(reference, first_reference, tolerances, pool_)) {
       VariationComparison variation = CompareVariation(
-          Difference(candidate, first_candidates_[o]), Difference(reference, first_reference),
-          Difference(Rounded(dtype, reference), Rounded(dtype, first_reference)));
+          Difference(DecodeElements(spec, output, pool_),
+                     DecodeElements(spec, first_outputs_[o].bytes(), pool_), pool_),
+          Difference(reference, first_reference, pool_),
+          Difference(Rounded(dtype, reference, pool_), Rounded(dtype, first_reference, pool_),
+                     pool_),
+          pool_);
       if (!flagged_across_draws_.contains(o)) {
         flagged_across_draws_.insert(o);
         evidence.add_notes(absl::StrCat(
@@ -483,11 +531,14 @@ class JudgeRunner {
   const KernelTask& task_;
   const ReferenceFn& reference_;
   const JudgeOptions& options_;
+  ThreadPool& pool_;
+  // Declared before first_outputs_, which is destroyed first: it may own the staging.
   std::unique_ptr<JudgedCandidate> result_;
+  HostStaging* staging_ = nullptr;  // result_'s
   std::vector<InputDomain> domains_;
   std::optional<gpu::Stream> stream_;
-  // Draw 0's outputs, to see how later draws differ from it.
-  std::vector<std::vector<double>> first_candidates_;
+  // Draw 0's outputs as read back, to see how later draws differ from it.
+  std::vector<HostStaging::Buffer> first_outputs_;
   std::shared_ptr<const DrawReferences> first_references_;
   absl::flat_hash_set<int> flagged_across_draws_;
   // Whether eager's own error widens the tolerance (a native reference and reduced precision).
@@ -540,23 +591,24 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
   }
   const std::vector<HostTensor>& inputs = *inputs_;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<std::byte> now(inputs[i].storage.size());
-    FORGE_RETURN_IF_ERROR(input_buffers_[i].CopyToHost(now.data(), now.size()));
-    if (std::optional<int64_t> changed = FirstDifference(inputs[i], now)) {
+    FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
+                           ChangedInput(inputs[i], input_buffers_[i], *staging_, *threads_));
+    if (change) {
       return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
                   absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs[i].spec),
-                               ") at element ", *changed));
+                               ") at element ", change->index));
     }
   }
   for (int o = 0; o < task_.outputs_size(); ++o) {
-    FORGE_ASSIGN_OR_RETURN(HostTensor output, HostTensor::Allocate(task_.outputs(o)));
-    FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.storage.data(), output.storage.size()));
+    HostStaging::Buffer output = staging_->Acquire(output_buffers_[o].size_bytes());
+    FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
     const Tolerances tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
     OutputComparison comparison = CompareOutput(
-        output, references_->float64[o], tolerances,
+        task_.outputs(o), output.bytes(), references_->float64[o], tolerances,
         references_->native.empty() ? absl::Span<const double>()
-                                    : absl::Span<const double>(references_->native[o]));
+                                    : absl::Span<const double>(references_->native[o]),
+        *threads_);
     if (!comparison.passed) {
       return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
                                            : forge::v1::FAILURE_REASON_WRONG_RESULT,

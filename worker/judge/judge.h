@@ -15,6 +15,9 @@
 //     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
 //     (ReverificationReasons).
+// The host-side passes over large tensors (comparisons, the input and stream checks) run in chunks
+// on a ThreadPool, and transfers go through HostStaging buffers kept across draws (and candidates,
+// with a staging the caller keeps): neither changes what is checked.
 #ifndef FORGE_WORKER_JUDGE_JUDGE_H_
 #define FORGE_WORKER_JUDGE_JUDGE_H_
 
@@ -37,8 +40,10 @@
 #include "worker/gpu/device.h"
 #include "worker/judge/compare.h"
 #include "worker/judge/draw_cache.h"
+#include "worker/judge/host_staging.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/inputs.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 
@@ -106,6 +111,13 @@ struct JudgeOptions {
   // after; null: computed for this call alone. Draws with another seed, other integer ranges or
   // another reference are other draws (a re-verification with a fresh seed computes its own).
   DrawCache* draw_cache = nullptr;
+  // Host buffers the transfers go through, kept across candidates (page-locked when made for the
+  // device); null: pageable buffers kept for this call and its JudgedCandidate. Must outlive the
+  // JudgedCandidate.
+  HostStaging* staging = nullptr;
+  // The threads of the host-side passes; null: ThreadPool::Default(). Must outlive the
+  // JudgedCandidate.
+  ThreadPool* threads = nullptr;
 };
 
 struct JudgeVerdict {
@@ -145,6 +157,10 @@ class JudgedCandidate {
   forge::v1::KernelTask task_;
   CandidateLaunch launch_;
   std::optional<Tolerances> tolerances_override_;
+  ThreadPool* threads_ = nullptr;
+  // JudgeOptions::staging, or own_staging_ when the caller gave none.
+  HostStaging* staging_ = nullptr;
+  std::unique_ptr<HostStaging> own_staging_;
   // The last draw's inputs and references, shared with the draw cache (and kept here when it
   // evicts them).
   std::shared_ptr<const std::vector<HostTensor>> inputs_;

@@ -16,6 +16,7 @@
 #include "compiler/codegen/gemm_library.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/gpu/device.h"
+#include "worker/judge/host_staging.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/sandbox/sandbox.pb.h"
 #include "worker/sandbox/wire.h"
@@ -35,6 +36,7 @@ class ChildServer {
     absl::StatusOr<std::unique_ptr<gpu::Device>> device = gpu::Device::Open(options.gpu_ordinal);
     if (device.ok()) {
       device_ = *std::move(device);
+      staging_ = std::make_unique<judge::HostStaging>(*device_);
     } else {
       device_status_ = device.status();
     }
@@ -213,6 +215,7 @@ class ChildServer {
     RunnableCandidate& runnable = std::get<RunnableCandidate>(loaded);
     judge::JudgeOptions judge_options = FromWire(options);
     judge_options.draw_cache = draw_cache_.get();
+    judge_options.staging = staging_.get();
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgedCandidate> judged,
                            judge::Judge(*device_, candidate.task(), runnable.launch,
                                         options_.reference, judge_options));
@@ -323,7 +326,9 @@ class ChildServer {
   std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<timer::Timer> timer_;
   std::unique_ptr<library::CublasLtGemm> gemm_;  // created by the first cuBLASLt candidate
-  // After device_, timer_ and gemm_ (which its launches use): released before them.
+  // Page-locked host buffers the judge reuses across draws and candidates (after device_).
+  std::unique_ptr<judge::HostStaging> staging_;
+  // After device_, timer_, gemm_ and staging_ (which its launches and checks use): released first.
   std::optional<Judged> last_judged_;
 };
 
