@@ -1,6 +1,10 @@
-"""Forge's Python SDK: export PyTorch models to Forge's graph IR (and, as the service lands,
-submit them for kernel search)."""
+"""Forge's Python SDK: export PyTorch models to Forge's graph IR (forge.export), optimize them with
+a Forge coordinator (forge.optimize), and run result bundles in PyTorch (forge.runtime)."""
 
+from forge.client import ForgeError, JobError, ServerError
 from forge.export import ExportError, ExportedModel, export, tensor_bytes
+from forge.optimize import OptimizationJob, OutputMismatchError, optimize
+from forge.runtime import PlanError
 
-__all__ = ["ExportError", "ExportedModel", "export", "tensor_bytes"]
+__all__ = ["ExportError", "ExportedModel", "ForgeError", "JobError", "OptimizationJob",
+           "OutputMismatchError", "PlanError", "ServerError", "export", "optimize", "tensor_bytes"]
