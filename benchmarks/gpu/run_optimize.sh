@@ -63,6 +63,10 @@ fi
   >"$OUT/logs/worker.log" 2>&1 & pids+=($!)
 
 export PYTHONUNBUFFERED=1
+# That machine's default CXX (a wrapper in /opt/gcc) links libstdc++ statically into the extension,
+# so the ops' C++ exceptions would kill the process (forge.runtime refuses such a build): use the
+# system compiler, which links it as a shared library.
+[ -x /usr/bin/g++ ] && export CXX="${FORGE_CXX:-/usr/bin/g++}"
 export FORGE_CACHE_DIR="${FORGE_CACHE_DIR:-/tmp/forge-cache}"   # extension builds, kept while warm
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/forge-inductor-cache}"
 # The runtime's own GPU tests first (hand-written kernel, library and ATen steps, with and without

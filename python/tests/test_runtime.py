@@ -18,7 +18,7 @@ import torch.nn as nn
 import forge
 from forge._protos import graph_pb2
 from forge.runtime import PlanError, TensorLayout, extension_sources, load_plan, model_digest
-from forge.runtime.extension import build_extension, gencode_flags
+from forge.runtime.extension import build_extension, gencode_flags, needed_libraries
 from forge.runtime.plan import LibraryCall, read_plan
 from llama_block import LlamaBlock
 
@@ -330,11 +330,19 @@ def nvcc_or_skip():
         pytest.skip("building the extension needs a CUDA build of torch and nvcc (CUDA_HOME)")
 
 
+def test_needed_libraries_reads_the_dynamic_section():
+    libtorch = pathlib.Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    assert "libc10.so" in needed_libraries(libtorch)
+    assert needed_libraries(pathlib.Path(__file__)) == []  # not an ELF file
+
+
 def test_the_extension_builds_and_registers_its_ops(tmp_path):
     nvcc_or_skip()
     _, _, exported, bundle = small_head_bundle(tmp_path / "bundle")
     sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
     built = build_extension(sources, build_root=tmp_path / "extensions")
+    # Exceptions from the ops (their layout checks) must reach torch's libstdc++.
+    assert "libstdc++.so.6" in needed_libraries(built / "build" / f"{sources.name}.so")
     # Loaded once per process: a second copy would register the same ops twice.
     assert build_extension(sources, build_root=tmp_path / "elsewhere") == built
     assert not (tmp_path / "elsewhere").exists()

@@ -15,6 +15,7 @@ import hashlib
 import os
 import pathlib
 import re
+import struct
 from typing import Mapping
 
 import torch
@@ -264,5 +265,37 @@ def build_extension(sources: ExtensionSources, *, build_root: str | pathlib.Path
     except Exception as err:  # compiler errors arrive as RuntimeError or CalledProcessError
         raise PlanError(f"building the extension {sources.name} in {build_dir} failed (rerun "
                         f"with verbose=True for the compiler's output): {err}") from err
+    library = build_dir / f"{sources.name}.so"
+    if library.exists() and "libstdc++.so.6" not in needed_libraries(library):
+        # Its ops would throw C++ exceptions (their layout checks) that torch, with the shared
+        # libstdc++, cannot catch: the process would die instead of raising.
+        raise PlanError(
+            f"the extension {library} does not link libstdc++ dynamically (the C++ compiler "
+            f"{os.environ.get('CXX', 'c++')} linked it statically); set CXX to a compiler that "
+            "links it as a shared library, e.g. CXX=/usr/bin/g++")
     _LOADED[sources.name] = directory
     return directory
+
+
+def needed_libraries(path: pathlib.Path) -> list[str]:
+    """The DT_NEEDED entries of a 64-bit little-endian ELF shared library."""
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []
+    section_offset, = struct.unpack_from("<Q", data, 0x28)
+    entry_size, count, _ = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, section_offset + i * entry_size)
+                for i in range(count)]
+    needed = []
+    for _, kind, _, _, offset, size, link, _, _, _ in sections:
+        if kind != 6:  # SHT_DYNAMIC
+            continue
+        strings = sections[link][4]
+        for at in range(offset, offset + size, 16):
+            tag, value = struct.unpack_from("<qQ", data, at)
+            if tag == 0:
+                break
+            if tag == 1:  # DT_NEEDED
+                end = data.index(b"\0", strings + value)
+                needed.append(data[strings + value:end].decode())
+    return needed
