@@ -1,6 +1,7 @@
 """Runs the Forge side of the suite: starts a local service (redis-server, forge-coordinator, one
-forge-worker for the GPUs of this machine, or an emulated H200), submits every selected problem
-with a fixed budget, follows each job to its end, fetches its result bundle, and writes the job
+forge-worker for the GPUs of this machine, or an emulated H200), exports every selected problem
+with forge.export (DIR/models/<problem>: graph.pb + weight blobs) and submits it with a fixed
+budget, follows each job to its end, fetches its result bundle, and writes the job
 summaries run_suite.py reads with --forge-jobs (candidates tried, time to first speedup, time to
 best).
 
@@ -8,9 +9,8 @@ best).
         [--only NAME,...] [--level L,...] [--small] [--emulate] [--job-timeout-s S]
 
 --bin holds forge-coordinator, forge-worker, forge, forge-sandbox-child (GPU) and optionally
-redis-server (else PATH). Writes OUT/jobs/<problem>.json, OUT/bundles/<problem>/ and the service
-logs under OUT/service/. Problems are exported with torch.export.save (only torch is needed); the
-forge CLI imports the archives.
+redis-server (else PATH). Writes OUT/jobs/<problem>.json, OUT/bundles/<problem>/ (with the
+model's graph.pb, so forge_plan.py can load it) and the service logs under OUT/service/.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "python"))
 
 import torch  # noqa: E402
 
+import forge  # noqa: E402  (python/forge, the SDK's exporter)
 from benchmarks.suite import problems as suite  # noqa: E402
 
 
@@ -129,12 +131,11 @@ def summarize(events: list[dict]) -> dict:
 
 def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, budget: int,
                 small: bool, timeout_s: float) -> dict:
-    device = torch.device("cpu")  # export only: the service runs the model
-    module, inputs = problem.make(device, small)
-    archive = out / "archives" / f"{problem.name}.pt2"
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    torch.export.save(torch.export.export(module.eval(), tuple(inputs)), archive)
-    submitted = json.loads(service.cli("submit", str(archive), "--budget", str(budget), "--json",
+    # Exported on the CPU (forge.export reads the weights' values); the service runs the model.
+    module, inputs = problem.make(torch.device("cpu"), small)
+    exported = out / "models" / problem.name
+    forge.export(module.eval(), inputs, name=problem.name).save(exported)
+    submitted = json.loads(service.cli("submit", str(exported), "--budget", str(budget), "--json",
                                        "--label", f"suite={problem.name}"))
     job = submitted["jobs"][0]
     if not job.get("ok"):
@@ -145,6 +146,7 @@ def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, bud
     summary = summarize(events) | {"job": job_id, "budget": budget}
     bundle = out / "bundles" / problem.name
     service.cli("results", job_id, "-o", str(bundle))
+    shutil.copy(exported / "graph.pb", bundle / "graph.pb")  # what forge.runtime.load_plan reads
     summary["bundle"] = str(bundle)
     return summary
 

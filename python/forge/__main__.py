@@ -51,13 +51,10 @@ def main(argv=None) -> int:
 
     module, inputs = _load_example(args.model)
     model = forge.export(module, inputs, name=args.model.stem)
-    blob_dir = args.output / "blobs"
-    blob_dir.mkdir(parents=True, exist_ok=True)
-    (args.output / "graph.pb").write_bytes(model.graph.SerializeToString(deterministic=True))
-    for digest, data in model.blobs.items():
-        (blob_dir / digest).write_bytes(data)
+    model.save(args.output)
     print(summarize(model))
-    print(f"wrote {args.output / 'graph.pb'} and {len(model.blobs)} blobs under {blob_dir}")
+    print(f"wrote {args.output / 'graph.pb'} and {len(model.blobs)} blobs under "
+          f"{args.output / 'blobs'}")
     return 0
 
 

@@ -10,6 +10,7 @@ bytes, and the bytes are returned beside the graph for upload.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import hashlib
 import operator
 from typing import Any, Sequence
@@ -81,6 +82,14 @@ class ExportedModel:
 
     graph: Any  # forge.v1.Graph
     blobs: dict[str, bytes]
+
+    def save(self, directory) -> None:
+        """Writes DIR/graph.pb and DIR/blobs/<sha256>: what `forge submit DIR` reads."""
+        directory = pathlib.Path(directory)
+        (directory / "blobs").mkdir(parents=True, exist_ok=True)
+        (directory / "graph.pb").write_bytes(self.graph.SerializeToString(deterministic=True))
+        for digest, data in self.blobs.items():
+            (directory / "blobs" / digest).write_bytes(data)
 
 
 def tensor_bytes(tensor: torch.Tensor) -> bytes:

@@ -66,4 +66,5 @@ def test_a_small_problem_goes_through_the_service(tmp_path):
     assert summary["state"] == "JOB_STATE_DONE"
     assert summary["candidates_tried"] >= 2
     assert (pathlib.Path(summary["bundle"]) / "report.md").exists()
+    assert (pathlib.Path(summary["bundle"]) / "graph.pb").exists()  # for forge_plan.py
     assert "PREDICTED" in (pathlib.Path(summary["bundle"]) / "report.md").read_text()
