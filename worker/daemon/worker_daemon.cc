@@ -483,6 +483,7 @@ void WorkerDaemon::Impl::HeartbeatLoop() {
     request.set_worker_id(worker_id_);
     for (const auto& [lease_id, lease] : active_leases_) request.add_active_lease_ids(lease_id);
     forge::v1::HeartbeatResponse response;
+    const absl::Time sent = absl::Now();
     mu_.Unlock();
     const grpc::Status status = CallCoordinator("heartbeat", [&](grpc::ClientContext* context) {
       return stub_->Heartbeat(context, request, &response);
@@ -501,6 +502,17 @@ void WorkerDaemon::Impl::HeartbeatLoop() {
       register_again_ = true;
     }
     for (const std::string& lease_id : response.cancelled_lease_ids()) CancelLeaseLocked(lease_id);
+    // The coordinator renewed every lease it did not cancel: a long candidate (the first of a
+    // large task computes the judge's references) keeps its lease while heartbeats go through.
+    if (settings_.lease_duration_ms() > 0) {
+      const absl::Time renewed = sent + absl::Milliseconds(settings_.lease_duration_ms());
+      for (const std::string& lease_id : request.active_lease_ids()) {
+        const auto it = active_leases_.find(lease_id);
+        if (it != active_leases_.end() && !it->second->cancelled) {
+          it->second->deadline = std::max(it->second->deadline, renewed);
+        }
+      }
+    }
   }
 }
 

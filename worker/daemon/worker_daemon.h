@@ -10,7 +10,9 @@
 // and Lease round trips stay off the critical path.
 //
 // Lease semantics assumed of the coordinator (forge.v1.WorkerService):
-//  - a lease's deadline is taken as the time the Lease call was sent plus duration_ms;
+//  - a lease's deadline is taken as the time the Lease call was sent plus duration_ms, and every
+//    heartbeat the coordinator answers renews the leases it named and did not cancel (deadline =
+//    the heartbeat's send time plus the lease duration), as the coordinator does;
 //    candidates not started by then are dropped silently (the coordinator re-queues them), and
 //    results still unreported then are logged and dropped;
 //  - results of one lease may come in several Report calls, each result exactly once; a Report

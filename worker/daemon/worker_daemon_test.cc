@@ -135,6 +135,11 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
     absl::MutexLock lock(&mu_);
     failing_reports_ = count;
   }
+  // Heartbeats fail (the coordinator is unreachable for them), so no lease is renewed.
+  void FailHeartbeats() {
+    absl::MutexLock lock(&mu_);
+    failing_heartbeats_ = true;
+  }
   void AskToRegisterAgain() {
     absl::MutexLock lock(&mu_);
     register_again_ = true;
@@ -169,6 +174,7 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
   grpc::Status Heartbeat(grpc::ServerContext*, const forge::v1::HeartbeatRequest* request,
                          forge::v1::HeartbeatResponse* response) override {
     absl::MutexLock lock(&mu_);
+    if (failing_heartbeats_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scripted outage");
     record_.heartbeats.push_back(*request);
     response->set_register_again(register_again_);
     register_again_ = false;
@@ -235,6 +241,7 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
   std::vector<Candidate> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, KernelTask> tasks_ ABSL_GUARDED_BY(mu_);
   int failing_reports_ ABSL_GUARDED_BY(mu_) = 0;
+  bool failing_heartbeats_ ABSL_GUARDED_BY(mu_) = false;
   bool register_again_ ABSL_GUARDED_BY(mu_) = false;
   std::string cancel_ ABSL_GUARDED_BY(mu_);
   Record record_ ABSL_GUARDED_BY(mu_);
@@ -479,6 +486,27 @@ TEST_F(WorkerDaemonTest, WaitsForACoordinatorThatIsDownAndRetriesFailedReports) 
             3);
 }
 
+TEST_F(WorkerDaemonTest, HeartbeatsRenewALeaseWhoseReportsAreStillFailing) {
+  forge::v1::LeaseSettings settings = Settings();
+  settings.set_lease_duration_ms(300);
+  TestCoordinator coordinator(settings);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&coordinator, &port);
+  const Work work = Baselines(2, 7100);
+  coordinator.Offer(work);
+  // Retried with backoff (100, 200, 400 ms ...): the last retry comes after the lease's first
+  // 300 ms, which only the heartbeats' renewals keep alive.
+  coordinator.FailNextReports(4);
+
+  std::unique_ptr<RunningDaemon> daemon = Start(port, 1, 1);
+  ASSERT_NE(daemon, nullptr);
+  EXPECT_TRUE(coordinator.WaitUntil([&](const Record& record) {
+    return record.results.size() == work.candidates.size();
+  })) << "the results arrived after the original deadline";
+  daemon->Stop();
+  EXPECT_EQ((*daemon)->stats().dropped, 0);
+}
+
 TEST_F(WorkerDaemonTest, DropsResultsItCouldNotReportBeforeTheLeaseExpired) {
   forge::v1::LeaseSettings settings = Settings();
   settings.set_lease_duration_ms(300);
@@ -488,6 +516,7 @@ TEST_F(WorkerDaemonTest, DropsResultsItCouldNotReportBeforeTheLeaseExpired) {
   const Work work = Baselines(2, 7000);
   coordinator.Offer(work);
   coordinator.FailNextReports(1'000'000);
+  coordinator.FailHeartbeats();
 
   std::unique_ptr<RunningDaemon> daemon = Start(port, 1, 1);
   ASSERT_NE(daemon, nullptr);
