@@ -685,7 +685,8 @@ absl::Status Scheduler::ApplyResultLocked(TaskSearch& task, const std::string& c
     absl::StatusOr<Candidate> candidate = results_->GetCandidate(candidate_digest);
     if (candidate.ok()) task.best_candidate = *std::move(candidate);
   }
-  if (!improved || !speedup.has_value()) return absl::OkStatus();
+  // Only a candidate faster than eager improves the task: until one is, the baseline is best.
+  if (!improved || !speedup.has_value() || *speedup <= 1.0) return absl::OkStatus();
   // Every running job with this task hears of the improvement.
   for (auto& [id, job] : running_) {
     if (job.finished || job.space != task.space || job.stopped.contains(task.spec.digest())) {

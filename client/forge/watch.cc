@@ -150,8 +150,11 @@ bool JobView::AnyPredicted() const {
 
 std::string JobView::Describe(const TaskState& task) const {
   const forge::v1::TaskImproved& best = *task.best;
-  std::string text =
-      absl::StrFormat("%.3f us, %.2fx eager", best.median_us(), best.speedup_vs_eager());
+  // The kind first: a narrow terminal cuts the end of the line, never the PREDICTED label.
+  std::string text = absl::StrFormat(
+      "%s%.3f us, %.2fx eager",
+      best.kind() == forge::v1::MEASUREMENT_KIND_PREDICTED ? "[PREDICTED] " : "",
+      best.median_us(), best.speedup_vs_eager());
   if (task.task.flops() > 0 || task.task.min_bytes() > 0) {
     absl::StatusOr<Roofline> floor =
         RooflineFloor(gpu_, static_cast<double>(task.task.flops()),
@@ -164,7 +167,6 @@ std::string JobView::Describe(const TaskState& task) const {
       absl::StrAppend(&text, ", ", hint);
     }
   }
-  if (best.kind() == forge::v1::MEASUREMENT_KIND_PREDICTED) absl::StrAppend(&text, " [PREDICTED]");
   return text;
 }
 
@@ -189,7 +191,7 @@ std::string JobView::Frame(int width, int max_rows) const {
       progress.tasks_total(), progress.candidates_leased(),
       budget > 0 ? absl::StrCat(" of ", budget) : "", progress.candidates_completed(),
       progress.candidates_failed(), CandidatesPerSecond());
-  absl::StrAppendFormat(&out, "model speedup over eager: %.2fx%s\n", progress.best_speedup(),
+  absl::StrAppendFormat(&out, "best task so far: %.2fx over eager%s\n", progress.best_speedup(),
                         AnyPredicted() ? " (PREDICTED times included)" : "");
   absl::StrAppendFormat(&out, "%-12s  %-9s  %-22s  %s\n", "task", "family", "status", "best");
   int rows = 0;
@@ -204,7 +206,9 @@ std::string JobView::Frame(int width, int max_rows) const {
             : (IsTerminal(job_.state()) ? "stopped" : (task.started ? "searching" : "waiting"));
     absl::StrAppendFormat(&out, "%-12s  %-9s  %-22s  %s\n", ShortDigest(task.task.digest()),
                           FamilyName(task.task.family()), status,
-                          task.best.has_value() ? Describe(task) : "-");
+                          task.best.has_value()    ? Describe(task)
+                          : task.finished.has_value() ? "eager (ATen): nothing beat it"
+                                                      : "-");
   }
   if (IsTerminal(job_.state())) {
     absl::StrAppend(&out, "job ", JobStateName(job_.state()),
