@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+import types
 from typing import Callable, Iterable, Iterator, Mapping
 
 from forge._protos import service_pb2, task_pb2
@@ -83,6 +84,29 @@ def _chunks(header, digests: Iterable[str], blobs: Mapping[str, bytes]) -> Itera
                 sha256=digest, offset=offset, data=data[offset:offset + CHUNK_BYTES]))
 
 
+def _job_service_methods(channel) -> types.SimpleNamespace:
+    """JobService's methods on `channel`, called by name. The generated service_pb2_grpc stubs
+    refuse a grpcio older than the grpcio-tools that generated them (the GPU machine's 1.84
+    against 1.85 here); the methods themselves work with any grpcio."""
+    pb = service_pb2
+
+    def method(kind: str, name: str, request, response):
+        return getattr(channel, kind)(f"/forge.v1.JobService/{name}",
+                                      request_serializer=request.SerializeToString,
+                                      response_deserializer=response.FromString)
+
+    return types.SimpleNamespace(
+        MissingBlobs=method("unary_unary", "MissingBlobs", pb.MissingBlobsRequest,
+                            pb.MissingBlobsResponse),
+        SubmitJob=method("stream_unary", "SubmitJob", pb.SubmitJobRequest, pb.SubmitJobResponse),
+        GetJob=method("unary_unary", "GetJob", pb.GetJobRequest, pb.GetJobResponse),
+        WatchJob=method("unary_stream", "WatchJob", pb.WatchJobRequest, pb.JobEvent),
+        CancelJob=method("unary_unary", "CancelJob", pb.CancelJobRequest, pb.CancelJobResponse),
+        GetResults=method("unary_unary", "GetResults", pb.GetResultsRequest,
+                          pb.GetResultsResponse),
+    )
+
+
 class JobClient:
     """JobService calls on one channel. Unary calls have `timeout` seconds as their deadline."""
 
@@ -100,8 +124,7 @@ class JobClient:
         self._channel = grpc.insecure_channel(self.address, options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
-        stubs = importlib.import_module("forge.v1.service_pb2_grpc")
-        self._stub = stubs.JobServiceStub(self._channel)
+        self._stub = _job_service_methods(self._channel)
 
     def close(self) -> None:
         self._channel.close()
