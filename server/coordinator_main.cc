@@ -67,19 +67,8 @@ ConfigSchema Schema() {
       .Duration("scheduler.tick", absl::Milliseconds(250),
                 "How often leases are checked for expiry, queued jobs started, searches saved.")
       .Duration("shutdown.grace", absl::Seconds(5),
-                "Time calls in flight get to finish after SIGTERM.")
-      .Enum("log.level", {"trace", "debug", "info", "warn", "error", "critical", "off"}, "info",
-            "Lowest level logged.")
-      .Enum("log.format", {"text", "json"}, "text", "Log line format.")
-      .String("log.output", "stderr", "\"stderr\" or a file to append the log to.");
-  return schema;
-}
-
-// Flags and environment first, to learn the config file; then everything, with the file.
-absl::StatusOr<Config> LoadConfig(const ConfigSchema& schema, std::vector<std::string> args) {
-  absl::StatusOr<Config> without_file = Config::Load(schema, {.args = args});
-  if (!without_file.ok() || without_file->GetString("config").empty()) return without_file;
-  return Config::Load(schema, {.file = without_file->GetString("config"), .args = std::move(args)});
+                "Time calls in flight get to finish after SIGTERM.");
+  return AddLogOptions(schema);
 }
 
 // Calls Scheduler::Tick every `period` until destroyed.
@@ -141,15 +130,12 @@ int Run(int argc, char** argv) {
       return 0;
     }
   }
-  absl::StatusOr<Config> config = LoadConfig(schema, std::move(args));
+  absl::StatusOr<Config> config = Config::LoadWithConfigFile(schema, std::move(args));
   if (!config.ok()) {
     std::cerr << config.status().message() << "\n";
     return 2;
   }
-  if (absl::Status logging = InitLogging({.level = config->GetString("log.level"),
-                                          .format = config->GetString("log.format"),
-                                          .output = config->GetString("log.output")});
-      !logging.ok()) {
+  if (absl::Status logging = InitLogging(LogOptionsFrom(*config)); !logging.ok()) {
     std::cerr << logging.message() << "\n";
     return 2;
   }

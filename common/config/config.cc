@@ -521,6 +521,13 @@ class ConfigLoader {
   std::vector<std::string> errors_;
 };
 
+absl::StatusOr<Config> Config::LoadWithConfigFile(const ConfigSchema& schema,
+                                                  std::vector<std::string> args) {
+  absl::StatusOr<Config> without_file = Load(schema, {.args = args});
+  if (!without_file.ok() || without_file->GetString("config").empty()) return without_file;
+  return Load(schema, {.file = without_file->GetString("config"), .args = std::move(args)});
+}
+
 absl::StatusOr<Config> Config::Load(const ConfigSchema& schema, const ConfigSources& sources) {
   return ConfigLoader(schema).Load(sources);
 }

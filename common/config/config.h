@@ -110,6 +110,11 @@ class Config {
   // InvalidArgument lists every problem found in the schema or the sources, one per line.
   static absl::StatusOr<Config> Load(const ConfigSchema& schema, const ConfigSources& sources);
 
+  // What a binary's main does: flags and environment first, to learn the config file the string
+  // key "config" names (the schema must declare it); then everything, with that file below them.
+  static absl::StatusOr<Config> LoadWithConfigFile(const ConfigSchema& schema,
+                                                   std::vector<std::string> args);
+
   // Getters for keys of the matching type (GetString for string and enum keys). Asking for an
   // undeclared key, or with the wrong type, is a bug in the caller and aborts the process.
   const std::string& GetString(absl::string_view key) const;

@@ -67,6 +67,20 @@ class ConfigTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+TEST_F(ConfigTest, LoadWithConfigFileReadsTheFileTheFlagsName) {
+  ConfigSchema schema = TestSchema();
+  schema.String("config", "", "Path of a config file.");
+  const std::string path = WriteFile("forge.conf", "redis.port = 7000\nredis.host = filehost\n");
+  absl::StatusOr<Config> config =
+      Config::LoadWithConfigFile(schema, {"--config=" + path, "--redis.host=flaghost"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetInt64("redis.port"), 7000);               // from the file
+  EXPECT_EQ(config->GetString("redis.host"), "flaghost");        // flags sit above the file
+  EXPECT_THAT(config->Origin("redis.port"), ::testing::HasSubstr("forge.conf"));
+  EXPECT_FALSE(Config::LoadWithConfigFile(schema, {"--config=" + dir_.path() + "/none.conf"})
+                   .ok());
+}
+
 TEST_F(ConfigTest, DefaultsApplyWhenNoSourceSetsAKey) {
   absl::StatusOr<Config> config = Load({});
   ASSERT_TRUE(config.ok()) << config.status();

@@ -217,4 +217,18 @@ void LogWithFields(spdlog::logger& logger, spdlog::level::level_enum level,
   current_fields = {};
 }
 
+ConfigSchema& AddLogOptions(ConfigSchema& schema) {
+  return schema
+      .Enum("log.level", {"trace", "debug", "info", "warn", "error", "critical", "off"}, "info",
+            "Lowest level logged.")
+      .Enum("log.format", {"text", "json"}, "text", "Log line format.")
+      .String("log.output", "stderr", "\"stderr\" or a file to append the log to.");
+}
+
+LogOptions LogOptionsFrom(const Config& config) {
+  return {.level = config.GetString("log.level"),
+          .format = config.GetString("log.format"),
+          .output = config.GetString("log.output")};
+}
+
 }  // namespace forge

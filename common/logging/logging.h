@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/config/config.h"
 #include "spdlog/logger.h"
 
 namespace forge {
@@ -37,6 +38,11 @@ struct LogOptions {
 // so a crash loses none. On error nothing changes and the status names the bad value. Call it at
 // startup before other threads log; calling it again switches every existing logger over.
 absl::Status InitLogging(const LogOptions& options);
+
+// The log.level, log.format and log.output keys every binary takes, and their values as
+// LogOptions.
+ConfigSchema& AddLogOptions(ConfigSchema& schema);
+LogOptions LogOptionsFrom(const Config& config);
 
 // The logger of one component ("coordinator", "worker.compile"), created on first use. Its name is
 // the "logger" of each record.

@@ -149,6 +149,22 @@ class LoggingTest : public ::testing::Test {
   int files_ = 0;
 };
 
+TEST_F(LoggingTest, LogOptionsComeFromTheKeysAddLogOptionsDeclares) {
+  ConfigSchema schema;
+  AddLogOptions(schema);
+  absl::StatusOr<Config> config = Config::Load(
+      schema, {.environment = std::vector<std::string>{}, .args = {"--log.level=debug",
+                                                                    "--log.format=json"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const LogOptions options = LogOptionsFrom(*config);
+  EXPECT_EQ(options.level, "debug");
+  EXPECT_EQ(options.format, "json");
+  EXPECT_EQ(options.output, "stderr");
+  EXPECT_FALSE(Config::Load(schema, {.environment = std::vector<std::string>{},
+                                     .args = {"--log.format=xml"}})
+                   .ok());
+}
+
 TEST_F(LoggingTest, RejectsAnUnknownLevelNamingIt) {
   const absl::Status status = InitLogging({.level = "verbose"});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

@@ -89,6 +89,8 @@ def schema_keys(binary):
     text = executable_source(binary).read_text()
     declaration = r'\.(?:String|Int64|Double|Bool|Duration|Enum)\(\s*"([a-z0-9_.\-]+)"'
     keys = set(re.findall(declaration, text))
+    if "AddLogOptions(" in text:  # the log.* keys every binary takes (common/logging)
+        keys |= set(re.findall(declaration, (ROOT / "common/logging/logging.cc").read_text()))
     assert keys, f"{executable_source(binary)}: no ConfigSchema keys found"
     return keys
 

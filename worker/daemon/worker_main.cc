@@ -59,19 +59,8 @@ ConfigSchema Schema() {
              "Most candidates per Lease call; 0: as the coordinator allows.",
              {.min = 0, .max = 100000})
       .Duration("shutdown-grace", absl::Seconds(10),
-                "Time in-flight candidates get to finish after SIGTERM.")
-      .Enum("log.level", {"trace", "debug", "info", "warn", "error", "critical", "off"}, "info",
-            "Lowest level logged.")
-      .Enum("log.format", {"text", "json"}, "text", "Log line format.")
-      .String("log.output", "stderr", "\"stderr\" or a file to append the log to.");
-  return schema;
-}
-
-// Flags and environment first, to learn the config file; then everything, with the file.
-absl::StatusOr<Config> LoadConfig(const ConfigSchema& schema, std::vector<std::string> args) {
-  absl::StatusOr<Config> without_file = Config::Load(schema, {.args = args});
-  if (!without_file.ok() || without_file->GetString("config").empty()) return without_file;
-  return Config::Load(schema, {.file = without_file->GetString("config"), .args = std::move(args)});
+                "Time in-flight candidates get to finish after SIGTERM.");
+  return AddLogOptions(schema);
 }
 
 std::string ThisHostname() {
@@ -150,7 +139,7 @@ int Run(int argc, char** argv) {
       return 0;
     }
   }
-  absl::StatusOr<Config> config = LoadConfig(schema, std::move(args));
+  absl::StatusOr<Config> config = Config::LoadWithConfigFile(schema, std::move(args));
   if (!config.ok()) {
     std::cerr << config.status().message() << "\n";
     return 2;
@@ -159,10 +148,7 @@ int Run(int argc, char** argv) {
     std::cerr << "config: coordinator is required (--coordinator=HOST:PORT or FORGE_COORDINATOR)\n";
     return 2;
   }
-  if (absl::Status logging = InitLogging({.level = config->GetString("log.level"),
-                                          .format = config->GetString("log.format"),
-                                          .output = config->GetString("log.output")});
-      !logging.ok()) {
+  if (absl::Status logging = InitLogging(LogOptionsFrom(*config)); !logging.ok()) {
     std::cerr << logging.message() << "\n";
     return 2;
   }
