@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
 #include "compiler/codegen/cuda_expr.h"
 
 namespace forge::codegen::testing {
@@ -131,6 +132,19 @@ forge::v1::KernelTask TaskBuilder::Build(forge::v1::KernelFamily family) const {
   task.set_family(family);
   task.set_digest(std::string(64, 'a'));
   task.set_occurrences(1);
+  return task;
+}
+
+forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
+  forge::v1::KernelTask task =
+      TaskBuilder()
+          .Input("x", dtype, {rows, columns})
+          .Node("softmax", "softmax", "int", {TensorArg("self", "x"), IntArg("dim", -1)}, dtype,
+                {rows, columns})
+          .Output("softmax")
+          .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
+  task.set_flops(rows * columns * 5);
+  task.set_min_bytes(rows * columns * 2 * DTypeBytes(dtype));
   return task;
 }
 

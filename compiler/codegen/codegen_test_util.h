@@ -46,6 +46,10 @@ class TaskBuilder {
 };
 
 // One process-wide pool (2 threads) shared by the tests.
+// softmax(x, dim=-1) over a [rows, columns] tensor of `dtype`, with its flops (5 per element) and
+// min_bytes (read and write once) set.
+forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
+
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
 

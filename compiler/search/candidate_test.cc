@@ -13,6 +13,7 @@ namespace forge::search {
 namespace {
 
 using ::forge::codegen::testing::IntArg;
+using ::forge::codegen::testing::SoftmaxTask;
 using ::forge::codegen::testing::TaskBuilder;
 using ::forge::codegen::testing::TensorArg;
 using ::forge::v1::Candidate;
@@ -27,15 +28,6 @@ KernelTask ReluTask() {
       .Node("relu", "relu", "default", {TensorArg("self", "x")}, kF32, {64, 1024})
       .Output("relu")
       .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
-}
-
-KernelTask SoftmaxTask() {
-  return TaskBuilder()
-      .Input("x", kF32, {256, 2048})
-      .Node("softmax", "softmax", "int", {TensorArg("self", "x"), IntArg("dim", -1)}, kF32,
-            {256, 2048})
-      .Output("softmax")
-      .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
 }
 
 const codegen::KernelFamily& Pointwise() {
@@ -141,7 +133,8 @@ TEST(CandidateTest, MakeCandidateRejectsWhatValidateRejects) {
   EXPECT_EQ(candidate.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(candidate.status().message(), HasSubstr("elements_per_thread"));
   // The pointwise family does not apply to a softmax.
-  candidate = MakeCandidate(SoftmaxTask(), Pointwise(), PointwisePoint(256, 1, 1), "sm_90");
+  candidate =
+      MakeCandidate(SoftmaxTask(kF32, 256, 2048), Pointwise(), PointwisePoint(256, 1, 1), "sm_90");
   EXPECT_EQ(candidate.status().code(), absl::StatusCode::kUnimplemented);
 }
 
@@ -156,7 +149,7 @@ TEST(CandidateTest, MakeCandidateNeedsATaskDigestAndAnArch) {
 }
 
 TEST(CandidateTest, BaselineIsTheAtenFallback) {
-  const KernelTask task = SoftmaxTask();
+  const KernelTask task = SoftmaxTask(kF32, 256, 2048);
   absl::StatusOr<Candidate> baseline = BaselineCandidate(task, "sm_90");
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   EXPECT_EQ(baseline->family(), forge::v1::KERNEL_FAMILY_ATEN);

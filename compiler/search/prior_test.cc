@@ -15,6 +15,7 @@ namespace {
 using ::forge::codegen::GeneratedKernel;
 using ::forge::codegen::SchedulePoint;
 using ::forge::codegen::testing::IntArg;
+using ::forge::codegen::testing::SoftmaxTask;
 using ::forge::codegen::testing::TaskBuilder;
 using ::forge::codegen::testing::TensorArg;
 using ::forge::v1::KernelTask;
@@ -32,18 +33,6 @@ KernelTask LargeReluTask() {
                         .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
   task.set_flops(int64_t{8192} * 8192);
   task.set_min_bytes(int64_t{8192} * 8192 * 8);
-  return task;
-}
-
-KernelTask LargeSoftmaxTask() {
-  KernelTask task = TaskBuilder()
-                        .Input("x", kBf16, {16384, 4096})
-                        .Node("softmax", "softmax", "int",
-                              {TensorArg("self", "x"), IntArg("dim", -1)}, kBf16, {16384, 4096})
-                        .Output("softmax")
-                        .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
-  task.set_flops(int64_t{16384} * 4096 * 5);
-  task.set_min_bytes(int64_t{16384} * 4096 * 4);
   return task;
 }
 
@@ -109,7 +98,7 @@ TEST(CostModelPriorTest, MoreBytesInFlightArePredictedFaster) {
 }
 
 TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {
-  const KernelTask task = LargeSoftmaxTask();
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
   // 4096 columns, 64 threads a row, 8 lanes: 8 chunks of 8 elements per thread.
   const EstimatedKernel cached =
       CostModelPrior::Estimate(task, Generate(task, task.family(), RowPoint(64, 8, 1)));
@@ -124,7 +113,7 @@ TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {
 // Registers cost occupancy: caching a row of 4096 in 64 threads (64 elements each) must not be
 // predicted faster than caching it in 256.
 TEST(CostModelPriorTest, RegisterHungryPointsLoseOccupancy) {
-  const KernelTask task = LargeSoftmaxTask();
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
   const GeneratedKernel narrow = Generate(task, task.family(), RowPoint(64, 8, 1));
   const GeneratedKernel wide = Generate(task, task.family(), RowPoint(256, 8, 1));
   EXPECT_GT(CostModelPrior::Estimate(task, narrow).registers_per_thread,

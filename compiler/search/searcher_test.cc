@@ -23,6 +23,7 @@ namespace forge::search {
 namespace {
 
 using ::forge::codegen::testing::IntArg;
+using ::forge::codegen::testing::SoftmaxTask;
 using ::forge::codegen::testing::TaskBuilder;
 using ::forge::codegen::testing::TensorArg;
 using ::forge::v1::Candidate;
@@ -43,19 +44,6 @@ struct NamedFactory {
 
 std::vector<NamedFactory> Factories() {
   return {{"mcts", CreateMctsSearcher}, {"random", CreateRandomSearcher}};
-}
-
-// 16384 rows of 4096 bf16: a row_reduce space of a few hundred points, a third of them valid.
-KernelTask SoftmaxTask() {
-  KernelTask task = TaskBuilder()
-                        .Input("x", kBf16, {16384, 4096})
-                        .Node("softmax", "softmax", "int",
-                              {TensorArg("self", "x"), IntArg("dim", -1)}, kBf16, {16384, 4096})
-                        .Output("softmax")
-                        .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
-  task.set_flops(int64_t{16384} * 4096 * 5);
-  task.set_min_bytes(int64_t{16384} * 4096 * 4);
-  return task;
 }
 
 // 640 float32 elements: few pointwise points are valid (most leave threads idle).
@@ -180,7 +168,7 @@ TEST(SearcherModelsTest, ProposalsAreTheValidPointsOnce) {
 TEST(SearcherTest, PendingRecordAndRelease) {
   for (const NamedFactory& factory : Factories()) {
     SCOPED_TRACE(factory.name);
-    const KernelTask task = SoftmaxTask();
+    const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
     std::unique_ptr<Searcher> searcher = Create(factory.create, task);
     EXPECT_FALSE(searcher->best().has_value());
     const std::vector<Candidate> batch = searcher->Propose(3);
@@ -272,7 +260,7 @@ TEST(SearcherTest, NothingToSearchIsExhaustedAtOnce) {
 // A restored searcher proposes what the saved one would have, whatever seed the caller passes
 // (the state's wins), and ends in the same state.
 TEST(SearcherTest, RestoreContinuesIdentically) {
-  const KernelTask task = SoftmaxTask();
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
   for (const NamedFactory& factory : Factories()) {
     SCOPED_TRACE(factory.name);
     SearchOptions options;
@@ -323,7 +311,7 @@ TEST(SearcherTest, RestoreContinuesIdentically) {
 }
 
 TEST(SearcherTest, RestoreRejectsForeignStates) {
-  const KernelTask task = SoftmaxTask();
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
   std::unique_ptr<Searcher> mcts = Create(CreateMctsSearcher, task);
   mcts->Propose(3);
   const std::string saved = mcts->Serialize();
@@ -352,13 +340,14 @@ TEST(SearcherTest, RestoreRejectsForeignStates) {
 TEST(SearcherTest, OptionsAndArchAreChecked) {
   SearchOptions options;
   options.widening_exponent = 2;
-  EXPECT_THAT(CreateMctsSearcher(SoftmaxTask(), kArch, options).status().message(),
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
+  EXPECT_THAT(CreateMctsSearcher(task, kArch, options).status().message(),
               HasSubstr("widening_exponent"));
-  EXPECT_EQ(CreateRandomSearcher(SoftmaxTask(), "", {}).status().code(),
+  EXPECT_EQ(CreateRandomSearcher(task, "", {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   options = SearchOptions();
   options.prior_gpu = "Voodoo 2";
-  EXPECT_EQ(CreateMctsSearcher(SoftmaxTask(), kArch, options).status().code(),
+  EXPECT_EQ(CreateMctsSearcher(task, kArch, options).status().code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -368,7 +357,8 @@ TEST(SearcherTest, VirtualLossSpreadsABatch) {
   auto distinct_threads_per_row = [](double virtual_loss) {
     SearchOptions options;
     options.virtual_loss = virtual_loss;
-    std::unique_ptr<Searcher> searcher = Create(CreateMctsSearcher, SoftmaxTask(), options);
+    std::unique_ptr<Searcher> searcher =
+        Create(CreateMctsSearcher, SoftmaxTask(kBf16, 16384, 4096), options);
     absl::flat_hash_set<int64_t> values;
     for (const Candidate& candidate : searcher->Propose(8)) {
       values.insert(candidate.parameters().at("threads_per_row"));
@@ -382,9 +372,10 @@ TEST(SearcherTest, VirtualLossSpreadsABatch) {
 // The first proposal is the prior's favourite: the point the cost model predicts fastest.
 TEST(SearcherTest, PriorOrdersExpansion) {
   SearchOptions options;
-  std::unique_ptr<Searcher> with_prior = Create(CreateMctsSearcher, SoftmaxTask(), options);
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
+  std::unique_ptr<Searcher> with_prior = Create(CreateMctsSearcher, task, options);
   options.use_cost_model_prior = false;
-  std::unique_ptr<Searcher> without_prior = Create(CreateMctsSearcher, SoftmaxTask(), options);
+  std::unique_ptr<Searcher> without_prior = Create(CreateMctsSearcher, task, options);
   const Candidate favourite = with_prior->Propose(1).front();
   // A row of 4096 bf16 read 16 bytes at a time and cached: the widest loads the model rewards.
   EXPECT_EQ(favourite.parameters().at("vector_width"), 8);
@@ -395,7 +386,7 @@ TEST(SearcherTest, PriorOrdersExpansion) {
 // guide it) finds better points and proposes more good ones than uniform sampling at the same
 // budget, averaged over seeds. Fixed seeds: the comparison is deterministic.
 TEST(SearcherTest, MctsConcentratesOnTheGoodRegion) {
-  const KernelTask task = SoftmaxTask();
+  const KernelTask task = SoftmaxTask(kBf16, 16384, 4096);
   double space_best = 0;
   for (const Candidate& candidate : AllCandidates(task)) {
     space_best = std::max(space_best, SyntheticSpeedup(candidate));
