@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "compiler/codegen/family.h"
-#include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -32,18 +31,12 @@ std::string SandboxChild() {
 
 // The first task of `family` in the exported llama_block test model.
 KernelTask LlamaBlockTask(forge::v1::KernelFamily family) {
-  absl::StatusOr<forge::testing::ExportedModel> model =
-      forge::testing::LoadExportedModel("llama_block");
-  if (!model.ok()) {
-    ADD_FAILURE() << model.status();
+  absl::StatusOr<std::vector<KernelTask>> tasks = forge::testing::ExportedModelTasks("llama_block");
+  if (!tasks.ok()) {
+    ADD_FAILURE() << tasks.status();
     return {};
   }
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model->graph);
-  if (!partition.ok()) {
-    ADD_FAILURE() << partition.status();
-    return {};
-  }
-  for (const KernelTask& task : partition->tasks) {
+  for (const KernelTask& task : *tasks) {
     if (task.family() == family) return task;
   }
   ADD_FAILURE() << "llama_block has no " << forge::v1::KernelFamily_Name(family) << " task";

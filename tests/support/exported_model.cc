@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/graph/partition.h"
 #include "grpcpp/grpcpp.h"
 
 namespace forge::testing {
@@ -50,6 +51,14 @@ absl::StatusOr<ExportedModel> LoadExportedModel(const std::string& name) {
     }
   }
   return model;
+}
+
+absl::StatusOr<std::vector<forge::v1::KernelTask>> ExportedModelTasks(const std::string& name) {
+  absl::StatusOr<ExportedModel> model = LoadExportedModel(name);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model->graph);
+  if (!partition.ok()) return partition.status();
+  return std::move(partition->tasks);
 }
 
 absl::StatusOr<forge::v1::SubmitJobResponse> SubmitExportedModel(

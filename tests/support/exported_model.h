@@ -5,10 +5,12 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
 
 namespace forge::testing {
 
@@ -20,6 +22,9 @@ struct ExportedModel {
 
 // Reads $FORGE_TEST_MODELS/<name>/{graph.pb, blobs/}. NotFound/DataLoss naming the file.
 absl::StatusOr<ExportedModel> LoadExportedModel(const std::string& name);
+
+// The kernel tasks of an exported test model, as the partitioner makes them.
+absl::StatusOr<std::vector<forge::v1::KernelTask>> ExportedModelTasks(const std::string& name);
 
 // The whole file, or NotFound naming it.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);

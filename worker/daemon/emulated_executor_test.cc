@@ -4,7 +4,6 @@
 #include <string>
 
 #include "compiler/codegen/family.h"
-#include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,18 +18,9 @@ using ::testing::HasSubstr;
 
 // The tasks of the exported llama_block test model (tests/fixtures/make_models.py).
 std::vector<KernelTask> LlamaBlockTasks() {
-  absl::StatusOr<forge::testing::ExportedModel> model =
-      forge::testing::LoadExportedModel("llama_block");
-  if (!model.ok()) {
-    ADD_FAILURE() << model.status();
-    return {};
-  }
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model->graph);
-  if (!partition.ok()) {
-    ADD_FAILURE() << partition.status();
-    return {};
-  }
-  return partition->tasks;
+  absl::StatusOr<std::vector<KernelTask>> tasks = forge::testing::ExportedModelTasks("llama_block");
+  EXPECT_TRUE(tasks.ok()) << tasks.status();
+  return tasks.ok() ? *std::move(tasks) : std::vector<KernelTask>();
 }
 
 class EmulatedExecutorTest : public ::testing::Test {
