@@ -30,7 +30,13 @@ from forge.export import ExportedModel, export
 from forge.runtime import PlanModule, load_plan, read_plan
 from forge.runtime.extension import cache_directory
 
-_REPO_CLI = pathlib.Path(__file__).resolve().parents[2] / "build" / "client" / "forge" / "forge"
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _repo_cli() -> pathlib.Path:
+    """The CLI of this repository's build (scripts/build: $FORGE_BUILD_DIR, default build/)."""
+    build = pathlib.Path(os.environ.get("FORGE_BUILD_DIR") or _REPO / "build")
+    return build / "client" / "forge" / "forge"
 
 # The judge's tolerances by dtype (DESIGN.md "The judge"), one value for atol, rtol and the bound
 # on the relative norm error: |got - want| <= atol + rtol |want| per element.
@@ -44,7 +50,7 @@ class OutputMismatchError(ForgeError):
 
 def find_cli(forge_cli: str | os.PathLike | None = None) -> pathlib.Path:
     """The forge CLI: `forge_cli`, else $FORGE_CLI, else `forge` on PATH, else the repository's
-    build/client/forge/forge."""
+    build ($FORGE_BUILD_DIR or build/)/client/forge/forge."""
     for candidate, origin in ((forge_cli, "forge_cli"), (os.environ.get("FORGE_CLI"), "FORGE_CLI")):
         if candidate:
             path = pathlib.Path(candidate)
@@ -54,11 +60,11 @@ def find_cli(forge_cli: str | os.PathLike | None = None) -> pathlib.Path:
     on_path = shutil.which("forge")
     if on_path:
         return pathlib.Path(on_path)
-    if _REPO_CLI.is_file():
-        return _REPO_CLI
+    repo_cli = _repo_cli()
+    if repo_cli.is_file():
+        return repo_cli
     raise ForgeError("the forge CLI was not found (forge_cli=, $FORGE_CLI, PATH or "
-                     f"{_REPO_CLI}); build it: cmake -S . -B build -G Ninja && ninja -C build "
-                     "forge")
+                     f"{repo_cli}); build it: scripts/build forge")
 
 
 def fetch_bundle(job_id: str, server: str, directory: str | os.PathLike, graph,
