@@ -27,7 +27,8 @@
 //   forge:result:{space}:{cand}    string  Result bytes: the results cache, first result wins (SETNX),
 //                                          no TTL
 //   forge:task_results:{space}:{task}  set candidate digests with a result, per task
-//   forge:candidate:{cand}         string  Candidate bytes of every candidate with a result
+//   forge:candidate:{cand}         string  Candidate bytes of every candidate ever leased (written
+//                                          with the lease; reports and results read it)
 //   forge:task_state:{space}:{task}    hash "search": the searcher's Serialize() (snapshotted about
 //                                          once a second; counts and bests are recomputed from the
 //                                          results on restart)

@@ -9,15 +9,13 @@
 namespace forge::server {
 namespace {
 
-// Sets the result unless present, indexes it under its task, keeps the candidate and counts it
-// in the job's progress. KEYS: result key, task index, candidate key, job hash. ARGV: result
-// bytes, candidate digest, candidate bytes, progress field to increment. Returns 1 when stored, 0
-// when a result was there.
+// Sets the result unless present, indexes it under its task and counts it in the job's progress.
+// KEYS: result key, task index, job hash. ARGV: result bytes, candidate digest, progress field to
+// increment. Returns 1 when stored, 0 when a result was there.
 constexpr char kPutScript[] = R"lua(
 if redis.call('SETNX', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('SADD', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[3], ARGV[3])
-if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('HINCRBY', KEYS[4], ARGV[4], 1) end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HINCRBY', KEYS[3], ARGV[3], 1) end
 return 1
 )lua";
 
@@ -30,6 +28,11 @@ absl::StatusOr<forge::v1::Result> ParseResult(const std::string& key, const Redi
 }
 
 }  // namespace
+
+const std::string& ResultCandidateDigest(const forge::v1::Result& result) {
+  return result.has_measurement() ? result.measurement().candidate_digest()
+                                  : result.failure().candidate_digest();
+}
 
 absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> ResultCache::GetMany(
     absl::string_view space, absl::Span<const std::string> candidate_digests) {
@@ -60,9 +63,8 @@ absl::StatusOr<bool> ResultCache::PutIfAbsent(absl::string_view space,
                                               absl::string_view job_id) {
   const std::string key = keys::Result(space, candidate.digest());
   absl::StatusOr<RedisReply> reply = redis_->Command(
-      {"EVAL", kPutScript, "4", key, keys::TaskResults(space, candidate.task_digest()),
-       keys::Candidate(candidate.digest()), keys::Job(job_id), result.SerializeAsString(),
-       candidate.digest(), candidate.SerializeAsString(),
+      {"EVAL", kPutScript, "3", key, keys::TaskResults(space, candidate.task_digest()),
+       keys::Job(job_id), result.SerializeAsString(), candidate.digest(),
        std::string(result.has_measurement() ? keys::job_field::kCandidatesCompleted
                                             : keys::job_field::kCandidatesFailed)});
   if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("storing ", key));

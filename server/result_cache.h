@@ -18,6 +18,9 @@
 
 namespace forge::server {
 
+// The candidate a result is about (its measurement's or its failure's).
+const std::string& ResultCandidateDigest(const forge::v1::Result& result);
+
 class ResultCache {
  public:
   // `redis` must outlive the cache.
@@ -28,13 +31,15 @@ class ResultCache {
       absl::string_view space, absl::Span<const std::string> candidate_digests);
 
   // Stores `result` for `candidate` unless one is stored already, lists the candidate under its
-  // task, keeps the candidate itself (GetCandidate) and counts the result in the progress of job
-  // `job_id` (candidates_completed or _failed), all in one script: a coordinator killed midway
-  // leaves either all of it or nothing. True when this call stored the result.
+  // task and counts the result in the progress of job `job_id` (candidates_completed or _failed),
+  // all in one script: a coordinator killed midway leaves either all of it or nothing. True when
+  // this call stored the result.
   absl::StatusOr<bool> PutIfAbsent(absl::string_view space, const forge::v1::Candidate& candidate,
                                    const forge::v1::Result& result, absl::string_view job_id);
 
-  // A candidate whose result was stored; NotFound when none was.
+  // A candidate as the scheduler kept it (forge:candidate:{digest}, written in the transaction
+  // that leases it, so that the report, even to a restarted coordinator, stores the whole
+  // candidate with its result); NotFound for one never leased.
   absl::StatusOr<forge::v1::Candidate> GetCandidate(absl::string_view candidate_digest);
 
   // Every result stored for a task on `space` (candidate digests sorted).

@@ -271,21 +271,12 @@ absl::StatusOr<Scheduler::TaskSearch*> Scheduler::TaskSearchLocked(const std::st
   // loses nothing.
   FORGE_ASSIGN_OR_RETURN(std::vector<Result> known, results_->ForTask(space, task.digest()));
   TaskSearch& stored = searches_[key] = std::move(search);
+  // The baseline first: every other result's speedup is relative to it.
+  std::stable_partition(known.begin(), known.end(), [&](const Result& result) {
+    return ResultCandidateDigest(result) == stored.baseline.digest();
+  });
   for (const Result& result : known) {
-    const std::string& digest = result.has_measurement()
-                                    ? result.measurement().candidate_digest()
-                                    : result.failure().candidate_digest();
-    if (digest == stored.baseline.digest()) {
-      FORGE_RETURN_IF_ERROR(ApplyResultLocked(stored, digest, result));
-    }
-  }
-  for (const Result& result : known) {
-    const std::string& digest = result.has_measurement()
-                                    ? result.measurement().candidate_digest()
-                                    : result.failure().candidate_digest();
-    if (digest != stored.baseline.digest()) {
-      FORGE_RETURN_IF_ERROR(ApplyResultLocked(stored, digest, result));
-    }
+    FORGE_RETURN_IF_ERROR(ApplyResultLocked(stored, ResultCandidateDigest(result), result));
   }
   // Pending in the snapshot but held by no lease: proposed or leased before the restart.
   for (const std::string& digest : stored.searcher->PendingDigests()) {
@@ -538,18 +529,13 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
     if (!job.space.empty() && job.space != space) continue;
     eligible.push_back(&job);
   }
-  const uint64_t rotation = rotation_++;
-  std::sort(eligible.begin(), eligible.end(), [&](const JobRun* a, const JobRun* b) {
+  std::sort(eligible.begin(), eligible.end(), [](const JobRun* a, const JobRun* b) {
     if (a->options.priority() != b->options.priority()) {
       return a->options.priority() > b->options.priority();
     }
-    const uint64_t ka = static_cast<uint64_t>(a->number) + rotation * 7919;
-    const uint64_t kb = static_cast<uint64_t>(b->number) + rotation * 7919;
-    if (ka % eligible.size() != kb % eligible.size()) {
-      return ka % eligible.size() < kb % eligible.size();
-    }
     return a->number < b->number;
   });
+  const uint64_t rotation = rotation_++;
 
   std::vector<std::pair<Candidate, const JobRun*>> picked;
   size_t level_start = 0;
@@ -559,6 +545,10 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
            eligible[level_end]->options.priority() == eligible[level_start]->options.priority()) {
       ++level_end;
     }
+    // Each call starts the level one job further on, so no job always comes first.
+    std::rotate(eligible.begin() + level_start,
+                eligible.begin() + level_start + rotation % (level_end - level_start),
+                eligible.begin() + level_end);
     // Rounds of equal shares until the lease is full or the level has nothing more.
     for (bool progress = true; progress && static_cast<int>(picked.size()) < room;) {
       progress = false;
@@ -724,9 +714,7 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   if (lease_it == leases_.end()) {
     // Expired (its candidates went back to the search) or never handed out.
     for (const Result& result : request.results()) {
-      response.add_rejected_candidate_digests(result.has_measurement()
-                                                  ? result.measurement().candidate_digest()
-                                                  : result.failure().candidate_digest());
+      response.add_rejected_candidate_digests(ResultCandidateDigest(result));
     }
     return response;
   }
@@ -739,11 +727,9 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   const bool emulated_worker =
       std::any_of(worker->second.status.gpus().begin(), worker->second.status.gpus().end(),
                   [](const forge::v1::GpuInfo& gpu) { return gpu.emulated(); });
-  std::set<std::string> touched_jobs;
   std::vector<std::string> done;
   for (const Result& result : request.results()) {
-    const std::string digest = result.has_measurement() ? result.measurement().candidate_digest()
-                                                        : result.failure().candidate_digest();
+    const std::string& digest = ResultCandidateDigest(result);
     auto entry = lease.candidates.find(digest);
     const bool well_formed =
         (result.has_measurement() || result.has_failure()) &&
@@ -776,7 +762,6 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
       }
       FORGE_RETURN_IF_ERROR(ApplyResultLocked(task, digest, result));
     }
-    touched_jobs.insert(entry->second.job_id);
     leased_.erase(TaskKey(lease.space, digest));
     done.push_back(digest);
     lease.candidates.erase(entry);
@@ -787,7 +772,6 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
     if (entry == lease.candidates.end()) continue;
     candidates_->Add({{"event", "returned"}}).Increment();
     ReleaseLocked(lease.space, entry->second, digest);
-    touched_jobs.insert(entry->second.job_id);
     done.push_back(digest);
     lease.candidates.erase(entry);
   }
@@ -802,14 +786,8 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
     }
   }
   FORGE_RETURN_IF_ERROR(SaveWorkerLocked(worker->second));
-  for (const std::string& job_id : touched_jobs) {
-    auto job = running_.find(job_id);
-    if (job != running_.end()) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job->second));
-  }
-  // A result can finish tasks of other jobs that share them.
-  for (auto& [id, job] : running_) {
-    if (!touched_jobs.contains(id)) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
-  }
+  // A result can finish tasks of every job that shares them, not only of the lease's jobs.
+  for (auto& [id, job] : running_) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
   EraseFinishedLocked();
   UpdateGaugesLocked();
   return response;
