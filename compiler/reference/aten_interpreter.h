@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "compiler/reference/reference.h"
 #include "forge/v1/graph.pb.h"
 
@@ -31,6 +32,13 @@ absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view wh
 
 // `tensor`, on any device, copied into host memory.
 absl::StatusOr<HostTensor> ToHost(const at::Tensor& tensor);
+
+// RunTaskGroup on `device`: the inputs are uploaded there (keeping their strides), every node runs
+// there, and the outputs are copied back to the host. The caller owns the device's set-up (a CUDA
+// device needs LibTorch's CUDA libraries linked) and its caching allocator's memory.
+absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& task,
+                                                       absl::Span<const HostTensor> inputs,
+                                                       Precision precision, c10::Device device);
 
 // Runs `graph`'s nodes in order, in the graph's own dtypes: `values` holds the tensors of the
 // graph's inputs by value name and receives every node's outputs. Device arguments become

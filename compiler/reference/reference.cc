@@ -268,7 +268,7 @@ class Interpreter {
   }
 
   absl::Status Define(const std::string& value_name, at::Tensor tensor, absl::string_view where) {
-    if (!values_.emplace(value_name, Upcast(std::move(tensor))).second) {
+    if (!values_.emplace(value_name, Upcast(OnDevice(std::move(tensor)))).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": value '", value_name, "' is defined twice"));
     }
     return absl::OkStatus();
@@ -291,6 +291,12 @@ class Interpreter {
   const v1::TensorSpec* Spec(const std::string& value_name) const {
     auto it = specs_.find(value_name);
     return it == specs_.end() ? nullptr : it->second;
+  }
+
+  // `tensor` on the interpreter's device, moved before any upcast so that the copy moves the
+  // narrower dtype; `to` keeps the strides of a dense layout.
+  at::Tensor OnDevice(at::Tensor tensor) const {
+    return tensor.device() == device_ ? tensor : tensor.to(device_);
   }
 
   // In float64 mode, a floating tensor in float64; any other tensor as it is.
@@ -608,6 +614,14 @@ absl::StatusOr<std::vector<HostTensor>> RunGraph(const v1::Graph& graph,
 absl::StatusOr<std::vector<HostTensor>> RunTaskGroup(const v1::KernelTask& task,
                                                      absl::Span<const HostTensor> inputs,
                                                      Precision precision) {
+  return internal::RunTaskGroupOn(task, inputs, precision, c10::kCPU);
+}
+
+namespace internal {
+
+absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& task,
+                                                       absl::Span<const HostTensor> inputs,
+                                                       Precision precision, c10::Device device) {
   c10::InferenceMode inference_mode;
   const v1::Graph& group = task.group();
   if (inputs.size() != static_cast<std::size_t>(group.inputs_size())) {
@@ -615,7 +629,7 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroup(const v1::KernelTask& task,
                                                    group.inputs_size(), " inputs, ", inputs.size(),
                                                    " given"));
   }
-  Interpreter interpreter(group, precision);
+  Interpreter interpreter(group, precision, device);
   for (int i = 0; i < group.inputs_size(); ++i) {
     const std::string& name = group.inputs(i).value_name();
     FORGE_RETURN_IF_ERROR(interpreter.BindInput(
@@ -624,8 +638,6 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroup(const v1::KernelTask& task,
   FORGE_RETURN_IF_ERROR(interpreter.RunNodes());
   return FetchOutputs(interpreter, group, /*user_outputs_only=*/false);
 }
-
-namespace internal {
 
 absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view where) {
   return TensorFromBytes(host.dtype, host.shape, host.strides, host.bytes, where);

@@ -1,6 +1,7 @@
 #include "worker/judge/aten_reference.h"
 
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/reference/reference.h"
@@ -41,15 +42,16 @@ absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tenso
   return values;
 }
 
-// The task's group through the interpreter at `precision`, each output decoded to doubles.
-ReferenceRun AtenReferenceAt(reference::Precision precision) {
-  return [precision](const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)
-             -> absl::StatusOr<std::vector<std::vector<double>>> {
+// The task's group through `run_group` at `precision`, each output decoded to doubles.
+ReferenceRun AtenReferenceAt(GroupRunner run_group, reference::Precision precision) {
+  return [run_group = std::move(run_group), precision](
+             const forge::v1::KernelTask& task,
+             absl::Span<const HostTensor> inputs) -> absl::StatusOr<std::vector<std::vector<double>>> {
     std::vector<reference::HostTensor> converted;
     converted.reserve(inputs.size());
     for (const HostTensor& input : inputs) converted.push_back(ToReference(input));
     absl::StatusOr<std::vector<reference::HostTensor>> outputs =
-        reference::RunTaskGroup(task, converted, precision);
+        run_group(task, converted, precision);
     if (!outputs.ok()) return outputs.status();
     std::vector<std::vector<double>> values;
     for (size_t o = 0; o < outputs->size(); ++o) {
@@ -63,9 +65,9 @@ ReferenceRun AtenReferenceAt(reference::Precision precision) {
 
 }  // namespace
 
-ReferenceFn AtenFloat64Reference() {
-  return ReferenceFn(AtenReferenceAt(reference::Precision::kFloat64),
-                     AtenReferenceAt(reference::Precision::kNative));
+ReferenceFn AtenFloat64Reference(GroupRunner run_group) {
+  return ReferenceFn(AtenReferenceAt(run_group, reference::Precision::kFloat64),
+                     AtenReferenceAt(run_group, reference::Precision::kNative));
 }
 
 }  // namespace forge::judge

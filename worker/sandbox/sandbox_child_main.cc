@@ -1,6 +1,7 @@
 // forge-sandbox-child: the process a worker's sandbox (sandbox.h) starts per GPU to run candidates
 // (generated kernels, cuBLASLt calls and, when built with LibTorch's CUDA libraries, the ATen
-// fallback). Started by the sandbox, never by hand:
+// fallback; with those, the judge's float64 reference runs on the GPU too). Started by the
+// sandbox, never by hand:
 //   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--allow-test-behaviours]
 // --draw-cache-mib bounds the host memory that keeps the judge's draws across candidates (0: no
 // cache); without it, $FORGE_SANDBOX_DRAW_CACHE_MIB, else 4096.
@@ -15,6 +16,7 @@
 #include "worker/judge/aten_reference.h"
 #include "worker/sandbox/sandbox_child.h"
 #if FORGE_SANDBOX_CHILD_WITH_ATEN
+#include "worker/judge/aten_gpu_reference.h"
 #include "worker/sandbox/aten_fallback.h"
 #endif
 
@@ -63,9 +65,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "forge-sandbox-child: --socket-fd=N is required (the sandbox passes it)\n");
     return 2;
   }
-  options.reference = forge::judge::AtenFloat64Reference();
 #if FORGE_SANDBOX_CHILD_WITH_ATEN
+  options.reference =
+      forge::judge::AtenFloat64Reference(forge::judge::CudaGroupRunner(options.gpu_ordinal));
   options.load_aten_fallback = forge::sandbox::LoadAtenFallback;
+#else
+  options.reference = forge::judge::AtenFloat64Reference();
 #endif
   return forge::sandbox::RunSandboxChild(options);
 }
