@@ -182,33 +182,33 @@ double InputScale(int draw, int input_index) {
 }
 
 absl::StatusOr<HostTensor> DrawInput(const TensorSpec& spec, const InputDomain& domain, int draw,
-                                     int input_index, uint64_t seed) {
+                                     int input_index, uint64_t seed, ThreadPool& pool) {
   absl::StatusOr<HostTensor> tensor = HostTensor::Allocate(spec);
   if (!tensor.ok()) return tensor.status();
-  std::mt19937_64 generator(SeedOf(seed, draw, input_index));
-  const int64_t count = tensor->element_count();
+  const uint64_t draw_seed = SeedOf(seed, draw, input_index);
   const forge::v1::DType dtype = spec.dtype();
-
-  if (!IsFloatingPoint(dtype)) {
-    IntegerRange range = domain.range;
-    if (dtype == forge::v1::DTYPE_BOOL) range = {0, 2};
-    std::uniform_int_distribution<int64_t> integers(range.low, range.high - 1);
-    for (int64_t i = 0; i < count; ++i) tensor->Set(i, static_cast<double>(integers(generator)));
-    return tensor;
-  }
-
   const double scale = InputScale(draw, input_index);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::uniform_real_distribution<double> uniform(-2.0, 2.0);
   const bool positive = domain.kind == InputDomain::Kind::kPositive;
-  for (int64_t i = 0; i < count; ++i) {
-    double value = 0;
-    do {
-      value = DistributionOf(draw) == Distribution::kUniform ? uniform(generator) : normal(generator);
-      if (positive) value = std::fabs(value) + 0.1 * scale;
-    } while (RoundToDType(dtype, value) == 0);
-    tensor->Set(i, value);
-  }
+  IntegerRange range = domain.range;
+  if (dtype == forge::v1::DTYPE_BOOL) range = {0, 2};
+  pool.ForEachChunk(tensor->element_count(), [&](int64_t chunk, int64_t begin, int64_t end) {
+    std::mt19937_64 generator(chunk == 0 ? draw_seed : SeedOf(draw_seed, 0, static_cast<int>(chunk)));
+    if (!IsFloatingPoint(dtype)) {
+      std::uniform_int_distribution<int64_t> integers(range.low, range.high - 1);
+      for (int64_t i = begin; i < end; ++i) tensor->Set(i, static_cast<double>(integers(generator)));
+      return;
+    }
+    std::normal_distribution<double> normal(0.0, scale);
+    std::uniform_real_distribution<double> uniform(-2.0, 2.0);
+    for (int64_t i = begin; i < end; ++i) {
+      double value = 0;
+      do {
+        value = DistributionOf(draw) == Distribution::kUniform ? uniform(generator) : normal(generator);
+        if (positive) value = std::fabs(value) + 0.1 * scale;
+      } while (RoundToDType(dtype, value) == 0);
+      tensor->Set(i, value);
+    }
+  });
   return tensor;
 }
 

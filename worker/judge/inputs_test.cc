@@ -44,6 +44,28 @@ TEST(DrawInputTest, DrawsDifferInDistributionAndAreReproducible) {
   EXPECT_EQ(DescribeDraw(1), "uniform(-2, 2)");
 }
 
+TEST(DrawInputTest, LargeDrawsAreTheSameOnAnyNumberOfThreadsAndChunksDiffer) {
+  // Five chunks, the last one partial.
+  const int64_t count = 4 * ThreadPool::kChunkElements + 123;
+  const forge::v1::TensorSpec spec = Spec(forge::v1::DTYPE_BFLOAT16, {count});
+  ThreadPool one(1), four(4);
+  for (int draw = 0; draw < 3; ++draw) {
+    absl::StatusOr<HostTensor> serial = DrawInput(spec, {}, draw, 1, 7, one);
+    absl::StatusOr<HostTensor> parallel = DrawInput(spec, {}, draw, 1, 7, four);
+    ASSERT_TRUE(serial.ok() && parallel.ok());
+    EXPECT_EQ(serial->storage, parallel->storage) << "draw " << draw;
+  }
+  // Each chunk has its own stream: no chunk repeats the first one's values.
+  const std::vector<double> values = DrawInput(spec, {}, 0, 1, 7, four)->ToDoubles();
+  for (int64_t chunk = 1; chunk < 5; ++chunk) {
+    EXPECT_FALSE(std::equal(values.begin(), values.begin() + 100,
+                            values.begin() + chunk * ThreadPool::kChunkElements))
+        << "chunk " << chunk;
+  }
+  EXPECT_NEAR(Mean(values), 0, 0.01);
+  EXPECT_NEAR(StandardDeviation(values), 1, 0.01);
+}
+
 TEST(DrawInputTest, ScaledDrawGivesEachInputItsOwnScale) {
   forge::v1::TensorSpec spec = Spec(forge::v1::DTYPE_FLOAT32, {200, 100});
   std::set<double> scales;
