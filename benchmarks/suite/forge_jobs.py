@@ -5,8 +5,13 @@ budget, follows each job to its end, fetches its result bundle, and writes the j
 summaries run_suite.py reads with --forge-jobs (candidates tried, time to first speedup, time to
 best).
 
-    python benchmarks/suite/forge_jobs.py --bin DIR --out DIR --budget N
-        [--only NAME,...] [--level L,...] [--small] [--emulate] [--job-timeout-s S]
+    python benchmarks/suite/forge_jobs.py --bin DIR --out DIR --budget N [--max-seconds S]
+        [--only NAME,...] [--level L,...] [--small] [--emulate] [--job-timeout-s S] [--resume]
+
+--max-seconds ends each job's search that long after it starts (every task keeps its best so
+far); a job still running at --job-timeout-s is cancelled and its bests so far fetched all the same.
+--resume skips problems whose summary and bundle OUT already holds (a run split over several
+sessions).
 
 --bin holds forge-coordinator, forge-worker, forge, forge-sandbox-child (GPU) and optionally
 redis-server (else PATH). Writes OUT/jobs/<problem>.json, OUT/bundles/<problem>/ (with the
@@ -130,20 +135,31 @@ def summarize(events: list[dict]) -> dict:
 
 
 def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, budget: int,
-                small: bool, timeout_s: float) -> dict:
+                max_seconds: int, small: bool, timeout_s: float) -> dict:
     # Exported on the CPU (forge.export reads the weights' values); the service runs the model.
     module, inputs = problem.make(torch.device("cpu"), small)
     exported = out / "models" / problem.name
     forge.export(module.eval(), inputs, name=problem.name).save(exported)
-    submitted = json.loads(service.cli("submit", str(exported), "--budget", str(budget), "--json",
+    submitted = json.loads(service.cli("submit", str(exported), "--budget", str(budget),
+                                       "--max-seconds", str(max_seconds), "--json",
                                        "--label", f"suite={problem.name}"))
     job = submitted["jobs"][0]
     if not job.get("ok"):
         raise RuntimeError(f"{problem.name}: submit failed: {job.get('error')}")
     job_id = job["job"]["id"]
-    lines = service.cli("watch", job_id, "--json", timeout_s=timeout_s).splitlines()
+    timed_out = False
+    try:
+        lines = service.cli("watch", job_id, "--json", timeout_s=timeout_s).splitlines()
+    except subprocess.TimeoutExpired:
+        # The bests found so far still make a plan; the summary says the job did not finish.
+        # Watching the ended job replays all its events.
+        timed_out = True
+        service.cli("cancel", job_id, "--json")
+        lines = service.cli("watch", job_id, "--json", timeout_s=60).splitlines()
     events = [json.loads(line) for line in lines if line.strip()]
-    summary = summarize(events) | {"job": job_id, "budget": budget}
+    summary = summarize(events) | {"job": job_id, "budget": budget, "max_seconds": max_seconds}
+    if timed_out:
+        summary["state"] = f"cancelled after the {timeout_s:g} s job timeout"
     bundle = out / "bundles" / problem.name
     service.cli("results", job_id, "-o", str(bundle))
     shutil.copy(exported / "graph.pb", bundle / "graph.pb")  # what forge.runtime.load_plan reads
@@ -160,7 +176,11 @@ def main() -> int:
     parser.add_argument("--level")
     parser.add_argument("--small", action="store_true")
     parser.add_argument("--emulate", action="store_true", help="an emulated H200: PREDICTED times")
+    parser.add_argument("--max-seconds", type=int, default=0,
+                        help="end each job's search this long after it starts (0: no limit)")
     parser.add_argument("--job-timeout-s", type=float, default=600)
+    parser.add_argument("--resume", action="store_true",
+                        help="skip problems whose summary and bundle are already under --out")
     args = parser.parse_args()
     selected = [p for p in suite.PROBLEMS
                 if (not args.only or p.name in args.only.replace(",", " ").split())
@@ -171,9 +191,12 @@ def main() -> int:
     failures = 0
     try:
         for problem in selected:
+            if args.resume and (args.out / "bundles" / problem.name / "plan.json").exists() \
+                    and (jobs_dir / f"{problem.name}.json").exists():
+                continue
             try:
-                summary = run_problem(service, problem, args.out, args.budget, args.small,
-                                      args.job_timeout_s)
+                summary = run_problem(service, problem, args.out, args.budget, args.max_seconds,
+                                      args.small, args.job_timeout_s)
             except Exception as err:  # one problem's failure is recorded, the others run
                 failures += 1
                 summary = {"state": "error", "error": f"{type(err).__name__}: {err}"[:2000]}

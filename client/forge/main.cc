@@ -262,6 +262,7 @@ int RunSubmit(const std::string& name, const Args& args) {
   SubmitOptions options;
   std::string error;
   if (!IntFlag(args, "budget", options.max_candidate_trials, error) ||
+      !IntFlag(args, "max-seconds", options.max_wall_seconds, error) ||
       !IntFlag(args, "priority", options.priority, error)) {
     std::cerr << "forge " << name << ": " << error << "\n";
     return kExitUsage;
@@ -428,8 +429,8 @@ const std::vector<Command>& Commands() {
        RunPredict},
       {"submit",
        "upload models (only the weights the coordinator lacks) and start one job each",
-       "forge submit MODEL... [--wait] [--arch ARCH] [--budget N] [--priority P] [--label K=V]\n"
-       "                      [--owner NAME] [--json]",
+       "forge submit MODEL... [--wait] [--arch ARCH] [--budget N] [--max-seconds S] [--priority P]\n"
+       "                      [--label K=V] [--owner NAME] [--json]",
        "Each MODEL is a .pt2 archive, a directory written by `python -m forge export` (graph.pb,\n"
        "blobs/), or a directory of such models (one job each). Weights the coordinator already\n"
        "stores are not sent again. Prints one row per model and a summary. Every job is labelled\n"
@@ -439,6 +440,9 @@ const std::vector<Command>& Commands() {
         {"budget", "N",
          "candidate trials over the job, spread over its tasks by eager time (default 0: the "
          "coordinator's trials per task)"},
+        {"max-seconds", "S",
+         "end the search S seconds after the job starts, keeping each task's best so far "
+         "(default 0: no limit)"},
         {"priority", "P", "scheduling priority, higher first (default 0)"},
         {"label", "K=V", "label the jobs", true},
         {"owner", "NAME", "owner of the jobs (default $USER)"},

@@ -263,6 +263,24 @@ TEST_F(RemoteTest, BinaryExitCodesNameTheServerAndTheCode) {
   EXPECT_THAT(ReadFile(log), HasSubstr("UNAVAILABLE"));
 }
 
+TEST_F(RemoteTest, SubmitFlagsSetTheJobsBudget) {
+  std::string output;
+  ASSERT_EQ(RunForge({"submit", ModelPath("mlp"), "--budget", "7", "--max-seconds", "30", "--json"},
+                     &output),
+            kExitOk)
+      << output;
+  const std::string job = ParseProtoJson<google::protobuf::Struct>(output)
+                              .fields().at("jobs").list_value().values(0).struct_value()
+                              .fields().at("job").struct_value().fields().at("id").string_value();
+  ASSERT_EQ(RunForge({"status", job, "--json"}, &output), kExitOk) << output;
+  const forge::v1::JobBudget budget = ParseProtoJson<forge::v1::Job>(output).options().budget();
+  EXPECT_EQ(budget.max_candidate_trials(), 7);
+  EXPECT_EQ(budget.max_wall_seconds(), 30);
+
+  EXPECT_EQ(RunForge({"submit", ModelPath("mlp"), "--max-seconds", "soon"}, &output), kExitUsage);
+  EXPECT_THAT(output, HasSubstr("--max-seconds \"soon\" is not an integer"));
+}
+
 TEST_F(RemoteTest, WatchOfACancelledJobEndsWithExitCodeOne) {
   const forge::v1::Job job = Submit("mlp");
   const std::string log = absl::StrCat(directory_.path(), "/watch.log");

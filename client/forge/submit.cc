@@ -38,6 +38,7 @@ absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptio
   *header.mutable_graph() = model.graph;
   forge::v1::JobOptions& job_options = *header.mutable_options();
   job_options.mutable_budget()->set_max_candidate_trials(options.max_candidate_trials);
+  job_options.mutable_budget()->set_max_wall_seconds(options.max_wall_seconds);
   job_options.set_priority(options.priority);
   job_options.set_owner(options.owner);
   job_options.set_target_arch(options.target_arch);

@@ -19,6 +19,7 @@ namespace forge::client {
 struct SubmitOptions {
   std::string target_arch = "sm_90";
   int64_t max_candidate_trials = 0;  // 0: no limit
+  int64_t max_wall_seconds = 0;      // 0: no limit; past it every task stops with its best so far
   int32_t priority = 0;
   std::string owner;
   // Every job gets these; and "model" = the model's name unless they set it.

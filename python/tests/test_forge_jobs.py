@@ -68,3 +68,17 @@ def test_a_small_problem_goes_through_the_service(tmp_path):
     assert (pathlib.Path(summary["bundle"]) / "report.md").exists()
     assert (pathlib.Path(summary["bundle"]) / "graph.pb").exists()  # for forge_plan.py
     assert "PREDICTED" in (pathlib.Path(summary["bundle"]) / "report.md").read_text()
+
+    # A second session resumes: the finished problem is skipped, the next one runs, and a job
+    # past --job-timeout-s is cancelled with its bests so far fetched as its bundle.
+    before = (out / "jobs/elementwise_chain_2p28_f32.json").stat().st_mtime_ns
+    subprocess.run([sys.executable, str(ROOT / "benchmarks/suite/forge_jobs.py"), "--bin",
+                    str(bin_dir), "--out", str(out), "--budget", "100000", "--max-seconds", "600",
+                    "--small", "--emulate", "--resume", "--job-timeout-s", "0.5",
+                    "--only", "elementwise_chain_2p28_f32,llama3_8b_layer_decode_b1_kv2048_bf16"],
+                   check=True, timeout=300)
+    assert (out / "jobs/elementwise_chain_2p28_f32.json").stat().st_mtime_ns == before
+    cut = json.loads((out / "jobs/llama3_8b_layer_decode_b1_kv2048_bf16.json").read_text())
+    assert cut["state"] == "cancelled after the 0.5 s job timeout", cut
+    assert cut["max_seconds"] == 600
+    assert (pathlib.Path(cut["bundle"]) / "plan.json").exists()
