@@ -10,6 +10,7 @@ import json
 import pathlib
 import re
 import shutil
+import types
 
 import pytest
 import torch
@@ -17,7 +18,8 @@ import torch.nn as nn
 
 import forge
 from forge._protos import graph_pb2
-from forge.runtime import PlanError, TensorLayout, extension_sources, load_plan, model_digest
+from forge.runtime import (PlanError, PlanModule, TensorLayout, bind_weights, extension_sources,
+                           load_plan, model_digest)
 from forge.runtime.extension import build_extension, gencode_flags, needed_libraries
 from forge.runtime.plan import LibraryCall, read_plan
 from llama_block import LlamaBlock
@@ -279,7 +281,7 @@ def test_extension_sources_check_layouts_and_launch_as_planned(tmp_path):
     digest = sources.name.removeprefix("forge_plan_")[:8]
     assert sources.ops == {"a" * 64: f"library_{'a' * 12}_{digest}",
                            "b" * 64: f"kernel_{'b' * 12}_{digest}"}
-    assert sorted(sources.files) == ["forge_ops.cpp", "forge_runtime.h",
+    assert sorted(sources.files) == ["cublaslt_matmul.h", "forge_ops.cpp", "forge_runtime.h",
                                      f"kernel_{'a' * 12}.cu", f"kernel_{'b' * 12}.cu"]
     ops = sources.files["forge_ops.cpp"]
     library, kernel = sources.ops["a" * 64], sources.ops["b" * 64]
@@ -290,7 +292,8 @@ def test_extension_sources_check_layouts_and_launch_as_planned(tmp_path):
     assert ('forge_runtime::CheckTensor(in1, {at::kFloat, {32, 16}, {16, 1}}, kOp, "input 1");'
             in ops)
     assert ("forge_runtime::LibraryGemm gemm{at::kFloat, 1, 8, 32, 16, {0, false, 16, 0}, "
-            "{1, true, 16, 0}, forge_runtime::Epilogue::kBias, 2};" in ops)
+            "{1, true, 16, 0}, forge_runtime::Epilogue::kBias, 2, 0, "
+            f'"step(s) 0 (task {"a" * 12})"}};' in ops)
     # The epilogue kernel reads the product's scratch buffer, then the outputs.
     assert "void* pointers[] = {scratch.data_ptr(), out0.data_ptr()};" in ops
     add_one = sources.files[f"kernel_{'b' * 12}.cu"]
@@ -390,3 +393,350 @@ def test_ops_refuse_tensors_of_other_layouts(tmp_path):
         add_one(torch.randn(32, 8, device="cuda").t(), out)
     with pytest.raises(RuntimeError, match="output 0 must be Float"):
         add_one(good, out.double())
+
+
+class TwoHeads(nn.Module):
+    """relu(linear) in float32 and in bfloat16: one cuBLASLt call with the RELU_BIAS epilogue per
+    dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(80, 96)
+        self.fc_bf16 = nn.Linear(80, 96).to(torch.bfloat16)
+
+    def forward(self, x, y):
+        return torch.relu(self.fc(x)), torch.relu(self.fc_bf16(y))
+
+
+RELU_LIBRARY_CALL = ("cublaslt {dtype} batch 1 m 64 n 96 k 80 a (input 0 ld 80 batch_stride 0) b "
+                     "(input 1 transposed ld 80 batch_stride 0) epilogue RELU_BIAS bias input 2 "
+                     "algo {algo}")
+
+
+def two_heads_bundle(directory, algos):
+    """TwoHeads's plan: each head as one cuBLASLt call (no epilogue kernel), the float32 head's
+    with heuristic algorithm algos[0] (task 11...1), the bfloat16 head's with algos[1] (22...2)."""
+    torch.manual_seed(0)
+    module = TwoHeads().eval()
+    exported = forge.export(module, (torch.randn(64, 80), torch.randn(64, 80,
+                                                                       dtype=torch.bfloat16)))
+    graph = exported.graph
+    linears = [node for node in graph.nodes if node.op == "aten::linear"]
+    relus = [node for node in graph.nodes if node.op == "aten::relu"]
+    steps = [{"task": str(head + 1) * 64, "implementation": "library",
+              "nodes": [linear.name, relu.name], "inputs": tensor_arguments(linear),
+              "outputs": list(relu.outputs),
+              "library_call": RELU_LIBRARY_CALL.format(dtype=dtype, algo=algo)}
+             for head, (linear, relu, dtype, algo) in enumerate(
+                 zip(linears, relus, ("float32", "bfloat16"), algos))]
+    return module, exported, write_bundle(directory, graph, steps)
+
+
+def test_library_ops_run_their_searched_algorithm_through_the_shared_cublaslt_header(tmp_path):
+    _, exported, bundle = two_heads_bundle(tmp_path / "bundle", (3, 5))
+    sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
+    ops = sources.files["forge_ops.cpp"]
+    assert ("forge_runtime::LibraryGemm gemm{at::kFloat, 1, 64, 96, 80, {0, false, 80, 0}, "
+            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 3, "
+            f'"step(s) 0 (task {"1" * 12})"}};' in ops)
+    assert ("forge_runtime::LibraryGemm gemm{at::kBFloat16, 1, 64, 96, 80, {0, false, 80, 0}, "
+            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 5, "
+            f'"step(s) 1 (task {"2" * 12})"}};' in ops)
+    assert f"task {'2' * 64}, candidate candidate-1: cuBLASLt call, heuristic algorithm 5" in ops
+    assert "forge_runtime::RunLibraryGemm(gemm, {in0, in1, in2}, out0, kOp);" in ops
+    # The worker's header, as the repository holds it, is built into the extension.
+    shared = pathlib.Path(__file__).resolve().parents[2] / "runtime" / "extension"
+    assert sources.files["cublaslt_matmul.h"] == (shared / "cublaslt_matmul.h").read_text()
+    assert '#include "cublaslt_matmul.h"' in sources.files["forge_runtime.h"]
+    # Another algorithm is another extension.
+    _, _, other = two_heads_bundle(tmp_path / "other", (3, 6))
+    assert extension_sources(read_plan(other), layouts_of(exported.graph)).name != sources.name
+
+
+def test_an_extension_of_cublaslt_calls_alone_builds_and_links_cublaslt(tmp_path):
+    nvcc_or_skip()
+    _, exported, bundle = two_heads_bundle(tmp_path / "bundle", (0, 0))
+    sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
+    built = build_extension(sources, build_root=tmp_path / "extensions")
+    needed = needed_libraries(built / "build" / f"{sources.name}.so")
+    assert any(library.startswith("libcublasLt.so") for library in needed), needed
+    bf16_head = getattr(torch.ops.forge, sources.ops["2" * 64])
+    assert str(bf16_head.default._schema) == (f"forge::{sources.ops['2' * 64]}(Tensor in0, "
+                                              "Tensor in1, Tensor in2, Tensor(o0!) out0) -> ()")
+
+
+@needs_cuda
+def test_library_ops_match_torch_with_the_first_and_last_heuristic_algorithm(tmp_path):
+    nvcc_or_skip()
+    torch.manual_seed(0)
+    module = TwoHeads().cuda().requires_grad_(False)  # as the executor runs ops: without autograd
+    heads = [(module.fc, torch.float32, 1e-4), (module.fc_bf16, torch.bfloat16, 1e-2)]
+    inputs = [torch.randn(64, 80, device="cuda", dtype=dtype) for _, dtype, _ in heads]
+
+    def run(algos):
+        """Each head's op, built with its algorithm; its output, or the error it raised."""
+        _, exported, bundle = two_heads_bundle(tmp_path / f"bundle-{algos[0]}-{algos[1]}", algos)
+        sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
+        build_extension(sources, build_root=tmp_path / "extensions")
+        results = []
+        for head, ((fc, dtype, _), x) in enumerate(zip(heads, inputs)):
+            out = torch.empty(64, 96, device="cuda", dtype=dtype)
+            try:
+                getattr(torch.ops.forge, sources.ops[str(head + 1) * 64])(x, fc.weight, fc.bias,
+                                                                           out)
+                results.append(out)
+            except RuntimeError as err:
+                results.append(err)
+        return results
+
+    # Past the heuristic's list (it offers at most 8): a clear error naming the step.
+    counts = []
+    for head, error in enumerate(run((8, 8))):
+        assert isinstance(error, RuntimeError), f"head {head} ran algorithm 8"
+        found = re.search(rf"\(step\(s\) {head} \(task {str(head + 1) * 12}\)\): the plan runs "
+                          r"algorithm 8 of cuBLASLt's heuristic list, but on this GPU cuBLASLt "
+                          r"\d+ offers (\d) algorithm", str(error))
+        assert found, str(error)
+        counts.append(int(found.group(1)))
+    assert all(1 <= count <= 8 for count in counts), counts
+    for algos in ((0, 0), tuple(count - 1 for count in counts)):
+        for (fc, dtype, tolerance), x, got in zip(heads, inputs, run(algos)):
+            assert isinstance(got, torch.Tensor), f"{dtype} with algorithms {algos}: {got}"
+            want = torch.relu(x.double() @ fc.weight.double().T + fc.bias.double())
+            torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance,
+                                       msg=lambda m: f"{dtype}, algorithms {algos}: {m}")
+
+
+# The plan as one operator (runtime/extension/plan.cpp.in).
+
+def pointwise_kernel(expression: str, inputs: int, count: int) -> str:
+    """A float32 pointwise kernel in the generated-kernel ABI over `count` elements."""
+    parameters = "".join(f"const float* __restrict__ in{i}, " for i in range(inputs))
+    return (f'extern "C" __global__ void forge_pointwise({parameters}float* __restrict__ out0) {{\n'
+            "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  if (i < {count}) out0[i] = {expression};\n}}\n")
+
+
+def kernel_step(node, expression, count):
+    return {**aten_step("", node), "implementation": "kernel", "kernel_name": "forge_pointwise",
+            "launch": {"grid": [count // 128, 1, 1], "block": [128, 1, 1]},
+            "kernel": pointwise_kernel(expression, len(tensor_arguments(node)), count)}
+
+
+class LlamaWithExtras(nn.Module):
+    """The Llama block, then ATen calls with every kind of argument the graph records (a device,
+    a dtype and keywords, -inf, a string, a tensor list, an optional tensor list with None) and an
+    output that is a view of an intermediate that a kernel writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = LlamaBlock()
+        self.register_buffer("rows", torch.tensor([0, 3]))
+
+    def forward(self, x):
+        h = self.block(x)
+        t = torch.tanh(h)
+        zeros = torch.zeros(2, 16, 64, dtype=torch.float32, device=x.device)
+        masked = t.masked_fill(x > 0.5, float("-inf")).clamp(min=-0.75)
+        mixed = torch.stack([masked, zeros + 1.0]).sum(0)
+        return h, t.view(2, -1), nn.functional.gelu(mixed, approximate="tanh") + \
+            h[:, self.rows].sum()
+
+
+def llama_bundle(directory, model=LlamaBlock):
+    """A plan of the model on (2, 16, 64) inputs: the block's first linear (q_proj) as a cuBLASLt
+    call, its SiLU, its last residual add and any tanh as kernels, every other node an ATen step."""
+    torch.manual_seed(0)
+    module, x = model().eval(), torch.randn(2, 16, 64)
+    exported = forge.export(module, (x,))
+    graph = exported.graph
+    q_proj = node_named(graph, "aten::linear")
+    residual = next(n for n in graph.nodes if list(n.outputs) == [graph.outputs[0].value_name])
+    steps = []
+    for node in graph.nodes:
+        if node is q_proj:
+            step = {**aten_step("", node), "implementation": "library", "library_call": (
+                "cublaslt float32 batch 1 m 32 n 64 k 64 a (input 0 ld 64 batch_stride 0) b "
+                "(input 1 transposed ld 64 batch_stride 0) epilogue NONE bias input -1 algo 0")}
+        elif node is residual:
+            step = kernel_step(node, "in0[i] + in1[i]", 2048)
+        elif node.op == "aten::silu":
+            step = kernel_step(node, "in0[i] / (1.0f + expf(-in0[i]))", 4096)
+        elif node.op == "aten::tanh":
+            step = kernel_step(node, "tanhf(in0[i])", 2048)
+        else:
+            step = aten_step("", node)
+        steps.append({**step, "task": f"{len(steps):064x}"})
+    return module, x, exported, write_bundle(directory, graph, steps)
+
+
+def plan_op_source(sources) -> str:
+    ops = sources.files["forge_ops.cpp"]
+    return ops[ops.index("// The whole plan as one operator"):]
+
+
+def test_the_plan_op_runs_every_step_in_order(tmp_path):
+    _, _, exported, bundle = llama_bundle(tmp_path)
+    graph, plan = exported.graph, read_plan(bundle)
+    sources = extension_sources(plan, layouts_of(graph), graph=graph)
+    digest = sources.name.removeprefix("forge_plan_")
+    assert sources.plan_op.name == f"plan_{digest}"
+    weights = [i.value_name for i in graph.inputs if i.kind != graph_pb2.INPUT_KIND_USER_INPUT]
+    assert sources.plan_op.inputs == ("x", *weights)
+    source = plan_op_source(sources)
+    assert f'm.def("{sources.plan_op.name}(Tensor[] inputs) -> Tensor[]");' in source
+    assert f'm.impl("{sources.plan_op.name}", &forge_plan::RunPlan);' in source
+    steps = source[source.index("void RunSteps("):source.index("std::vector<at::Tensor> RunPlan(")]
+    places = [steps.index(f"  // {step.describe()}: {', '.join(step.nodes)}\n")
+              for step in plan.steps]
+    assert places == sorted(places) and len(places) == len(graph.nodes)
+    place = {name: i for i, name in enumerate(("x", *weights))}
+    library, silu, residual = plan.compiled_steps()
+    assert library.nodes == (node_named(graph, "aten::linear").name,)
+    assert silu.nodes == (node_named(graph, "aten::silu").name,)
+    assert residual.outputs == ("add_5",)
+    call = steps[steps.index(library.describe()):]
+    assert (f"    const at::Tensor in1 = state.Conform(values, {place['p_q_proj_weight']} "
+            "/* p_q_proj_weight */);" in call)
+    assert f"    {sources.ops[library.task]}(in0, in1, out0);\n  }}" in call
+    assert f"{sources.ops[residual.task]}(in0, in1, out0);" in steps
+    # The intermediates that kernels write live in the arena; the plan's output does not.
+    arena = re.search(r"kArenaValues = \{(.*)\};", source).group(1)
+    assert re.findall(r"/\* (\w+) \*/", arena) == [library.outputs[0], silu.outputs[0]]
+    assert re.search(r"kOutputs\[\] = \{\d+ /\* add_5 \*/\};", source)
+    # ATen steps call their nodes by schema, with the graph's arguments as IValues.
+    add = node_named(graph, "aten::add")  # RMSNorm's variance + eps: a float for a Tensor
+    epsilon = re.escape((1e-6).hex())
+    assert re.search(
+        rf'\{{"{add.name}", "aten::add", "Tensor",\n'
+        r'     \{Value\("self", Pass::kPositional, \d+ /\* mean \*/\),\n'
+        rf'      Constant\("other", Pass::kPositional, c10::IValue\({epsilon}\)\)\}},\n'
+        rf'     \{{\d+ /\* {add.name} \*/\}}\}}', source)
+    assert re.search(r'Constant\("dim", Pass::kPositional, '
+                     r'c10::IValue\(std::vector<int64_t>\{-1\}\)\),\n'
+                     r'      Constant\("keepdim", Pass::kPositional, c10::IValue\(true\)\)', source)
+    assert re.search(r'"aten::scaled_dot_product_attention", "",\n.*\n.*\n.*\n'
+                     r'      Constant\("attn_mask", Pass::kPositional, c10::IValue\(\)\),\n'
+                     r'      Constant\("dropout_p", Pass::kPositional, '
+                     r'c10::IValue\(0x0.0p\+0\)\),\n'
+                     r'      Constant\("is_causal", Pass::kPositional, c10::IValue\(true\)\)\},',
+                     source)
+    split = node_named(graph, "aten::split")
+    assert re.search(rf"\{{(\d+) /\* {split.name}.0 \*/, (\d+) /\* {split.name}.1 \*/\}}", source)
+    # Without the graph there is no plan op, and the per-task ops are the same.
+    alone = extension_sources(plan, layouts_of(graph))
+    assert alone.plan_op is None and "forge_plan::" not in alone.files["forge_ops.cpp"]
+    assert alone.name != sources.name and list(alone.ops) == list(sources.ops)
+
+
+def test_the_plan_op_converts_every_kind_of_argument(tmp_path):
+    _, _, exported, bundle = llama_bundle(tmp_path, LlamaWithExtras)
+    graph = exported.graph
+    source = plan_op_source(extension_sources(read_plan(bundle), layouts_of(graph), graph=graph))
+    for expected in [
+            # The device is the plan's, not the export's; keyword-only arguments go by name.
+            'Constant("dtype", Pass::kKeyword, c10::IValue(at::kFloat))',
+            'PlanDevice("device", Pass::kKeyword)',
+            'Constant("value", Pass::kPositional, '
+            "c10::IValue(-std::numeric_limits<double>::infinity()))",
+            'Constant("approximate", Pass::kKeyword, c10::IValue(std::string("tanh", 4)))',
+            r'Values\("tensors", Pass::kPositional, \{\d+ /\* clamp \*/, \d+ /\* add_\d+ \*/\}\)',
+            r'OptionalValues\("indices", Pass::kPositional, \{-1, \d+ /\* b_rows \*/\}\)',
+            'Constant("size", Pass::kPositional, c10::IValue(std::vector<int64_t>{2, 16, 64}))']:
+        assert re.search(expected if "\\" in expected else re.escape(expected), source), expected
+
+
+def test_a_plan_without_the_extension_is_sequenced_in_python(tmp_path):
+    module, x, _, bundle = llama_bundle(tmp_path)
+    optimized = load_plan(bundle, module, aten_only=True)
+    assert optimized.plan_op is None
+    torch.testing.assert_close(optimized(x), module(x))
+
+
+@pytest.fixture(scope="module")
+def llama_extension(tmp_path_factory):
+    """The extended Llama plan's extension, with its plan op, built once for the tests below."""
+    nvcc_or_skip()
+    directory = tmp_path_factory.mktemp("llama_plan")
+    module, x, exported, bundle = llama_bundle(directory / "bundle", LlamaWithExtras)
+    sources = extension_sources(read_plan(bundle), layouts_of(exported.graph),
+                                graph=exported.graph)
+    build_extension(sources, build_root=directory / "extensions")
+    return types.SimpleNamespace(module=module, x=x, graph=exported.graph, bundle=bundle,
+                                 sources=sources, build_root=directory / "extensions")
+
+
+def test_the_plan_op_builds_and_is_registered(llama_extension):
+    name = llama_extension.sources.plan_op.name
+    plan_op, arena = getattr(torch.ops.forge, name), getattr(torch.ops.forge, f"{name}_arena")
+    assert str(plan_op.default._schema) == f"forge::{name}(Tensor[] inputs) -> Tensor[]"
+    assert str(arena.default._schema) == f"forge::{name}_arena(Device device) -> Tensor[]"
+    if not torch.cuda.is_available():
+        assert arena(torch.device("cuda", 0)) == []  # nothing ran there
+        with pytest.raises(NotImplementedError, match="CPU"):
+            plan_op([llama_extension.x])
+
+
+def plan_op_arguments(extension, x):
+    """The plan op's inputs for user input x: x, then the module's weights on the GPU."""
+    weights = bind_weights(extension.graph, extension.module, x.device)
+    return [x] + [weights[name] for name in extension.sources.plan_op.inputs[1:]]
+
+
+@needs_cuda
+@pytest.mark.parametrize("cuda_graphs", [True, False])
+def test_the_plan_op_equals_the_plan_sequenced_in_python(llama_extension, cuda_graphs):
+    extension = llama_extension
+    module = extension.module.cuda()
+    device = torch.device("cuda", torch.cuda.current_device())
+    optimized = load_plan(extension.bundle, module, cuda_graphs=cuda_graphs,
+                          build_root=extension.build_root)
+    assert optimized.plan_op == extension.sources.plan_op.name
+    stepped = PlanModule(read_plan(extension.bundle), extension.graph,
+                         bind_weights(extension.graph, module, device),
+                         extension.sources.ops, device, cuda_graphs=cuda_graphs,
+                         output_structure=None)
+    assert stepped.plan_op is None
+    x = extension.x.cuda()
+    for inputs in (x, torch.randn_like(x), x.transpose(0, 1).contiguous().transpose(0, 1)):
+        got, want = optimized(inputs), stepped(inputs)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+        for g, w in zip(got, module(inputs)):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert optimized.uses_cuda_graph == stepped.uses_cuda_graph == cuda_graphs
+
+
+@needs_cuda
+def test_the_plan_op_reuses_its_arena_and_returns_fresh_outputs(llama_extension):
+    extension = llama_extension
+    extension.module.cuda()
+    name = extension.sources.plan_op.name
+    plan_op, arena = getattr(torch.ops.forge, name), getattr(torch.ops.forge, f"{name}_arena")
+    x = extension.x.cuda()
+    with torch.no_grad():
+        first = plan_op(plan_op_arguments(extension, x))
+        kept = [t.clone() for t in first]
+        buffers = [t.data_ptr() for t in arena(x.device)]
+        second = plan_op(plan_op_arguments(extension, torch.randn_like(x)))
+    # q_proj's product, the SiLU and the tanh: allocated at the first call, written by both.
+    assert len(buffers) == 3 and [t.data_ptr() for t in arena(x.device)] == buffers
+    # The outputs are the caller's, the view of the tanh included: the second call did not
+    # overwrite the first's.
+    for a, b, k in zip(first, second, kept):
+        assert torch.equal(a, k) and not torch.equal(a, b)
+        assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+        assert a.untyped_storage().data_ptr() not in buffers
+
+
+@needs_cuda
+def test_the_plan_op_refuses_inputs_of_other_shapes(llama_extension):
+    extension = llama_extension
+    extension.module.cuda()
+    name = extension.sources.plan_op.name
+    arguments = plan_op_arguments(extension, torch.randn(4, 16, 64, device="cuda"))
+    with pytest.raises(RuntimeError, match=rf"forge::{name}: input 0 \('x'\) must be "
+                                           r"Float\[2, 16, 64\].*got Float\[4, 16, 64\]"):
+        getattr(torch.ops.forge, name)(arguments)
+    with pytest.raises(RuntimeError, match=rf"takes {len(arguments)} tensors"):
+        getattr(torch.ops.forge, name)(arguments[:1])

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/codegen/gemm_library.h"
+#include "runtime/extension/cublaslt_matmul.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/judge.h"
 
@@ -33,12 +34,13 @@ struct GemmOperands {
   CUdeviceptr d = 0;
 };
 
-// A cuBLASLt handle for one device, the matmul plans (descriptors and heuristic list) cached per
-// call shape, dtype, epilogue and operand alignment, and a workspace per stream.
+// A cuBLASLt handle for one device, the matmul plans (descriptors and heuristic list, made by
+// runtime/extension/cublaslt_matmul.h as generated extensions make them) cached per call shape,
+// dtype, epilogue and operand alignment, and a workspace per stream.
 class CublasLtGemm {
  public:
-  // Workspace offered to cuBLASLt per stream (what NVIDIA advises for Hopper).
-  static constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
+  // Workspace offered to cuBLASLt per stream.
+  static constexpr uint64_t kWorkspaceBytes = forge_cublaslt::kWorkspaceBytes;
 
   // Unavailable when there is no usable GPU (gpu::DriverStatus); Internal when cuBLASLt fails.
   static absl::StatusOr<std::unique_ptr<CublasLtGemm>> Create(const gpu::Device& device);
@@ -56,11 +58,9 @@ class CublasLtGemm {
                    CUstream stream);
 
  private:
-  struct Plan;
-
   CublasLtGemm(const gpu::Device& device, cublasLtHandle_t handle);
-  absl::StatusOr<const Plan*> PlanFor(const codegen::LibraryGemmCall& call,
-                                      const GemmOperands& operands)
+  absl::StatusOr<forge_cublaslt::MatmulPlan*> PlanFor(const codegen::LibraryGemmCall& call,
+                                                      const GemmOperands& operands)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<const gpu::DeviceBuffer*> WorkspaceFor(CUstream stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -69,7 +69,8 @@ class CublasLtGemm {
   cublasLtHandle_t handle_;
   absl::Mutex mutex_;
   // By the call's description without algo and input positions, plus the operands' alignments.
-  std::map<std::string, std::unique_ptr<Plan>> plans_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, std::unique_ptr<forge_cublaslt::MatmulPlan>> plans_
+      ABSL_GUARDED_BY(mutex_);
   std::map<CUstream, gpu::DeviceBuffer> workspaces_ ABSL_GUARDED_BY(mutex_);
 };
 

@@ -5,8 +5,10 @@
 
 load_plan builds the bundle's PyTorch extension on this machine (nvcc, torch.utils.cpp_extension;
 cached by the bundle's digest), which registers one custom operator per task that runs a
-generated kernel or a cuBLASLt call (torch.ops.forge.*), and returns a PlanModule that runs the
-plan's steps in order, under a CUDA graph when it can.
+generated kernel or a cuBLASLt call and one that runs the whole plan (torch.ops.forge.*), and
+returns a PlanModule that calls the plan's op, under a CUDA graph when it can. With aten_only
+(which also runs on the CPU), or when no step needs the extension, the PlanModule sequences the
+steps in Python instead.
 """
 
 from __future__ import annotations
@@ -157,16 +159,17 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
             reason = step.source_error or "its kernel source is missing"
             log.warning("forge: %s runs as ATen calls: %s", step.describe(), reason)
     ops: dict[str, str] = {}
+    plan_op = None
     if compiled:
         if device.type != "cuda":
             raise PlanError(f"{compiled[0].describe()} runs on a CUDA GPU; the plan was asked to "
                             f"run on {device} (pass aten_only=True to run every step through ATen)")
         layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
-        sources = extension_sources(plan, layouts, _target_arch(plan, device))
+        sources = extension_sources(plan, layouts, _target_arch(plan, device), graph=graph)
         build_extension(sources, build_root=build_root, verbose=verbose)
-        ops = sources.ops
+        ops, plan_op = sources.ops, sources.plan_op
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
-                      output_structure=output_structure)
+                      output_structure=output_structure, plan_op=plan_op)
 
 
 __all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_extension",

@@ -1,6 +1,9 @@
 """The plan executor: an nn.Module whose forward runs a plan's steps in order.
 
-Kernel and library steps call the extension's ops (torch.ops.forge.*) on tensors of exactly the
+When the extension is built, forward is one call of its plan op (torch.ops.forge.plan_*), which
+runs the steps in C++ (runtime/extension/plan.cpp.in) exactly as this module would. Otherwise
+(aten_only, which also runs on the CPU, or a plan without kernel or library steps) the steps are
+sequenced here, the reference path: kernel and library steps call the extension's ops (torch.ops.forge.*) on tensors of exactly the
 layouts their kernels were generated for (a value that arrives with other strides or alignment
 is copied into one that has them first); ATen steps call their nodes' operators by schema name
 (torch.ops.aten.<op>.<overload>) with the arguments the graph records. Weights are the module's
@@ -15,6 +18,8 @@ failure is logged and the plan runs eagerly from then on.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from typing import Callable, Mapping, Sequence
 
@@ -33,58 +38,128 @@ WARMUP_RUNS = 2  # eager runs before capture: cuBLAS handles, workspaces and laz
 VECTOR_BYTES = 16  # the widest access a generated kernel makes
 
 
-def _overload(node, where: str):
+_CONSTANT_KINDS = {"int_value": "int", "float_value": "float", "bool_value": "bool",
+                   "string_value": "string", "ints": "ints", "floats": "floats", "bools": "bools"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedArgument:
+    """One argument of a node as the graph records it, decoded once. The Python executor passes
+    it to torch.ops, and the plan op's generated C++ (extension.py) converts it to an IValue: both
+    follow this one description."""
+
+    name: str
+    keyword: bool  # passed by name (keyword-only in the schema)
+    # What the value is, by kind. Values of the table: "tensor", a value name; "tensors", value
+    # names; "optional_tensors", value names or None. Constants: "int", "float", "bool",
+    # "string", "none", "ints", "floats", "bools" (tuples), "dtype" (a torch.dtype), "layout",
+    # "memory_format" (torch's). "device": None, for the plan's device (the graph recorded the
+    # export's; the plan runs on its own, as the C++ reference interpreter does).
+    kind: str
+    value: object
+
+    @staticmethod
+    def of(arg, where: str) -> "RecordedArgument":
+        """Decodes a forge.v1.Argument."""
+        kind = arg.WhichOneof("value")
+        decoded = functools.partial(RecordedArgument, arg.name, arg.keyword)
+        if kind == "tensor":
+            return decoded("tensor", arg.tensor)
+        if kind == "optional_tensor":
+            if not arg.optional_tensor.HasField("value_name"):
+                return decoded("none", None)
+            return decoded("tensor", arg.optional_tensor.value_name)
+        if kind == "tensors":
+            return decoded("tensors", tuple(arg.tensors.value_names))
+        if kind == "optional_tensors":
+            return decoded("optional_tensors", tuple(
+                i.value_name if i.HasField("value_name") else None
+                for i in arg.optional_tensors.items))
+        if kind in ("int_value", "float_value", "bool_value", "string_value"):
+            return decoded(_CONSTANT_KINDS[kind], getattr(arg, kind))
+        if kind in ("ints", "floats", "bools"):
+            return decoded(kind, tuple(getattr(arg, kind).values))
+        if kind == "none":
+            return decoded("none", None)
+        if kind == "dtype":
+            return decoded("dtype", _TORCH_DTYPES[arg.dtype])
+        if kind == "device":
+            return decoded("device", None)
+        if kind == "layout":
+            return decoded("layout", _TORCH_LAYOUTS.get(arg.layout, torch.strided))
+        if kind == "memory_format":
+            return decoded("memory_format", _TORCH_MEMORY_FORMATS[arg.memory_format])
+        raise PlanError(f"{where}: argument '{arg.name}' has no value the runtime knows ({kind})")
+
+
+@dataclasses.dataclass(frozen=True)
+class AtenNode:
+    """A node of the graph that a step runs as its operator, called by schema name."""
+
+    name: str
+    op: str  # qualified, "aten::addmm"
+    overload: str  # as torch.ops spells it: "default", "Tensor"
+    arguments: tuple[RecordedArgument, ...]  # in schema order, trailing defaults omitted
+    outputs: tuple[str, ...]  # value names; "<node>.<i>" for the elements of a tuple result
+
+    @staticmethod
+    def of(node) -> "AtenNode":
+        where = f"node '{node.name}'"
+        return AtenNode(node.name, node.op, node.overload or "default",
+                        tuple(RecordedArgument.of(a, where) for a in node.arguments),
+                        tuple(node.outputs))
+
+
+def aten_nodes(step: Step, nodes: Mapping[str, object]) -> list[AtenNode]:
+    """The nodes a step runs when it runs as ATen calls, in order; `nodes` maps the graph's node
+    names to its forge.v1.Node."""
+    unknown = [name for name in step.nodes if name not in nodes]
+    if unknown:
+        raise PlanError(f"{step.describe()}: node '{unknown[0]}' is not in the graph")
+    return [AtenNode.of(nodes[name]) for name in step.nodes]
+
+
+def user_inputs(graph) -> list[str]:
+    """The values of the graph's user inputs, in the order forward takes them."""
+    return [i.value_name for i in graph.inputs if i.kind == graph_pb2.INPUT_KIND_USER_INPUT]
+
+
+def user_outputs(graph) -> list[str]:
+    """The values of the graph's user outputs, in the order the module returns them."""
+    return [o.value_name for o in graph.outputs if o.kind == graph_pb2.OUTPUT_KIND_USER_OUTPUT]
+
+
+def _overload(node: AtenNode):
     namespace, _, name = node.op.partition("::")
     try:
-        return getattr(getattr(getattr(torch.ops, namespace), name), node.overload or "default")
+        return getattr(getattr(getattr(torch.ops, namespace), name), node.overload)
     except (AttributeError, RuntimeError) as err:
-        raise PlanError(f"{where}: operator {node.op}.{node.overload} is not known to this "
-                        f"PyTorch ({torch.__version__})") from err
+        raise PlanError(f"node '{node.name}': operator {node.op}.{node.overload} is not known to "
+                        f"this PyTorch ({torch.__version__})") from err
 
 
-def _argument(arg, device: torch.device, where: str) -> Callable[[dict], object]:
+def _argument(argument: RecordedArgument, device: torch.device) -> Callable[[dict], object]:
     """A function of the value environment that yields the argument's value."""
-    kind = arg.WhichOneof("value")
-    if kind == "tensor":
-        return lambda env, name=arg.tensor: env[name]
-    if kind == "optional_tensor":
-        if not arg.optional_tensor.HasField("value_name"):
-            return lambda env: None
-        return lambda env, name=arg.optional_tensor.value_name: env[name]
-    if kind == "tensors":
-        names = list(arg.tensors.value_names)
-        return lambda env: [env[name] for name in names]
-    if kind == "optional_tensors":
-        names = [i.value_name if i.HasField("value_name") else None
-                 for i in arg.optional_tensors.items]
-        return lambda env: [None if name is None else env[name] for name in names]
-    if kind in ("int_value", "float_value", "bool_value", "string_value"):
-        constant = getattr(arg, kind)
-    elif kind in ("ints", "floats", "bools"):
-        constant = list(getattr(arg, kind).values)
-    elif kind == "none":
-        constant = None
-    elif kind == "dtype":
-        constant = _TORCH_DTYPES[arg.dtype]
-    elif kind == "device":
-        constant = device  # the graph recorded the export's device; the plan runs on this one
-    elif kind == "layout":
-        constant = _TORCH_LAYOUTS.get(arg.layout, torch.strided)
-    elif kind == "memory_format":
-        constant = _TORCH_MEMORY_FORMATS[arg.memory_format]
-    else:
-        raise PlanError(f"{where}: argument '{arg.name}' has no value the runtime knows ({kind})")
+    if argument.kind == "tensor":
+        return lambda env, name=argument.value: env[name]
+    if argument.kind == "tensors":
+        return lambda env, names=argument.value: [env[name] for name in names]
+    if argument.kind == "optional_tensors":
+        return lambda env, names=argument.value: [None if name is None else env[name]
+                                                  for name in names]
+    constant = device if argument.kind == "device" else argument.value
+    if isinstance(constant, tuple):
+        constant = list(constant)
     return lambda env: constant
 
 
 class _AtenCall:
     """One node of the graph, called through the dispatcher."""
 
-    def __init__(self, node, device: torch.device):
-        where = f"node '{node.name}'"
-        self.op = _overload(node, where)
-        self.positional = [_argument(a, device, where) for a in node.arguments if not a.keyword]
-        self.keywords = {a.name: _argument(a, device, where) for a in node.arguments if a.keyword}
+    def __init__(self, node: AtenNode, device: torch.device):
+        self.op = _overload(node)
+        self.positional = [_argument(a, device) for a in node.arguments if not a.keyword]
+        self.keywords = {a.name: _argument(a, device) for a in node.arguments if a.keyword}
         self.outputs = list(node.outputs)
 
     def __call__(self, env: dict) -> None:
@@ -95,6 +170,17 @@ class _AtenCall:
         env.update(zip(self.outputs, result))
 
 
+@dataclasses.dataclass(frozen=True)
+class PlanOp:
+    """The extension's operator that runs the whole plan (runtime/extension/plan.cpp.in):
+    torch.ops.forge.<name>(Tensor[] inputs) -> Tensor[], taking the values `inputs` names (the
+    graph's user inputs in order, then the weights and constants the plan reads) and returning
+    the graph's user outputs."""
+
+    name: str
+    inputs: tuple[str, ...]
+
+
 def _aligned(tensor: torch.Tensor) -> bool:
     """The judge runs kernels on buffers that start at an allocation, so kernels may access
     their arguments in 16-byte vectors: a tensor that starts elsewhere is staged."""
@@ -103,24 +189,35 @@ def _aligned(tensor: torch.Tensor) -> bool:
 
 class PlanModule(torch.nn.Module):
     """Runs a result bundle's plan (see forge.runtime.load_plan). Inference only: forward runs
-    under torch.no_grad. Its inputs must have the example inputs' shapes and dtypes."""
+    under torch.no_grad. Its inputs must have the example inputs' shapes and dtypes.
+
+    With `plan_op` (the extension's operator for the whole plan) forward makes that one call;
+    without, it sequences the steps in Python: the reference path, which also runs on the CPU."""
 
     def __init__(self, plan: Plan, graph, weights: Mapping[str, torch.Tensor],
                  ops: Mapping[str, str], device: torch.device, *, cuda_graphs: bool,
-                 output_structure: pytree.TreeSpec | None):
+                 output_structure: pytree.TreeSpec | None, plan_op: PlanOp | None = None):
         super().__init__()
         self.plan = plan
         self.device = device
         self.ops = dict(ops)  # task digest -> name under torch.ops.forge
         self._layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
         self._weights = dict(weights)
-        self._inputs = [i.value_name for i in graph.inputs
-                        if i.kind == graph_pb2.INPUT_KIND_USER_INPUT]
-        self._outputs = [o.value_name for o in graph.outputs
-                         if o.kind == graph_pb2.OUTPUT_KIND_USER_OUTPUT]
+        self._inputs = user_inputs(graph)
+        self._outputs = user_outputs(graph)
         self._output_structure = output_structure
-        nodes = {node.name: node for node in graph.nodes}
-        self._steps = [self._compile(step, nodes) for step in plan.steps]
+        # The name of the op that runs the whole plan under torch.ops.forge; None when the steps
+        # are sequenced in Python.
+        self.plan_op: str | None = None
+        self._steps: list[Callable[[dict], None]] = []
+        if plan_op is not None:
+            self.plan_op = plan_op.name
+            self._plan_call = getattr(torch.ops.forge, plan_op.name)
+            self._plan_weights = [self._weights[name]
+                                  for name in plan_op.inputs[len(self._inputs):]]
+        else:
+            nodes = {node.name: node for node in graph.nodes}
+            self._steps = [self._compile(step, nodes) for step in plan.steps]
         self._use_cuda_graph = cuda_graphs and device.type == "cuda"
         self._graph: torch.cuda.CUDAGraph | None = None
         self._static_inputs: list[torch.Tensor] = []
@@ -129,10 +226,7 @@ class PlanModule(torch.nn.Module):
 
     def _compile(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
         if step.task not in self.ops:
-            unknown = [name for name in step.nodes if name not in nodes]
-            if unknown:
-                raise PlanError(f"{step.describe()}: node '{unknown[0]}' is not in the graph")
-            calls = [_AtenCall(nodes[name], self.device) for name in step.nodes]
+            calls = [_AtenCall(node, self.device) for node in aten_nodes(step, nodes)]
 
             def run_aten(env: dict) -> None:
                 for call in calls:
@@ -160,6 +254,8 @@ class PlanModule(torch.nn.Module):
         return staged
 
     def _run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        if self.plan_op is not None:
+            return list(self._plan_call([*inputs, *self._plan_weights]))
         env = dict(self._weights)
         env.update(zip(self._inputs, inputs))
         for step in self._steps:
@@ -238,4 +334,4 @@ class PlanModule(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"job={self.plan.job!r}, model={self.plan.model!r}, steps: "
                 f"{self.step_summary()}, device={self.device}, "
-                f"cuda_graphs={self._use_cuda_graph}")
+                f"cuda_graphs={self._use_cuda_graph}, plan_op={self.plan_op!r}")

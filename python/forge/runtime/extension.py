@@ -2,16 +2,18 @@
 their build with torch.utils.cpp_extension (nvcc and the host compiler of this machine).
 
 One custom operator per task that the plan runs as a generated kernel or a cuBLASLt call,
-torch.ops.forge.<kind>_<task>_<digest>(inputs..., outputs...) -> (). The name carries the first
-digits of the extension's digest, so that plans of different models sharing a task can be loaded
-into one process. Builds are cached under the cache directory by that digest: the same plan on the
-same torch, CUDA and architecture builds once.
+torch.ops.forge.<kind>_<task>_<digest>(inputs..., outputs...) -> (), and, when the graph is
+given, one for the whole plan, torch.ops.forge.plan_<digest>(Tensor[] inputs) -> Tensor[]. The
+names carry the first digits of the extension's digest, so that plans of different models sharing
+a task can be loaded into one process. Builds are cached under the cache directory by that
+digest: the same plan on the same torch, CUDA and architecture builds once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import pathlib
 import re
@@ -20,11 +22,15 @@ from typing import Mapping
 
 import torch
 
+from forge._protos import graph_pb2
+from forge.runtime.executor import (VECTOR_BYTES, AtenNode, PlanOp, RecordedArgument, aten_nodes,
+                                    user_inputs, user_outputs)
 from forge.runtime.plan import Plan, PlanError, Step, TensorLayout
 
 _RUNTIME_ROOT = pathlib.Path(os.environ.get(
     "FORGE_RUNTIME_ROOT", pathlib.Path(__file__).resolve().parents[3] / "runtime"))
-_TEMPLATE_FILES = ("forge_runtime.h", "ops.cpp.in", "kernel.cu.in")
+_TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "ops.cpp.in", "kernel.cu.in",
+                   "plan.cpp.in")
 
 _SCALAR_TYPES = {
     torch.float64: "at::kDouble", torch.float32: "at::kFloat", torch.float16: "at::kHalf",
@@ -81,6 +87,7 @@ class ExtensionSources:
     files: dict[str, str]  # file name -> text
     ops: dict[str, str]  # task digest -> op name under torch.ops.forge
     cuda_flags: list[str]
+    plan_op: PlanOp | None = None  # the op that runs the whole plan (built with the graph)
 
 
 def _cpp_list(values) -> str:
@@ -93,8 +100,9 @@ def _layout_literal(layout: TensorLayout) -> str:
 
 
 class _Generator:
-    def __init__(self, plan: Plan, layouts: Mapping[str, TensorLayout], target_arch: str):
-        self.plan, self.layouts, self.target_arch = plan, layouts, target_arch
+    def __init__(self, plan: Plan, layouts: Mapping[str, TensorLayout], target_arch: str,
+                 graph=None):
+        self.plan, self.layouts, self.target_arch, self.graph = plan, layouts, target_arch, graph
         self.templates = _templates()
         # One op per task: every instance of a task runs its one winner.
         self.steps: dict[str, list[Step]] = {}
@@ -122,6 +130,10 @@ class _Generator:
                              [self.layouts[v] for v in step.inputs + step.outputs])).encode())
             if step.source is not None:
                 sha.update(step.source.read_bytes())
+        if self.graph is not None:  # the plan op runs every step, the graph's nodes included
+            sha.update(self.graph.SerializeToString(deterministic=True))
+            sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs)
+                             for s in self.plan.steps]).encode())
         return sha.hexdigest()
 
     def kernel_file(self, step: Step, symbol: str, launcher: str) -> str:
@@ -157,7 +169,8 @@ class _Generator:
                 f"  const forge_runtime::LibraryGemm gemm{{{_SCALAR_TYPES[call.dtype]}, "
                 f"{call.batch}, {call.m}, {call.n}, {call.k}, {operand(call.a)}, "
                 f"{operand(call.b)}, forge_runtime::Epilogue::{_EPILOGUES[call.epilogue]}, "
-                f"{call.bias_input}}};")
+                f'{call.bias_input}, {call.algo}, '
+                f'"step(s) {self.step_indices(step)} (task {step.task[:12]})"}};')
             if launcher is None:
                 lines.append(f"  forge_runtime::RunLibraryGemm(gemm, {_cpp_list(inputs)}, out0, "
                              "kOp);")
@@ -176,14 +189,18 @@ class _Generator:
         lines.append("}")
         return "\n".join(lines)
 
+    def step_indices(self, step: Step) -> str:
+        """The plan steps that run step's task, "3, 7": they share its op."""
+        return ", ".join(str(s.index) for s in self.steps[step.task])
+
     def describe(self, step: Step) -> str:
-        steps = ", ".join(str(s.index) for s in self.steps[step.task])
         if step.implementation == "kernel":
             what = f"generated kernel {step.kernel_name}"
         else:
-            what = "cuBLASLt call through ATen" + (f", then kernel {step.kernel_name}"
-                                                   if step.kernel_name else "")
-        return f"step(s) {steps}: task {step.task}, candidate {step.candidate}: {what}"
+            what = (f"cuBLASLt call, heuristic algorithm {step.library_call.algo}"
+                    + (f", then kernel {step.kernel_name}" if step.kernel_name else ""))
+        return (f"step(s) {self.step_indices(step)}: task {step.task}, candidate "
+                f"{step.candidate}: {what}")
 
     def generate(self) -> ExtensionSources:
         digest = self.digest()
@@ -213,19 +230,198 @@ class _Generator:
             "MODEL": self.plan.model or "-", "LAUNCHER_DECLARATIONS": "\n".join(declarations),
             "OPS": "\n\n".join(bodies), "SCHEMAS": "\n".join(schemas),
             "IMPLEMENTATIONS": "\n".join(implementations)})
-        files["forge_runtime.h"] = self.templates["forge_runtime.h"]
+        plan_op = None
+        if self.graph is not None:
+            plan_source = _PlanOpGenerator(self.plan, self.graph, self.layouts, ops)
+            if plan_source.inputs and plan_source.outputs:  # an op without tensors can't dispatch
+                plan_op = PlanOp(f"plan_{digest[:16]}", tuple(plan_source.inputs))
+                # In the ops' translation unit: the steps call the ops' functions directly.
+                files["forge_ops.cpp"] += "\n" + plan_source.generate(
+                    self.templates["plan.cpp.in"], plan_op.name)
+        for header in ("forge_runtime.h", "cublaslt_matmul.h"):
+            files[header] = self.templates[header]
         return ExtensionSources(name=f"forge_plan_{digest[:16]}", files=files, ops=ops,
-                                cuda_flags=gencode_flags(self.target_arch))
+                                cuda_flags=gencode_flags(self.target_arch), plan_op=plan_op)
+
+
+class _PlanOpGenerator:
+    """The plan op's source (plan.cpp.in): the plan's steps in order over a table of values, each
+    kernel or library step calling its task's op function, each ATen step its nodes' operators,
+    with the arguments that executor.RecordedArgument describes for the Python executor too."""
+
+    def __init__(self, plan: Plan, graph, layouts: Mapping[str, TensorLayout],
+                 ops: Mapping[str, str]):
+        self.layouts, self.ops = layouts, ops
+        nodes = {node.name: node for node in graph.nodes}
+        # Each step with the nodes it calls as ATen operators; None for a step that calls its
+        # task's op.
+        self.steps: list[tuple[Step, list[AtenNode] | None]] = [
+            (step, None if step.task in ops else aten_nodes(step, nodes)) for step in plan.steps]
+        reads = {name for step, calls in self.steps for name in self.reads(step, calls)}
+        self.outputs = user_outputs(graph)
+        weights = [i.value_name for i in graph.inputs
+                   if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
+                   reads | set(self.outputs)]
+        self.inputs = user_inputs(graph) + weights
+        # Places in the table: the inputs, then the values in the order steps write them.
+        self.places = {name: place for place, name in enumerate(self.inputs)}
+        for step, calls in self.steps:
+            missing = [name for name in self.reads(step, calls) if name not in self.places]
+            if missing:
+                raise PlanError(f"{step.describe()} reads '{missing[0]}', which neither the "
+                                "graph's inputs nor an earlier step give")
+            for name in self.writes(step, calls):
+                self.places.setdefault(name, len(self.places))
+        for name in self.outputs:
+            if name not in self.places:
+                raise PlanError(f"the graph's output '{name}' is written by no step of the plan")
+        for name in self.places:
+            if name not in layouts or layouts[name].dtype not in _SCALAR_TYPES:
+                raise PlanError(f"value '{name}' has no layout the plan op can hold")
+
+    @staticmethod
+    def reads(step: Step, calls: list[AtenNode] | None) -> list[str]:
+        if calls is None:
+            return list(step.inputs)
+        names = []
+        for call in calls:
+            for argument in call.arguments:
+                if argument.kind == "tensor":
+                    names.append(argument.value)
+                elif argument.kind in ("tensors", "optional_tensors"):
+                    names += [name for name in argument.value if name is not None]
+        return names
+
+    @staticmethod
+    def writes(step: Step, calls: list[AtenNode] | None) -> list[str]:
+        return list(step.outputs) if calls is None else [o for call in calls for o in call.outputs]
+
+    def place(self, name: str | None) -> str:
+        return "-1" if name is None else f"{self.places[name]} /* {_cpp_comment(name)} */"
+
+    def argument(self, argument: RecordedArgument) -> str:
+        head = (f"{_cpp_string(argument.name)}, "
+                f"Pass::{'kKeyword' if argument.keyword else 'kPositional'}")
+        if argument.kind == "tensor":
+            return f"Value({head}, {self.place(argument.value)})"
+        if argument.kind in ("tensors", "optional_tensors"):
+            function = "Values" if argument.kind == "tensors" else "OptionalValues"
+            return f"{function}({head}, {_cpp_list(self.place(n) for n in argument.value)})"
+        if argument.kind == "device":
+            return f"PlanDevice({head})"
+        return f"Constant({head}, {_ivalue(argument)})"
+
+    def node(self, call: AtenNode) -> str:
+        overload = "" if call.overload == "default" else call.overload
+        arguments = ",\n      ".join(self.argument(a) for a in call.arguments)
+        return (f"    {{{_cpp_string(call.name)}, {_cpp_string(call.op)}, "
+                f"{_cpp_string(overload)},\n"
+                f"     {{{arguments}}},\n"
+                f"     {_cpp_list(self.place(o) for o in call.outputs)}}}")
+
+    def step(self, step: Step, calls: list[AtenNode] | None, first_call: int) -> str:
+        header = f"  // {_cpp_comment(step.describe())}: {_cpp_comment(', '.join(step.nodes))}"
+        if calls is not None:
+            return "\n".join([header] + [
+                f"  state.Aten({first_call + i}).Run(values);  // {call.op}.{call.overload}"
+                for i, call in enumerate(calls)])
+        inputs = [f"in{i}" for i in range(len(step.inputs))]
+        outputs = [f"out{i}" for i in range(len(step.outputs))]
+        lines = [header, "  {"]
+        lines += [f"    const at::Tensor {variable} = state.Conform(values, {self.place(name)});"
+                  for variable, name in zip(inputs, step.inputs)]
+        lines += [f"    const at::Tensor {variable} = state.Produce(values, {self.place(name)});"
+                  for variable, name in zip(outputs, step.outputs)]
+        lines += [f"    {self.ops[step.task]}({', '.join(inputs + outputs)});", "  }"]
+        return "\n".join(lines)
+
+    def generate(self, template: str, name: str) -> str:
+        steps, nodes = [], []
+        for step, calls in self.steps:
+            steps.append(self.step(step, calls, len(nodes)))
+            nodes += [self.node(call) for call in calls or ()]
+        outputs = set(self.outputs)
+        arena = [name for step, calls in self.steps if calls is None for name in step.outputs
+                 if name not in outputs]
+        return _fill(template, {
+            "PLAN_OP": name, "VECTOR_BYTES": VECTOR_BYTES, "VALUE_COUNT": len(self.places),
+            "VALUE_NAMES": _cpp_list(_cpp_string(n) for n in self.places),
+            "INPUTS": _cpp_list(self.place(n) for n in self.inputs),
+            "OUTPUTS": _cpp_list(self.place(n) for n in self.outputs),
+            "ARENA_VALUES": _cpp_list(self.place(n) for n in arena),
+            "LAYOUTS": ",\n".join(f"    {_layout_literal(self.layouts[n])}" for n in self.places),
+            "ATEN_NODES": ",\n".join(nodes), "STEPS": "\n".join(steps)})
+
+
+_CPP_LAYOUTS = {torch.strided: "at::kStrided", torch.sparse_coo: "at::kSparse",
+                torch.sparse_csr: "at::kSparseCsr", torch.sparse_csc: "at::kSparseCsc",
+                torch.sparse_bsr: "at::kSparseBsr", torch.sparse_bsc: "at::kSparseBsc"}
+_CPP_MEMORY_FORMATS = {
+    torch.contiguous_format: "at::MemoryFormat::Contiguous",
+    torch.channels_last: "at::MemoryFormat::ChannelsLast",
+    torch.channels_last_3d: "at::MemoryFormat::ChannelsLast3d",
+    torch.preserve_format: "at::MemoryFormat::Preserve"}
+
+
+def _cpp_comment(text: str) -> str:
+    return text.replace("*/", "* /").replace("\n", " ")
+
+
+def _cpp_string(text: str) -> str:
+    """A C++ string literal of the text's UTF-8 bytes."""
+    return '"' + "".join(chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\?' else f"\\{b:03o}"
+                         for b in text.encode()) + '"'
+
+
+def _cpp_int(value: int) -> str:
+    # -2^63 has no literal: 9223372036854775808 does not fit before the minus applies.
+    return "std::numeric_limits<int64_t>::min()" if value == -2**63 else str(value)
+
+
+def _cpp_double(value: float) -> str:
+    if math.isnan(value):
+        return "std::numeric_limits<double>::quiet_NaN()"
+    if math.isinf(value):
+        return ("-" if value < 0 else "") + "std::numeric_limits<double>::infinity()"
+    return value.hex()  # exact: a hexadecimal floating literal
+
+
+def _ivalue(argument: RecordedArgument) -> str:
+    """The C++ IValue of a constant argument, as the Python executor passes it to torch.ops."""
+    kind, value = argument.kind, argument.value
+    if kind == "none":
+        return "c10::IValue()"
+    if kind == "int":
+        return f"c10::IValue(int64_t{{{_cpp_int(value)}}})"
+    if kind == "float":
+        return f"c10::IValue({_cpp_double(value)})"
+    if kind == "bool":
+        return f"c10::IValue({str(value).lower()})"
+    if kind == "string":
+        return f"c10::IValue(std::string({_cpp_string(value)}, {len(value.encode())}))"
+    if kind == "ints":
+        return f"c10::IValue(std::vector<int64_t>{_cpp_list(map(_cpp_int, value))})"
+    if kind == "floats":
+        return f"c10::IValue(std::vector<double>{_cpp_list(map(_cpp_double, value))})"
+    if kind == "bools":
+        items = _cpp_list(str(v).lower() for v in value) if value else ""
+        return f"c10::IValue(c10::List<bool>({items}))"
+    names = {"dtype": _SCALAR_TYPES, "layout": _CPP_LAYOUTS,
+             "memory_format": _CPP_MEMORY_FORMATS}.get(kind, {})
+    if value not in names:
+        raise PlanError(f"argument '{argument.name}': the plan op cannot pass {kind} {value}")
+    return f"c10::IValue({names[value]})"
 
 
 def extension_sources(plan: Plan, layouts: Mapping[str, TensorLayout],
-                      target_arch: str | None = None) -> ExtensionSources:
+                      target_arch: str | None = None, *, graph=None) -> ExtensionSources:
     """The extension's sources for the plan's kernel and library steps (nothing is compiled).
-    `layouts` gives every value's layout by name; `target_arch` defaults to the plan's."""
+    `layouts` gives every value's layout by name; `target_arch` defaults to the plan's. With
+    `graph` (the job's forge.v1.Graph), the extension also registers the whole plan as one op."""
     arch = target_arch or plan.target_arch
     if not arch:
         raise PlanError("plan.json names no target_arch: pass the GPU's (e.g. sm_90)")
-    return _Generator(plan, layouts, arch).generate()
+    return _Generator(plan, layouts, arch, graph).generate()
 
 
 # Extensions loaded into this process, by name: loading a second copy of one (built under
@@ -258,6 +454,9 @@ def build_extension(sources: ExtensionSources, *, build_root: str | pathlib.Path
     try:
         cpp_extension.load(name=sources.name, sources=paths, extra_cflags=["-O2"],
                            extra_cuda_cflags=["-O3", *sources.cuda_flags],
+                           # cpp_extension puts $CUDA_HOME/lib64 on the link path; libcublasLt
+                           # is linked even without library steps, as torch loads it anyway.
+                           extra_ldflags=["-lcublasLt"],
                            extra_include_paths=[str(source_dir)], build_directory=str(build_dir),
                            is_python_module=False, verbose=verbose,
                            # The ops use CUDA's headers even when the plan has no kernel file.
