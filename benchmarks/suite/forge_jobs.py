@@ -11,7 +11,9 @@ best).
 --max-seconds ends each job's search that long after it starts (every task keeps its best so
 far); a job still running at --job-timeout-s is cancelled and its bests so far fetched all the same.
 --resume skips problems whose summary and bundle OUT already holds (a run split over several
-sessions).
+sessions). Each fetched bundle's PyTorch extension is built in the background
+(`python -m forge.runtime build`, --builds at a time, logs in OUT/service/build-<problem>.log)
+while the next problems search, so that timing the plans later finds them built.
 
 --bin holds forge-coordinator, forge-worker, forge, forge-sandbox-child (GPU) and optionally
 redis-server (else PATH). Writes OUT/jobs/<problem>.json, OUT/bundles/<problem>/ (with the
@@ -105,6 +107,46 @@ class Service:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+class ExtensionBuilds:
+    """Bundles' extensions built by `python -m forge.runtime build` in background processes, at
+    most `parallel` at a time."""
+
+    def __init__(self, parallel: int, log_dir: pathlib.Path):
+        self.parallel, self.log_dir = parallel, log_dir
+        self.running: list[tuple[str, subprocess.Popen]] = []
+        self.failed = 0
+
+    def start(self, name: str, bundle: pathlib.Path) -> None:
+        if self.parallel <= 0:
+            return
+        while len(self.running) >= self.parallel:
+            self._reap(block=True)
+        with open(self.log_dir / f"build-{name}.log", "w") as log:
+            process = subprocess.Popen([sys.executable, "-m", "forge.runtime", "build", str(bundle)],
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+        self.running.append((name, process))
+
+    def _reap(self, block: bool) -> None:
+        if block:  # the oldest build first: builds take about as long as each other
+            self.running[0][1].wait()
+        still = []
+        for name, process in self.running:
+            if process.poll() is None:
+                still.append((name, process))
+            elif process.returncode != 0:
+                self.failed += 1
+                print(f"{name}: building its extension failed (service/build-{name}.log)",
+                      flush=True)
+        self.running = still
+
+    def wait(self) -> int:
+        """Waits for every build; the number that failed."""
+        while self.running:
+            self._reap(block=True)
+        return self.failed
+
+
 def timestamp(text: str) -> float:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -179,6 +221,8 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=int, default=0,
                         help="end each job's search this long after it starts (0: no limit)")
     parser.add_argument("--job-timeout-s", type=float, default=600)
+    parser.add_argument("--builds", type=int, default=4,
+                        help="bundle extensions built at a time in the background (0: none)")
     parser.add_argument("--resume", action="store_true",
                         help="skip problems whose summary and bundle are already under --out")
     args = parser.parse_args()
@@ -188,6 +232,7 @@ def main() -> int:
     jobs_dir = args.out / "jobs"
     jobs_dir.mkdir(parents=True, exist_ok=True)
     service = Service(args.bin.resolve(), args.out / "service", args.emulate)
+    builds = ExtensionBuilds(args.builds, args.out / "service")
     failures = 0
     try:
         for problem in selected:
@@ -200,12 +245,15 @@ def main() -> int:
             except Exception as err:  # one problem's failure is recorded, the others run
                 failures += 1
                 summary = {"state": "error", "error": f"{type(err).__name__}: {err}"[:2000]}
+            if "bundle" in summary:
+                builds.start(problem.name, pathlib.Path(summary["bundle"]))
             (jobs_dir / f"{problem.name}.json").write_text(json.dumps(summary, indent=1))
             print(f"{problem.name}: {summary.get('state')} "
                   f"{summary.get('candidates_tried', '-')} candidates, "
                   f"best {summary.get('best_speedup', '-')}x", flush=True)
     finally:
         service.close()
+        failures += builds.wait()
     return 1 if failures else 0
 
 

@@ -61,20 +61,26 @@ def test_a_small_problem_goes_through_the_service(tmp_path):
     out = tmp_path / "out"
     subprocess.run([sys.executable, str(ROOT / "benchmarks/suite/forge_jobs.py"), "--bin",
                     str(bin_dir), "--out", str(out), "--budget", "4", "--small", "--emulate",
-                    "--only", "elementwise_chain_2p28_f32"], check=True, timeout=300)
+                    "--only", "elementwise_chain_2p28_f32"], check=True, timeout=300,
+                   env={**os.environ, "FORGE_CACHE_DIR": str(tmp_path / "cache")})
     summary = json.loads((out / "jobs/elementwise_chain_2p28_f32.json").read_text())
     assert summary["state"] == "JOB_STATE_DONE"
     assert summary["candidates_tried"] >= 2
     assert (pathlib.Path(summary["bundle"]) / "report.md").exists()
     assert (pathlib.Path(summary["bundle"]) / "graph.pb").exists()  # for forge_plan.py
     assert "PREDICTED" in (pathlib.Path(summary["bundle"]) / "report.md").read_text()
+    # Its extension was built in the background (the emulated plan names sm_90; nvcc needs no
+    # GPU), or the plan needed none.
+    built = (out / "service/build-elementwise_chain_2p28_f32.log").read_text().splitlines()[-1]
+    assert built.startswith(f"{summary['bundle']}: {tmp_path / 'cache'}") or \
+        built.endswith("nothing to build (ATen steps only)"), built
 
     # A second session resumes: the finished problem is skipped, the next one runs, and a job
     # past --job-timeout-s is cancelled with its bests so far fetched as its bundle.
     before = (out / "jobs/elementwise_chain_2p28_f32.json").stat().st_mtime_ns
     subprocess.run([sys.executable, str(ROOT / "benchmarks/suite/forge_jobs.py"), "--bin",
                     str(bin_dir), "--out", str(out), "--budget", "100000", "--max-seconds", "600",
-                    "--small", "--emulate", "--resume", "--job-timeout-s", "0.5",
+                    "--small", "--emulate", "--resume", "--job-timeout-s", "0.5", "--builds", "0",
                     "--only", "elementwise_chain_2p28_f32,llama3_8b_layer_decode_b1_kv2048_bf16"],
                    check=True, timeout=300)
     assert (out / "jobs/elementwise_chain_2p28_f32.json").stat().st_mtime_ns == before

@@ -7,9 +7,12 @@ bundles the real service produces are exercised by test_optimize.py.
 """
 
 import json
+import os
 import pathlib
 import re
 import shutil
+import subprocess
+import sys
 import types
 
 import pytest
@@ -17,12 +20,15 @@ import torch
 import torch.nn as nn
 
 import forge
+import forge.runtime
 from forge._protos import graph_pb2
 from forge.runtime import (PlanError, PlanModule, TensorLayout, bind_weights, extension_sources,
                            load_plan, model_digest)
 from forge.runtime.extension import build_extension, gencode_flags, needed_libraries
 from forge.runtime.plan import LibraryCall, read_plan
 from llama_block import LlamaBlock
+
+PYTHON_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 ROLES = {graph_pb2.INPUT_KIND_USER_INPUT: "input", graph_pb2.INPUT_KIND_PARAMETER: "parameter",
          graph_pb2.INPUT_KIND_BUFFER: "buffer"}
@@ -661,7 +667,18 @@ def llama_extension(tmp_path_factory):
     module, x, exported, bundle = llama_bundle(directory / "bundle", LlamaWithExtras)
     sources = extension_sources(read_plan(bundle), layouts_of(exported.graph),
                                 graph=exported.graph)
+    # Built the way deployments and the suite pre-build bundles: `python -m forge.runtime build`,
+    # in another process; this one then only loads what that built.
+    built = subprocess.run([sys.executable, "-m", "forge.runtime", "build", str(bundle),
+                            "--build-root", str(directory / "extensions")],
+                           capture_output=True, text=True, timeout=1200,
+                           env={**os.environ, "PYTHONPATH": str(PYTHON_ROOT)})
+    assert built.returncode == 0, built.stderr
+    assert built.stdout.strip() == f"{bundle}: {directory / 'extensions' / sources.name}"
+    library = directory / "extensions" / sources.name / "build" / f"{sources.name}.so"
+    modified = library.stat().st_mtime_ns
     build_extension(sources, build_root=directory / "extensions")
+    assert library.stat().st_mtime_ns == modified
     return types.SimpleNamespace(module=module, x=x, graph=exported.graph, bundle=bundle,
                                  sources=sources, build_root=directory / "extensions")
 
@@ -740,3 +757,17 @@ def test_the_plan_op_refuses_inputs_of_other_shapes(llama_extension):
         getattr(torch.ops.forge, name)(arguments)
     with pytest.raises(RuntimeError, match=rf"takes {len(arguments)} tensors"):
         getattr(torch.ops.forge, name)(arguments[:1])
+
+
+def test_building_a_bundle_without_compiled_steps_or_graph(tmp_path):
+    torch.manual_seed(0)
+    module = SmallHead().eval()
+    exported = forge.export(module, (torch.randn(8, 16),))
+    aten_only = node_by_node_bundle(tmp_path / "aten", exported.graph)
+    assert forge.runtime.build_bundle(aten_only) is None
+    (tmp_path / "aten" / "graph.pb").unlink()
+    result = subprocess.run([sys.executable, "-m", "forge.runtime", "build", str(aten_only)],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(PYTHON_ROOT)})
+    assert result.returncode == 1
+    assert "graph.pb does not exist" in result.stderr

@@ -123,6 +123,33 @@ def _target_arch(plan: Plan, device: torch.device) -> str:
     return plan.target_arch
 
 
+def _plan_and_graph(bundle_dir, graph):
+    plan = read_plan(bundle_dir)
+    graph = _read_graph(graph, plan.directory)
+    if plan.model_digest and model_digest(graph) != plan.model_digest:
+        raise PlanError(f"the graph given (digest {model_digest(graph)}) is not the one job "
+                        f"{plan.job} optimized ({plan.model_digest})")
+    return plan, graph
+
+
+def _sources(plan: Plan, graph, target_arch: str):
+    layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
+    return extension_sources(plan, layouts, target_arch, graph=graph)
+
+
+def build_bundle(bundle_dir: str | pathlib.Path, *, graph=None, target_arch: str | None = None,
+                 build_root=None, verbose: bool = False) -> pathlib.Path | None:
+    """Builds the bundle's extension into the build cache (and loads it into this process)
+    without a module or a GPU, so that a later load_plan of the same bundle on this machine finds
+    it built: deployment images, or many bundles built side by side. target_arch defaults to the plan's. Returns the extension's directory, or None
+    when no step of the plan needs one."""
+    plan, graph = _plan_and_graph(bundle_dir, graph)
+    if not plan.compiled_steps():
+        return None
+    sources = _sources(plan, graph, target_arch or plan.target_arch)
+    return build_extension(sources, build_root=build_root, verbose=verbose)
+
+
 def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=None, blobs=None,
               output_structure: pytree.TreeSpec | None = None, device=None,
               cuda_graphs: bool = True, aten_only: bool = False, build_root=None,
@@ -141,11 +168,7 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
       path, which also runs on the CPU.
     build_root: where extensions are built; default $FORGE_CACHE_DIR/extensions.
     """
-    plan = read_plan(bundle_dir)
-    graph = _read_graph(graph, plan.directory)
-    if plan.model_digest and model_digest(graph) != plan.model_digest:
-        raise PlanError(f"the graph given (digest {model_digest(graph)}) is not the one job "
-                        f"{plan.job} optimized ({plan.model_digest})")
+    plan, graph = _plan_and_graph(bundle_dir, graph)
     mutated = [o.target or o.value_name for o in graph.outputs if o.kind in _MUTATIONS]
     if mutated:
         raise PlanError(f"the model writes to {', '.join(mutated)} when it runs (e.g. BatchNorm "
@@ -164,13 +187,12 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
         if device.type != "cuda":
             raise PlanError(f"{compiled[0].describe()} runs on a CUDA GPU; the plan was asked to "
                             f"run on {device} (pass aten_only=True to run every step through ATen)")
-        layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
-        sources = extension_sources(plan, layouts, _target_arch(plan, device), graph=graph)
+        sources = _sources(plan, graph, _target_arch(plan, device))
         build_extension(sources, build_root=build_root, verbose=verbose)
         ops, plan_op = sources.ops, sources.plan_op
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
                       output_structure=output_structure, plan_op=plan_op)
 
 
-__all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_extension",
-           "extension_sources", "load_plan", "model_digest", "read_plan"]
+__all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_bundle",
+           "build_extension", "extension_sources", "load_plan", "model_digest", "read_plan"]
