@@ -549,9 +549,10 @@ class LlamaWithExtras(nn.Module):
             h[:, self.rows].sum()
 
 
-def llama_bundle(directory, model=LlamaBlock):
+def llama_bundle(directory, model=LlamaBlock, group_aten=False):
     """A plan of the model on (2, 16, 64) inputs: the block's first linear (q_proj) as a cuBLASLt
-    call, its SiLU, its last residual add and any tanh as kernels, every other node an ATen step."""
+    call, its SiLU, its last residual add and any tanh as kernels, every other node an ATen step
+    (with group_aten, consecutive ATen nodes one step, as the service's plans group them)."""
     torch.manual_seed(0)
     module, x = model().eval(), torch.randn(2, 16, 64)
     exported = forge.export(module, (x,))
@@ -572,6 +573,14 @@ def llama_bundle(directory, model=LlamaBlock):
             step = kernel_step(node, "tanhf(in0[i])", 2048)
         else:
             step = aten_step("", node)
+            previous = steps[-1] if steps else None
+            if group_aten and previous and previous["implementation"] == "aten":
+                written = set(previous["outputs"])
+                previous["nodes"].append(node.name)
+                previous["inputs"] += [v for v in step["inputs"]
+                                       if v not in written and v not in previous["inputs"]]
+                previous["outputs"] += step["outputs"]
+                continue
         steps.append({**step, "task": f"{len(steps):064x}"})
     return module, x, exported, write_bundle(directory, graph, steps)
 
@@ -635,6 +644,20 @@ def test_the_plan_op_runs_every_step_in_order(tmp_path):
     assert alone.name != sources.name and list(alone.ops) == list(sources.ops)
 
 
+def test_the_plan_op_runs_the_nodes_of_a_grouped_aten_step_in_order(tmp_path):
+    # A step of several ATen nodes, each reading what the one before it wrote (view of a linear).
+    _, _, exported, bundle = llama_bundle(tmp_path, group_aten=True)
+    graph, plan = exported.graph, read_plan(bundle)
+    grouped = [step for step in plan.steps if len(step.nodes) > 1]
+    assert grouped
+    source = plan_op_source(extension_sources(plan, layouts_of(graph), graph=graph))
+    order = [node.name for node in graph.nodes]
+    for step in grouped:
+        assert list(step.nodes) == sorted(step.nodes, key=order.index)
+        places = [source.index(f'{{"{name}", "aten::') for name in step.nodes]
+        assert places == sorted(places)
+
+
 def test_the_plan_op_converts_every_kind_of_argument(tmp_path):
     _, _, exported, bundle = llama_bundle(tmp_path, LlamaWithExtras)
     graph = exported.graph
@@ -664,7 +687,8 @@ def llama_extension(tmp_path_factory):
     """The extended Llama plan's extension, with its plan op, built once for the tests below."""
     nvcc_or_skip()
     directory = tmp_path_factory.mktemp("llama_plan")
-    module, x, exported, bundle = llama_bundle(directory / "bundle", LlamaWithExtras)
+    module, x, exported, bundle = llama_bundle(directory / "bundle", LlamaWithExtras,
+                                               group_aten=True)
     sources = extension_sources(read_plan(bundle), layouts_of(exported.graph),
                                 graph=exported.graph)
     # Built the way deployments and the suite pre-build bundles: `python -m forge.runtime build`,

@@ -266,12 +266,14 @@ class _PlanOpGenerator:
         # Places in the table: the inputs, then the values in the order steps write them.
         self.places = {name: place for place, name in enumerate(self.inputs)}
         for step, calls in self.steps:
-            missing = [name for name in self.reads(step, calls) if name not in self.places]
-            if missing:
-                raise PlanError(f"{step.describe()} reads '{missing[0]}', which neither the "
-                                "graph's inputs nor an earlier step give")
-            for name in self.writes(step, calls):
-                self.places.setdefault(name, len(self.places))
+            # An ATen step's nodes run one after another: each reads what the ones before wrote.
+            for unit in [None] if calls is None else [[call] for call in calls]:
+                missing = [name for name in self.reads(step, unit) if name not in self.places]
+                if missing:
+                    raise PlanError(f"{step.describe()} reads '{missing[0]}', which neither the "
+                                    "graph's inputs nor an earlier step or node give")
+                for name in self.writes(step, unit):
+                    self.places.setdefault(name, len(self.places))
         for name in self.outputs:
             if name not in self.places:
                 raise PlanError(f"the graph's output '{name}' is written by no step of the plan")
