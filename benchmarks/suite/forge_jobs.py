@@ -7,9 +7,12 @@ best).
 
     python benchmarks/suite/forge_jobs.py --bin DIR --out DIR --budget N [--max-seconds S]
         [--only NAME,...] [--level L,...] [--small] [--emulate] [--job-timeout-s S] [--resume]
+        [--concurrent] [--builds N]
 
 --max-seconds ends each job's search that long after it starts (every task keeps its best so
-far); a job still running at --job-timeout-s is cancelled and its bests so far fetched all the same.
+far); a job still running --job-timeout-s after its submission is cancelled and its bests so far
+fetched all the same (with --concurrent, where every job is submitted first, that makes one
+deadline for all).
 --resume skips problems whose summary and bundle OUT already holds (a run split over several
 sessions). Each fetched bundle's PyTorch extension is built in the background
 (`python -m forge.runtime build`, --builds at a time, logs in OUT/service/build-<problem>.log)
@@ -176,8 +179,9 @@ def summarize(events: list[dict]) -> dict:
     }
 
 
-def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, budget: int,
-                max_seconds: int, small: bool, timeout_s: float) -> dict:
+def submit_problem(service: Service, problem: suite.Problem, out: pathlib.Path, budget: int,
+                   max_seconds: int, small: bool) -> str:
+    """Exports the problem and submits it; the job's id."""
     # Exported on the CPU (forge.export reads the weights' values); the service runs the model.
     module, inputs = problem.make(torch.device("cpu"), small)
     exported = out / "models" / problem.name
@@ -188,10 +192,16 @@ def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, bud
     job = submitted["jobs"][0]
     if not job.get("ok"):
         raise RuntimeError(f"{problem.name}: submit failed: {job.get('error')}")
-    job_id = job["job"]["id"]
+    return job["job"]["id"]
+
+
+def finish_problem(service: Service, problem: suite.Problem, job_id: str, out: pathlib.Path,
+                   budget: int, max_seconds: int, timeout_s: float, left_s: float) -> dict:
+    """Follows the job to its end, for `left_s` at most of its `timeout_s`, and fetches its
+    bundle; the job's summary."""
     timed_out = False
     try:
-        lines = service.cli("watch", job_id, "--json", timeout_s=timeout_s).splitlines()
+        lines = service.cli("watch", job_id, "--json", timeout_s=left_s).splitlines()
     except subprocess.TimeoutExpired:
         # The bests found so far still make a plan; the summary says the job did not finish.
         # Watching the ended job replays all its events.
@@ -204,7 +214,8 @@ def run_problem(service: Service, problem: suite.Problem, out: pathlib.Path, bud
         summary["state"] = f"cancelled after the {timeout_s:g} s job timeout"
     bundle = out / "bundles" / problem.name
     service.cli("results", job_id, "-o", str(bundle))
-    shutil.copy(exported / "graph.pb", bundle / "graph.pb")  # what forge.runtime.load_plan reads
+    # What forge.runtime.load_plan reads.
+    shutil.copy(out / "models" / problem.name / "graph.pb", bundle / "graph.pb")
     summary["bundle"] = str(bundle)
     return summary
 
@@ -221,6 +232,8 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=int, default=0,
                         help="end each job's search this long after it starts (0: no limit)")
     parser.add_argument("--job-timeout-s", type=float, default=600)
+    parser.add_argument("--concurrent", action="store_true",
+                        help="submit every job first and let the service run them side by side")
     parser.add_argument("--builds", type=int, default=4,
                         help="bundle extensions built at a time in the background (0: none)")
     parser.add_argument("--resume", action="store_true",
@@ -235,18 +248,42 @@ def main() -> int:
     builds = ExtensionBuilds(args.builds, args.out / "service")
     failures = 0
     try:
-        for problem in selected:
-            if args.resume and (args.out / "bundles" / problem.name / "plan.json").exists() \
-                    and (jobs_dir / f"{problem.name}.json").exists():
-                continue
+        pending = [p for p in selected
+                   if not (args.resume and (jobs_dir / f"{p.name}.json").exists()
+                           and (args.out / "bundles" / p.name / "plan.json").exists())]
+        # Concurrent: every job submitted first, the service runs them side by side (their
+        # times to first speedup and to best then include waiting for the others' candidates).
+        jobs: dict[str, str | Exception] = {}
+        submitted_at: dict[str, float] = {}
+
+        def submit(problem: suite.Problem) -> None:
+            submitted_at[problem.name] = time.monotonic()
             try:
-                summary = run_problem(service, problem, args.out, args.budget, args.max_seconds,
-                                      args.small, args.job_timeout_s)
+                jobs[problem.name] = submit_problem(service, problem, args.out, args.budget,
+                                                    args.max_seconds, args.small)
             except Exception as err:  # one problem's failure is recorded, the others run
+                jobs[problem.name] = err
+
+        if args.concurrent:
+            for problem in pending:
+                submit(problem)
+        for problem in pending:
+            if problem.name not in jobs:
+                submit(problem)
+            job = jobs[problem.name]
+            try:
+                if isinstance(job, Exception):
+                    raise job
+                # The timeout runs from the job's submission.
+                left = submitted_at[problem.name] + args.job_timeout_s - time.monotonic()
+                summary = finish_problem(service, problem, job, args.out, args.budget,
+                                         args.max_seconds, args.job_timeout_s, max(left, 1.0))
+            except Exception as err:
                 failures += 1
                 summary = {"state": "error", "error": f"{type(err).__name__}: {err}"[:2000]}
             if "bundle" in summary:
                 builds.start(problem.name, pathlib.Path(summary["bundle"]))
+            summary["concurrent"] = args.concurrent
             (jobs_dir / f"{problem.name}.json").write_text(json.dumps(summary, indent=1))
             print(f"{problem.name}: {summary.get('state')} "
                   f"{summary.get('candidates_tried', '-')} candidates, "

@@ -81,10 +81,11 @@ def test_a_small_problem_goes_through_the_service(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "benchmarks/suite/forge_jobs.py"), "--bin",
                     str(bin_dir), "--out", str(out), "--budget", "100000", "--max-seconds", "600",
                     "--small", "--emulate", "--resume", "--job-timeout-s", "0.5", "--builds", "0",
+                    "--concurrent",
                     "--only", "elementwise_chain_2p28_f32,llama3_8b_layer_decode_b1_kv2048_bf16"],
                    check=True, timeout=300)
     assert (out / "jobs/elementwise_chain_2p28_f32.json").stat().st_mtime_ns == before
     cut = json.loads((out / "jobs/llama3_8b_layer_decode_b1_kv2048_bf16.json").read_text())
     assert cut["state"] == "cancelled after the 0.5 s job timeout", cut
-    assert cut["max_seconds"] == 600
+    assert cut["max_seconds"] == 600 and cut["concurrent"]
     assert (pathlib.Path(cut["bundle"]) / "plan.json").exists()
