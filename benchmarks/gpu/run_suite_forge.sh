@@ -4,8 +4,14 @@
 # fetches a result bundle per problem with a fixed budget; then run_suite.sh times eager,
 # torch.compile and the Forge plan (benchmarks/suite/forge_plan.py) in one process.
 #   benchmarks/gpu/run_suite_forge.sh --only NAME,NAME | --level anchor   (forge_jobs selection)
-# Environment: BUDGET (trials per job, default 16), COMMIT, MODES (torch.compile modes, default
-# "default"), DEADLINE_S for the timing part.
+# The jobs run side by side (--concurrent) on one worker with every GPU of the machine; each
+# fetched bundle's extension is built in the background while the rest search.
+# Environment: BUDGET (trials per job, default 32), MAX_SECONDS (search time per job, default 0:
+# none), JOB_TIMEOUT_S (from submission: past it a job is cancelled and its bests kept, default
+# 240), COMMIT, MODES (torch.compile modes, default "default"), DEADLINE_S for the timing part,
+# TOTAL_S (the whole call's bound, default 570), GPUS (timing shards at once, one per GPU),
+# DRAW_CACHE_MIB (the judge's cache of input draws and
+# references per GPU, default 49152: large tasks keep theirs across candidates).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
@@ -13,11 +19,15 @@ python="${PYTHON:-/opt/torch/.venv/bin/python}"
 # The machine's default CXX links libstdc++ statically into extensions (see run_optimize.sh).
 [ -x /usr/bin/g++ ] && export CXX="${FORGE_CXX:-/usr/bin/g++}"
 export FORGE_CACHE_DIR="${FORGE_CACHE_DIR:-/tmp/forge-cache}"
-budget="${BUDGET:-16}"
+export FORGE_SANDBOX_DRAW_CACHE_MIB="${DRAW_CACHE_MIB:-49152}"
+budget="${BUDGET:-32}"
 PYTHONPATH="$here/../../python" "$python" "$here/../suite/forge_jobs.py" --bin "$FORGE_BUNDLE/bin" \
-  --out "$OUT/forge" --budget "$budget" --job-timeout-s "${JOB_TIMEOUT_S:-240}" "$@" \
-  2>&1 | tee "$OUT/forge_jobs.log"
+  --out "$OUT/forge" --budget "$budget" --max-seconds "${MAX_SECONDS:-0}" --concurrent \
+  --job-timeout-s "${JOB_TIMEOUT_S:-240}" --builds "${BUILDS:-6}" "$@" \
+  2>&1 | grep -v -e FutureWarning -e 'return cls.__new__' | tee "$OUT/forge_jobs.log"
 selection=("$@")
+# The timing part gets what is left of the call (TOTAL_S, default 570 s of the device's 600).
+export DEADLINE_S="${DEADLINE_S:-$(( ${TOTAL_S:-570} - SECONDS ))}"
 FORGE_SUITE_BUNDLES="$OUT/forge/bundles" BUDGET="$budget trials per job" \
   bash "$here/run_suite.sh" "${selection[@]}" --modes "${MODES:-default}" \
   --forge-plan benchmarks.suite.forge_plan:plan --forge-jobs "$OUT/forge/jobs"
