@@ -72,7 +72,7 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/forge-inductor-c
 # The runtime's own GPU tests first (hand-written kernel, library and ATen steps, with and without
 # CUDA graphs): when forge.optimize fails below, they tell whether the runtime is the reason.
 if [ "${RUNTIME_TESTS:-1}" = 1 ] && "$python" -c 'import pytest' 2>/dev/null; then
-  PYTHONPATH="$here/../../python" timeout 150 "$python" -m pytest -q -p no:cacheprovider \
+  PYTHONPATH="$here/../../python" timeout "${RUNTIME_TESTS_S:-240}" "$python" -m pytest -q -p no:cacheprovider \
     "$here/../../python/tests/test_runtime.py" > "$OUT/logs/runtime_tests.log" 2>&1
   echo "runtime tests (exit $?): $(tail -1 "$OUT/logs/runtime_tests.log")" |
     tee "$OUT/runtime_tests.txt"
