@@ -730,7 +730,7 @@ def test_the_plan_op_equals_the_plan_sequenced_in_python(llama_extension, cuda_g
     extension = llama_extension
     module = extension.module.cuda()
     device = torch.device("cuda", torch.cuda.current_device())
-    optimized = load_plan(extension.bundle, module, cuda_graphs=cuda_graphs,
+    optimized = load_plan(extension.bundle, module, cuda_graphs=cuda_graphs, plan_op=True,
                           build_root=extension.build_root)
     assert optimized.plan_op == extension.sources.plan_op.name
     stepped = PlanModule(read_plan(extension.bundle), extension.graph,

@@ -6,9 +6,9 @@
 load_plan builds the bundle's PyTorch extension on this machine (nvcc, torch.utils.cpp_extension;
 cached by the bundle's digest), which registers one custom operator per task that runs a
 generated kernel or a cuBLASLt call and one that runs the whole plan (torch.ops.forge.*), and
-returns a PlanModule that calls the plan's op, under a CUDA graph when it can. With aten_only
-(which also runs on the CPU), or when no step needs the extension, the PlanModule sequences the
-steps in Python instead.
+returns a PlanModule that sequences the steps, under a CUDA graph when it can (with plan_op=True
+it calls the plan's op instead: not yet the default, see load_plan). With aten_only (which also
+runs on the CPU) every step runs as its ATen calls.
 """
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ def build_bundle(bundle_dir: str | pathlib.Path, *, graph=None, target_arch: str
 
 def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=None, blobs=None,
               output_structure: pytree.TreeSpec | None = None, device=None,
-              cuda_graphs: bool = True, aten_only: bool = False, build_root=None,
-              verbose: bool = False) -> PlanModule:
+              cuda_graphs: bool = True, aten_only: bool = False, plan_op: bool = False,
+              build_root=None, verbose: bool = False) -> PlanModule:
     """A module that runs the bundle's plan with `module`'s weights.
 
     bundle_dir: a result bundle (`forge results JOB -o DIR`, or what forge.optimize fetched).
@@ -166,6 +166,10 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
     cuda_graphs: capture the plan in a CUDA graph at the first call (eager if capture fails).
     aten_only: run every step as its nodes' ATen calls, without the extension: the reference
       path, which also runs on the CPU.
+    plan_op: call the extension's one operator for the whole plan instead of sequencing the
+      steps from Python. Off by default: on the H200 it gave wrong outputs for one test plan
+      (python/tests/test_runtime.py's plan-op tests) that the stepped plan runs right. Under a
+      CUDA graph both replay the same kernels, so the default costs nothing there.
     build_root: where extensions are built; default $FORGE_CACHE_DIR/extensions.
     """
     plan, graph = _plan_and_graph(bundle_dir, graph)
@@ -182,14 +186,15 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
             reason = step.source_error or "its kernel source is missing"
             log.warning("forge: %s runs as ATen calls: %s", step.describe(), reason)
     ops: dict[str, str] = {}
-    plan_op = None
+    use_plan_op, plan_op = plan_op, None
     if compiled:
         if device.type != "cuda":
             raise PlanError(f"{compiled[0].describe()} runs on a CUDA GPU; the plan was asked to "
                             f"run on {device} (pass aten_only=True to run every step through ATen)")
         sources = _sources(plan, graph, _target_arch(plan, device))
         build_extension(sources, build_root=build_root, verbose=verbose)
-        ops, plan_op = sources.ops, sources.plan_op
+        ops = sources.ops
+        plan_op = sources.plan_op if use_plan_op else None
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
                       output_structure=output_structure, plan_op=plan_op)
 
