@@ -31,4 +31,8 @@ export DEADLINE_S="${DEADLINE_S:-$(( ${TOTAL_S:-570} - SECONDS ))}"
 FORGE_SUITE_BUNDLES="$OUT/forge/bundles" BUDGET="$budget trials per job" \
   bash "$here/run_suite.sh" "${selection[@]}" --modes "${MODES:-default}" \
   --forge-plan benchmarks.suite.forge_plan:plan --forge-jobs "$OUT/forge/jobs"
-(cd "$OUT" && tar czf forge.tar.gz forge --exclude='forge/models' && rm -rf forge)
+# What comes back (a few files): the job summaries, the service's logs, and per bundle its plan
+# and report (kernel sources are regenerated from the candidates).
+(cd "$OUT" && tar czf forge.tar.gz forge/jobs forge/service \
+   $(cd "$OUT" && ls -d forge/bundles/*/plan.json forge/bundles/*/report.md 2>/dev/null) &&
+ rm -rf forge)

@@ -24,5 +24,6 @@ def plan(problem, module, inputs):
     bundle = pathlib.Path(bundles) / problem.name
     if not (bundle / "plan.json").exists():
         return None
-    return forge.runtime.load_plan(bundle, module,
+    device = next((t.device for t in inputs if hasattr(t, "device")), None)
+    return forge.runtime.load_plan(bundle, module, device=device,
                                    cuda_graphs=os.environ.get("FORGE_SUITE_CUDA_GRAPHS") != "0")

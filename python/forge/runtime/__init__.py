@@ -105,8 +105,12 @@ def bind_weights(graph, module: torch.nn.Module, device: torch.device,
 
 
 def _default_device(module: torch.nn.Module) -> torch.device:
+    """The module's device; for a module without tensors (a softmax), the current CUDA device
+    when there is one."""
     for tensor in _module_tensors(module).values():
         return tensor.device
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
 

@@ -13,7 +13,10 @@ With CUDA graphs, the first call runs the plan eagerly on a side stream (warm-up
 one run into a torch.cuda.CUDAGraph over static input buffers; later calls copy their inputs in,
 replay, and return copies of the static outputs. Every intermediate then lives at a fixed address
 in the graph's memory pool. If capture fails (an op that synchronizes with the host, say), the
-failure is logged and the plan runs eagerly from then on.
+failure is logged and the plan runs eagerly from then on. Those copies cost two passes over the
+inputs and outputs, which for a memory-bound plan over large tensors outweighs what the graph
+saves in launches: right after capture, a few replays (copies included) are timed against as many
+eager runs, and the faster way is kept (`graph_choice` says what was measured).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ log = logging.getLogger("forge.runtime")
 _TORCH_LAYOUTS = {proto: layout for layout, proto in _LAYOUTS.items()}
 _TORCH_MEMORY_FORMATS = {proto: fmt for fmt, proto in _MEMORY_FORMATS.items()}
 WARMUP_RUNS = 2  # eager runs before capture: cuBLAS handles, workspaces and lazy inits happen then
+CHOICE_RUNS = 3  # timed runs of each way (graph replay with its copies, eager) after capture
 VECTOR_BYTES = 16  # the widest access a generated kernel makes
 
 
@@ -223,6 +227,7 @@ class PlanModule(torch.nn.Module):
         self._static_inputs: list[torch.Tensor] = []
         self._static_outputs: list[torch.Tensor] = []
         self.capture_error: str | None = None  # why capture failed, when it did
+        self.graph_choice: str | None = None  # the timing that kept or dropped the graph
 
     def _compile(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
         if step.task not in self.ops:
@@ -298,10 +303,36 @@ class PlanModule(torch.nn.Module):
             return
         self._graph, self._static_inputs, self._static_outputs = (graph, static_inputs,
                                                                   static_outputs)
+        replay_ms = self._time(lambda: self._replay(inputs))
+        eager_ms = self._time(lambda: self._run(inputs))
+        keep = replay_ms <= eager_ms
+        self.graph_choice = (f"{'kept' if keep else 'dropped'} the CUDA graph: replay with input "
+                             f"and output copies {replay_ms:.3f} ms, eager {eager_ms:.3f} ms")
+        if not keep:
+            self._graph, self._static_inputs, self._static_outputs = None, [], []
+
+    def _time(self, run: Callable[[], object]) -> float:
+        """Median ms of CHOICE_RUNS runs on the current stream, by CUDA events."""
+        times = []
+        for _ in range(CHOICE_RUNS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return sorted(times)[len(times) // 2]
+
+    def _replay(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        for static, tensor in zip(self._static_inputs, inputs):
+            static.copy_(tensor)
+        self._graph.replay()
+        return [t.clone() for t in self._static_outputs]
 
     @property
     def uses_cuda_graph(self) -> bool:
-        """Whether calls replay a captured CUDA graph (known after the first call)."""
+        """Whether calls replay a captured CUDA graph (known after the first call): captured,
+        and faster than eager with its copies."""
         return self._graph is not None
 
     def forward(self, *args, **kwargs):
@@ -312,10 +343,7 @@ class PlanModule(torch.nn.Module):
             if self._use_cuda_graph and self._graph is None and self.capture_error is None:
                 self._capture(inputs)
             if self._graph is not None:
-                for static, tensor in zip(self._static_inputs, inputs):
-                    static.copy_(tensor)
-                self._graph.replay()
-                outputs = [t.clone() for t in self._static_outputs]
+                outputs = self._replay(inputs)
             else:
                 outputs = self._run(inputs)
         if self._output_structure is not None:
