@@ -378,9 +378,12 @@ def test_the_plan_runs_its_kernels_on_the_gpu(tmp_path, cuda_graphs):
         got, want = optimized(inputs), module(inputs)
         for key in want:
             torch.testing.assert_close(got[key], want[key], rtol=1e-4, atol=1e-4)
-    # Captured with CUDA graphs (then kept or dropped by timing), never without.
+    # With CUDA graphs a choice is made (tiny copies: captured, then kept or dropped by timing),
+    # never without.
     assert (optimized.graph_choice is not None) == cuda_graphs
     assert optimized.capture_error is None
+    if cuda_graphs:
+        assert not optimized.graph_choice.startswith("no CUDA graph"), optimized.graph_choice
     if not cuda_graphs:
         assert not optimized.uses_cuda_graph
     first = optimized(x)["shifted"]
@@ -799,3 +802,15 @@ def test_building_a_bundle_without_compiled_steps_or_graph(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(PYTHON_ROOT)})
     assert result.returncode == 1
     assert "graph.pb does not exist" in result.stderr
+
+
+def test_no_cuda_graph_is_tried_where_its_copies_cost_more_than_its_launches_save(tmp_path):
+    # 64 MiB in and out of a one-node plan: the copies (tens of microseconds) outweigh one launch.
+    torch.manual_seed(0)
+    module = SmallHead().eval()
+    exported = forge.export(module, (torch.randn(8, 16),))
+    optimized = load_plan(node_by_node_bundle(tmp_path, exported.graph), module, aten_only=True)
+    big = torch.empty(1 << 24)
+    assert not optimized._graph_may_pay([big])
+    assert optimized.graph_choice.startswith("no CUDA graph: copying 64 MiB in and out")
+    assert optimized._graph_may_pay([torch.empty(8, 16)])

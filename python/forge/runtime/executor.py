@@ -39,6 +39,8 @@ _TORCH_LAYOUTS = {proto: layout for layout, proto in _LAYOUTS.items()}
 _TORCH_MEMORY_FORMATS = {proto: fmt for fmt, proto in _MEMORY_FORMATS.items()}
 WARMUP_RUNS = 2  # eager runs before capture: cuBLAS handles, workspaces and lazy inits happen then
 CHOICE_RUNS = 3  # timed runs of each way (graph replay with its copies, eager) after capture
+LAUNCH_SAVING_S = 5e-6  # more than a graph saves per kernel launch
+COPY_BYTES_PER_S = 3e12  # device-to-device copy bandwidth, below an H100's or H200's
 VECTOR_BYTES = 16  # the widest access a generated kernel makes
 
 
@@ -227,7 +229,8 @@ class PlanModule(torch.nn.Module):
         self._static_inputs: list[torch.Tensor] = []
         self._static_outputs: list[torch.Tensor] = []
         self.capture_error: str | None = None  # why capture failed, when it did
-        self.graph_choice: str | None = None  # the timing that kept or dropped the graph
+        self.graph_choice: str | None = None  # why the graph was kept, dropped or not tried
+        self._dropped_graph: torch.cuda.CUDAGraph | None = None
 
     def _compile(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
         if step.task not in self.ops:
@@ -281,7 +284,22 @@ class PlanModule(torch.nn.Module):
                 raise PlanError(f"input {i} ('{name}') is on {tensor.device}; the plan runs on "
                                 f"{self.device}")
 
+    def _graph_may_pay(self, inputs: Sequence[torch.Tensor]) -> bool:
+        """Whether replaying could beat eager at all: its copies of the inputs in and the
+        outputs out against the launches it saves (at most LAUNCH_SAVING_S each)."""
+        copied = sum(t.numel() * t.element_size() for t in inputs)
+        copied += sum(self._layouts[name].nbytes() for name in self._outputs)
+        copy_s = 2 * copied / COPY_BYTES_PER_S
+        launches = sum(len(step.nodes) for step in self.plan.steps)
+        if copy_s <= LAUNCH_SAVING_S * launches:
+            return True
+        self.graph_choice = (f"no CUDA graph: copying {copied / 2**20:.0f} MiB in and out "
+                             f"(~{copy_s * 1e3:.3f} ms) costs more than {launches} launches save")
+        return False
+
     def _capture(self, inputs: Sequence[torch.Tensor]) -> None:
+        if not self._graph_may_pay(inputs):
+            return
         static_inputs = [self._layouts[name].empty(self.device) for name in self._inputs]
         for static, tensor in zip(static_inputs, inputs):
             static.copy_(tensor)
@@ -292,6 +310,8 @@ class PlanModule(torch.nn.Module):
                 for _ in range(WARMUP_RUNS):
                     self._run(static_inputs)
             torch.cuda.current_stream(self.device).wait_stream(side)
+            # Eager is timed before the capture (its allocations then come from the cache).
+            eager_ms = self._time(lambda: self._run(inputs))
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 static_outputs = self._run(static_inputs)
@@ -304,11 +324,14 @@ class PlanModule(torch.nn.Module):
         self._graph, self._static_inputs, self._static_outputs = (graph, static_inputs,
                                                                   static_outputs)
         replay_ms = self._time(lambda: self._replay(inputs))
-        eager_ms = self._time(lambda: self._run(inputs))
         keep = replay_ms <= eager_ms
         self.graph_choice = (f"{'kept' if keep else 'dropped'} the CUDA graph: replay with input "
                              f"and output copies {replay_ms:.3f} ms, eager {eager_ms:.3f} ms")
         if not keep:
+            # The dropped graph stays referenced: with its memory pool released, the caching
+            # allocator returned every later eager run's blocks to the driver (a cudaMalloc and
+            # cudaFree per intermediate, 14x slower on the H200).
+            self._dropped_graph = graph
             self._graph, self._static_inputs, self._static_outputs = None, [], []
 
     def _time(self, run: Callable[[], object]) -> float:
@@ -340,7 +363,8 @@ class PlanModule(torch.nn.Module):
         inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         self._check_inputs(inputs)
         with torch.no_grad():
-            if self._use_cuda_graph and self._graph is None and self.capture_error is None:
+            if self._use_cuda_graph and self._graph is None and self.graph_choice is None and \
+                    self.capture_error is None:
                 self._capture(inputs)
             if self._graph is not None:
                 outputs = self._replay(inputs)

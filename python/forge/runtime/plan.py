@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
 import re
 
@@ -85,6 +86,10 @@ class TensorLayout:
             span = 0
         return torch.empty(span, dtype=self.dtype, device=device).as_strided(self.shape,
                                                                              self.strides)
+
+    def nbytes(self) -> int:
+        """The bytes of its elements."""
+        return math.prod(self.shape) * torch.empty((), dtype=self.dtype).element_size()
 
     def describe(self) -> str:
         return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)}"
