@@ -9,9 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status/status_macros.h"
+#include "common/proto_io/deterministic.h"
 #include "compiler/graph/task_digest.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/redis_keys.h"
 
@@ -93,17 +92,6 @@ bool IsLegalTransition(JobState from, JobState to) {
 }
 
 int64_t NowMillis() { return absl::ToUnixMillis(absl::Now()); }
-
-std::string SerializeDeterministic(const google::protobuf::MessageLite& message) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return bytes;
-}
 
 // A reply that is an error, or not what the command promises, as a Status naming the operation.
 absl::Status UnexpectedReply(absl::string_view operation, const RedisReply& reply) {

@@ -5,8 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "common/proto_io/deterministic.h"
 
 namespace forge::graph {
 namespace {
@@ -107,14 +106,7 @@ Graph CanonicalGroup(const Graph& group) {
 namespace {
 
 std::string DeterministicDigest(const Graph& graph) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    graph.SerializeToCodedStream(&coded);
-  }
-  return Sha256Hex(bytes);
+  return Sha256Hex(SerializeDeterministic(graph));
 }
 
 }  // namespace

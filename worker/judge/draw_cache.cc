@@ -2,8 +2,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "common/proto_io/deterministic.h"
 #include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
@@ -64,18 +63,6 @@ uint64_t Fingerprint(const CachedDraw& draw) {
   return hash;
 }
 
-std::string DeterministicBytes(const google::protobuf::MessageLite& message) {
-  std::string bytes;
-  {
-    // The streams trim `bytes` to what was written when they go.
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return bytes;
-}
-
 }  // namespace
 
 DrawKey MakeDrawKey(const forge::v1::KernelTask& task, absl::Span<const InputDomain> domains,
@@ -89,7 +76,7 @@ DrawKey MakeDrawKey(const forge::v1::KernelTask& task, absl::Span<const InputDom
   *drawn.mutable_outputs() = task.outputs();
 
   DrawKey key;
-  key.task = DeterministicBytes(drawn);
+  key.task = SerializeDeterministic(drawn);
   for (const InputDomain& domain : domains) {
     key.input_domains.insert(key.input_domains.end(), {static_cast<int64_t>(domain.kind),
                                                        domain.range.low, domain.range.high});
