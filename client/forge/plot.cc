@@ -135,6 +135,16 @@ int DrawLegendEntry(Image& image, int x, int y, Rgb color, absl::string_view nam
   return x + 14 + TextWidth(name) + 16;
 }
 
+// Both charts end alike: the axes of the plot area left..right x top..bottom, then a legend of
+// measured and (when there are any) predicted points on the row at `legend_y`.
+void DrawAxesAndLegend(Image& image, int left, int top, int right, int bottom, bool any_predicted,
+                       int legend_y, absl::string_view predicted_name) {
+  DrawLine(image, left, top, left, bottom, kInk);
+  DrawLine(image, left, bottom, right, bottom, kInk);
+  const int legend_x = DrawLegendEntry(image, left, legend_y, kMeasuredColor, "measured");
+  if (any_predicted) DrawLegendEntry(image, legend_x, legend_y, kPredictedColor, predicted_name);
+}
+
 }  // namespace
 
 void FillRect(Image& image, int x0, int y0, int x1, int y1, Rgb color) {
@@ -234,14 +244,8 @@ Image SpeedupChart(const std::vector<SpeedupBar>& bars, absl::string_view title)
   // Eager's time, for reference.
   DrawLine(image, kLeft, y_of(1.0), kRight, y_of(1.0), kRoofColor, 6);
   DrawText(image, kRight - TextWidth("eager"), y_of(1.0) - 10, "eager", kRoofColor);
-  DrawLine(image, kLeft, kTop, kLeft, kBottom, kInk);
-  DrawLine(image, kLeft, kBottom, kRight, kBottom, kInk);
-
-  int legend_x = kLeft;
-  legend_x = DrawLegendEntry(image, legend_x, kHeight - 24, kMeasuredColor, "measured");
-  if (any_predicted) {
-    DrawLegendEntry(image, legend_x, kHeight - 24, kPredictedColor, "PREDICTED (no GPU)");
-  }
+  DrawAxesAndLegend(image, kLeft, kTop, kRight, kBottom, any_predicted, kHeight - 24,
+                    "PREDICTED (no GPU)");
   return image;
 }
 
@@ -320,14 +324,8 @@ Image RooflineChart(double bytes_per_second, const std::vector<ComputeCeiling>& 
     FillCircle(image, x, y, 4, point.predicted ? kPredictedColor : kMeasuredColor, point.predicted);
     DrawText(image, x + 7, y - 3, point.label, kInk);
   }
-  DrawLine(image, kLeft, kTop, kLeft, kBottom, kInk);
-  DrawLine(image, kLeft, kBottom, kRight, kBottom, kInk);
-
-  int legend_x = kLeft;
-  legend_x = DrawLegendEntry(image, legend_x, kHeight - 20, kMeasuredColor, "measured");
-  if (any_predicted) {
-    DrawLegendEntry(image, legend_x, kHeight - 20, kPredictedColor, "PREDICTED (hollow, no GPU)");
-  }
+  DrawAxesAndLegend(image, kLeft, kTop, kRight, kBottom, any_predicted, kHeight - 20,
+                    "PREDICTED (hollow, no GPU)");
   return image;
 }
 
