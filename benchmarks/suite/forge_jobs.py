@@ -123,16 +123,17 @@ class ExtensionBuilds:
         if self.parallel <= 0:
             return
         while len(self.running) >= self.parallel:
-            self._reap(block=True)
+            self._reap()
         with open(self.log_dir / f"build-{name}.log", "w") as log:
             process = subprocess.Popen([sys.executable, "-m", "forge.runtime", "build", str(bundle)],
                                        stdout=log, stderr=subprocess.STDOUT,
                                        env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
         self.running.append((name, process))
 
-    def _reap(self, block: bool) -> None:
-        if block:  # the oldest build first: builds take about as long as each other
-            self.running[0][1].wait()
+    def _reap(self) -> None:
+        """Waits for the oldest build (builds take about as long as each other), then drops
+        every finished one, counting failures."""
+        self.running[0][1].wait()
         still = []
         for name, process in self.running:
             if process.poll() is None:
@@ -146,7 +147,7 @@ class ExtensionBuilds:
     def wait(self) -> int:
         """Waits for every build; the number that failed."""
         while self.running:
-            self._reap(block=True)
+            self._reap()
         return self.failed
 
 
@@ -196,10 +197,11 @@ def submit_problem(service: Service, problem: suite.Problem, out: pathlib.Path, 
 
 
 def finish_problem(service: Service, problem: suite.Problem, job_id: str, out: pathlib.Path,
-                   budget: int, max_seconds: int, timeout_s: float, left_s: float) -> dict:
-    """Follows the job to its end, for `left_s` at most of its `timeout_s`, and fetches its
-    bundle; the job's summary."""
+                   timeout_s: float, submitted_at: float) -> dict:
+    """Follows the job to its end, at most until `timeout_s` after its submission (a
+    time.monotonic() reading), and fetches its bundle; the job's summary."""
     timed_out = False
+    left_s = max(submitted_at + timeout_s - time.monotonic(), 1.0)
     try:
         lines = service.cli("watch", job_id, "--json", timeout_s=left_s).splitlines()
     except subprocess.TimeoutExpired:
@@ -209,7 +211,7 @@ def finish_problem(service: Service, problem: suite.Problem, job_id: str, out: p
         service.cli("cancel", job_id, "--json")
         lines = service.cli("watch", job_id, "--json", timeout_s=60).splitlines()
     events = [json.loads(line) for line in lines if line.strip()]
-    summary = summarize(events) | {"job": job_id, "budget": budget, "max_seconds": max_seconds}
+    summary = summarize(events) | {"job": job_id}
     if timed_out:
         summary["state"] = f"cancelled after the {timeout_s:g} s job timeout"
     bundle = out / "bundles" / problem.name
@@ -274,16 +276,15 @@ def main() -> int:
             try:
                 if isinstance(job, Exception):
                     raise job
-                # The timeout runs from the job's submission.
-                left = submitted_at[problem.name] + args.job_timeout_s - time.monotonic()
-                summary = finish_problem(service, problem, job, args.out, args.budget,
-                                         args.max_seconds, args.job_timeout_s, max(left, 1.0))
+                summary = finish_problem(service, problem, job, args.out, args.job_timeout_s,
+                                         submitted_at[problem.name])
             except Exception as err:
                 failures += 1
                 summary = {"state": "error", "error": f"{type(err).__name__}: {err}"[:2000]}
             if "bundle" in summary:
                 builds.start(problem.name, pathlib.Path(summary["bundle"]))
-            summary["concurrent"] = args.concurrent
+            summary |= {"budget": args.budget, "max_seconds": args.max_seconds,
+                        "concurrent": args.concurrent}
             (jobs_dir / f"{problem.name}.json").write_text(json.dumps(summary, indent=1))
             print(f"{problem.name}: {summary.get('state')} "
                   f"{summary.get('candidates_tried', '-')} candidates, "
