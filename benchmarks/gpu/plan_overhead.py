@@ -1,6 +1,7 @@
 """Where a plan's time goes beside its kernels: one suite problem's bundle run by PlanModule with
-and without a CUDA graph, against the eager module, in one process on the GPU machine, with the
-caching allocator's counters (cudaMalloc calls, retries) before and after each way.
+and without a CUDA graph, against the eager module, in one process on the GPU machine, timed with
+the suite's protocol (benchmarks/suite/timing.py), with the caching allocator's counters
+(cudaMalloc calls, frees, retries) over each way's calls, warm-up included.
 
     python benchmarks/gpu/plan_overhead.py BUNDLE PROBLEM      (bundle: plan.json + graph.pb)
 """
@@ -17,20 +18,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "python")]
 
 import forge.runtime  # noqa: E402
 from benchmarks.suite import problems as suite  # noqa: E402
-
-
-def median_ms(run, reps: int = 10) -> float:
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
+from benchmarks.suite.timing import CudaTimer  # noqa: E402
 
 
 def allocator() -> dict:
@@ -39,20 +27,27 @@ def allocator() -> dict:
                                                "num_alloc_retries", "reserved_bytes.all.current")}
 
 
+def timed(timer: CudaTimer, run) -> tuple[float, dict]:
+    """The median ms of `run` and how the allocator's counters moved over its calls."""
+    before = allocator()
+    ms = timer.time(run).median_ms
+    after = allocator()
+    return ms, {key: after[key] - before[key] for key in before}
+
+
 def main() -> int:
     bundle, name = pathlib.Path(sys.argv[1]), sys.argv[2]
     problem = next(p for p in suite.PROBLEMS if p.name == name)
     module, inputs = problem.make(torch.device("cuda"), False)
     module.eval()
+    timer = CudaTimer(inputs[0].device)
     with torch.no_grad():
-        rows = [("eager", median_ms(lambda: module(*inputs)), allocator(), "")]
+        rows = [("eager", *timed(timer, lambda: module(*inputs)), "")]
         for graphs in (False, True):
             plan = forge.runtime.load_plan(bundle, module, device=inputs[0].device,
                                            cuda_graphs=graphs)
-            before = allocator()
-            ms = median_ms(lambda: plan(*inputs))
-            rows.append((f"plan cuda_graphs={graphs}", ms,
-                         {k: allocator()[k] - before[k] for k in before}, plan.graph_choice or ""))
+            rows.append((f"plan cuda_graphs={graphs}", *timed(timer, lambda: plan(*inputs)),
+                         plan.graph_choice or ""))
             del plan
     print(f"| {name} | ms | allocator | graph choice |\n|---|---:|---|---|")
     for label, ms, counters, choice in rows:

@@ -287,7 +287,7 @@ class PlanModule(torch.nn.Module):
     def _graph_may_pay(self, inputs: Sequence[torch.Tensor]) -> bool:
         """Whether replaying could beat eager at all: its copies of the inputs in and the
         outputs out against the launches it saves (at most LAUNCH_SAVING_S each)."""
-        copied = sum(t.numel() * t.element_size() for t in inputs)
+        copied = sum(t.nbytes for t in inputs)
         copied += sum(self._layouts[name].nbytes() for name in self._outputs)
         copy_s = 2 * copied / COPY_BYTES_PER_S
         launches = sum(len(step.nodes) for step in self.plan.steps)

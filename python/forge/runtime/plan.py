@@ -89,7 +89,7 @@ class TensorLayout:
 
     def nbytes(self) -> int:
         """The bytes of its elements."""
-        return math.prod(self.shape) * torch.empty((), dtype=self.dtype).element_size()
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def describe(self) -> str:
         return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)}"
