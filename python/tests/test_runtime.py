@@ -588,7 +588,10 @@ def llama_bundle(directory, model=LlamaBlock, group_aten=False):
                                        if v not in written and v not in previous["inputs"]]
                 previous["outputs"] += step["outputs"]
                 continue
-        steps.append({**step, "task": f"{len(steps):064x}"})
+        # Distinct in their first 12 digits, as real task digests are: a bundle keeps each
+        # task's kernel in tasks/<12 digits>/ (ids that shared them made every kernel step run
+        # the last kernel written there).
+        steps.append({**step, "task": f"{len(steps):012x}".ljust(64, "0")})
     return module, x, exported, write_bundle(directory, graph, steps)
 
 

@@ -171,9 +171,10 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
     aten_only: run every step as its nodes' ATen calls, without the extension: the reference
       path, which also runs on the CPU.
     plan_op: call the extension's one operator for the whole plan instead of sequencing the
-      steps from Python. Off by default: on the H200 it gave wrong outputs for one test plan
-      (python/tests/test_runtime.py's plan-op tests) that the stepped plan runs right. Under a
-      CUDA graph both replay the same kernels, so the default costs nothing there.
+      steps from Python. Off by default until its GPU tests pass on a GPU: their one failure on
+      the H200 came from the test plans themselves (see runtime/README.md), fixed since but not
+      rerun there. Under a CUDA graph both replay the same kernels, so the default costs nothing
+      there.
     build_root: where extensions are built; default $FORGE_CACHE_DIR/extensions.
     """
     plan, graph = _plan_and_graph(bundle_dir, graph)
