@@ -1,6 +1,8 @@
 // Kernels with planted bugs, each of which the judge must reject for the right reason, and the
-// correct kernels it must accept, without a draw cache and with one (where each candidate is judged
-// a second time, on the draws the first judge left in the cache). Then the draw cache itself: later
+// correct kernels it must accept, without a draw cache, with one (where each candidate is judged a
+// second time, on the draws the first judge left in the cache) and with the draws resident on the
+// device as well (the second judge runs on the GPU and must reach the host's verdict, down to the
+// evidence). Then the draw cache itself: later
 // candidates of a task judged on cached draws get the verdicts they get without it. The references
 // are computed here by hand in float64.
 #include <cmath>
@@ -162,6 +164,12 @@ class JudgeGpuTest : public ::testing::Test {
     device_ = device->release();
     auto pool = compile::CompilePool::Create({.threads = 2});
     ASSERT_TRUE(pool.ok()) << pool.status();
+    auto comparer = judge::DeviceComparer::Create(*device_);
+    ASSERT_TRUE(comparer.ok()) << comparer.status();
+    comparer_ = comparer->release();
+    // Every task on the device, however small: the tests' tasks are.
+    device_draws_ = new judge::DeviceDraws(*device_, *comparer_, int64_t{4} << 30,
+                                           /*min_task_bytes=*/0);
     for (const char* source : {kElementwiseKernels, kSoftmaxKernels}) {
       compile::CompileRequest request;
       request.source = source;
@@ -225,25 +233,33 @@ class JudgeGpuTest : public ::testing::Test {
   }
 
   static inline gpu::Device* device_ = nullptr;
+  static inline judge::DeviceComparer* comparer_ = nullptr;
+  static inline judge::DeviceDraws* device_draws_ = nullptr;
   static inline std::string* elementwise_cubin_ = nullptr;
   static inline std::string* softmax_cubin_ = nullptr;
 };
 
-// The planted bugs; the parameter says whether the judge runs with a draw cache.
-class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterface<bool> {
+// Where the judge finds a task's draws: computed for each candidate, in the draw cache, or in the
+// draw cache and resident on the device.
+enum class Draws { kFresh, kCached, kOnDevice };
+
+// The planted bugs, for each way the judge finds its draws.
+class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterface<Draws> {
  protected:
   // Judges the candidate; with the cache, twice: the second judge must find every draw it runs in
   // the cache and reach the first one's verdict, and is the one returned.
   std::unique_ptr<judge::JudgedCandidate> JudgeOrDie(const forge::v1::KernelTask& task,
                                                      const judge::CandidateLaunch& launch,
                                                      const judge::ReferenceFn& reference) {
-    judge::DrawCache* cache = GetParam() ? &cache_ : nullptr;
-    auto judged = judge::Judge(*device_, task, launch, reference, WithCache(cache));
+    judge::DrawCache* cache = GetParam() != Draws::kFresh ? &cache_ : nullptr;
+    judge::JudgeOptions options = WithCache(cache);
+    if (GetParam() == Draws::kOnDevice) options.device_draws = device_draws_;
+    auto judged = judge::Judge(*device_, task, launch, reference, options);
     EXPECT_TRUE(judged.ok()) << judged.status();
     if (!judged.ok() || cache == nullptr) return judged.ok() ? *std::move(judged) : nullptr;
 
     const judge::DrawCacheStats before = cache_.stats();
-    auto again = judge::Judge(*device_, task, launch, reference, WithCache(cache));
+    auto again = judge::Judge(*device_, task, launch, reference, options);
     EXPECT_TRUE(again.ok()) << again.status();
     if (!again.ok()) return nullptr;
     const judge::DrawCacheStats after = cache_.stats();
@@ -261,12 +277,23 @@ class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterfac
     return judged == nullptr ? judge::JudgeVerdict() : judged->verdict();
   }
 
+  // With resident draws, every draw the verdict covers was judged on the device.
+  static void ExpectJudgedOnDevice(const judge::JudgeVerdict& verdict) {
+    if (GetParam() != Draws::kOnDevice) return;
+    EXPECT_EQ(verdict.draws_on_device, verdict.evidence.draws());
+  }
+
   judge::DrawCache cache_;
 };
 
-INSTANTIATE_TEST_SUITE_P(DrawCache, PlantedBugsTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "WithDrawCache" : "WithoutDrawCache";
+INSTANTIATE_TEST_SUITE_P(Draws, PlantedBugsTest,
+                         ::testing::Values(Draws::kFresh, Draws::kCached, Draws::kOnDevice),
+                         [](const ::testing::TestParamInfo<Draws>& info) {
+                           switch (info.param) {
+                             case Draws::kFresh: return "Fresh";
+                             case Draws::kCached: return "FromTheDrawCache";
+                             default: return "OnTheDevice";
+                           }
                          });
 
 TEST_P(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
@@ -280,6 +307,7 @@ TEST_P(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
   EXPECT_FALSE(verdict.evidence.has_failed_draw());
   EXPECT_DOUBLE_EQ(verdict.evidence.atol(), 1e-4);
   EXPECT_LT(verdict.evidence.rel_norm_error(), 1e-6);
+  ExpectJudgedOnDevice(verdict);
   ExpectSurvivesTiming(*judged);
 }
 
@@ -291,6 +319,7 @@ TEST_P(PlantedBugsTest, OneRowOnlyIsRejected) {
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 0);
   EXPECT_TRUE(absl::StrContains(verdict.detail, "element 1003 [1, 0] never written")) << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
 }
 
 TEST_P(PlantedBugsTest, UnwrittenTailIsRejected) {
@@ -301,6 +330,7 @@ TEST_P(PlantedBugsTest, UnwrittenTailIsRejected) {
   EXPECT_TRUE(absl::StrContains(verdict.detail, "element 1002995 [999, 998] never written"))
       << verdict.detail;
   EXPECT_TRUE(absl::StrContains(verdict.detail, "5 of 1003000 elements unwritten")) << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
 }
 
 TEST_P(PlantedBugsTest, OffByOneInTheLastBlockIsRejected) {
@@ -314,11 +344,17 @@ TEST_P(PlantedBugsTest, OffByOneInTheLastBlockIsRejected) {
 }
 
 TEST_P(PlantedBugsTest, WritingTheInputInPlaceIsRejected) {
+  // A correct candidate first: the buggy one fails before the reference runs, so the references
+  // its second judge finds (on the device, too) are the correct one's.
+  const judge::ReferenceFn affine = Affine(2, 1);  // one reference: the same draws
+  VerdictOrDie(ElementwiseTask(kRows, kColumns), Load(*elementwise_cubin_, "affine", FullGrid()),
+               affine);
   judge::JudgeVerdict verdict =
       VerdictOrDie(ElementwiseTask(kRows, kColumns),
-                   Load(*elementwise_cubin_, "affine_in_place", FullGrid()), Affine(2, 1));
+                   Load(*elementwise_cubin_, "affine_in_place", FullGrid()), affine);
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_TRUE(absl::StrContains(verdict.detail, "modified input 0")) << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
 }
 
 TEST_P(PlantedBugsTest, ZerosForATinyOutputAreRejected) {
@@ -355,6 +391,8 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
   auto module = std::make_shared<gpu::Module>(*device_->LoadModule(*elementwise_cubin_));
   auto spin = std::make_shared<gpu::Kernel>(*module->GetKernel("spin"));
   judge::CandidateLaunch correct = Load(*elementwise_cubin_, "affine", FullGrid());
+  const judge::ReferenceFn affine = Affine(2, 1);  // one reference: the same draws
+  VerdictOrDie(ElementwiseTask(kRows, kColumns), correct, affine);  // references cached
   judge::CandidateLaunch escaping = [=](gpu::Stream&, absl::Span<const CUdeviceptr> args) {
     long long cycles = 200'000'000;  // about 0.1 s
     void* spin_args[] = {&cycles};
@@ -362,10 +400,10 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
     if (absl::Status status = spin->Launch(one, spin_args, *side_stream); !status.ok()) return status;
     return correct(*side_stream, args);
   };
-  judge::JudgeVerdict verdict =
-      VerdictOrDie(ElementwiseTask(kRows, kColumns), escaping, Affine(2, 1));
+  judge::JudgeVerdict verdict = VerdictOrDie(ElementwiseTask(kRows, kColumns), escaping, affine);
   EXPECT_FALSE(verdict.passed());
   EXPECT_TRUE(absl::StrContains(verdict.detail, "outside the stream")) << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
 }
 
 TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {
@@ -604,6 +642,12 @@ class LargeTensorJudgeTest : public JudgeGpuTest {
     large_cubin_ = new std::string(compiled.cubin);
     reference_ = new judge::ReferenceFn(Affine(2, 1));
     cache_ = new judge::DrawCache();
+    // The cache holds the task's references before any test: each test's device way runs on it.
+    judge::JudgeOptions cached;
+    cached.draw_cache = cache_;
+    auto correct = judge::Judge(*device_, ElementwiseTask(kLargeRows, kLargeColumns),
+                                LoadLarge("affine"), *reference_, cached);
+    ASSERT_TRUE(correct.ok() && (*correct)->verdict().passed());
   }
 
   static judge::CandidateLaunch LoadLarge(const std::string& name) {
@@ -611,8 +655,9 @@ class LargeTensorJudgeTest : public JudgeGpuTest {
   }
 
   // Judges `launch` on the large task with one host thread and the call's own pageable staging,
-  // then with three threads and page-locked staging kept across candidates, and with the default
-  // pool and the draw cache: the verdicts are identical down to the evidence. The last is returned.
+  // then with three threads and page-locked staging kept across candidates, with the default pool
+  // and the draw cache, and with the draws resident on the device: the verdicts are identical down
+  // to the evidence. The last is returned.
   static std::unique_ptr<judge::JudgedCandidate> JudgeEveryWay(
       const judge::CandidateLaunch& launch) {
     const forge::v1::KernelTask task = ElementwiseTask(kLargeRows, kLargeColumns);
@@ -639,7 +684,15 @@ class LargeTensorJudgeTest : public JudgeGpuTest {
     EXPECT_TRUE(cached.ok()) << cached.status();
     if (!cached.ok()) return nullptr;
     ExpectSameVerdict((*first)->verdict(), (*cached)->verdict());
-    return *std::move(cached);
+
+    judge::JudgeOptions on_device = WithCache(cache_);
+    on_device.device_draws = device_draws_;
+    auto resident = judge::Judge(*device_, task, launch, *reference_, on_device);
+    EXPECT_TRUE(resident.ok()) << resident.status();
+    if (!resident.ok()) return nullptr;
+    ExpectSameVerdict((*first)->verdict(), (*resident)->verdict());
+    EXPECT_EQ((*resident)->verdict().draws_on_device, (*resident)->verdict().evidence.draws());
+    return *std::move(resident);
   }
 
   static inline std::string* large_cubin_ = nullptr;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/judge/compare_chunk.h"
 
 namespace forge::judge {
 namespace {
@@ -18,6 +19,7 @@ namespace {
 using forge::v1::DType;
 
 constexpr int64_t kNoIndex = std::numeric_limits<int64_t>::max();
+static_assert(kNoIndex == kNoElement);
 
 double Bound(double reference, const Tolerances& tolerances) {
   return tolerances.atol + tolerances.rtol * std::fabs(reference);
@@ -25,12 +27,6 @@ double Bound(double reference, const Tolerances& tolerances) {
 
 bool WithinTolerance(double candidate, double reference, const Tolerances& tolerances) {
   return std::fabs(candidate - reference) <= Bound(reference, tolerances);
-}
-
-// Twice eager's own error at one element, the allowance a candidate gets on top of the tolerance.
-double EagerAllowance(absl::Span<const double> native_reference, int64_t index, double reference) {
-  if (native_reference.empty() || !std::isfinite(native_reference[index])) return 0;
-  return 2 * std::fabs(native_reference[index] - reference);
 }
 
 // Two sums over [0, count) in one pass, chunked as ChunkedSum: add_terms(i, first, second) adds
@@ -173,15 +169,10 @@ auto WithCodec(DType dtype, const Visit& visit) {
   }
 }
 
-// The poison of `dtype` as its element's bits (IsPoison's words, laid side by side).
+// The poison of `dtype` as its element's bits.
 template <typename Bits>
 Bits PoisonBits(DType dtype) {
-  const Poison poison = PoisonFor(dtype);
-  std::byte element[sizeof(Bits)];
-  for (size_t offset = 0; offset < sizeof(Bits); offset += poison.word_bytes) {
-    std::memcpy(element + offset, &poison.word, poison.word_bytes);
-  }
-  return LoadBits<Bits>(element);
+  return static_cast<Bits>(PoisonElementBits(dtype, sizeof(Bits)));
 }
 
 // Whether storage offset i is logical element i for every element of `spec`: no strides, or the
@@ -203,19 +194,6 @@ auto WithOffsets(const forge::v1::TensorSpec& spec, const Visit& visit) {
   return visit([&spec](int64_t index) { return StorageOffsetOf(spec, index); });
 }
 
-// What CompareOutput finds in one chunk.
-struct ChunkTally {
-  int64_t unwritten = 0;
-  int64_t mismatches = 0;
-  int64_t nan_reference = 0;
-  int64_t first_unwritten = kNoIndex;
-  int64_t first_mismatch = kNoIndex;
-  double max_abs_error = 0;
-  double max_rel_error = 0;
-  double error_norm_squared = 0;
-  double reference_norm_squared = 0;
-};
-
 // CompareOutput's look at elements [begin, end).
 template <typename Codec, typename OffsetOf>
 ChunkTally CompareChunk(const Codec& decode, const OffsetOf& offset_of,
@@ -223,47 +201,81 @@ ChunkTally CompareChunk(const Codec& decode, const OffsetOf& offset_of,
                         absl::Span<const double> reference, const Tolerances& tolerances,
                         absl::Span<const double> native_reference, int64_t begin, int64_t end) {
   using Bits = typename Codec::Bits;
+  const bool has_native = !native_reference.empty();
   ChunkTally tally;
   for (int64_t i = begin; i < end; ++i) {
     const Bits bits = LoadBits<Bits>(storage + offset_of(i) * sizeof(Bits));
-    const double want = reference[i];
-    const double got = decode(bits);
-    if (std::isnan(want)) {
-      ++tally.nan_reference;
-      if (!std::isnan(got)) {
-        ++tally.mismatches;
-        tally.first_mismatch = std::min(tally.first_mismatch, i);
-      }
-      continue;
-    }
-    if (bits == poison) {
-      ++tally.unwritten;
-      tally.first_unwritten = std::min(tally.first_unwritten, i);
-      continue;
-    }
-    if (std::isinf(want) || std::isinf(got) || std::isnan(got)) {
-      if (got != want) {
-        ++tally.mismatches;
-        tally.first_mismatch = std::min(tally.first_mismatch, i);
-        tally.max_abs_error = std::numeric_limits<double>::infinity();
-      }
-      continue;
-    }
-    const double difference = std::fabs(got - want);
-    tally.max_abs_error = std::max(tally.max_abs_error, difference);
-    if (want != 0)
-      tally.max_rel_error = std::max(tally.max_rel_error, difference / std::fabs(want));
-    tally.error_norm_squared += difference * difference;
-    tally.reference_norm_squared += want * want;
-    if (difference > Bound(want, tolerances) + EagerAllowance(native_reference, i, want)) {
-      ++tally.mismatches;
-      tally.first_mismatch = std::min(tally.first_mismatch, i);
-    }
+    TallyElement(i, decode(bits), bits == poison, reference[i], has_native,
+                 has_native ? native_reference[i] : 0, tolerances.atol, tolerances.rtol, tally);
   }
   return tally;
 }
 
+// The tallies of consecutive chunks as one: counts added, first indices and maxima kept, sums
+// added in chunk order.
+ChunkTally AddTallies(absl::Span<const ChunkTally> tallies) {
+  ChunkTally total;
+  for (const ChunkTally& tally : tallies) {
+    total.unwritten += tally.unwritten;
+    total.mismatches += tally.mismatches;
+    total.nan_reference += tally.nan_reference;
+    total.first_unwritten = std::min(total.first_unwritten, tally.first_unwritten);
+    total.first_mismatch = std::min(total.first_mismatch, tally.first_mismatch);
+    total.max_abs_error = std::max(total.max_abs_error, tally.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, tally.max_rel_error);
+    total.error_norm_squared += tally.error_norm_squared;
+    total.reference_norm_squared += tally.reference_norm_squared;
+  }
+  return total;
+}
+
 }  // namespace
+
+absl::Span<const double> DecodeTableOf(DType dtype) {
+  auto table = [](const double* values, size_t size) { return absl::Span<const double>(values, size); };
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT16:
+      return table(DecodeTable<forge::v1::DTYPE_FLOAT16, uint16_t>(), 1 << 16);
+    case forge::v1::DTYPE_BFLOAT16:
+      return table(DecodeTable<forge::v1::DTYPE_BFLOAT16, uint16_t>(), 1 << 16);
+    case forge::v1::DTYPE_INT16:
+      return table(DecodeTable<forge::v1::DTYPE_INT16, uint16_t>(), 1 << 16);
+    case forge::v1::DTYPE_FLOAT8_E4M3FN:
+      return table(DecodeTable<forge::v1::DTYPE_FLOAT8_E4M3FN, uint8_t>(), 1 << 8);
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return table(DecodeTable<forge::v1::DTYPE_FLOAT8_E5M2, uint8_t>(), 1 << 8);
+    case forge::v1::DTYPE_INT8:
+      return table(DecodeTable<forge::v1::DTYPE_INT8, uint8_t>(), 1 << 8);
+    case forge::v1::DTYPE_UINT8:
+      return table(DecodeTable<forge::v1::DTYPE_UINT8, uint8_t>(), 1 << 8);
+    case forge::v1::DTYPE_BOOL:
+      return table(DecodeTable<forge::v1::DTYPE_BOOL, uint8_t>(), 1 << 8);
+    default:
+      return {};
+  }
+}
+
+double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error) {
+  return std::max(tolerances.rel_norm, 2 * eager_rel_norm_error);
+}
+
+OutputComparison SummarizeTallies(absl::Span<const ChunkTally> tallies, int64_t element_count,
+                                  double rel_norm_bound) {
+  const ChunkTally total = AddTallies(tallies);
+  OutputComparison result;
+  result.element_count = element_count;
+  result.unwritten = total.unwritten;
+  result.mismatches = total.mismatches;
+  result.nan_reference = total.nan_reference;
+  result.max_abs_error = total.max_abs_error;
+  result.max_rel_error = total.max_rel_error;
+  if (total.reference_norm_squared > 0) {
+    result.rel_norm_error = std::sqrt(total.error_norm_squared / total.reference_norm_squared);
+  }
+  result.passed = total.first_unwritten == kNoIndex && total.first_mismatch == kNoIndex &&
+                  !(result.rel_norm_error > rel_norm_bound);
+  return result;
+}
 
 Tolerances DefaultTolerances(DType dtype) {
   switch (dtype) {
@@ -298,6 +310,17 @@ Poison PoisonFor(DType dtype) {
     default:
       return {1, 0xA5};
   }
+}
+
+uint64_t PoisonElementBits(DType dtype, int element_bytes) {
+  const Poison poison = PoisonFor(dtype);
+  std::byte element[sizeof(uint64_t)] = {};
+  for (int offset = 0; offset < element_bytes; offset += poison.word_bytes) {
+    std::memcpy(element + offset, &poison.word, poison.word_bytes);
+  }
+  uint64_t bits = 0;
+  std::memcpy(&bits, element, element_bytes);
+  return bits;
 }
 
 bool IsPoison(DType dtype, const std::byte* element) {
@@ -339,6 +362,11 @@ void EagerError::Add(absl::Span<const double> native_reference, absl::Span<const
   });
   for (double chunk_abs : chunk_max) max_abs = std::max(max_abs, chunk_abs);
   rel_norm = std::max(rel_norm, RelativeNormError(native_reference, reference, pool));
+}
+
+void EagerError::Merge(const EagerError& other) {
+  max_abs = std::max(max_abs, other.max_abs);
+  rel_norm = std::max(rel_norm, other.rel_norm);
 }
 
 std::string EagerError::Note() const {
@@ -392,7 +420,7 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
   const double rel_norm_bound =
       native_reference.empty()
           ? tolerances.rel_norm
-          : std::max(tolerances.rel_norm, 2 * RelativeNormError(native_reference, reference, pool));
+          : WidenedRelNormBound(tolerances, RelativeNormError(native_reference, reference, pool));
 
   std::vector<ChunkTally> tallies(ThreadPool::ChunkCount(count));
   WithCodec(dtype, [&](const auto& decode) {
@@ -405,30 +433,16 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
       });
     });
   });
-  int64_t first_unwritten = kNoIndex;
-  int64_t first_mismatch = kNoIndex;
-  double error_norm_squared = 0;
-  double reference_norm_squared = 0;
-  for (const ChunkTally& tally : tallies) {
-    result.unwritten += tally.unwritten;
-    result.mismatches += tally.mismatches;
-    result.nan_reference += tally.nan_reference;
-    first_unwritten = std::min(first_unwritten, tally.first_unwritten);
-    first_mismatch = std::min(first_mismatch, tally.first_mismatch);
-    result.max_abs_error = std::max(result.max_abs_error, tally.max_abs_error);
-    result.max_rel_error = std::max(result.max_rel_error, tally.max_rel_error);
-    error_norm_squared += tally.error_norm_squared;
-    reference_norm_squared += tally.reference_norm_squared;
-  }
-  if (reference_norm_squared > 0) {
-    result.rel_norm_error = std::sqrt(error_norm_squared / reference_norm_squared);
-  }
+  const ChunkTally total = AddTallies(tallies);
+  result = SummarizeTallies(tallies, count, rel_norm_bound);
+  if (result.passed) return result;
+  const int64_t first_unwritten = total.first_unwritten;
+  const int64_t first_mismatch = total.first_mismatch;
 
   auto where = [&](int64_t index) {
     return absl::StrCat("element ", index, " ", FormatIndex(Unravel(spec.shape(), index)));
   };
   if (first_unwritten != kNoIndex) {
-    result.passed = false;
     result.failed_index = first_unwritten;
     result.failure = absl::StrCat(where(first_unwritten),
                                   " never written (still holds the NaN poison); ", result.unwritten,
@@ -443,15 +457,13 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
             ? ""
             : absl::StrFormat(" + 2 * eager's error %.3g (native %.9g)",
                               std::fabs(native_reference[i] - want), native_reference[i]);
-    result.passed = false;
     result.failed_index = i;
     result.failure = absl::StrFormat(
         "%s: candidate %.9g, reference %.9g, |difference| %.3g exceeds atol %g + rtol %g * "
         "|reference|%s; %d of %d elements outside the tolerance",
         where(i), got, want, std::fabs(got - want), tolerances.atol, tolerances.rtol, widening,
         result.mismatches, count);
-  } else if (result.rel_norm_error > rel_norm_bound) {
-    result.passed = false;
+  } else {
     result.failure = absl::StrFormat(
         "relative-norm error ||candidate - reference|| / ||reference|| = %.3g exceeds %g, though "
         "every element is within atol %g + rtol %g * |reference|",

@@ -18,6 +18,7 @@
 
 #include "absl/types/span.h"
 #include "forge/v1/graph.pb.h"
+#include "worker/judge/compare_chunk.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/thread_pool.h"
 
@@ -46,6 +47,9 @@ struct Poison {
   uint32_t word;
 };
 Poison PoisonFor(forge::v1::DType dtype);
+// The poison of an element of `dtype` that is `element_bytes` (at most 8) wide: its words laid side
+// by side, read as a little-endian integer.
+uint64_t PoisonElementBits(forge::v1::DType dtype, int element_bytes);
 // True when the element at `element` holds exactly the poison's bytes.
 bool IsPoison(forge::v1::DType dtype, const std::byte* element);
 
@@ -88,6 +92,23 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                absl::Span<const double> native_reference = {},
                                ThreadPool& pool = ThreadPool::Default());
 
+// The relative-norm bound of an output whose tolerance is widened by eager's own error:
+// max(tolerances.rel_norm, 2 * RelativeNormError(native, reference)).
+double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error);
+
+// CompareOutput's figures from the chunk tallies (compare_chunk.h; ThreadPool::kChunkElements
+// elements each, in order) of an output compared elsewhere, e.g. on the device: the counts, the
+// maxima, the relative-norm error and whether it passed the element rule and `rel_norm_bound`.
+// When it did not pass, `failure` and `failed_index` stay empty: CompareOutput on the host names
+// the failure.
+OutputComparison SummarizeTallies(absl::Span<const ChunkTally> tallies, int64_t element_count,
+                                  double rel_norm_bound);
+
+// DecodeElement of every bit pattern of a 1- or 2-byte dtype, indexed by the element's bits (2^8
+// or 2^16 values): the comparison's decoding of those dtypes, host and device alike. Empty for
+// wider dtypes.
+absl::Span<const double> DecodeTableOf(forge::v1::DType dtype);
+
 // The first logical element (row-major) whose stored bytes differ between `before` and `after`,
 // two storages of `spec` (each StorageElementCount(spec) elements); nullopt when none does. Bytes
 // a strided spec skips are not compared.
@@ -118,6 +139,8 @@ struct EagerError {
 
   void Add(absl::Span<const double> native_reference, absl::Span<const double> reference,
            ThreadPool& pool = ThreadPool::Default());
+  // Accumulates the error another EagerError found (another draw's, as Add gave it).
+  void Merge(const EagerError& other);
   // "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max 0.0147,
   // relative norm 0.391"; empty when eager matched float64 exactly (nothing was widened).
   std::string Note() const;

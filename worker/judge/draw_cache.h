@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,8 +32,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "forge/v1/task.pb.h"
+#include "worker/judge/compare.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/inputs.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 
@@ -67,6 +71,16 @@ struct DrawKey {
 DrawKey MakeDrawKey(const forge::v1::KernelTask& task, absl::Span<const InputDomain> domains,
                     uint64_t reference_id, bool native_reference, uint64_t seed, int draw);
 
+// What the judge derives from one draw's references for one output, alone or against the first
+// draw's: the same for every candidate of the task, so computed once per tolerance and kept with
+// the references (DrawReferences::Facts). A candidate judged on the device then needs no host pass
+// over the references at all.
+struct ReferenceFacts {
+  bool near_constant = false;           // IsNearConstant(float64[o])
+  bool agrees_with_first_draw = false;  // AgreeWithin(float64[o], the first draw's float64[o])
+  EagerError eager;                     // this draw's EagerError (zero without eager's values)
+};
+
 // What the reference computed for one draw.
 struct DrawReferences {
   // The float64 reference: one row-major vector per task output.
@@ -75,6 +89,26 @@ struct DrawReferences {
   std::vector<std::vector<double>> native;
   // Why the native-precision reference failed; empty when it ran or was not asked for.
   std::string native_unavailable;
+
+  // The facts of output `output` under `tolerances`, computed on first request.
+  // agrees_with_first_draw is checked against `first_draw`, the task's draw 0; it is false when
+  // that is null or this draw itself. Thread-safe.
+  ReferenceFacts Facts(int output, const Tolerances& tolerances,
+                       const std::shared_ptr<const DrawReferences>& first_draw,
+                       ThreadPool& pool) const ABSL_LOCKS_EXCLUDED(facts_mutex_);
+
+ private:
+  struct KnownFacts {
+    bool near_constant = false;
+    EagerError eager;
+    // agrees_with_first_draw, and the draw 0 it was checked against.
+    std::optional<bool> agrees;
+    std::weak_ptr<const DrawReferences> agrees_with;
+  };
+  mutable absl::Mutex facts_mutex_;
+  // By (output, atol, rtol, rel_norm).
+  mutable std::map<std::tuple<int, double, double, double>, KnownFacts> known_facts_
+      ABSL_GUARDED_BY(facts_mutex_);
 };
 
 // One draw: its host inputs, and its references once a judge got that far (a candidate that
@@ -105,7 +139,10 @@ class DrawCache {
 
   // The draw stored under `key`, if any and unchanged since stored; counts a hit, an input hit or
   // a miss.
-  std::optional<CachedDraw> Find(const DrawKey& key) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Without `verify` the fingerprint is not checked: for a caller that reads the draw from a copy
+  // it verifies itself (DeviceDraws), and the host copy only to word what that copy found.
+  std::optional<CachedDraw> Find(const DrawKey& key, bool verify = true)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Stores `draw` under `key`, replacing what was there (e.g. the same inputs without their
   // references), then evicts the least recently used draws until the cache fits its capacity. A
   // draw larger than the capacity is not kept. Two judges that miss the same draw at once both

@@ -200,6 +200,10 @@ TEST(DrawCacheTest, DropsADrawChangedInMemory) {
   const CachedDraw other = DrawOf(3);
   cache.Insert(KeyOf(2), other);
   const_cast<DrawReferences&>(*other.references).float64[0][999] = 0;
+  // Unverified (a caller that checks its own device copy), it is served as it is now.
+  std::optional<CachedDraw> unverified = cache.Find(KeyOf(2), /*verify=*/false);
+  ASSERT_TRUE(unverified.has_value());
+  EXPECT_EQ(unverified->references->float64[0][999], 0);
   EXPECT_FALSE(cache.Find(KeyOf(2)).has_value());
   EXPECT_EQ(cache.stats().corrupt, 2);
 }

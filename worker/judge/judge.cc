@@ -114,6 +114,15 @@ bool HasReducedPrecisionFloat(const KernelTask& task) {
   return false;
 }
 
+// What the device's comparison found, when the host (reading its own copy of the references)
+// could not place it.
+std::string DescribeDeviceFailure(const OutputComparison& comparison) {
+  return absl::StrFormat(
+      "%d elements unwritten and %d outside the tolerance, relative-norm error %.3g, on the "
+      "device",
+      comparison.unwritten, comparison.mismatches, comparison.rel_norm_error);
+}
+
 FailureReason ReasonForCudaError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kResourceExhausted
              ? forge::v1::FAILURE_REASON_RESOURCE_LIMIT
@@ -263,11 +272,19 @@ class JudgeRunner {
     CachedDraw cached;
     if (options_.draw_cache != nullptr) {
       key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed, draw);
-      if (std::optional<CachedDraw> found = options_.draw_cache->Find(*key)) cached = *found;
+      // A draw resident on the device is read from there, and checked there (DeviceDraws::Get).
+      const bool resident =
+          options_.device_draws != nullptr && options_.device_draws->Contains(*key);
+      if (std::optional<CachedDraw> found = options_.draw_cache->Find(*key, !resident)) {
+        cached = *found;
+      }
     }
     if (cached.inputs == nullptr) {
       FORGE_ASSIGN_OR_RETURN(cached.inputs, DrawInputs(draw));
       if (key) options_.draw_cache->Insert(*key, cached);
+    }
+    if (std::shared_ptr<const DeviceDraw> resident = ResidentDraw(draw, key, cached)) {
+      return RunDrawOnDevice(draw, cached, std::move(resident));
     }
     const std::vector<HostTensor>& inputs = *cached.inputs;
     std::vector<gpu::DeviceBuffer> input_buffers;
@@ -283,11 +300,9 @@ class JudgeRunner {
     // copies below fill them.
     std::vector<HostStaging::Buffer> outputs;
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
-      FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, AllocatePoisonedOutput(o, stream));
       args.push_back(buffer.address());
-      outputs.push_back(staging_->Acquire(bytes));
+      outputs.push_back(staging_->Acquire(buffer.size_bytes()));
       output_buffers.push_back(std::move(buffer));
     }
 
@@ -304,25 +319,12 @@ class JudgeRunner {
         return absl::OkStatus();
       }
     }
-    for (absl::Status synced : {stream.Synchronize(), device_.Synchronize()}) {
-      if (!synced.ok()) {
-        FailWithCudaError(draw, synced);
-        return absl::OkStatus();
-      }
-    }
+    if (!SynchronizeAll(draw)) return absl::OkStatus();
     // With every stream idle, the outputs must read as they did in stream order.
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      HostStaging::Buffer settled = staging_->Acquire(outputs[o].size());
-      FORGE_RETURN_IF_ERROR(output_buffers[o].CopyToHost(settled.data(), settled.size()));
-      if (std::optional<int64_t> changed =
-              FirstChangedElement(task_.outputs(o), outputs[o].bytes(), settled.bytes(), pool_)) {
-        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
-             absl::StrCat(OutputName(o), " changed after its launch stream finished (first at "
-                          "element ", *changed, " ",
-                          FormatIndex(Unravel(task_.outputs(o).shape(), *changed)),
-                          "): the candidate ran work outside the stream it was given"));
-        return absl::OkStatus();
-      }
+      FORGE_ASSIGN_OR_RETURN(const bool settled,
+                             SettledAsInStreamOrder(draw, o, outputs[o], output_buffers[o]));
+      if (!settled) return absl::OkStatus();
     }
     FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
                            ModifiedInput(inputs, input_buffers));
@@ -336,19 +338,9 @@ class JudgeRunner {
       FORGE_ASSIGN_OR_RETURN(cached.references, References(inputs));
       if (key) options_.draw_cache->Insert(*key, cached);
     }
-    const DrawReferences& references = *cached.references;
-    if (draw == 0) first_references_ = cached.references;
-    if (!references.native_unavailable.empty()) {
-      widen_by_eager_ = false;
-      result_->verdict_.evidence.add_notes(
-          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
-                       references.native_unavailable));
-    }
+    NoteReferences(draw, cached.references);
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o].bytes(), references.float64[o],
-                                        references.native.empty()
-                                            ? absl::Span<const double>()
-                                            : absl::Span<const double>(references.native[o])));
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o].bytes(), cached.references));
       if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
     }
     if (draw == 0) first_outputs_ = std::move(outputs);
@@ -359,7 +351,201 @@ class JudgeRunner {
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
+    run.device_draw_ = nullptr;
     return absl::OkStatus();
+  }
+
+  // The draw's resident device copy when the draw is judged on the device: device draws given,
+  // its references computed for an earlier candidate, every output compared on the device, and
+  // no output whose references call for the host's variation checks. Null otherwise (also when
+  // the draw does not fit on the device).
+  std::shared_ptr<const DeviceDraw> ResidentDraw(int draw, const std::optional<DrawKey>& key,
+                                                 const CachedDraw& cached) {
+    if (options_.device_draws == nullptr || !key || cached.references == nullptr) return nullptr;
+    if (draw > 0 && first_references_ == nullptr) return nullptr;
+    int64_t task_bytes = 0;
+    for (const auto* specs : {&task_.inputs(), &task_.outputs()}) {
+      for (const forge::v1::TensorSpec& spec : *specs) {
+        task_bytes += static_cast<int64_t>(StorageBytes(spec).value_or(0));
+      }
+    }
+    if (!options_.device_draws->WorthIt(task_bytes)) return nullptr;
+    const std::shared_ptr<const DrawReferences>& first =
+        draw == 0 ? cached.references : first_references_;
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (!DeviceComparer::Handles(task_.outputs(o))) return nullptr;
+      const ReferenceFacts facts = cached.references->Facts(o, ToleranceFor(o), first, pool_);
+      if (facts.near_constant || facts.agrees_with_first_draw) return nullptr;
+    }
+    absl::StatusOr<std::shared_ptr<const DeviceDraw>> resident =
+        options_.device_draws->Get(*key, cached, *stream_);
+    return resident.ok() ? *std::move(resident) : nullptr;
+  }
+
+  // RunDraw on the device: the inputs copied from the resident pristine copies, the stream-order
+  // and input checks as byte comparisons there, the outputs tallied there against the resident
+  // references. The host looks again only where those found something, and words the failure.
+  absl::Status RunDrawOnDevice(int draw, CachedDraw& cached,
+                               std::shared_ptr<const DeviceDraw> resident) {
+    ++result_->verdict_.draws_on_device;
+    JudgedCandidate& run = *result_;
+    gpu::Stream& stream = *stream_;
+    DeviceComparer& comparer = options_.device_draws->comparer();
+    std::vector<gpu::DeviceBuffer> input_buffers;
+    std::vector<gpu::DeviceBuffer> output_buffers;
+    std::vector<gpu::DeviceBuffer> stream_ordered;  // the outputs as copied in stream order
+    std::vector<CUdeviceptr> args;
+    for (const gpu::DeviceBuffer& pristine : resident->inputs) {
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(pristine.size_bytes()));
+      FORGE_RETURN_IF_ERROR(buffer.CopyFromDeviceAsync(pristine, stream));
+      args.push_back(buffer.address());
+      input_buffers.push_back(std::move(buffer));
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, AllocatePoisonedOutput(o, stream));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer copy, device_.Allocate(buffer.size_bytes()));
+      args.push_back(buffer.address());
+      output_buffers.push_back(std::move(buffer));
+      stream_ordered.push_back(std::move(copy));
+    }
+
+    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
+      FailWithCudaError(draw, launched);
+      return absl::OkStatus();
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (absl::Status copied = stream_ordered[o].CopyFromDeviceAsync(output_buffers[o], stream);
+          !copied.ok()) {
+        FailWithCudaError(draw, copied);
+        return absl::OkStatus();
+      }
+    }
+    if (!SynchronizeAll(draw)) return absl::OkStatus();
+    // A CUDA error of the checks below comes from a context the candidate broke.
+    auto failed_on_device = [&](const absl::Status& status) {
+      if (status.ok()) return false;
+      FailWithCudaError(draw, status);
+      return true;
+    };
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      absl::StatusOr<bool> same = comparer.Equal(stream_ordered[o], output_buffers[o],
+                                                 output_buffers[o].size_bytes(), stream);
+      if (failed_on_device(same.status())) return absl::OkStatus();
+      if (*same) continue;
+      HostStaging::Buffer in_order = staging_->Acquire(stream_ordered[o].size_bytes());
+      FORGE_RETURN_IF_ERROR(stream_ordered[o].CopyToHost(in_order.data(), in_order.size()));
+      FORGE_ASSIGN_OR_RETURN(const bool settled,
+                             SettledAsInStreamOrder(draw, o, in_order, output_buffers[o]));
+      if (settled) {  // the bytes changed, though not where the host looked
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrCat(OutputName(o), " changed after its launch stream finished: the "
+                          "candidate ran work outside the stream it was given"));
+      }
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < input_buffers.size(); ++i) {
+      absl::StatusOr<bool> same = comparer.Equal(resident->inputs[i], input_buffers[i],
+                                                 input_buffers[i].size_bytes(), stream);
+      if (failed_on_device(same.status())) return absl::OkStatus();
+      if (*same) continue;
+      FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
+                             ModifiedInput(*cached.inputs, input_buffers));
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           modified ? *modified
+                    : absl::StrCat("the kernel modified input ", i, " (",
+                                   DescribeSpec(task_.inputs(i)), ")"));
+      return absl::OkStatus();
+    }
+
+    NoteReferences(draw, cached.references);
+    const DrawReferences& references = *cached.references;
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      const Tolerances tolerances = ToleranceFor(o);
+      absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
+          task_.outputs(o), output_buffers[o], resident->float64[o],
+          resident->native.empty() ? nullptr : &resident->native[o], tolerances, stream);
+      if (failed_on_device(tallies.status())) return absl::OkStatus();
+      const ReferenceFacts facts =
+          references.Facts(o, tolerances, first_references_, pool_);
+      const double rel_norm_bound =
+          references.native.empty() ? tolerances.rel_norm
+                                    : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
+      const OutputComparison comparison =
+          SummarizeTallies(*tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
+      if (comparison.passed) {
+        eager_errors_[o].Merge(facts.eager);
+        FORGE_RETURN_IF_ERROR(RecordComparison(draw, o, comparison));
+        continue;
+      }
+      HostStaging::Buffer output = staging_->Acquire(output_buffers[o].size_bytes());
+      FORGE_RETURN_IF_ERROR(output_buffers[o].CopyToHost(output.data(), output.size()));
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, output.bytes(), cached.references));
+      if (result_->verdict_.evidence.passed()) {  // the device's references are the checked ones
+        Fail(draw,
+             comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                      : forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrCat(OutputName(o), ": ", DescribeDeviceFailure(comparison)));
+      }
+      return absl::OkStatus();
+    }
+    if (draw == 0) first_output_copies_ = std::move(stream_ordered);
+
+    run.inputs_ = std::move(cached.inputs);
+    run.references_ = std::move(cached.references);
+    run.input_buffers_ = std::move(input_buffers);
+    run.output_buffers_ = std::move(output_buffers);
+    run.args_ = std::move(args);
+    run.device_draw_ = std::move(resident);
+    run.device_draws_ = options_.device_draws;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<gpu::DeviceBuffer> AllocatePoisonedOutput(int o, gpu::Stream& stream) {
+    FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
+    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
+    FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
+    return buffer;
+  }
+
+  // Waits for the launch stream and then every stream of the device; false when that failed
+  // (a CUDA error of the candidate's, recorded).
+  bool SynchronizeAll(int draw) {
+    for (absl::Status synced : {stream_->Synchronize(), device_.Synchronize()}) {
+      if (!synced.ok()) {
+        FailWithCudaError(draw, synced);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Whether output `o`, read back once in stream order into `in_order`, reads the same now that
+  // every stream is idle; fails the draw when it does not.
+  absl::StatusOr<bool> SettledAsInStreamOrder(int draw, int o,
+                                              const HostStaging::Buffer& in_order,
+                                              const gpu::DeviceBuffer& output) {
+    HostStaging::Buffer settled = staging_->Acquire(in_order.size());
+    FORGE_RETURN_IF_ERROR(output.CopyToHost(settled.data(), settled.size()));
+    std::optional<int64_t> changed =
+        FirstChangedElement(task_.outputs(o), in_order.bytes(), settled.bytes(), pool_);
+    if (!changed) return true;
+    Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+         absl::StrCat(OutputName(o), " changed after its launch stream finished (first at "
+                      "element ", *changed, " ",
+                      FormatIndex(Unravel(task_.outputs(o).shape(), *changed)),
+                      "): the candidate ran work outside the stream it was given"));
+    return false;
+  }
+
+  // Keeps draw 0's references, and notes a native reference that could not run.
+  void NoteReferences(int draw, const std::shared_ptr<const DrawReferences>& references) {
+    if (draw == 0) first_references_ = references;
+    if (!references->native_unavailable.empty()) {
+      widen_by_eager_ = false;
+      result_->verdict_.evidence.add_notes(
+          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
+                       references->native_unavailable));
+    }
   }
 
   absl::StatusOr<std::optional<std::string>> ModifiedInput(
@@ -447,38 +633,23 @@ class JudgeRunner {
 
   // Compares output `o` of the draw, read back into `output`, with its references.
   absl::Status CompareDraw(int draw, int o, absl::Span<const std::byte> output,
-                           const std::vector<double>& reference,
-                           absl::Span<const double> native_reference) {
-    forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
+                           const std::shared_ptr<const DrawReferences>& references) {
     const forge::v1::TensorSpec& spec = task_.outputs(o);
     const Tolerances tolerances = ToleranceFor(o);
-    eager_errors_[o].Add(native_reference, reference, pool_);
-    OutputComparison comparison =
-        CompareOutput(spec, output, reference, tolerances, native_reference, pool_);
-    if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
-          " for draw ", draw, " (", DescribeDraw(draw), "): the drawn inputs are outside an op's "
-          "domain"));
-    }
-    evidence.set_max_abs_error(std::max(evidence.max_abs_error(), comparison.max_abs_error));
-    evidence.set_max_rel_error(std::max(evidence.max_rel_error(), comparison.max_rel_error));
-    evidence.set_rel_norm_error(std::max(evidence.rel_norm_error(), comparison.rel_norm_error));
-    if (!comparison.passed) {
-      Fail(draw,
-           comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
-                                    : forge::v1::FAILURE_REASON_WRONG_RESULT,
-           absl::StrCat(OutputName(o), ": ", comparison.failure));
-      return absl::OkStatus();
-    }
-    if (comparison.nan_reference > 0 && draw == 0) {
-      evidence.add_notes(absl::StrCat(OutputName(o), ": reference NaN at ",
-                                      comparison.nan_reference, " elements"));
-    }
+    const std::vector<double>& reference = references->float64[o];
+    const absl::Span<const double> native_reference =
+        references->native.empty() ? absl::Span<const double>()
+                                   : absl::Span<const double>(references->native[o]);
+    const ReferenceFacts facts = references->Facts(o, tolerances, first_references_, pool_);
+    eager_errors_[o].Merge(facts.eager);
+    FORGE_RETURN_IF_ERROR(RecordComparison(
+        draw, o, CompareOutput(spec, output, reference, tolerances, native_reference, pool_)));
+    if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
 
     // The candidate's values as doubles only where a variation is checked (rarely).
+    forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
     const forge::v1::DType dtype = spec.dtype();
-    if (IsNearConstant(reference, tolerances, pool_)) {
+    if (facts.near_constant) {
       std::vector<double> rounded_reference = Rounded(dtype, reference, pool_);
       VariationComparison variation =
           CompareVariation(Centered(DecodeElements(spec, output, pool_), pool_),
@@ -499,32 +670,71 @@ class JudgeRunner {
       }
     }
 
-    if (draw == 0) return absl::OkStatus();
+    if (draw == 0 || !facts.agrees_with_first_draw) return absl::OkStatus();
     const std::vector<double>& first_reference = first_references_->float64[o];
-    if (AgreeWithin(reference, first_reference, tolerances, pool_)) {
-      VariationComparison variation = CompareVariation(
-          Difference(DecodeElements(spec, output, pool_),
-                     DecodeElements(spec, first_outputs_[o].bytes(), pool_), pool_),
-          Difference(reference, first_reference, pool_),
-          Difference(Rounded(dtype, reference, pool_), Rounded(dtype, first_reference, pool_),
-                     pool_),
-          pool_);
-      if (!flagged_across_draws_.contains(o)) {
-        flagged_across_draws_.insert(o);
-        evidence.add_notes(absl::StrCat(
-            OutputName(o), ": reference near constant across draws",
-            variation.representable ? "; the candidate must change with it"
-                                    : "; its change vanishes at the output's precision"));
-      }
-      if (!variation.passed) {
-        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
-             absl::StrFormat("%s: the reference barely changes between draws and the candidate "
-                             "does not follow it (error %.3g of the change's norm; an output that "
-                             "ignores its inputs has 1)",
-                             OutputName(o), variation.relative_error));
-      }
+    FORGE_ASSIGN_OR_RETURN(absl::Span<const std::byte> first_output, FirstOutput(o));
+    VariationComparison variation = CompareVariation(
+        Difference(DecodeElements(spec, output, pool_), DecodeElements(spec, first_output, pool_),
+                   pool_),
+        Difference(reference, first_reference, pool_),
+        Difference(Rounded(dtype, reference, pool_), Rounded(dtype, first_reference, pool_),
+                   pool_),
+        pool_);
+    if (!flagged_across_draws_.contains(o)) {
+      flagged_across_draws_.insert(o);
+      evidence.add_notes(absl::StrCat(
+          OutputName(o), ": reference near constant across draws",
+          variation.representable ? "; the candidate must change with it"
+                                  : "; its change vanishes at the output's precision"));
+    }
+    if (!variation.passed) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrFormat("%s: the reference barely changes between draws and the candidate "
+                           "does not follow it (error %.3g of the change's norm; an output that "
+                           "ignores its inputs has 1)",
+                           OutputName(o), variation.relative_error));
     }
     return absl::OkStatus();
+  }
+
+  // Adds output `o`'s comparison in draw `draw` to the evidence, and fails the draw when it did
+  // not pass.
+  absl::Status RecordComparison(int draw, int o, const OutputComparison& comparison) {
+    forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
+    if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
+          " for draw ", draw, " (", DescribeDraw(draw), "): the drawn inputs are outside an op's "
+          "domain"));
+    }
+    evidence.set_max_abs_error(std::max(evidence.max_abs_error(), comparison.max_abs_error));
+    evidence.set_max_rel_error(std::max(evidence.max_rel_error(), comparison.max_rel_error));
+    evidence.set_rel_norm_error(std::max(evidence.rel_norm_error(), comparison.rel_norm_error));
+    if (!comparison.passed) {
+      Fail(draw,
+           comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                    : forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat(OutputName(o), ": ", comparison.failure));
+      return absl::OkStatus();
+    }
+    if (comparison.nan_reference > 0 && draw == 0) {
+      evidence.add_notes(absl::StrCat(OutputName(o), ": reference NaN at ",
+                                      comparison.nan_reference, " elements"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Draw 0's output `o` as read back; read now from its device copy when draw 0 was judged on the
+  // device.
+  absl::StatusOr<absl::Span<const std::byte>> FirstOutput(int o) {
+    if (first_outputs_.empty()) {
+      for (const gpu::DeviceBuffer& copy : first_output_copies_) {
+        HostStaging::Buffer output = staging_->Acquire(copy.size_bytes());
+        FORGE_RETURN_IF_ERROR(copy.CopyToHost(output.data(), output.size()));
+        first_outputs_.push_back(std::move(output));
+      }
+    }
+    return first_outputs_[o].bytes();
   }
 
   const gpu::Device& device_;
@@ -537,8 +747,10 @@ class JudgeRunner {
   HostStaging* staging_ = nullptr;  // result_'s
   std::vector<InputDomain> domains_;
   std::optional<gpu::Stream> stream_;
-  // Draw 0's outputs as read back, to see how later draws differ from it.
+  // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
+  // on the device, its outputs' device copies until they are needed here.
   std::vector<HostStaging::Buffer> first_outputs_;
+  std::vector<gpu::DeviceBuffer> first_output_copies_;
   std::shared_ptr<const DrawReferences> first_references_;
   absl::flat_hash_set<int> flagged_across_draws_;
   // Whether eager's own error widens the tolerance (a native reference and reduced precision).
@@ -589,26 +801,66 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     verdict.context_lost = gpu::IsStickyError(synced);
     return fail(ReasonForCudaError(synced), std::string(synced.message()));
   }
+  // With the draw resident on the device, the checks run there first; the host looks where they
+  // found something.
+  std::optional<gpu::Stream> stream;
+  if (device_draw_ != nullptr) {
+    FORGE_ASSIGN_OR_RETURN(gpu::Stream created, device_->CreateStream());
+    stream.emplace(std::move(created));
+  }
+  // What the device finds wrong stays wrong when the host cannot place it: the device's copies
+  // are the checked ones.
   const std::vector<HostTensor>& inputs = *inputs_;
   for (size_t i = 0; i < inputs.size(); ++i) {
+    bool changed_on_device = false;
+    if (stream) {
+      FORGE_ASSIGN_OR_RETURN(const bool same,
+                             device_draws_->comparer().Equal(device_draw_->inputs[i],
+                                                             input_buffers_[i],
+                                                             input_buffers_[i].size_bytes(),
+                                                             *stream));
+      if (same) continue;
+      changed_on_device = true;
+    }
     FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
                            ChangedInput(inputs[i], input_buffers_[i], *staging_, *threads_));
-    if (change) {
+    if (change || changed_on_device) {
       return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
                   absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs[i].spec),
-                               ") at element ", change->index));
+                               ")", change ? absl::StrCat(" at element ", change->index) : ""));
     }
   }
   for (int o = 0; o < task_.outputs_size(); ++o) {
-    HostStaging::Buffer output = staging_->Acquire(output_buffers_[o].size_bytes());
-    FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
     const Tolerances tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
-    OutputComparison comparison = CompareOutput(
-        task_.outputs(o), output.bytes(), references_->float64[o], tolerances,
+    const absl::Span<const double> native =
         references_->native.empty() ? absl::Span<const double>()
-                                    : absl::Span<const double>(references_->native[o]),
-        *threads_);
+                                    : absl::Span<const double>(references_->native[o]);
+    std::optional<OutputComparison> device_comparison;
+    if (stream) {
+      FORGE_ASSIGN_OR_RETURN(
+          const std::vector<ChunkTally> tallies,
+          device_draws_->comparer().CompareChunks(
+              task_.outputs(o), output_buffers_[o], device_draw_->float64[o],
+              device_draw_->native.empty() ? nullptr : &device_draw_->native[o], tolerances,
+              *stream));
+      const double rel_norm_bound =
+          native.empty() ? tolerances.rel_norm
+                         : WidenedRelNormBound(
+                               tolerances, references_->Facts(o, tolerances, nullptr, *threads_)
+                                               .eager.rel_norm);
+      device_comparison = SummarizeTallies(tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
+      if (device_comparison->passed) continue;
+    }
+    HostStaging::Buffer output = staging_->Acquire(output_buffers_[o].size_bytes());
+    FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
+    OutputComparison comparison = CompareOutput(task_.outputs(o), output.bytes(),
+                                                references_->float64[o], tolerances, native,
+                                                *threads_);
+    if (comparison.passed && device_comparison) {
+      comparison = *device_comparison;
+      comparison.failure = DescribeDeviceFailure(comparison);
+    }
     if (!comparison.passed) {
       return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
                                            : forge::v1::FAILURE_REASON_WRONG_RESULT,

@@ -39,6 +39,7 @@
 #include "forge/v1/task.pb.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/compare.h"
+#include "worker/judge/device_draws.h"
 #include "worker/judge/draw_cache.h"
 #include "worker/judge/host_staging.h"
 #include "worker/judge/host_tensor.h"
@@ -118,6 +119,11 @@ struct JudgeOptions {
   // The threads of the host-side passes; null: ThreadPool::Default(). Must outlive the
   // JudgedCandidate.
   ThreadPool* threads = nullptr;
+  // The draws resident on the GPU and its comparison kernels: with a draw_cache, draws whose
+  // references are cached are judged on the device, except outputs whose references call for the
+  // variation checks (near constant within the output or across draws), which the host judges.
+  // Null: every pass runs on the host. Must outlive the JudgedCandidate.
+  DeviceDraws* device_draws = nullptr;
 };
 
 struct JudgeVerdict {
@@ -129,6 +135,9 @@ struct JudgeVerdict {
   std::string detail;
   // A CUDA error that leaves the context unusable ended the run: the process must restart.
   bool context_lost = false;
+  // How many of the draws were judged on the device (JudgeOptions::device_draws), the failed one
+  // included.
+  int draws_on_device = 0;
 
   bool passed() const { return evidence.passed(); }
 };
@@ -168,6 +177,9 @@ class JudgedCandidate {
   std::vector<gpu::DeviceBuffer> input_buffers_;
   std::vector<gpu::DeviceBuffer> output_buffers_;
   std::vector<CUdeviceptr> args_;
+  // The last draw's resident copy when it was judged on the device: the re-check runs there too.
+  std::shared_ptr<const DeviceDraw> device_draw_;
+  DeviceDraws* device_draws_ = nullptr;
 };
 
 // Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten

@@ -16,6 +16,7 @@
 #include "compiler/codegen/gemm_library.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/gpu/device.h"
+#include "worker/judge/device_draws.h"
 #include "worker/judge/host_staging.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/sandbox/sandbox.pb.h"
@@ -37,6 +38,7 @@ class ChildServer {
     if (device.ok()) {
       device_ = *std::move(device);
       staging_ = std::make_unique<judge::HostStaging>(*device_);
+      if (draw_cache_ != nullptr) CreateDeviceDraws();
     } else {
       device_status_ = device.status();
     }
@@ -176,7 +178,9 @@ class ChildServer {
     FORGE_ASSIGN_OR_RETURN(
         judge::CandidateLaunch launch,
         library::LoadGemmLibraryCandidate(*device_, *gemm, *library, candidate.cubin()));
-    return Relaunchable(std::move(launch));
+    RunnableCandidate runnable = Relaunchable(std::move(launch));
+    FORGE_ASSIGN_OR_RETURN(runnable.library_algorithm, gemm->AlgorithmDescription(library->gemm));
+    return runnable;
   }
 
   // Loads the candidate, or says why this GPU cannot run it.
@@ -200,6 +204,26 @@ class ChildServer {
     return absl::InternalError("sandbox child: unknown kind of candidate");
   }
 
+  // The judge's device path: its comparison kernels and the resident draws. Without them (a
+  // compile or load failure, said on stderr) every pass of the judge runs on the host.
+  void CreateDeviceDraws() {
+    int64_t capacity = options_.device_draws_bytes.value_or(0);
+    if (!options_.device_draws_bytes) {
+      absl::StatusOr<int64_t> free_bytes = device_->FreeMemoryBytes();
+      capacity = free_bytes.ok() ? *free_bytes / 4 : 0;
+    }
+    if (capacity <= 0) return;
+    absl::StatusOr<std::unique_ptr<judge::DeviceComparer>> comparer =
+        judge::DeviceComparer::Create(*device_);
+    if (!comparer.ok()) {
+      fprintf(stderr, "sandbox child: the judge runs on the host alone: %s\n",
+              comparer.status().ToString().c_str());
+      return;
+    }
+    comparer_ = *std::move(comparer);
+    device_draws_ = std::make_unique<judge::DeviceDraws>(*device_, *comparer_, capacity);
+  }
+
   // Judges the candidate; keeps it as last_judged_ when it passes.
   absl::StatusOr<Judgement> JudgeCandidate(const wire::Candidate& candidate,
                                            const wire::JudgeOptions& options) {
@@ -216,6 +240,7 @@ class ChildServer {
     judge::JudgeOptions judge_options = FromWire(options);
     judge_options.draw_cache = draw_cache_.get();
     judge_options.staging = staging_.get();
+    judge_options.device_draws = device_draws_.get();
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgedCandidate> judged,
                            judge::Judge(*device_, candidate.task(), runnable.launch,
                                         options_.reference, judge_options));
@@ -291,6 +316,7 @@ class ChildServer {
     wire::Response response;
     *response.mutable_timed()->mutable_timing() = ToWire(*timing);
     *response.mutable_timed()->mutable_recheck() = ToWire(*recheck);
+    response.mutable_timed()->set_library_algorithm(runnable.library_algorithm);
     response.set_context_lost(recheck->context_lost);
     return response;
   }
@@ -328,7 +354,11 @@ class ChildServer {
   std::unique_ptr<library::CublasLtGemm> gemm_;  // created by the first cuBLASLt candidate
   // Page-locked host buffers the judge reuses across draws and candidates (after device_).
   std::unique_ptr<judge::HostStaging> staging_;
-  // After device_, timer_, gemm_ and staging_ (which its launches and checks use): released first.
+  // The judge's device path (after device_); null where it could not be made or is turned off.
+  std::unique_ptr<judge::DeviceComparer> comparer_;
+  std::unique_ptr<judge::DeviceDraws> device_draws_;
+  // After device_, timer_, gemm_, staging_ and the device draws (which its launches and checks
+  // use): released first.
   std::optional<Judged> last_judged_;
 };
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,9 @@ struct RunnableCandidate {
   // Why the candidate could not run after all, learnt while judging it (an op this LibTorch has
   // no CUDA kernel for); consulted after a failing verdict. Empty, or returning "": nothing learnt.
   std::function<std::string()> unsupported_reason;
+  // A gemm_library candidate: the cuBLASLt algorithm its algo index selects
+  // (library::CublasLtGemm::AlgorithmDescription), reported with its timing; empty otherwise.
+  std::string library_algorithm;
 };
 
 // Loads an ATen fallback candidate of `task` (worker/sandbox/aten_fallback.h).
@@ -51,6 +55,10 @@ struct ChildOptions {
   // inputs and references are computed for its first candidate and reused for the next ones.
   // 0: no cache.
   int64_t draw_cache_bytes = judge::DrawCache::kDefaultCapacityBytes;
+  // Bound of the draws kept resident on the GPU (judge/device_draws.h), with which a task's
+  // candidates after its first are judged on the device. Unset: a quarter of the GPU's free memory
+  // when the child starts; 0: none (every pass of the judge runs on the host). Needs the draw cache.
+  std::optional<int64_t> device_draws_bytes;
   // Unset where the child is built without LibTorch's CUDA libraries: ATen fallback candidates
   // then fail with FailedPrecondition.
   AtenFallbackLoader load_aten_fallback;

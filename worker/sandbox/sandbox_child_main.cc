@@ -2,9 +2,12 @@
 // (generated kernels, cuBLASLt calls and, when built with LibTorch's CUDA libraries, the ATen
 // fallback; with those, the judge's float64 reference runs on the GPU too). Started by the
 // sandbox, never by hand:
-//   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--allow-test-behaviours]
+//   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--device-draws-mib=N]
+//                       [--allow-test-behaviours]
 // --draw-cache-mib bounds the host memory that keeps the judge's draws across candidates (0: no
-// cache); without it, $FORGE_SANDBOX_DRAW_CACHE_MIB, else 4096.
+// cache); without it, $FORGE_SANDBOX_DRAW_CACHE_MIB, else 4096. --device-draws-mib bounds the GPU
+// memory that keeps them resident for the judge's device path (0: the judge runs on the host);
+// without it, $FORGE_SANDBOX_DEVICE_DRAWS_MIB, else a quarter of the GPU's free memory.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,9 +25,9 @@
 
 namespace {
 
-// Parses a draw cache bound in MiB into `bytes`; false for anything else, or a bound so large that
-// it is surely a mistake (and would overflow).
-bool ParseDrawCacheMib(absl::string_view mib, int64_t& bytes) {
+// Parses a memory bound in MiB into `bytes`; false for anything else, or a bound so large that it
+// is surely a mistake (and would overflow).
+bool ParseMib(absl::string_view mib, int64_t& bytes) {
   int64_t parsed = 0;
   if (!absl::SimpleAtoi(mib, &parsed) || parsed < 0 || parsed > (int64_t{1} << 30)) return false;
   bytes = parsed << 20;
@@ -36,11 +39,21 @@ bool ParseDrawCacheMib(absl::string_view mib, int64_t& bytes) {
 int main(int argc, char** argv) {
   forge::sandbox::ChildOptions options;
   if (const char* mib = std::getenv("FORGE_SANDBOX_DRAW_CACHE_MIB"); mib != nullptr) {
-    if (!ParseDrawCacheMib(mib, options.draw_cache_bytes)) {
+    if (!ParseMib(mib, options.draw_cache_bytes)) {
       fprintf(stderr,
               "forge-sandbox-child: FORGE_SANDBOX_DRAW_CACHE_MIB='%s' is not a size in MiB\n", mib);
       return 2;
     }
+  }
+  int64_t device_draws_bytes = 0;
+  if (const char* mib = std::getenv("FORGE_SANDBOX_DEVICE_DRAWS_MIB"); mib != nullptr) {
+    if (!ParseMib(mib, device_draws_bytes)) {
+      fprintf(stderr,
+              "forge-sandbox-child: FORGE_SANDBOX_DEVICE_DRAWS_MIB='%s' is not a size in MiB\n",
+              mib);
+      return 2;
+    }
+    options.device_draws_bytes = device_draws_bytes;
   }
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
@@ -51,7 +64,10 @@ int main(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&value, "--gpu=")) {
       parsed = absl::SimpleAtoi(value, &options.gpu_ordinal);
     } else if (absl::ConsumePrefix(&value, "--draw-cache-mib=")) {
-      parsed = ParseDrawCacheMib(value, options.draw_cache_bytes);
+      parsed = ParseMib(value, options.draw_cache_bytes);
+    } else if (absl::ConsumePrefix(&value, "--device-draws-mib=")) {
+      parsed = ParseMib(value, device_draws_bytes);
+      options.device_draws_bytes = device_draws_bytes;
     } else if (arg == "--allow-test-behaviours") {
       options.allow_test_behaviours = true;
       parsed = true;

@@ -1,0 +1,124 @@
+// The judge on one large elementwise task (y = 2x + 1, float32), per candidate, on a GPU: the
+// first candidate (draws and references computed), then later candidates of the task judged on
+// the host from the draw cache and on the device from resident draws, each timed and re-checked
+// once as the timer does. Prints one line per way with the median seconds of the repetitions:
+//   forge_judge_device_bench [--elements=268435456] [--reps=3]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "worker/compile/compile_pool.h"
+#include "worker/judge/judge.h"
+
+namespace forge::judge {
+namespace {
+
+constexpr char kAffine[] = R"(
+extern "C" __global__ void affine(const float* x, float* y, long long n) {
+  long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * 2.0f + 1.0f;
+}
+)";
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int Run(int64_t elements, int reps) {
+  auto device = gpu::Device::Open(0);
+  compile::CompilePoolOptions pool_options;
+  pool_options.threads = 1;
+  auto pool = compile::CompilePool::Create(pool_options);
+  if (!device.ok() || !pool.ok()) {
+    std::fprintf(stderr, "no GPU or NVRTC: %s %s\n", device.status().ToString().c_str(),
+                 pool.status().ToString().c_str());
+    return 1;
+  }
+  compile::CompileRequest request;
+  request.source = kAffine;
+  request.arch = (*device)->properties().arch();
+  compile::CompileResult compiled = (*pool)->Compile(request);
+  auto module = (*device)->LoadModule(compiled.cubin);
+  auto kernel = module->GetKernel("affine");
+  if (!compiled.ok() || !kernel.ok()) return 1;
+  CandidateLaunch launch = [&](gpu::Stream& stream, absl::Span<const CUdeviceptr> args) {
+    CUdeviceptr x = args[0], y = args[1];
+    long long n = elements;
+    void* parameters[] = {&x, &y, &n};
+    gpu::LaunchShape shape;
+    shape.grid[0] = static_cast<uint32_t>((elements + 255) / 256);
+    shape.block[0] = 256;
+    return kernel->Launch(shape, parameters, stream);
+  };
+  forge::v1::KernelTask task;
+  task.set_digest(absl::StrCat("bench-affine-", elements));
+  for (auto* specs : {task.add_inputs(), task.add_outputs()}) {
+    specs->set_dtype(forge::v1::DTYPE_FLOAT32);
+    specs->add_shape(elements);
+  }
+  ReferenceFn reference = [](const forge::v1::KernelTask&, absl::Span<const HostTensor> inputs)
+      -> absl::StatusOr<std::vector<std::vector<double>>> {
+    std::vector<double> y = inputs[0].ToDoubles();
+    for (double& value : y) value = 2 * value + 1;
+    return std::vector<std::vector<double>>{y};
+  };
+  auto comparer = DeviceComparer::Create(**device);
+  if (!comparer.ok()) return 1;
+  DrawCache cache(int64_t{64} << 30);
+  DeviceDraws resident(**device, **comparer, int64_t{64} << 30, /*min_task_bytes=*/0);
+  HostStaging staging(**device);
+
+  std::printf("| way | elements | seconds (median of %d) | draws on device | passed |\n", reps);
+  std::printf("|---|---|---|---|---|\n");
+  for (const char* way : {"first candidate", "host, cached draws", "device, resident draws"}) {
+    const bool first = way[0] == 'f';
+    const bool on_device = way[0] == 'd';
+    std::vector<double> seconds;
+    JudgeVerdict verdict;
+    for (int rep = 0; rep < (first ? 1 : reps); ++rep) {
+      JudgeOptions options;
+      options.draw_cache = &cache;
+      options.staging = &staging;
+      options.device_draws = on_device ? &resident : nullptr;
+      const auto start = std::chrono::steady_clock::now();
+      auto judged = Judge(**device, task, launch, reference, options);
+      if (!judged.ok()) {
+        std::fprintf(stderr, "%s: %s\n", way, judged.status().ToString().c_str());
+        return 1;
+      }
+      auto rechecked = (*judged)->RecheckTimedOutputs();
+      seconds.push_back(SecondsSince(start));
+      verdict = rechecked.ok() ? *rechecked : (*judged)->verdict();
+    }
+    std::sort(seconds.begin(), seconds.end());
+    std::printf("| %s | %lld | %.3f | %d | %s |\n", way, static_cast<long long>(elements),
+                seconds[seconds.size() / 2], verdict.draws_on_device,
+                verdict.passed() ? "yes" : verdict.detail.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge::judge
+
+int main(int argc, char** argv) {
+  int64_t elements = int64_t{1} << 28;
+  int reps = 3;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view value = argv[i];
+    bool parsed = false;
+    if (absl::ConsumePrefix(&value, "--elements=")) parsed = absl::SimpleAtoi(value, &elements);
+    if (absl::ConsumePrefix(&value, "--reps=")) parsed = absl::SimpleAtoi(value, &reps);
+    if (!parsed || elements <= 0 || reps <= 0) {
+      std::fprintf(stderr, "usage: forge_judge_device_bench [--elements=N] [--reps=N]\n");
+      return 2;
+    }
+  }
+  return forge::judge::Run(elements, reps);
+}
