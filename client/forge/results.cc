@@ -94,6 +94,9 @@ struct Winner {
   std::optional<codegen::GeneratedKernel> kernel;
   std::string generate_error;  // why `kernel` is missing
   std::string library_call;    // kLibrary: the cuBLASLt call
+  // kLibrary: the cuBLASLt algorithm the call's algo index chose where it was measured; empty
+  // for predicted times and older results.
+  std::string library_algorithm;
 };
 
 Winner Regenerate(const TaskResults& results) {
@@ -109,6 +112,7 @@ Winner Regenerate(const TaskResults& results) {
     absl::StatusOr<codegen::GemmLibraryCandidate> library =
         codegen::DescribeGemmLibrary(results.task(), search::PointOf(candidate));
     if (library.ok()) winner.library_call = codegen::DescribeCall(library->gemm);
+    winner.library_algorithm = results.best().library_algorithm();
   } else {
     winner.implementation = Implementation::kKernel;
   }
@@ -460,6 +464,9 @@ std::string CandidateJson(const TaskResults& results, const Winner& winner, bool
   if (!winner.library_call.empty()) {
     absl::StrAppend(&json, ",\n  \"library_call\": ", JsonString(winner.library_call));
   }
+  if (!winner.library_algorithm.empty()) {
+    absl::StrAppend(&json, ",\n  \"library_algorithm\": ", JsonString(winner.library_algorithm));
+  }
   absl::StrAppend(&json, ",\n  \"measurement\": ", ProtoJson(measurement, /*pretty=*/false),
                   ",\n  \"judge\": ", ProtoJson(judge, /*pretty=*/false), "\n}\n");
   return json;
@@ -619,6 +626,9 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     }
     if (!winner.library_call.empty()) {
       absl::StrAppend(&step, ", \"library_call\": ", JsonString(winner.library_call));
+    }
+    if (!winner.library_algorithm.empty()) {
+      absl::StrAppend(&step, ", \"library_algorithm\": ", JsonString(winner.library_algorithm));
     }
     if (winner.kernel.has_value() && !winner.kernel->source.empty()) {
       absl::StrAppend(&step, ", \"kernel_name\": ", JsonString(winner.kernel->kernel_name),

@@ -43,11 +43,12 @@ absl::StatusOr<ResultsReport> RenderResultsReport(const forge::v1::GetResultsRes
                                                   absl::string_view plan_note = "");
 
 // plan.json: for every task instance of `model`'s partition, in order, one step that calls the
-// task's winner (a generated kernel with its launch, a library call, or the ATen calls of its
-// nodes when no candidate won) on named buffers; and the buffers (graph inputs with their role
-// and weight digest, intermediates, outputs) with dtype and shape. InvalidArgument when the model
-// is not the job's (its digest differs from Job.model_digest); FailedPrecondition when its
-// partition names a task the job lacks (the coordinator partitions differently).
+// task's winner (a generated kernel with its launch, a library call with the cuBLASLt algorithm
+// its measurement recorded, or the ATen calls of its nodes when no candidate won) on named
+// buffers; and the buffers (graph inputs with their role and weight digest, intermediates,
+// outputs) with dtype and shape. InvalidArgument when the model is not the job's (its digest
+// differs from Job.model_digest); FailedPrecondition when its partition names a task the job
+// lacks (the coordinator partitions differently).
 absl::StatusOr<std::string> RenderPlan(const forge::v1::GetResultsResponse& results,
                                        const forge::v1::Graph& model);
 

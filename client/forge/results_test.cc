@@ -213,6 +213,8 @@ TEST_F(ResultsTest, WritesKernelsCandidatesPlanReportsAndPlots) {
   EXPECT_EQ(library.fields().at("kind").string_value(), "PREDICTED");
   EXPECT_EQ(library.fields().at("implementation").string_value(), "library");
   EXPECT_THAT(library.fields().at("library_call").string_value(), Not(::testing::IsEmpty()));
+  // A predicted time has no cuBLASLt algorithm behind it.
+  EXPECT_FALSE(library.fields().contains("library_algorithm"));
 
   // The plan: one step per task instance in the partition's order, over named buffers.
   const Struct plan = ParseJson(ReadFile(root / "plan.json"));
@@ -276,6 +278,37 @@ TEST_F(ResultsTest, WritesKernelsCandidatesPlanReportsAndPlots) {
   for (const char* plot : {"speedup.png", "roofline.png"}) {
     EXPECT_EQ(ReadFile(root / plot).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << plot;
   }
+}
+
+TEST_F(ResultsTest, AMeasuredLibraryWinnerCarriesItsCublasLtAlgorithm) {
+  const std::string algorithm =
+      "id 21 tile 18 stages 9 splitk 1 reduction 0 swizzle 0 custom 0 inner 0 cluster 0";
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    if (task.task().digest() != library_) continue;
+    task.mutable_best()->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+    task.mutable_best()->set_library_algorithm(algorithm);
+  }
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const fs::path root(directory_.path());
+  const Struct candidate =
+      ParseJson(ReadFile(root / "tasks" / library_.substr(0, 12) / "candidate.json"));
+  EXPECT_EQ(candidate.fields().at("library_algorithm").string_value(), algorithm);
+
+  const Struct plan = ParseJson(ReadFile(root / "plan.json"));
+  int library_steps = 0;
+  for (const Value& entry : plan.fields().at("steps").list_value().values()) {
+    const auto& step = entry.struct_value().fields();
+    if (step.at("task").string_value() == library_) {
+      ++library_steps;
+      EXPECT_THAT(step.at("library_call").string_value(), Not(::testing::IsEmpty()));
+      EXPECT_EQ(step.at("library_algorithm").string_value(), algorithm);
+    } else {
+      EXPECT_FALSE(step.contains("library_algorithm")) << step.at("task").string_value();
+    }
+  }
+  EXPECT_GE(library_steps, 1);
 }
 
 TEST_F(ResultsTest, WithoutTheModelThereIsNoPlanAndTheReportSaysWhy) {

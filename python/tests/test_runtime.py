@@ -176,6 +176,7 @@ def test_read_plan_parses_steps_buffers_and_library_calls(tmp_path):
     assert library.library_call.b.transposed and not library.library_call.a.transposed
     assert library.library_call.epilogue == "BIAS" and library.library_call.bias_input == 2
     assert library.epilogue_inputs == ()
+    assert library.library_algorithm == ""  # not recorded: the index alone decides
     assert kernel.launch.grid == (2, 1, 1) and kernel.launch.block == (128, 1, 1)
     assert kernel.source == bundle / "tasks" / ("b" * 12) / "kernel.cu"
     assert aten.source is None and aten.runnable_as_planned
@@ -197,9 +198,12 @@ def rewrite_plan(bundle, edit):
      "tasks/none/kernel.cu does not exist"),
     (lambda p: p["steps"][2].update(inputs=["no_such_value"]), "buffer 'no_such_value'"),
     (lambda p: p["steps"][0].update(library_call="cublas sgemm"), "not a cuBLASLt call"),
+    (lambda p: p["steps"][0].update(library_algorithm="the fastest"),
+     "not a cuBLASLt algorithm description"),
     (lambda p: p["steps"][1].update(implementation="triton"), "unknown implementation 'triton'"),
     (lambda p: p["steps"][1].pop("launch"), "kernel forge_pointwise has no launch"),
-], ids=["format", "source", "buffer", "library_call", "implementation", "launch"])
+], ids=["format", "source", "buffer", "library_call", "library_algorithm", "implementation",
+        "launch"])
 def test_malformed_plans_are_clear_errors(tmp_path, edit, message):
     _, _, _, bundle = small_head_bundle(tmp_path)
     rewrite_plan(bundle, edit)
@@ -266,7 +270,9 @@ class Scaled(nn.Module):
 def test_constants_the_module_does_not_hold_come_from_the_graph(tmp_path):
     module, x = Scaled(), torch.randn(4, 3)
     bundle = node_by_node_bundle(tmp_path, forge.export(module, (x,)).graph)
-    torch.testing.assert_close(load_plan(bundle, module, aten_only=True)(x), module(x))
+    # A module without tensors runs where it is told (by default the current CUDA device).
+    torch.testing.assert_close(load_plan(bundle, module, aten_only=True, device=x.device)(x),
+                               module(x))
 
 
 def test_models_that_write_their_buffers_are_refused(tmp_path):
@@ -298,7 +304,7 @@ def test_extension_sources_check_layouts_and_launch_as_planned(tmp_path):
     assert ('forge_runtime::CheckTensor(in1, {at::kFloat, {32, 16}, {16, 1}}, kOp, "input 1");'
             in ops)
     assert ("forge_runtime::LibraryGemm gemm{at::kFloat, 1, 8, 32, 16, {0, false, 16, 0}, "
-            "{1, true, 16, 0}, forge_runtime::Epilogue::kBias, 2, 0, "
+            "{1, true, 16, 0}, forge_runtime::Epilogue::kBias, 2, 0, \"\", "
             f'"step(s) 0 (task {"a" * 12})"}};' in ops)
     # The epilogue kernel reads the product's scratch buffer, then the outputs.
     assert "void* pointers[] = {scratch.data_ptr(), out0.data_ptr()};" in ops
@@ -426,9 +432,10 @@ RELU_LIBRARY_CALL = ("cublaslt {dtype} batch 1 m 64 n 96 k 80 a (input 0 ld 80 b
                      "algo {algo}")
 
 
-def two_heads_bundle(directory, algos):
+def two_heads_bundle(directory, algos, algorithms=("", "")):
     """TwoHeads's plan: each head as one cuBLASLt call (no epilogue kernel), the float32 head's
-    with heuristic algorithm algos[0] (task 11...1), the bfloat16 head's with algos[1] (22...2)."""
+    with heuristic algorithm algos[0] (task 11...1), the bfloat16 head's with algos[1] (22...2),
+    each recorded as the cuBLASLt algorithm `algorithms[head]` unless that is ""."""
     torch.manual_seed(0)
     module = TwoHeads().eval()
     exported = forge.export(module, (torch.randn(64, 80), torch.randn(64, 80,
@@ -439,9 +446,10 @@ def two_heads_bundle(directory, algos):
     steps = [{"task": str(head + 1) * 64, "implementation": "library",
               "nodes": [linear.name, relu.name], "inputs": tensor_arguments(linear),
               "outputs": list(relu.outputs),
-              "library_call": RELU_LIBRARY_CALL.format(dtype=dtype, algo=algo)}
-             for head, (linear, relu, dtype, algo) in enumerate(
-                 zip(linears, relus, ("float32", "bfloat16"), algos))]
+              "library_call": RELU_LIBRARY_CALL.format(dtype=dtype, algo=algo),
+              **({"library_algorithm": algorithm} if algorithm else {})}
+             for head, (linear, relu, dtype, algo, algorithm) in enumerate(
+                 zip(linears, relus, ("float32", "bfloat16"), algos, algorithms))]
     return module, exported, write_bundle(directory, graph, steps)
 
 
@@ -450,12 +458,13 @@ def test_library_ops_run_their_searched_algorithm_through_the_shared_cublaslt_he
     sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
     ops = sources.files["forge_ops.cpp"]
     assert ("forge_runtime::LibraryGemm gemm{at::kFloat, 1, 64, 96, 80, {0, false, 80, 0}, "
-            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 3, "
+            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 3, \"\", "
             f'"step(s) 0 (task {"1" * 12})"}};' in ops)
     assert ("forge_runtime::LibraryGemm gemm{at::kBFloat16, 1, 64, 96, 80, {0, false, 80, 0}, "
-            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 5, "
+            "{1, true, 80, 0}, forge_runtime::Epilogue::kReluBias, 2, 5, \"\", "
             f'"step(s) 1 (task {"2" * 12})"}};' in ops)
-    assert f"task {'2' * 64}, candidate candidate-1: cuBLASLt call, heuristic algorithm 5" in ops
+    assert (f"task {'2' * 64}, candidate candidate-1: cuBLASLt call, heuristic algorithm 5 "
+            "(not recorded: the index alone)" in ops)
     assert "forge_runtime::RunLibraryGemm(gemm, {in0, in1, in2}, out0, kOp);" in ops
     # The worker's header, as the repository holds it, is built into the extension.
     shared = pathlib.Path(__file__).resolve().parents[2] / "runtime" / "extension"
@@ -466,9 +475,37 @@ def test_library_ops_run_their_searched_algorithm_through_the_shared_cublaslt_he
     assert extension_sources(read_plan(other), layouts_of(exported.graph)).name != sources.name
 
 
+# forge_cublaslt::DescribeAlgorithm's form.
+FLOAT32_ALGORITHM = ("id 21 tile 18 stages 9 splitk 1 reduction 0 swizzle 0 custom 0 inner 0 "
+                     "cluster 0")
+
+
+def test_library_ops_carry_the_recorded_cublaslt_algorithm(tmp_path):
+    _, exported, bundle = two_heads_bundle(tmp_path / "bundle", (3, 5), (FLOAT32_ALGORITHM, ""))
+    plan = read_plan(bundle)
+    assert [s.library_algorithm for s in plan.steps] == [FLOAT32_ALGORITHM, ""]
+    sources = extension_sources(plan, layouts_of(exported.graph))
+    ops = sources.files["forge_ops.cpp"]
+    assert ("forge_runtime::Epilogue::kReluBias, 2, 3, "
+            f'"{FLOAT32_ALGORITHM}", "step(s) 0 (task {"1" * 12})"}};' in ops)
+    assert f'kReluBias, 2, 5, "", "step(s) 1 (task {"2" * 12})"}};' in ops
+    assert f"cuBLASLt call, heuristic algorithm 3 ({FLOAT32_ALGORITHM})" in ops
+    # The header finds the recorded algorithm in this cuBLASLt's list before it runs one.
+    assert "plan.FindAlgorithm(gemm.algorithm, gemm.algo)" in sources.files["forge_runtime.h"]
+    # The plan op runs the step through the task's op function, which carries it.
+    with_plan_op = extension_sources(plan, layouts_of(exported.graph), graph=exported.graph)
+    assert (f"    {with_plan_op.ops['1' * 64]}(in0, in1, in2, out0);"
+            in plan_op_source(with_plan_op))
+    # Another recorded algorithm is another extension, at the same index.
+    _, _, other = two_heads_bundle(tmp_path / "other", (3, 5),
+                                   (FLOAT32_ALGORITHM.replace("id 21", "id 22"), ""))
+    assert extension_sources(read_plan(other), layouts_of(exported.graph)).name != sources.name
+
+
 def test_an_extension_of_cublaslt_calls_alone_builds_and_links_cublaslt(tmp_path):
     nvcc_or_skip()
-    _, exported, bundle = two_heads_bundle(tmp_path / "bundle", (0, 0))
+    # One head with its algorithm recorded, one without: both ways to choose it compile.
+    _, exported, bundle = two_heads_bundle(tmp_path / "bundle", (0, 0), (FLOAT32_ALGORITHM, ""))
     sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
     built = build_extension(sources, build_root=tmp_path / "extensions")
     needed = needed_libraries(built / "build" / f"{sources.name}.so")
@@ -478,21 +515,28 @@ def test_an_extension_of_cublaslt_calls_alone_builds_and_links_cublaslt(tmp_path
                                               "Tensor in1, Tensor in2, Tensor(o0!) out0) -> ()")
 
 
-@needs_cuda
-def test_library_ops_match_torch_with_the_first_and_last_heuristic_algorithm(tmp_path):
-    nvcc_or_skip()
-    torch.manual_seed(0)
-    module = TwoHeads().cuda().requires_grad_(False)  # as the executor runs ops: without autograd
-    heads = [(module.fc, torch.float32, 1e-4), (module.fc_bf16, torch.bfloat16, 1e-2)]
-    inputs = [torch.randn(64, 80, device="cuda", dtype=dtype) for _, dtype, _ in heads]
+class TwoHeadsOnTheGpu:
+    """TwoHeads on the GPU with an input per head, and its heads run through the ops of
+    two_heads_bundle's extensions."""
 
-    def run(algos):
+    def __init__(self, directory):
+        torch.manual_seed(0)
+        self.directory = directory
+        module = TwoHeads().cuda().requires_grad_(False)  # as the executor runs ops: no autograd
+        self.heads = [(module.fc, torch.float32, 1e-4), (module.fc_bf16, torch.bfloat16, 1e-2)]
+        self.inputs = [torch.randn(64, 80, device="cuda", dtype=dtype)
+                       for _, dtype, _ in self.heads]
+        self.builds = 0
+
+    def run(self, algos, algorithms=("", "")):
         """Each head's op, built with its algorithm; its output, or the error it raised."""
-        _, exported, bundle = two_heads_bundle(tmp_path / f"bundle-{algos[0]}-{algos[1]}", algos)
+        self.builds += 1
+        _, exported, bundle = two_heads_bundle(self.directory / f"bundle-{self.builds}", algos,
+                                               algorithms)
         sources = extension_sources(read_plan(bundle), layouts_of(exported.graph))
-        build_extension(sources, build_root=tmp_path / "extensions")
+        build_extension(sources, build_root=self.directory / "extensions")
         results = []
-        for head, ((fc, dtype, _), x) in enumerate(zip(heads, inputs)):
+        for head, ((fc, dtype, _), x) in enumerate(zip(self.heads, self.inputs)):
             out = torch.empty(64, 96, device="cuda", dtype=dtype)
             try:
                 getattr(torch.ops.forge, sources.ops[str(head + 1) * 64])(x, fc.weight, fc.bias,
@@ -502,9 +546,22 @@ def test_library_ops_match_torch_with_the_first_and_last_heuristic_algorithm(tmp
                 results.append(err)
         return results
 
+    def check(self, results, what):
+        """Each head's output against relu(linear) in float64."""
+        for (fc, dtype, tolerance), x, got in zip(self.heads, self.inputs, results):
+            assert isinstance(got, torch.Tensor), f"{dtype} with {what}: {got}"
+            want = torch.relu(x.double() @ fc.weight.double().T + fc.bias.double())
+            torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance,
+                                       msg=lambda m: f"{dtype}, {what}: {m}")
+
+
+@needs_cuda
+def test_library_ops_match_torch_with_the_first_and_last_heuristic_algorithm(tmp_path):
+    nvcc_or_skip()
+    two_heads = TwoHeadsOnTheGpu(tmp_path)
     # Past the heuristic's list (it offers at most 8): a clear error naming the step.
     counts = []
-    for head, error in enumerate(run((8, 8))):
+    for head, error in enumerate(two_heads.run((8, 8))):
         assert isinstance(error, RuntimeError), f"head {head} ran algorithm 8"
         found = re.search(rf"\(step\(s\) {head} \(task {str(head + 1) * 12}\)\): the plan runs "
                           r"algorithm 8 of cuBLASLt's heuristic list, but on this GPU cuBLASLt "
@@ -513,11 +570,33 @@ def test_library_ops_match_torch_with_the_first_and_last_heuristic_algorithm(tmp
         counts.append(int(found.group(1)))
     assert all(1 <= count <= 8 for count in counts), counts
     for algos in ((0, 0), tuple(count - 1 for count in counts)):
-        for (fc, dtype, tolerance), x, got in zip(heads, inputs, run(algos)):
-            assert isinstance(got, torch.Tensor), f"{dtype} with algorithms {algos}: {got}"
-            want = torch.relu(x.double() @ fc.weight.double().T + fc.bias.double())
-            torch.testing.assert_close(got.double(), want, rtol=tolerance, atol=tolerance,
-                                       msg=lambda m: f"{dtype}, algorithms {algos}: {m}")
+        two_heads.check(two_heads.run(algos), f"algorithms {algos}")
+
+
+@needs_cuda
+def test_library_ops_run_the_recorded_algorithm_wherever_the_heuristic_lists_it(tmp_path):
+    nvcc_or_skip()
+    two_heads = TwoHeadsOnTheGpu(tmp_path)
+    # An algorithm this cuBLASLt does not list: a clear error naming it, the list and the version.
+    unknown = FLOAT32_ALGORITHM.replace("id 21", "id 999999")
+    offered = []
+    for head, error in enumerate(two_heads.run((0, 0), (unknown, unknown))):
+        assert isinstance(error, RuntimeError), f"head {head} ran an algorithm it does not list"
+        message = str(error)
+        found = re.search(
+            rf"\(step\(s\) {head} \(task {str(head + 1) * 12}\)\): the plan runs the cuBLASLt "
+            rf"algorithm '{unknown}' \(heuristic result 0 where it was measured\), but on this "
+            r"GPU cuBLASLt \d+'s heuristic does not offer it for this product; it offers "
+            r"(\d) algorithm\(s\):", message)
+        assert found, message
+        listed = re.findall(r"^  (\d+): (id -?\d+ tile .*)$", message, re.MULTILINE)
+        assert [int(i) for i, _ in listed] == list(range(int(found.group(1)))), message
+        offered.append([description for _, description in listed])
+    # Recorded at its own index, and at index 0 while the list has it last: both run it.
+    two_heads.check(two_heads.run((0, 0), (offered[0][0], offered[1][0])), "recorded at 0")
+    last = tuple(len(descriptions) - 1 for descriptions in offered)
+    two_heads.check(two_heads.run((0, 0), (offered[0][last[0]], offered[1][last[1]])),
+                    f"the algorithms at {last} recorded at 0")
 
 
 # The plan as one operator (runtime/extension/plan.cpp.in).
@@ -753,7 +832,8 @@ def test_the_plan_op_equals_the_plan_sequenced_in_python(llama_extension, cuda_g
         got, want = optimized(inputs), stepped(inputs)
         for g, w in zip(got, want):
             assert torch.equal(g, w)
-        for g, w in zip(got, module(inputs)):
+        # Eager's .view needs the contiguous copy; the plans take either layout.
+        for g, w in zip(got, module(inputs.contiguous())):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
     assert (optimized.graph_choice is not None) == (stepped.graph_choice is not None) == cuda_graphs
 

@@ -3,7 +3,9 @@
 // family's candidates through it, and every generated extension (forge_runtime.h) replays the
 // winner through it. A candidate's `algo` is an index into cuBLASLt's heuristic list, which is
 // only reproducible for identical requests: both sides build the same descriptors, set the same
-// attributes in the same order and ask for the same number of results, here.
+// attributes in the same order and ask for the same number of results, here. Even then another
+// cuBLASLt build may list other algorithms, so the worker also records which algorithm the index
+// chose (DescribeAlgorithm) and the extension replays that one, wherever its list has it.
 //
 // Header-only, on cuBLASLt and the C++ standard library alone: torch's extension tooling compiles
 // it on the user's machine, without Abseil or Forge's protos. Errors are plain cuBLASLt statuses;
@@ -89,6 +91,40 @@ struct Status {
   }
 };
 
+// Sets *description to one line naming `algo` by its configuration, e.g. "id 21 tile 18 stages 9
+// splitk 1 reduction 0 swizzle 0 custom 0 inner 0 cluster 0": the same line for the same
+// algorithm from any heuristic list (what Forge records as forge.v1.Measurement's
+// library_algorithm).
+inline Status DescribeAlgorithm(const cublasLtMatmulAlgo_t& algo, std::string* description) {
+  std::string line;
+  Status status;
+  // Reads one attribute as the type cublasLt.h documents for it (cuBLASLt refuses any other
+  // size), unless an earlier read failed.
+  const auto append = [&](auto type, cublasLtMatmulAlgoConfigAttributes_t attribute,
+                          const char* label) {
+    if (!status.ok()) return;
+    decltype(type) value{};
+    size_t written = 0;
+    status = {
+        cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof(value), &written),
+        "cublasLtMatmulAlgoConfigGetAttribute"};
+    if (!status.ok()) return;
+    if (!line.empty()) line += ' ';
+    line.append(label).append(" ").append(std::to_string(static_cast<int64_t>(value)));
+  };
+  append(int32_t{}, CUBLASLT_ALGO_CONFIG_ID, "id");
+  append(uint32_t{}, CUBLASLT_ALGO_CONFIG_TILE_ID, "tile");
+  append(uint32_t{}, CUBLASLT_ALGO_CONFIG_STAGES_ID, "stages");
+  append(int32_t{}, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, "splitk");
+  append(uint32_t{}, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, "reduction");
+  append(uint32_t{}, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, "swizzle");
+  append(uint32_t{}, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, "custom");
+  append(uint16_t{}, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, "inner");
+  append(uint16_t{}, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, "cluster");
+  if (status.ok()) *description = std::move(line);
+  return status;
+}
+
 // The descriptors of one matmul and cuBLASLt's heuristic list for it, made once per matmul and
 // operand alignments. cuBLASLt is column-major: the row-major D (m x n) = A B is computed as the
 // column-major D^T (n x m) = B^T A^T, so cuBLASLt's first operand is our B and its second our A;
@@ -118,6 +154,20 @@ class MatmulPlan {
 
   // How many algorithms the heuristic offered (at most kHeuristicAlgorithms).
   int algorithm_count() const { return static_cast<int>(algorithms_.size()); }
+
+  // DescribeAlgorithm's line for the heuristic's result `algo` (0 <= algo < algorithm_count()).
+  const std::string& algorithm_description(int algo) const { return descriptions_[algo]; }
+
+  // The heuristic result whose description is `description`: `preferred` when it is that one (the
+  // index recorded with it), else the first that is; -1 when none is.
+  int FindAlgorithm(const std::string& description, int preferred) const {
+    if (preferred >= 0 && preferred < algorithm_count() &&
+        descriptions_[preferred] == description) {
+      return preferred;
+    }
+    const auto found = std::find(descriptions_.begin(), descriptions_.end(), description);
+    return found == descriptions_.end() ? -1 : static_cast<int>(found - descriptions_.begin());
+  }
 
   // Enqueues the matmul with the heuristic's result `algo` (0 <= algo < algorithm_count()) on
   // `stream`, with `workspace` (kWorkspaceBytes of device memory). Sets the descriptor's bias
@@ -230,7 +280,12 @@ class MatmulPlan {
     }
     cublasLtMatmulPreferenceDestroy(preference);
     for (int i = 0; status.ok() && i < returned; ++i) {
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) algorithms_.push_back(results[i]);
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      std::string description;
+      if (status = DescribeAlgorithm(results[i].algo, &description); status.ok()) {
+        algorithms_.push_back(results[i]);
+        descriptions_.push_back(std::move(description));
+      }
     }
     return status;
   }
@@ -254,6 +309,7 @@ class MatmulPlan {
   cublasLtMatrixLayout_t second_ = nullptr;  // our A
   cublasLtMatrixLayout_t output_ = nullptr;  // D, also C (beta = 0)
   std::vector<cublasLtMatmulHeuristicResult_t> algorithms_;
+  std::vector<std::string> descriptions_;  // DescribeAlgorithm's, one per entry of algorithms_
 };
 
 }  // namespace forge_cublaslt

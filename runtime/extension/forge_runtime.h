@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cublaslt_matmul.h"
@@ -63,7 +64,8 @@ struct Operand {
 
 // codegen::LibraryGemmCall: D (batch x m x n, row-major) = A (m x k) B (k x n), then the epilogue
 // (bias[n] over rows, then the activation; GELU is the tanh form, as cuBLASLt's), with the
-// algorithm at `algo` in cuBLASLt's heuristic list.
+// algorithm described as `algorithm` in cuBLASLt's heuristic list (at `algo` where the worker
+// measured it), or, when the plan recorded no description, the one at `algo`.
 struct LibraryGemm {
   at::ScalarType dtype;
   int64_t batch, m, n, k;
@@ -71,16 +73,18 @@ struct LibraryGemm {
   Epilogue epilogue;
   int bias_input;  // -1: none
   int algo;
+  const char* algorithm;  // forge_cublaslt::DescribeAlgorithm's line; "": not recorded
   const char* steps;  // the plan steps that run it, for errors: "step(s) 3, 7 (task 0123abcd4567)"
 };
 
 // The cuBLASLt handles (one per device) and the plans made on them, by matmul, device and operand
 // alignments: the heuristic is asked once per plan, so runs under CUDA graph capture and later
-// eager runs do no host work beyond the launch.
+// eager runs do no host work beyond finding the recorded algorithm in the plan's list (one string
+// comparison while its recorded index still lists it) and the launch.
 class LibraryGemmPlans {
  public:
-  // Runs `matmul`, which describes `gemm`, on the current device with the heuristic's result
-  // gemm.algo.
+  // Runs `matmul`, which describes `gemm`, on the current device with the heuristic's result that
+  // gemm records (ChooseAlgorithm).
   void Run(const LibraryGemm& gemm, const forge_cublaslt::Matmul& matmul,
            const forge_cublaslt::Operands& operands, const char* op) {
     const int device = c10::cuda::current_device();
@@ -104,17 +108,41 @@ class LibraryGemmPlans {
       TORCH_CHECK(made.ok(), op, " (", gemm.steps, "): describing the cuBLASLt call failed: ",
                   made.message());
     }
-    TORCH_CHECK(gemm.algo >= 0 && gemm.algo < plan->algorithm_count(), op, " (", gemm.steps,
-                "): the plan runs algorithm ", gemm.algo, " of cuBLASLt's heuristic list, but ",
-                "on this GPU cuBLASLt ", cublasLtGetVersion(), " offers ",
-                plan->algorithm_count(), " algorithm(s) for this product (the plan was searched ",
-                "on another GPU or cuBLASLt version); optimize the model on this GPU");
-    const forge_cublaslt::Status ran = plan->Run(operands, gemm.algo, workspace.data_ptr(),
-                                                 at::cuda::getCurrentCUDAStream(device));
+    const forge_cublaslt::Status ran =
+        plan->Run(operands, ChooseAlgorithm(gemm, *plan, op), workspace.data_ptr(),
+                  at::cuda::getCurrentCUDAStream(device));
     TORCH_CHECK(ran.ok(), op, " (", gemm.steps, "): ", ran.message());
   }
 
  private:
+  // The index in plan's heuristic list of the algorithm gemm records, or a clear error when this
+  // cuBLASLt does not list it for the product (another index would run another algorithm).
+  static int ChooseAlgorithm(const LibraryGemm& gemm, const forge_cublaslt::MatmulPlan& plan,
+                             const char* op) {
+    if (*gemm.algorithm == '\0') {  // a plan from before algorithms were recorded
+      TORCH_CHECK(gemm.algo >= 0 && gemm.algo < plan.algorithm_count(), op, " (", gemm.steps,
+                  "): the plan runs algorithm ", gemm.algo, " of cuBLASLt's heuristic list, but ",
+                  "on this GPU cuBLASLt ", cublasLtGetVersion(), " offers ",
+                  plan.algorithm_count(), " algorithm(s) for this product (the plan was ",
+                  "searched on another GPU or cuBLASLt version); optimize the model on this GPU");
+      return gemm.algo;
+    }
+    const int found = plan.FindAlgorithm(gemm.algorithm, gemm.algo);
+    if (found < 0) {
+      std::string offered;
+      for (int i = 0; i < plan.algorithm_count(); ++i) {
+        offered += "\n  " + std::to_string(i) + ": " + plan.algorithm_description(i);
+      }
+      TORCH_CHECK(false, op, " (", gemm.steps, "): the plan runs the cuBLASLt algorithm '",
+                  gemm.algorithm, "' (heuristic result ", gemm.algo, " where it was measured), ",
+                  "but on this GPU cuBLASLt ", cublasLtGetVersion(), "'s heuristic does not ",
+                  "offer it for this product; it offers ", plan.algorithm_count(),
+                  " algorithm(s)", offered.empty() ? "" : ":", offered, "\nThe plan was ",
+                  "searched on another GPU or cuBLASLt version; optimize the model on this GPU");
+    }
+    return found;
+  }
+
   cublasLtHandle_t HandleFor(int device, const char* op) {
     cublasLtHandle_t& handle = handles_[device];
     if (handle == nullptr) {

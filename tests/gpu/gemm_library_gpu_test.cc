@@ -1,7 +1,9 @@
 // gemm_library candidates (cuBLASLt, and cuBLASLt then a generated pointwise epilogue) through
-// the real judge on the GPU, against float64 references computed here, and one of them timed.
+// the real judge on the GPU, against float64 references computed here, and one of them timed; and
+// the descriptions of cuBLASLt's algorithms that the runtime finds the measured one by.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "compiler/codegen/gemm_library.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/judge.h"
+#include "runtime/extension/cublaslt_matmul.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/timer/timer.h"
 
@@ -222,6 +225,52 @@ TEST_F(GemmLibraryGpuTest, BmmBfloat16) {
                  ProductReference(8, 128, 96, 64, false,
                                   [](int64_t, double product, auto) { return product; }),
                  LibraryEpilogue::kNone);
+}
+
+// A cuBLASLt handle for the test's own plans.
+struct LtHandle {
+  LtHandle() { created = {cublasLtCreate(&handle), "cublasLtCreate"}; }
+  ~LtHandle() {
+    if (created.ok()) cublasLtDestroy(handle);
+  }
+  cublasLtHandle_t handle = nullptr;
+  forge_cublaslt::Status created;
+};
+
+TEST_F(GemmLibraryGpuTest, EachAlgorithmHasOneStableDescriptionThatFindsItsIndex) {
+  constexpr int64_t kM = 256, kN = 384, kK = 512;
+  const KernelTask task = LinearTask(kBF16, kM, kN, kK, "relu");
+  auto call = codegen::DescribeGemmLibrary(task, {"cublaslt", {{"algo", 0}}});
+  ASSERT_TRUE(call.ok()) << call.status();
+  // The call as cublaslt_gemm.cc hands it to the shared header: x [m, k], the weight [n, k]
+  // transposed, on operands aligned like fresh allocations (the heuristic reads only that).
+  const forge_cublaslt::Matmul matmul{CUDA_R_16BF, 1, kM, kN, kK, {false, kK, 0}, {true, kK, 0},
+                                      forge_cublaslt::Epilogue::kReluBias};
+  void* const aligned = reinterpret_cast<void*>(uintptr_t{256});
+  const forge_cublaslt::Operands operands{aligned, aligned, aligned, aligned};
+  LtHandle handles[2];
+  std::unique_ptr<forge_cublaslt::MatmulPlan> plans[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(handles[i].created.ok()) << handles[i].created.message();
+    const forge_cublaslt::Status made =
+        forge_cublaslt::MatmulPlan::Create(handles[i].handle, matmul, operands, &plans[i]);
+    ASSERT_TRUE(made.ok()) << made.message();
+  }
+  ASSERT_GE(plans[0]->algorithm_count(), 1);
+  ASSERT_EQ(plans[0]->algorithm_count(), plans[1]->algorithm_count());
+  for (int algo = 0; algo < plans[0]->algorithm_count(); ++algo) {
+    const std::string& description = plans[0]->algorithm_description(algo);
+    std::cout << "algo " << algo << ": " << description << "\n";
+    EXPECT_EQ(plans[1]->algorithm_description(algo), description) << "algo " << algo;
+    EXPECT_EQ(plans[1]->FindAlgorithm(description, algo), algo);
+    // No other result shares it: the description alone finds the index.
+    EXPECT_EQ(plans[1]->FindAlgorithm(description, -1), algo) << description;
+    call->gemm.algo = algo;
+    auto recorded = gemm_->AlgorithmDescription(call->gemm);
+    ASSERT_TRUE(recorded.ok()) << recorded.status();
+    EXPECT_EQ(*recorded, description) << "the worker's description of algo " << algo;
+  }
+  EXPECT_EQ(plans[1]->FindAlgorithm("id -1 tile 0", 0), -1);
 }
 
 TEST_F(GemmLibraryGpuTest, OddSizesFloat32) {

@@ -164,6 +164,7 @@ absl::StatusOr<forge::v1::Result> GpuExecutor::Execute(PreparedCandidate prepare
   FillResources(candidate.kernel, prepared.compiled, measurement->mutable_metrics());
   *measurement->mutable_judge() = std::move(timed->verdict->evidence);
   measurement->set_device_name(gpu().name());
+  measurement->set_library_algorithm(std::move(timed->library_algorithm));
   return result;
 }
 

@@ -1,5 +1,6 @@
 #include "worker/library/cublaslt_gemm.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -110,22 +111,38 @@ absl::StatusOr<const gpu::DeviceBuffer*> CublasLtGemm::WorkspaceFor(CUstream str
   return &it->second;
 }
 
+absl::StatusOr<forge_cublaslt::MatmulPlan*> CublasLtGemm::PlanForFreshOperands(
+    const LibraryGemmCall& call) {
+  const GemmOperands aligned{256, 256, call.bias_input >= 0 ? 256u : 0u, 256};
+  return PlanFor(call, aligned);
+}
+
+absl::Status CublasLtGemm::CheckAlgo(const LibraryGemmCall& call,
+                                     const forge_cublaslt::MatmulPlan& plan) {
+  if (call.algo >= 0 && call.algo < plan.algorithm_count()) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("cuBLASLt offers ", plan.algorithm_count(),
+                                            " algorithms for ", codegen::DescribeCall(call),
+                                            "; algo ", call.algo, " is past them"));
+}
+
 absl::StatusOr<int> CublasLtGemm::AlgorithmCount(const LibraryGemmCall& call) {
   absl::MutexLock lock(&mutex_);
-  const GemmOperands aligned{256, 256, call.bias_input >= 0 ? 256u : 0u, 256};
-  FORGE_ASSIGN_OR_RETURN(const forge_cublaslt::MatmulPlan* plan, PlanFor(call, aligned));
+  FORGE_ASSIGN_OR_RETURN(const forge_cublaslt::MatmulPlan* plan, PlanForFreshOperands(call));
   return plan->algorithm_count();
+}
+
+absl::StatusOr<std::string> CublasLtGemm::AlgorithmDescription(const LibraryGemmCall& call) {
+  absl::MutexLock lock(&mutex_);
+  FORGE_ASSIGN_OR_RETURN(const forge_cublaslt::MatmulPlan* plan, PlanForFreshOperands(call));
+  FORGE_RETURN_IF_ERROR(CheckAlgo(call, *plan));
+  return plan->algorithm_description(call.algo);
 }
 
 absl::Status CublasLtGemm::Run(const LibraryGemmCall& call, const GemmOperands& operands,
                                CUstream stream) {
   absl::MutexLock lock(&mutex_);
   FORGE_ASSIGN_OR_RETURN(forge_cublaslt::MatmulPlan* plan, PlanFor(call, operands));
-  if (call.algo < 0 || call.algo >= plan->algorithm_count()) {
-    return absl::OutOfRangeError(absl::StrCat("cuBLASLt offers ", plan->algorithm_count(),
-                                              " algorithms for ", codegen::DescribeCall(call),
-                                              "; algo ", call.algo, " is past them"));
-  }
+  FORGE_RETURN_IF_ERROR(CheckAlgo(call, *plan));
   FORGE_ASSIGN_OR_RETURN(const gpu::DeviceBuffer* workspace, WorkspaceFor(stream));
   return LtStatus(plan->Run(MatmulOperands(operands), call.algo,
                             reinterpret_cast<void*>(workspace->address()), stream),

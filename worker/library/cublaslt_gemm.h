@@ -52,6 +52,11 @@ class CublasLtGemm {
   // GemmLibraryFamily::kHeuristicAlgorithms) with operands aligned like fresh allocations.
   absl::StatusOr<int> AlgorithmCount(const codegen::LibraryGemmCall& call);
 
+  // The algorithm that call.algo selects from that list, described by its configuration
+  // (forge_cublaslt::DescribeAlgorithm: what forge.v1.Measurement.library_algorithm records).
+  // OutOfRange when call.algo is past the list.
+  absl::StatusOr<std::string> AlgorithmDescription(const codegen::LibraryGemmCall& call);
+
   // Enqueues `call` on `stream`. OutOfRange when call.algo is past the heuristic list (the
   // candidate is unsupported on this GPU); Internal naming the cuBLASLt status otherwise.
   absl::Status Run(const codegen::LibraryGemmCall& call, const GemmOperands& operands,
@@ -62,6 +67,12 @@ class CublasLtGemm {
   absl::StatusOr<forge_cublaslt::MatmulPlan*> PlanFor(const codegen::LibraryGemmCall& call,
                                                       const GemmOperands& operands)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The plan for operands aligned like fresh allocations (as the judge's buffers are).
+  absl::StatusOr<forge_cublaslt::MatmulPlan*> PlanForFreshOperands(
+      const codegen::LibraryGemmCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // OutOfRange when call.algo is not an index into plan's heuristic list.
+  static absl::Status CheckAlgo(const codegen::LibraryGemmCall& call,
+                                const forge_cublaslt::MatmulPlan& plan);
   absl::StatusOr<const gpu::DeviceBuffer*> WorkspaceFor(CUstream stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 

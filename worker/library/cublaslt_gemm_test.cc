@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/gpu_test.h"
 
@@ -85,6 +86,30 @@ TEST_F(CublasLtGemmTest, BatchedTransposedProductWithBiasAndRelu) {
       call, {a_buffer.address(), b_buffer.address(), bias_buffer.address(), d_buffer.address()},
       stream->handle());
   EXPECT_EQ(past_end.code(), absl::StatusCode::kOutOfRange) << past_end;
+}
+
+TEST_F(CublasLtGemmTest, EveryAlgorithmIsDescribedByItsConfiguration) {
+  LibraryGemmCall call;
+  call.m = 64, call.n = 96, call.k = 80;
+  call.dtype = forge::v1::DTYPE_BFLOAT16;
+  call.a = {0, false, 80, 0};
+  call.b = {1, /*transposed=*/true, 80, 0};
+  call.bias_input = 2;
+  call.epilogue = LibraryEpilogue::kBias;
+  auto count = gemm_->AlgorithmCount(call);
+  ASSERT_TRUE(count.ok()) << count.status();
+  ASSERT_GE(*count, 1);
+  for (call.algo = 0; call.algo < *count; ++call.algo) {
+    auto description = gemm_->AlgorithmDescription(call);
+    ASSERT_TRUE(description.ok()) << description.status();
+    EXPECT_THAT(*description,
+                ::testing::MatchesRegex("id -?[0-9]+ tile [0-9]+ stages [0-9]+ splitk -?[0-9]+ "
+                                        "reduction [0-9]+ swizzle [0-9]+ custom [0-9]+ "
+                                        "inner [0-9]+ cluster [0-9]+"))
+        << "algo " << call.algo;
+  }
+  call.algo = *count;
+  EXPECT_EQ(gemm_->AlgorithmDescription(call).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 }  // namespace

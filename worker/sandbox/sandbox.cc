@@ -107,6 +107,7 @@ absl::StatusOr<SandboxOutcome> OutcomeOf(std::optional<wire::Response> response,
     case wire::Response::kTimed:
       outcome.timing = FromWire(response->timed().timing());
       outcome.verdict = FromWire(response->timed().recheck());
+      outcome.library_algorithm = response->timed().library_algorithm();
       if (!outcome.verdict->passed()) {
         outcome.failure = VerdictFailure(candidate_digest, stage, *outcome.verdict);
       }

@@ -76,6 +76,9 @@ struct SandboxOutcome {
   // judge's failing verdict when the candidate was judged first and failed).
   std::optional<judge::JudgeVerdict> verdict;
   std::optional<timer::Timing> timing;  // Time only, when timing finished
+  // Time only, for a gemm_library candidate: the cuBLASLt algorithm it ran
+  // (forge.v1.Measurement.library_algorithm).
+  std::string library_algorithm;
   // Why the candidate failed: a failing verdict (stage JUDGE or TIME, the judge's reason), a
   // candidate that cannot run on this GPU (stage JUDGE, UNSUPPORTED: a cuBLASLt algo index past
   // the heuristic list, an op without a CUDA kernel in this LibTorch), a deadline passed (reason

@@ -126,7 +126,8 @@ class _Generator:
         for task, steps in sorted(self.steps.items()):
             step = steps[0]
             sha.update(repr((task, step.candidate, step.implementation, step.kernel_name,
-                             step.launch, step.library_call, step.epilogue_inputs,
+                             step.launch, step.library_call, step.library_algorithm,
+                             step.epilogue_inputs,
                              [self.layouts[v] for v in step.inputs + step.outputs])).encode())
             if step.source is not None:
                 sha.update(step.source.read_bytes())
@@ -169,7 +170,7 @@ class _Generator:
                 f"  const forge_runtime::LibraryGemm gemm{{{_SCALAR_TYPES[call.dtype]}, "
                 f"{call.batch}, {call.m}, {call.n}, {call.k}, {operand(call.a)}, "
                 f"{operand(call.b)}, forge_runtime::Epilogue::{_EPILOGUES[call.epilogue]}, "
-                f'{call.bias_input}, {call.algo}, '
+                f"{call.bias_input}, {call.algo}, {_cpp_string(step.library_algorithm)}, "
                 f'"step(s) {self.step_indices(step)} (task {step.task[:12]})"}};')
             if launcher is None:
                 lines.append(f"  forge_runtime::RunLibraryGemm(gemm, {_cpp_list(inputs)}, out0, "
@@ -197,7 +198,9 @@ class _Generator:
         if step.implementation == "kernel":
             what = f"generated kernel {step.kernel_name}"
         else:
-            what = (f"cuBLASLt call, heuristic algorithm {step.library_call.algo}"
+            algorithm = (f" ({step.library_algorithm})" if step.library_algorithm
+                         else " (not recorded: the index alone)")
+            what = (f"cuBLASLt call, heuristic algorithm {step.library_call.algo}{algorithm}"
                     + (f", then kernel {step.kernel_name}" if step.kernel_name else ""))
         return (f"step(s) {self.step_indices(step)}: task {step.task}, candidate "
                 f"{step.candidate}: {what}")

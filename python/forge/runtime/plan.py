@@ -3,9 +3,11 @@
 plan.json lists the model's buffers (graph inputs with their role and weight digest,
 intermediates, outputs) and its steps in dependency order. A step calls its task's winner: a
 generated kernel (tasks/<task>/kernel.cu, its extern "C" kernel and launch), a cuBLASLt call
-(`library_call`, plus the epilogue kernel of "cublaslt_then_pointwise"), or the ATen calls of its
-nodes. Steps bind the task's inputs and outputs to buffers by value name, in KernelTask order,
-which is the order of the kernel's pointer arguments (compiler/codegen/generated_kernel.h).
+(`library_call`, with `library_algorithm`, the configuration of the cuBLASLt algorithm the worker
+measured, when the bundle records it; plus the epilogue kernel of "cublaslt_then_pointwise"), or
+the ATen calls of its nodes. Steps bind the task's inputs and outputs to buffers by value name, in
+KernelTask order, which is the order of the kernel's pointer arguments
+(compiler/codegen/generated_kernel.h).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ _MATRIX = r"\(input (\d+)( transposed)? ld (\d+) batch_stride (\d+)\)"
 _LIBRARY_CALL = re.compile(
     r"cublaslt (\w+) batch (\d+) m (\d+) n (\d+) k (\d+) a " + _MATRIX + " b " + _MATRIX +
     r" epilogue (\w+) bias input (-?\d+) algo (\d+)")
+# forge_cublaslt::DescribeAlgorithm (runtime/extension/cublaslt_matmul.h), e.g. "id 21 tile 18
+# stages 9 splitk 1 reduction 0 swizzle 0 custom 0 inner 0 cluster 0".
+_LIBRARY_ALGORITHM = re.compile(r"[a-z]+ -?\d+( [a-z]+ -?\d+)*")
 # The epilogue's inputs, from the header GemmLibraryFamily::Generate writes into kernel.cu.
 _EPILOGUE_INPUTS = re.compile(r"// epilogue kernel reads scratch, then task inputs \{([\d, ]*)\}")
 
@@ -173,6 +178,11 @@ class Step:
     source: pathlib.Path | None
     launch: Launch | None
     library_call: LibraryCall | None
+    # The cuBLASLt algorithm library_call.algo chose where it was measured (its configuration in
+    # one line, forge.v1.Measurement.library_algorithm): the extension runs that algorithm
+    # wherever this cuBLASLt's heuristic lists it. "": not recorded (older bundles, predicted
+    # times), the index alone decides.
+    library_algorithm: str
     # "cublaslt_then_pointwise": the task inputs its epilogue kernel reads after the scratch.
     epilogue_inputs: tuple[int, ...] | None
     source_error: str
@@ -246,6 +256,11 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
         if not source.is_file():
             raise PlanError(f"{where}: its kernel source {source} does not exist")
     library_call = epilogue_inputs = None
+    library_algorithm = entry.get("library_algorithm", "")
+    if library_algorithm and (not isinstance(library_algorithm, str) or
+                              not _LIBRARY_ALGORITHM.fullmatch(library_algorithm)):
+        raise PlanError(f"{where}: library_algorithm {library_algorithm!r} is not a cuBLASLt "
+                        "algorithm description")
     if implementation == "library" and entry.get("library_call"):
         library_call = LibraryCall.parse(entry["library_call"], where)
         if source is not None:
@@ -267,7 +282,8 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
                 nodes=tuple(_field(entry, "nodes", where, list)), inputs=inputs, outputs=outputs,
                 candidate=entry.get("candidate", ""), kernel_name=kernel_name, source=source,
                 launch=_launch(entry.get("launch"), where), library_call=library_call,
-                epilogue_inputs=epilogue_inputs, source_error=source_error)
+                library_algorithm=library_algorithm, epilogue_inputs=epilogue_inputs,
+                source_error=source_error)
 
 
 def read_plan(directory: str | pathlib.Path) -> Plan:
