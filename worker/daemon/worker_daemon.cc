@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging/logging.h"
@@ -279,7 +280,9 @@ class WorkerDaemon::Impl {
   void CancelLeaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaneUnavailableLocked(Lane& lane, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordStagesLocked(const WorkItem& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the item's stage times to the metrics and logs its outcome.
+  void RecordStagesLocked(const WorkItem& item, const forge::v1::Result& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateBusyGaugesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AnyQueuedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Duration HeartbeatIntervalLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -741,17 +744,32 @@ void WorkerDaemon::Impl::LaneUnavailableLocked(Lane& lane, const absl::Status& s
              absl::FormatDuration(wait));
 }
 
-void WorkerDaemon::Impl::RecordStagesLocked(const WorkItem& item) {
+void WorkerDaemon::Impl::RecordStagesLocked(const WorkItem& item,
+                                            const forge::v1::Result& result) {
+  std::string stages;
   for (int stage = 0; stage < kStageCount; ++stage) {
     if (!item.times.ran(static_cast<Stage>(stage))) continue;
     const double seconds = item.times.seconds(static_cast<Stage>(stage));
     metrics_.stage_seconds[stage]->Observe(seconds);
     stats_.stage_seconds[stage] += seconds;
+    absl::StrAppendFormat(&stages, "%s%s=%.3f", stages.empty() ? "" : ",",
+                          StageName(static_cast<Stage>(stage)), seconds);
   }
+  // One line per candidate: where a slow search spends its time shows in the worker's log.
+  LogWithFields(
+      *log_, spdlog::level::info, "candidate",
+      {{"task", item.candidate->task_digest().substr(0, 12)},
+       {"candidate", item.candidate->digest().substr(0, 12)},
+       {"template", item.candidate->template_name()},
+       {"outcome", result.has_measurement()
+                       ? absl::StrFormat("%.2fus", result.measurement().median_us())
+                       : EnumLabel(forge::v1::FailureReason_Name(result.failure().reason()),
+                                   "FAILURE_REASON_")},
+       {"seconds", stages}});
 }
 
 void WorkerDaemon::Impl::DeliverLocked(WorkItem& item, forge::v1::Result result) {
-  RecordStagesLocked(item);
+  RecordStagesLocked(item, result);
   if (result.has_measurement()) {
     ++stats_.measured;
     const bool predicted =
