@@ -6,9 +6,9 @@
 load_plan builds the bundle's PyTorch extension on this machine (nvcc, torch.utils.cpp_extension;
 cached by the bundle's digest), which registers one custom operator per task that runs a
 generated kernel or a cuBLASLt call and one that runs the whole plan (torch.ops.forge.*), and
-returns a PlanModule that sequences the steps, under a CUDA graph when it can (with plan_op=True
-it calls the plan's op instead: not yet the default, see load_plan). With aten_only (which also
-runs on the CPU) every step runs as its ATen calls.
+returns a PlanModule that calls the plan's op (or, with plan_op=False, sequences the steps from
+Python), under a CUDA graph when it pays. With aten_only (which also runs on the CPU) every step
+runs as its ATen calls.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def build_bundle(bundle_dir: str | pathlib.Path, *, graph=None, target_arch: str
 
 def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=None, blobs=None,
               output_structure: pytree.TreeSpec | None = None, device=None,
-              cuda_graphs: bool = True, aten_only: bool = False, plan_op: bool = False,
+              cuda_graphs: bool = True, aten_only: bool = False, plan_op: bool = True,
               build_root=None, verbose: bool = False) -> PlanModule:
     """A module that runs the bundle's plan with `module`'s weights.
 
@@ -170,11 +170,9 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
     cuda_graphs: capture the plan in a CUDA graph at the first call (eager if capture fails).
     aten_only: run every step as its nodes' ATen calls, without the extension: the reference
       path, which also runs on the CPU.
-    plan_op: call the extension's one operator for the whole plan instead of sequencing the
-      steps from Python. Off by default until its GPU tests pass on a GPU: their one failure on
-      the H200 came from the test plans themselves (see runtime/README.md), fixed since but not
-      rerun there. Under a CUDA graph both replay the same kernels, so the default costs nothing
-      there.
+    plan_op: call the extension's one operator for the whole plan (the default); False
+      sequences the steps from Python, with the same kernels and results (the GPU tests check
+      the two agree bit for bit).
     build_root: where extensions are built; default $FORGE_CACHE_DIR/extensions.
     """
     plan, graph = _plan_and_graph(bundle_dir, graph)
