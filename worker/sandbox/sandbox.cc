@@ -326,6 +326,19 @@ absl::StatusOr<Sandbox::Exchange> Sandbox::ExchangeLocked(wire::Request& request
   return exchange;
 }
 
+absl::Duration RequestDeadline(const SandboxOptions& options, const forge::v1::KernelTask& task,
+                               absl::Duration base) {
+  int64_t bytes = 0;
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      bytes += static_cast<int64_t>(judge::StorageBytes(spec).value_or(0));
+    }
+  }
+  const absl::Duration extended =
+      base + options.timeout_per_gib * (static_cast<double>(bytes) / (int64_t{1} << 30));
+  return std::max(base, std::min(extended, options.max_timeout));
+}
+
 absl::StatusOr<SandboxOutcome> Sandbox::Judge(const SandboxCandidate& candidate,
                                               const judge::JudgeOptions& options) {
   wire::Request request;
@@ -334,7 +347,9 @@ absl::StatusOr<SandboxOutcome> Sandbox::Judge(const SandboxCandidate& candidate,
   *request.mutable_judge()->mutable_options() = ToWire(options);
   absl::MutexLock lock(&mutex_);
   FORGE_ASSIGN_OR_RETURN(Exchange exchange,
-                         ExchangeLocked(request, options_.judge_timeout,
+                         ExchangeLocked(request,
+                                        RequestDeadline(options_, candidate.task,
+                                                        options_.judge_timeout),
                                         forge::v1::FAILURE_STAGE_JUDGE, candidate.digest));
   return OutcomeOf(std::move(exchange.response), std::move(exchange.failure), exchange.child_log,
                    forge::v1::FAILURE_STAGE_JUDGE, candidate.digest);
@@ -354,7 +369,9 @@ absl::StatusOr<SandboxOutcome> Sandbox::Time(const SandboxCandidate& candidate,
   *request.mutable_time()->mutable_timer_options() = ToWire(timer_options);
   absl::MutexLock lock(&mutex_);
   FORGE_ASSIGN_OR_RETURN(Exchange exchange,
-                         ExchangeLocked(request, options_.time_timeout,
+                         ExchangeLocked(request,
+                                        RequestDeadline(options_, candidate.task,
+                                                        options_.time_timeout),
                                         forge::v1::FAILURE_STAGE_TIME, candidate.digest));
   return OutcomeOf(std::move(exchange.response), std::move(exchange.failure), exchange.child_log,
                    forge::v1::FAILURE_STAGE_TIME, candidate.digest);

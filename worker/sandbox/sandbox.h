@@ -41,9 +41,14 @@ struct SandboxOptions {
   int gpu_ordinal = 0;
   // From the child's start to its hello (loading LibTorch and creating the CUDA context).
   absl::Duration start_timeout = absl::Seconds(60);
-  // Deadlines of a whole judge request (reference included) and of a whole time request.
+  // Deadlines of a whole judge request (reference included) and of a whole time request, each
+  // extended by judge_timeout_per_gib per GiB of the task's inputs and outputs, up to
+  // max_timeout: a task's first candidate draws its inputs and computes its references, which for
+  // a 2 GiB task took 30-60 s on the H200's host (2026-11-30), and a hang should still end.
   absl::Duration judge_timeout = absl::Seconds(60);
   absl::Duration time_timeout = absl::Seconds(120);
+  absl::Duration timeout_per_gib = absl::Seconds(40);
+  absl::Duration max_timeout = absl::Minutes(10);
   absl::Duration ping_timeout = absl::Seconds(5);
   // Wait after a failed start, doubled after each further failure in a row, up to the maximum.
   absl::Duration min_restart_backoff = absl::Milliseconds(100);
@@ -51,6 +56,12 @@ struct SandboxOptions {
   // Starts the child with --allow-test-behaviours, so that RunTestBehaviour works (tests only).
   bool allow_test_behaviours = false;
 };
+
+// The deadline of a request for a candidate of `task`: `base` (options.judge_timeout or
+// time_timeout) extended by options.timeout_per_gib per GiB of the task's inputs and outputs, at
+// most options.max_timeout (and never below `base`).
+absl::Duration RequestDeadline(const SandboxOptions& options, const forge::v1::KernelTask& task,
+                               absl::Duration base);
 
 // A candidate of any family, ready to run. `kernel` is what the family generated; its template
 // says how the child runs it:

@@ -101,6 +101,29 @@ class SocketPair {
   int fds_[2] = {-1, -1};
 };
 
+TEST(RequestDeadlineTest, GrowsWithTheTasksBytesUpToTheMaximum) {
+  SandboxOptions options;
+  options.timeout_per_gib = absl::Seconds(40);
+  options.max_timeout = absl::Minutes(10);
+  auto task_of = [](int64_t elements) {
+    forge::v1::KernelTask task;
+    for (forge::v1::TensorSpec* spec : {task.add_inputs(), task.add_outputs()}) {
+      spec->set_dtype(forge::v1::DTYPE_FLOAT32);
+      spec->add_shape(elements);
+    }
+    return task;
+  };
+  // 2^28 float32 in and out: 2 GiB, 80 s more.
+  EXPECT_EQ(RequestDeadline(options, task_of(int64_t{1} << 28), absl::Seconds(60)),
+            absl::Seconds(140));
+  EXPECT_EQ(RequestDeadline(options, task_of(1000), absl::Seconds(60)),
+            absl::Seconds(60) + absl::Seconds(40) * (8000.0 / (int64_t{1} << 30)));
+  EXPECT_EQ(RequestDeadline(options, task_of(int64_t{1} << 34), absl::Seconds(60)),
+            absl::Minutes(10));
+  options.max_timeout = absl::Seconds(1);  // never below the base
+  EXPECT_EQ(RequestDeadline(options, task_of(1000), absl::Seconds(60)), absl::Seconds(60));
+}
+
 TEST(WireTest, FramesRoundTripIncludingLargeOnes) {
   SocketPair pair;
   const std::string large(3 << 20, 'x');  // far above the socket buffer: needs a concurrent reader
