@@ -74,13 +74,17 @@ int Run(int64_t elements, int reps) {
   DeviceDraws resident(**device, **comparer, int64_t{64} << 30, /*min_task_bytes=*/0);
   HostStaging staging(**device);
 
-  std::printf("| way | elements | seconds (median of %d) | draws on device | passed |\n", reps);
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "| way | elements | seconds (median of %d) | draws on device | passed | draw | upload | "
+      "candidate | reference | compare | re-check |\n",
+      reps);
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const char* way : {"first candidate", "host, cached draws", "device, resident draws"}) {
     const bool first = way[0] == 'f';
     const bool on_device = way[0] == 'd';
     std::vector<double> seconds;
     JudgeVerdict verdict;
+    double recheck_seconds = 0;
     for (int rep = 0; rep < (first ? 1 : reps); ++rep) {
       JudgeOptions options;
       options.draw_cache = &cache;
@@ -92,14 +96,20 @@ int Run(int64_t elements, int reps) {
         std::fprintf(stderr, "%s: %s\n", way, judged.status().ToString().c_str());
         return 1;
       }
+      const auto judged_at = std::chrono::steady_clock::now();
       auto rechecked = (*judged)->RecheckTimedOutputs();
+      recheck_seconds = SecondsSince(judged_at);
       seconds.push_back(SecondsSince(start));
       verdict = rechecked.ok() ? *rechecked : (*judged)->verdict();
     }
     std::sort(seconds.begin(), seconds.end());
-    std::printf("| %s | %lld | %.3f | %d | %s |\n", way, static_cast<long long>(elements),
-                seconds[seconds.size() / 2], verdict.draws_on_device,
-                verdict.passed() ? "yes" : verdict.detail.c_str());
+    // The stages are the last repetition's.
+    const JudgeVerdict::StageSeconds& stages = verdict.seconds;
+    std::printf("| %s | %lld | %.3f | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", way,
+                static_cast<long long>(elements), seconds[seconds.size() / 2],
+                verdict.draws_on_device, verdict.passed() ? "yes" : verdict.detail.c_str(),
+                stages.draw, stages.upload, stages.candidate, stages.reference, stages.compare,
+                recheck_seconds);
   }
   return 0;
 }

@@ -8,6 +8,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status/status_macros.h"
 
 namespace forge::judge {
@@ -155,6 +157,19 @@ absl::StatusOr<CandidateLaunch> LoadGeneratedKernel(const gpu::Device& device,
   });
 }
 
+// Splits a draw's wall time into the judge's stages: Lap(stage) adds the time since the last lap.
+class StageClock {
+ public:
+  void Lap(double& stage) {
+    const absl::Time now = absl::Now();
+    stage += absl::ToDoubleSeconds(now - last_);
+    last_ = now;
+  }
+
+ private:
+  absl::Time last_ = absl::Now();
+};
+
 // Runs the draws of one Judge() call.
 class JudgeRunner {
  public:
@@ -266,6 +281,8 @@ class JudgeRunner {
   absl::Status RunDraw(int draw) {
     JudgedCandidate& run = *result_;
     gpu::Stream& stream = *stream_;
+    JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
+    StageClock clock;
     // The draw's host inputs (and references) from the cache, or drawn here; fresh device
     // allocations for every draw, uploaded from the pristine host copy.
     std::optional<DrawKey> key;
@@ -283,7 +300,9 @@ class JudgeRunner {
       FORGE_ASSIGN_OR_RETURN(cached.inputs, DrawInputs(draw));
       if (key) options_.draw_cache->Insert(*key, cached);
     }
+    clock.Lap(seconds.draw);
     if (std::shared_ptr<const DeviceDraw> resident = ResidentDraw(draw, key, cached)) {
+      clock.Lap(seconds.upload);
       return RunDrawOnDevice(draw, cached, std::move(resident));
     }
     const std::vector<HostTensor>& inputs = *cached.inputs;
@@ -305,6 +324,7 @@ class JudgeRunner {
       outputs.push_back(staging_->Acquire(buffer.size_bytes()));
       output_buffers.push_back(std::move(buffer));
     }
+    clock.Lap(seconds.upload);
 
     // The candidate first; its outputs read in the order of its stream.
     if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
@@ -333,16 +353,20 @@ class JudgeRunner {
       return absl::OkStatus();
     }
 
+    clock.Lap(seconds.candidate);
+
     // The reference second (or what it computed for an earlier candidate).
     if (cached.references == nullptr) {
       FORGE_ASSIGN_OR_RETURN(cached.references, References(inputs));
       if (key) options_.draw_cache->Insert(*key, cached);
     }
     NoteReferences(draw, cached.references);
+    clock.Lap(seconds.reference);
     for (int o = 0; o < task_.outputs_size(); ++o) {
       FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, outputs[o].bytes(), cached.references));
       if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
     }
+    clock.Lap(seconds.compare);
     if (draw == 0) first_outputs_ = std::move(outputs);
 
     // The last passing draw stays for the timer and the re-check.
@@ -391,6 +415,8 @@ class JudgeRunner {
     JudgedCandidate& run = *result_;
     gpu::Stream& stream = *stream_;
     DeviceComparer& comparer = options_.device_draws->comparer();
+    JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
+    StageClock clock;
     std::vector<gpu::DeviceBuffer> input_buffers;
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<gpu::DeviceBuffer> stream_ordered;  // the outputs as copied in stream order
@@ -408,6 +434,7 @@ class JudgeRunner {
       output_buffers.push_back(std::move(buffer));
       stream_ordered.push_back(std::move(copy));
     }
+    clock.Lap(seconds.upload);
 
     if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
       FailWithCudaError(draw, launched);
@@ -458,6 +485,7 @@ class JudgeRunner {
     }
 
     NoteReferences(draw, cached.references);
+    clock.Lap(seconds.candidate);
     const DrawReferences& references = *cached.references;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const Tolerances tolerances = ToleranceFor(o);
@@ -488,6 +516,7 @@ class JudgeRunner {
       }
       return absl::OkStatus();
     }
+    clock.Lap(seconds.compare);
     if (draw == 0) first_output_copies_ = std::move(stream_ordered);
 
     run.inputs_ = std::move(cached.inputs);

@@ -138,6 +138,15 @@ struct JudgeVerdict {
   // How many of the draws were judged on the device (JudgeOptions::device_draws), the failed one
   // included.
   int draws_on_device = 0;
+  // Wall seconds in the judge's stages, summed over the draws: where a slow judge spends its time.
+  struct StageSeconds {
+    double draw = 0;       // drawing the inputs, or finding them cached
+    double upload = 0;     // the candidate's input and output buffers (uploads, device copies)
+    double candidate = 0;  // its launch, the stream-order and input checks
+    double reference = 0;  // the references, when not cached
+    double compare = 0;    // the comparison with them
+  };
+  StageSeconds seconds;
 
   bool passed() const { return evidence.passed(); }
 };
