@@ -11,6 +11,7 @@
 #include "compiler/codegen/family.h"
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/support/exported_model.h"
 #include "tests/support/gpu_test.h"
@@ -121,6 +122,7 @@ TEST(GpuExecutorTest, MeasuresGeneratedReductionAndFallbackCandidates) {
                   measurement.roofline_floor_us() / measurement.median_us() * 100, 1e-9);
     }
     EXPECT_TRUE(times.ran(Stage::kJudge));
+    EXPECT_TRUE(absl::StrContains(times.judge_breakdown(), "reference=")) << times.judge_breakdown();
     EXPECT_TRUE(times.ran(Stage::kTime));
     EXPECT_EQ(times.ran(Stage::kCompile), c.generated);
   }

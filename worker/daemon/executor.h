@@ -39,10 +39,14 @@ class StageTimes {
   }
   double seconds(Stage stage) const { return seconds_[static_cast<int>(stage)]; }
   bool ran(Stage stage) const { return ran_[static_cast<int>(stage)]; }
+  // How the judge stage's time divides, when the executor knows: "draw=0.1,upload=0.2,...".
+  void set_judge_breakdown(std::string breakdown) { judge_breakdown_ = std::move(breakdown); }
+  const std::string& judge_breakdown() const { return judge_breakdown_; }
 
  private:
   std::array<double, kStageCount> seconds_{};
   std::array<bool, kStageCount> ran_{};
+  std::string judge_breakdown_;
 };
 
 // A candidate after the CPU stages.

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/gemm_library.h"
@@ -122,6 +123,13 @@ absl::StatusOr<forge::v1::Result> GpuExecutor::Execute(PreparedCandidate prepare
   times->Add(Stage::kJudge, SecondsSince(start));
   if (!judged.ok()) {
     return SandboxError(judged.status(), prepared.digest, forge::v1::FAILURE_STAGE_JUDGE);
+  }
+  if (judged->verdict.has_value()) {
+    const judge::JudgeVerdict::StageSeconds& seconds = judged->verdict->seconds;
+    times->set_judge_breakdown(absl::StrFormat(
+        "draw=%.3f,upload=%.3f,candidate=%.3f,reference=%.3f,compare=%.3f,draws_on_device=%d",
+        seconds.draw, seconds.upload, seconds.candidate, seconds.reference, seconds.compare,
+        judged->verdict->draws_on_device));
   }
   if (judged->failure.has_value()) return OutcomeFailure(*std::move(judged->failure));
 

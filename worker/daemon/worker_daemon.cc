@@ -754,6 +754,9 @@ void WorkerDaemon::Impl::RecordStagesLocked(const WorkItem& item,
     stats_.stage_seconds[stage] += seconds;
     absl::StrAppendFormat(&stages, "%s%s=%.3f", stages.empty() ? "" : ",",
                           StageName(static_cast<Stage>(stage)), seconds);
+    if (static_cast<Stage>(stage) == Stage::kJudge && !item.times.judge_breakdown().empty()) {
+      absl::StrAppend(&stages, "(", item.times.judge_breakdown(), ")");
+    }
   }
   // One line per candidate: where a slow search spends its time shows in the worker's log.
   LogWithFields(

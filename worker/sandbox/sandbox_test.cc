@@ -187,11 +187,19 @@ TEST(WireTest, OptionsVerdictsAndTimingsRoundTrip) {
   verdict.reason = forge::v1::FAILURE_REASON_CRASH;
   verdict.detail = "draw 1: CUDA_ERROR_ILLEGAL_ADDRESS";
   verdict.context_lost = true;
+  verdict.draws_on_device = 2;
+  verdict.seconds = {.draw = 0.5, .upload = 1, .candidate = 2, .reference = 4, .compare = 8};
   const judge::JudgeVerdict verdict_back = FromWire(ToWire(verdict));
   EXPECT_EQ(verdict_back.evidence.failed_draw(), 1);
   EXPECT_EQ(verdict_back.reason, forge::v1::FAILURE_REASON_CRASH);
   EXPECT_EQ(verdict_back.detail, verdict.detail);
   EXPECT_TRUE(verdict_back.context_lost);
+  EXPECT_EQ(verdict_back.draws_on_device, 2);
+  EXPECT_EQ(verdict_back.seconds.draw, 0.5);
+  EXPECT_EQ(verdict_back.seconds.upload, 1);
+  EXPECT_EQ(verdict_back.seconds.candidate, 2);
+  EXPECT_EQ(verdict_back.seconds.reference, 4);
+  EXPECT_EQ(verdict_back.seconds.compare, 8);
 
   timer::Timing timing;
   timing.rep_us = {3, 1, 2};

@@ -207,6 +207,13 @@ wire::Verdict ToWire(const judge::JudgeVerdict& verdict) {
   result.set_reason(verdict.reason);
   result.set_detail(verdict.detail);
   result.set_context_lost(verdict.context_lost);
+  result.set_draws_on_device(verdict.draws_on_device);
+  wire::JudgeStageSeconds& seconds = *result.mutable_seconds();
+  seconds.set_draw(verdict.seconds.draw);
+  seconds.set_upload(verdict.seconds.upload);
+  seconds.set_candidate(verdict.seconds.candidate);
+  seconds.set_reference(verdict.seconds.reference);
+  seconds.set_compare(verdict.seconds.compare);
   return result;
 }
 
@@ -216,6 +223,12 @@ judge::JudgeVerdict FromWire(const wire::Verdict& verdict) {
   result.reason = verdict.reason();
   result.detail = verdict.detail();
   result.context_lost = verdict.context_lost();
+  result.draws_on_device = verdict.draws_on_device();
+  result.seconds = {.draw = verdict.seconds().draw(),
+                    .upload = verdict.seconds().upload(),
+                    .candidate = verdict.seconds().candidate(),
+                    .reference = verdict.seconds().reference(),
+                    .compare = verdict.seconds().compare()};
   return result;
 }
 
