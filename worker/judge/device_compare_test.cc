@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
@@ -44,8 +45,11 @@ TEST(DeviceCompareSourceTest, CompilesForEveryTargetArchitecture) {
 
 // The element rule the device runs is the header the host compiles, as it is now on disk.
 TEST(DeviceCompareSourceTest, EmbedsTheHostsElementRule) {
-  std::ifstream file(FORGE_COMPARE_CHUNK_PATH);
-  ASSERT_TRUE(file) << "cannot read " << FORGE_COMPARE_CHUNK_PATH;
+  // The header beside this test's source (CMake compiles sources by their absolute paths).
+  const std::string path = absl::StrCat(absl::StripSuffix(__FILE__, "device_compare_test.cc"),
+                                        "compare_chunk.h");
+  std::ifstream file(path);
+  ASSERT_TRUE(file) << "cannot read " << path;
   std::stringstream header;
   header << file.rdbuf();
   EXPECT_TRUE(absl::StartsWith(DeviceCompareSource(), header.str()));
