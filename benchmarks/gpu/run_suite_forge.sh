@@ -11,7 +11,9 @@
 # 240), COMMIT, MODES (torch.compile modes, default "default"), DEADLINE_S for the timing part,
 # TOTAL_S (the whole call's bound, default 570), GPUS (timing shards at once, one per GPU),
 # DRAW_CACHE_MIB (the judge's cache of input draws and
-# references per GPU, default 49152: large tasks keep theirs across candidates).
+# references per GPU, default 49152: large tasks keep theirs across candidates), DEVICE_DRAWS_MIB
+# (the draws kept resident on each GPU for the judge's device path; default a quarter of the GPU,
+# 0 judges every candidate on the host).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
@@ -20,6 +22,7 @@ python="${PYTHON:-/opt/torch/.venv/bin/python}"
 [ -x /usr/bin/g++ ] && export CXX="${FORGE_CXX:-/usr/bin/g++}"
 export FORGE_CACHE_DIR="${FORGE_CACHE_DIR:-/tmp/forge-cache}"
 export FORGE_SANDBOX_DRAW_CACHE_MIB="${DRAW_CACHE_MIB:-49152}"
+[ -n "${DEVICE_DRAWS_MIB:-}" ] && export FORGE_SANDBOX_DEVICE_DRAWS_MIB="$DEVICE_DRAWS_MIB"
 budget="${BUDGET:-32}"
 PYTHONPATH="$here/../../python" "$python" "$here/../suite/forge_jobs.py" --bin "$FORGE_BUNDLE/bin" \
   --out "$OUT/forge" --budget "$budget" --max-seconds "${MAX_SECONDS:-0}" --concurrent \
