@@ -21,6 +21,7 @@
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
 #include "forge/v1/service.grpc.pb.h"
+#include "worker/judge/host_tensor.h"
 #include "grpcpp/grpcpp.h"
 
 namespace forge::daemon {
@@ -31,6 +32,8 @@ using forge::v1::WorkerService;
 // Leases carry whole task graphs; gRPC's 4 MiB default is too small for big groups.
 constexpr int kMaxMessageBytes = 64 << 20;
 constexpr double kStageHistogramStart = 1e-4;  // seconds; 20 doubling buckets reach ~52 s
+// Past this many owned tasks the owners are forgotten (and found again as leases arrive).
+constexpr size_t kMaxOwnedTasks = 1 << 16;
 
 // FAILURE_STAGE_COMPILE -> "compile".
 std::string EnumLabel(const std::string& name, absl::string_view prefix) {
@@ -136,7 +139,6 @@ absl::StatusOr<DaemonMetrics> RegisterMetrics(metrics::Registry* registry) {
 // One Lease response and the bookkeeping of its candidates.
 struct LeaseState {
   std::string id;
-  int lane = 0;
   absl::Time deadline = absl::InfiniteFuture();
   forge::v1::LeaseResponse response;  // owns the candidates and tasks the work items point into
   absl::flat_hash_map<std::string, const forge::v1::KernelTask*> tasks;  // by digest
@@ -181,6 +183,7 @@ struct Lane {
 
   int pipeline() const { return static_cast<int>(queued.size() + ready.size()) + in_flight; }
 };
+
 
 // Outcomes of one lease waiting to be reported.
 struct Outgoing {
@@ -260,6 +263,14 @@ class WorkerDaemon::Impl {
   void HandleLeaseLocked(int lane_index, absl::Time sent, const grpc::Status& status,
                          forge::v1::LeaseResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WantsLeaseLocked(const Lane& lane, absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether the lanes together hold no more than their targets: candidates queued on the lane
+  // that owns their task count against every lane's leasing.
+  bool HasRoomLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Queues `item`, leased by lane `leaser`, on the lane that owns its task
+  // (WorkerDaemonOptions::owned_task_bytes) while that lane can run candidates; otherwise on the
+  // leaser, which then owns the task.
+  void QueueLocked(int leaser, std::unique_ptr<WorkItem> item, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LeaseSizeLocked(const Lane& lane) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Time NextLeaseTimeLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void SendReport(Outgoing outgoing);
@@ -305,6 +316,8 @@ class WorkerDaemon::Impl {
   bool register_again_ ABSL_GUARDED_BY(mu_) = false;
   bool heartbeat_failing_ ABSL_GUARDED_BY(mu_) = false;  // logs a failing streak once
   bool lease_kick_ ABSL_GUARDED_BY(mu_) = false;    // a lane's pipeline shrank
+  // The lane that owns each large task (QueueLocked), by task digest.
+  absl::flat_hash_map<std::string, int> task_owner_ ABSL_GUARDED_BY(mu_);
   bool report_kick_ ABSL_GUARDED_BY(mu_) = false;   // the outbox has news for the reporter
   absl::Time lease_backoff_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Backoff lease_backoff_ ABSL_GUARDED_BY(mu_);
@@ -535,7 +548,31 @@ void WorkerDaemon::Impl::UpdateBusyGaugesLocked(absl::Time now) {
 
 bool WorkerDaemon::Impl::WantsLeaseLocked(const Lane& lane, absl::Time now) const {
   return !lane.leasing && now >= lane.next_lease && now >= lane.unavailable_until &&
-         now >= lease_backoff_until_ && lane.pipeline() <= lane_target_ / 2;
+         now >= lease_backoff_until_ && lane.pipeline() <= lane_target_ / 2 && HasRoomLocked();
+}
+
+bool WorkerDaemon::Impl::HasRoomLocked() const {
+  int pipeline = 0;
+  for (const std::unique_ptr<Lane>& lane : lanes_) pipeline += lane->pipeline();
+  return pipeline <= lane_target_ * static_cast<int>(lanes_.size());
+}
+
+void WorkerDaemon::Impl::QueueLocked(int leaser, std::unique_ptr<WorkItem> item, absl::Time now) {
+  int lane = leaser;
+  if (options_.owned_task_bytes >= 0 &&
+      judge::TaskStorageBytes(*item->task) >= options_.owned_task_bytes) {
+    if (task_owner_.size() >= kMaxOwnedTasks) task_owner_.clear();  // owners are only a hint
+    auto [owner, inserted] = task_owner_.try_emplace(item->task->digest(), leaser);
+    if (!inserted && owner->second != leaser) {
+      if (now >= lanes_[owner->second]->unavailable_until) {
+        lane = owner->second;
+        ++stats_.moved_to_owner;
+      } else {
+        owner->second = leaser;  // the owner cannot run candidates now: the leaser takes over
+      }
+    }
+  }
+  lanes_[lane]->queued.push_back(std::move(item));
 }
 
 int WorkerDaemon::Impl::LeaseSizeLocked(const Lane& lane) const {
@@ -552,8 +589,9 @@ int WorkerDaemon::Impl::LeaseSizeLocked(const Lane& lane) const {
 absl::Time WorkerDaemon::Impl::NextLeaseTimeLocked() const {
   absl::Time next = absl::InfiniteFuture();
   for (const std::unique_ptr<Lane>& lane : lanes_) {
-    // A lane with a full pipeline wakes the loop through lease_kick_ as it drains.
-    if (lane->leasing || lane->pipeline() > lane_target_ / 2) continue;
+    // A lane with a full pipeline (or a worker without room) wakes the loop through lease_kick_
+    // as it drains.
+    if (lane->leasing || lane->pipeline() > lane_target_ / 2 || !HasRoomLocked()) continue;
     next = std::min(next, std::max({lane->next_lease, lane->unavailable_until,
                                     lease_backoff_until_}));
   }
@@ -623,7 +661,6 @@ void WorkerDaemon::Impl::HandleLeaseLocked(int lane_index, absl::Time sent,
   auto lease = std::make_shared<LeaseState>();
   lease->response = std::move(response);
   lease->id = lease->response.lease_id();
-  lease->lane = lane_index;
   const int64_t duration_ms = lease->response.duration_ms() > 0
                                   ? lease->response.duration_ms()
                                   : settings_.lease_duration_ms();
@@ -653,7 +690,7 @@ void WorkerDaemon::Impl::HandleLeaseLocked(int lane_index, absl::Time sent,
     if (stopping_) {
       GiveBackLocked(*item);  // the call was out when the daemon began to stop
     } else {
-      lane.queued.push_back(std::move(item));
+      QueueLocked(lane_index, std::move(item), now);
     }
   }
 }
@@ -868,13 +905,15 @@ void WorkerDaemon::Impl::CancelLeaseLocked(const std::string& lease_id) {
   const std::shared_ptr<LeaseState> lease = it->second;
   lease->cancelled = true;
   int unstarted = 0;
-  for (std::deque<std::unique_ptr<WorkItem>>* items :
-       {&lanes_[lease->lane]->queued, &lanes_[lease->lane]->ready}) {
-    const auto of_lease = std::stable_partition(
-        items->begin(), items->end(),
-        [&](const std::unique_ptr<WorkItem>& item) { return item->lease != lease; });
-    unstarted += static_cast<int>(items->end() - of_lease);
-    items->erase(of_lease, items->end());
+  // Its items may wait on any lane: those of tasks another lane owns were queued there.
+  for (std::unique_ptr<Lane>& lane : lanes_) {
+    for (std::deque<std::unique_ptr<WorkItem>>* items : {&lane->queued, &lane->ready}) {
+      const auto of_lease = std::stable_partition(
+          items->begin(), items->end(),
+          [&](const std::unique_ptr<WorkItem>& item) { return item->lease != lease; });
+      unstarted += static_cast<int>(items->end() - of_lease);
+      items->erase(of_lease, items->end());
+    }
   }
   int unreported = 0;
   if (const auto outgoing = outbox_.find(lease_id); outgoing != outbox_.end()) {

@@ -69,6 +69,12 @@ struct WorkerDaemonOptions {
   // After Stop: time for in-flight candidates to finish, then for the last reports.
   absl::Duration shutdown_grace = absl::Seconds(10);
   absl::Duration report_grace = absl::Seconds(5);
+  // A task whose inputs and outputs take at least this many bytes is owned by the first GPU lane
+  // that queues one of its candidates, and its later candidates run there while that lane is
+  // available: each lane's sandbox keeps its own draws, and a large task's first candidate (inputs
+  // drawn, float64 references computed) took up to a minute on the H200 (2026-11-30), paid again
+  // by every lane that judged the task. 0: every task; negative: none.
+  int64_t owned_task_bytes = int64_t{32} << 20;
 };
 
 // Counters and time per stage since the daemon started, for tests and benchmarks.
@@ -83,6 +89,7 @@ struct WorkerStats {
                                   // expired, or a report refused for good)
   int64_t rejected = 0;           // results the coordinator refused (rejected_candidate_digests)
   int64_t rpc_errors = 0;
+  int64_t moved_to_owner = 0;     // candidates queued on their task's owning lane, not the leaser's
   std::array<double, kStageCount> stage_seconds{};  // summed over candidates, by Stage
   double rpc_seconds = 0;
 };

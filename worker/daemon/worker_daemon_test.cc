@@ -9,8 +9,10 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -295,21 +297,25 @@ class WorkerDaemonTest : public ::testing::Test {
     pool_ = *std::move(pool);
   }
 
-  // A daemon with `lanes` emulated H200s talking to 127.0.0.1:port.
-  std::unique_ptr<RunningDaemon> Start(int port, int lanes, int compile_threads,
-                                       absl::Duration report_delay = absl::Milliseconds(50)) {
+  // A daemon with `lanes` emulated H200s talking to 127.0.0.1:port; `wrap`, when given, wraps
+  // each lane's executor.
+  std::unique_ptr<RunningDaemon> Start(
+      int port, int lanes, int compile_threads,
+      absl::Duration report_delay = absl::Milliseconds(50), int max_candidates_per_lease = 0,
+      const std::function<std::unique_ptr<Executor>(std::unique_ptr<Executor>)>& wrap = {}) {
     std::vector<std::unique_ptr<Executor>> executors;
     for (int index = 0; index < lanes; ++index) {
       absl::StatusOr<std::unique_ptr<EmulatedExecutor>> executor =
           EmulatedExecutor::Create("H200", index, pool_.get());
       EXPECT_TRUE(executor.ok()) << executor.status();
       if (!executor.ok()) return nullptr;
-      executors.push_back(*std::move(executor));
+      executors.push_back(wrap ? wrap(*std::move(executor)) : *std::move(executor));
     }
     absl::StatusOr<std::unique_ptr<WorkerDaemon>> daemon = WorkerDaemon::Create(
         {.coordinator = absl::StrCat("127.0.0.1:", port),
          .hostname = "test-host",
          .compile_threads = compile_threads,
+         .max_candidates_per_lease = max_candidates_per_lease,
          .report_delay = report_delay,
          .rpc_timeout = absl::Seconds(5),
          .min_backoff = absl::Milliseconds(20),
@@ -402,6 +408,67 @@ TEST_F(WorkerDaemonTest, RegistersLeasesAndReportsEveryCandidateOnce) {
                          {{"outcome", "measured"}, {"stage", "predict"}}),
             static_cast<double>(digests.size()));
   EXPECT_EQ(SeriesValue("forge_worker_leases_active", {}), 0);
+}
+
+// An executor that notes which GPU ran each task's candidates, then runs them with the one it wraps.
+class LaneRecorder final : public Executor {
+ public:
+  struct Log {
+    absl::Mutex mu;
+    std::map<std::string, std::set<int>> lanes_by_task ABSL_GUARDED_BY(mu);
+    std::set<int> lanes ABSL_GUARDED_BY(mu);
+  };
+  LaneRecorder(std::unique_ptr<Executor> inner, compile::CompilePool* pool, Log* log)
+      : Executor(inner->gpu(), pool), inner_(std::move(inner)), log_(log) {}
+
+  absl::StatusOr<forge::v1::Result> Execute(PreparedCandidate prepared,
+                                            StageTimes* times) override {
+    {
+      absl::MutexLock lock(&log_->mu);
+      log_->lanes_by_task[prepared.task->digest()].insert(gpu().index());
+      log_->lanes.insert(gpu().index());
+    }
+    return inner_->Execute(std::move(prepared), times);
+  }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  Log* log_;
+};
+
+// The candidates of a large task, leased two at a time by both lanes, all run on the lane that
+// queued the task first (its draws stay in that lane's sandbox); small tasks go to whichever lane
+// leased them, and both lanes work.
+TEST_F(WorkerDaemonTest, ALargeTasksCandidatesRunOnTheLaneThatOwnsIt) {
+  TestCoordinator coordinator(Settings());
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&coordinator, &port);
+  const Work large = Compiled(8, 70000);  // float32[64, 70000] in and out: 34 MiB
+  const Work small = Baselines(16, 100);
+  coordinator.Offer(large);
+  coordinator.Offer(small);
+  std::vector<std::string> digests = Digests(large);
+  for (const std::string& digest : Digests(small)) digests.push_back(digest);
+
+  LaneRecorder::Log log;
+  std::unique_ptr<RunningDaemon> daemon =
+      Start(port, /*lanes=*/2, /*compile_threads=*/2, absl::Milliseconds(50),
+            /*max_candidates_per_lease=*/2, [&](std::unique_ptr<Executor> executor) {
+              return std::make_unique<LaneRecorder>(std::move(executor), pool_.get(), &log);
+            });
+  ASSERT_NE(daemon, nullptr);
+  ASSERT_TRUE(
+      coordinator.WaitUntil([&](const Record& record) { return EveryOutcomeIn(record, digests); }));
+  daemon->Stop();
+  const Record record = coordinator.Snapshot();
+  for (const std::string& digest : digests) {
+    ASSERT_EQ(record.OutcomesOf(digest), 1) << digest;
+    EXPECT_TRUE(record.results.at(digest).front().has_measurement()) << digest;
+  }
+  absl::MutexLock lock(&log.mu);
+  EXPECT_EQ(log.lanes_by_task.at(large.tasks.front().digest()).size(), 1u);
+  EXPECT_EQ(log.lanes.size(), 2u);
+  EXPECT_GT((*daemon)->stats().moved_to_owner, 0);
 }
 
 TEST_F(WorkerDaemonTest, RegistersAgainWithItsIdWhenTheCoordinatorAsks) {

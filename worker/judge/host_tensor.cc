@@ -250,6 +250,16 @@ absl::StatusOr<size_t> StorageBytes(const forge::v1::TensorSpec& spec) {
   return static_cast<size_t>(StorageElementCount(spec)) * *element_bytes;
 }
 
+int64_t TaskStorageBytes(const forge::v1::KernelTask& task) {
+  int64_t bytes = 0;
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const forge::v1::TensorSpec& spec : *specs) {
+      bytes += static_cast<int64_t>(StorageBytes(spec).value_or(0));
+    }
+  }
+  return bytes;
+}
+
 absl::StatusOr<HostTensor> HostTensor::Allocate(const forge::v1::TensorSpec& spec) {
   absl::StatusOr<size_t> bytes = StorageBytes(spec);
   if (!bytes.ok()) return bytes.status();

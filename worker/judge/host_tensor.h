@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "common/dtype/dtype.h"
 #include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
 
 namespace forge::judge {
 
@@ -32,6 +33,9 @@ int64_t StorageElementCount(const forge::v1::TensorSpec& spec);
 // Bytes of the storage of `spec` (what HostTensor::Allocate allocates); InvalidArgument for a
 // dtype without an element size or a negative size in the shape.
 absl::StatusOr<size_t> StorageBytes(const forge::v1::TensorSpec& spec);
+// Bytes of the storage of every input and output of `task` (a tensor StorageBytes refuses counts
+// 0): what the judge moves per draw, and what the worker sizes a task's judging by.
+int64_t TaskStorageBytes(const forge::v1::KernelTask& task);
 // Storage offset (in elements) of logical element `index`.
 int64_t StorageOffsetOf(const forge::v1::TensorSpec& spec, int64_t index);
 // The multi-index of logical element `index`: [1, 0] for element 1003 of a 1000x1003 tensor.

@@ -387,13 +387,7 @@ class JudgeRunner {
                                                  const CachedDraw& cached) {
     if (options_.device_draws == nullptr || !key || cached.references == nullptr) return nullptr;
     if (draw > 0 && first_references_ == nullptr) return nullptr;
-    int64_t task_bytes = 0;
-    for (const auto* specs : {&task_.inputs(), &task_.outputs()}) {
-      for (const forge::v1::TensorSpec& spec : *specs) {
-        task_bytes += static_cast<int64_t>(StorageBytes(spec).value_or(0));
-      }
-    }
-    if (!options_.device_draws->WorthIt(task_bytes)) return nullptr;
+    if (!options_.device_draws->WorthIt(TaskStorageBytes(task_))) return nullptr;
     const std::shared_ptr<const DrawReferences>& first =
         draw == 0 ? cached.references : first_references_;
     for (int o = 0; o < task_.outputs_size(); ++o) {

@@ -328,14 +328,9 @@ absl::StatusOr<Sandbox::Exchange> Sandbox::ExchangeLocked(wire::Request& request
 
 absl::Duration RequestDeadline(const SandboxOptions& options, const forge::v1::KernelTask& task,
                                absl::Duration base) {
-  int64_t bytes = 0;
-  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
-    for (const forge::v1::TensorSpec& spec : *specs) {
-      bytes += static_cast<int64_t>(judge::StorageBytes(spec).value_or(0));
-    }
-  }
   const absl::Duration extended =
-      base + options.timeout_per_gib * (static_cast<double>(bytes) / (int64_t{1} << 30));
+      base + options.timeout_per_gib *
+                 (static_cast<double>(judge::TaskStorageBytes(task)) / (int64_t{1} << 30));
   return std::max(base, std::min(extended, options.max_timeout));
 }
 
