@@ -175,18 +175,6 @@ Bits PoisonBits(DType dtype) {
   return static_cast<Bits>(PoisonElementBits(dtype, sizeof(Bits)));
 }
 
-// Whether storage offset i is logical element i for every element of `spec`: no strides, or the
-// row-major ones wherever a dimension has more than one element.
-bool IsRowMajor(const forge::v1::TensorSpec& spec) {
-  if (spec.strides_size() != spec.shape_size()) return true;
-  int64_t stride = 1;
-  for (int i = spec.shape_size() - 1; i >= 0; --i) {
-    if (spec.shape(i) > 1 && spec.strides(i) != stride) return false;
-    stride *= spec.shape(i);
-  }
-  return true;
-}
-
 // Calls visit(offset_of) with a function from logical index to storage offset (in elements).
 template <typename Visit>
 auto WithOffsets(const forge::v1::TensorSpec& spec, const Visit& visit) {
@@ -229,7 +217,35 @@ ChunkTally AddTallies(absl::Span<const ChunkTally> tallies) {
   return total;
 }
 
+// SummarizeTallies of the tallies that add up to `total`.
+OutputComparison SummarizeTotal(const ChunkTally& total, int64_t element_count,
+                                double rel_norm_bound) {
+  OutputComparison result;
+  result.element_count = element_count;
+  result.unwritten = total.unwritten;
+  result.mismatches = total.mismatches;
+  result.nan_reference = total.nan_reference;
+  result.max_abs_error = total.max_abs_error;
+  result.max_rel_error = total.max_rel_error;
+  if (total.reference_norm_squared > 0) {
+    result.rel_norm_error = std::sqrt(total.error_norm_squared / total.reference_norm_squared);
+  }
+  result.passed = total.first_unwritten == kNoIndex && total.first_mismatch == kNoIndex &&
+                  !(result.rel_norm_error > rel_norm_bound);
+  return result;
+}
+
 }  // namespace
+
+bool IsRowMajor(const forge::v1::TensorSpec& spec) {
+  if (spec.strides_size() != spec.shape_size()) return true;
+  int64_t stride = 1;
+  for (int i = spec.shape_size() - 1; i >= 0; --i) {
+    if (spec.shape(i) > 1 && spec.strides(i) != stride) return false;
+    stride *= spec.shape(i);
+  }
+  return true;
+}
 
 absl::Span<const double> DecodeTableOf(DType dtype) {
   auto table = [](const double* values, size_t size) { return absl::Span<const double>(values, size); };
@@ -261,20 +277,7 @@ double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_e
 
 OutputComparison SummarizeTallies(absl::Span<const ChunkTally> tallies, int64_t element_count,
                                   double rel_norm_bound) {
-  const ChunkTally total = AddTallies(tallies);
-  OutputComparison result;
-  result.element_count = element_count;
-  result.unwritten = total.unwritten;
-  result.mismatches = total.mismatches;
-  result.nan_reference = total.nan_reference;
-  result.max_abs_error = total.max_abs_error;
-  result.max_rel_error = total.max_rel_error;
-  if (total.reference_norm_squared > 0) {
-    result.rel_norm_error = std::sqrt(total.error_norm_squared / total.reference_norm_squared);
-  }
-  result.passed = total.first_unwritten == kNoIndex && total.first_mismatch == kNoIndex &&
-                  !(result.rel_norm_error > rel_norm_bound);
-  return result;
+  return SummarizeTotal(AddTallies(tallies), element_count, rel_norm_bound);
 }
 
 Tolerances DefaultTolerances(DType dtype) {
@@ -434,7 +437,7 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
     });
   });
   const ChunkTally total = AddTallies(tallies);
-  result = SummarizeTallies(tallies, count, rel_norm_bound);
+  result = SummarizeTotal(total, count, rel_norm_bound);
   if (result.passed) return result;
   const int64_t first_unwritten = total.first_unwritten;
   const int64_t first_mismatch = total.first_mismatch;

@@ -104,6 +104,11 @@ double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_e
 OutputComparison SummarizeTallies(absl::Span<const ChunkTally> tallies, int64_t element_count,
                                   double rel_norm_bound);
 
+// Whether storage offset i is logical element i for every element of `spec`: no strides (or not
+// one per dimension: EffectiveStrides), or the row-major ones wherever a dimension has more than
+// one element.
+bool IsRowMajor(const forge::v1::TensorSpec& spec);
+
 // DecodeElement of every bit pattern of a 1- or 2-byte dtype, indexed by the element's bits (2^8
 // or 2^16 values): the comparison's decoding of those dtypes, host and device alike. Empty for
 // wider dtypes.

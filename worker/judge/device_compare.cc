@@ -191,17 +191,6 @@ absl::StatusOr<DecodeMode> DecodeModeOf(forge::v1::DType dtype) {
   }
 }
 
-bool IsRowMajorStorage(const forge::v1::TensorSpec& spec) {
-  if (spec.strides_size() == 0) return true;
-  if (spec.strides_size() != spec.shape_size()) return false;
-  int64_t stride = 1;
-  for (int i = spec.shape_size() - 1; i >= 0; --i) {
-    if (spec.shape(i) > 1 && spec.strides(i) != stride) return false;
-    stride *= spec.shape(i);
-  }
-  return true;
-}
-
 uint32_t BlocksFor(int64_t threads, uint32_t block) {
   return static_cast<uint32_t>(std::max<int64_t>(1, (threads + block - 1) / block));
 }
@@ -236,7 +225,7 @@ absl::StatusOr<std::unique_ptr<DeviceComparer>> DeviceComparer::Create(const gpu
 }
 
 bool DeviceComparer::Handles(const forge::v1::TensorSpec& spec) {
-  return DecodeModeOf(spec.dtype()).ok() && IsRowMajorStorage(spec);
+  return DecodeModeOf(spec.dtype()).ok() && IsRowMajor(spec);
 }
 
 absl::StatusOr<CUdeviceptr> DeviceComparer::DecodeTable(forge::v1::DType dtype) {

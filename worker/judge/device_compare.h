@@ -32,8 +32,8 @@ class DeviceComparer {
   // Compiles the kernels for `device` with NVRTC and loads them.
   static absl::StatusOr<std::unique_ptr<DeviceComparer>> Create(const gpu::Device& device);
 
-  // Whether outputs of `spec` are compared here: row-major storage (the element at logical index
-  // i is stored at i) of any dtype the judge handles but complex64.
+  // Whether outputs of `spec` are compared here: row-major storage (IsRowMajor: the element at
+  // logical index i is stored at i) of any dtype the judge handles but complex64.
   static bool Handles(const forge::v1::TensorSpec& spec);
 
   // The tallies CompareOutput computes on the host, one per ThreadPool::kChunkElements elements:

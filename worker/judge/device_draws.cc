@@ -8,17 +8,6 @@
 namespace forge::judge {
 namespace {
 
-int64_t BytesOf(const CachedDraw& draw) {
-  int64_t bytes = 0;
-  for (const HostTensor& input : *draw.inputs) bytes += static_cast<int64_t>(input.storage.size());
-  for (const auto* outputs : {&draw.references->float64, &draw.references->native}) {
-    for (const std::vector<double>& output : *outputs) {
-      bytes += static_cast<int64_t>(output.size() * sizeof(double));
-    }
-  }
-  return bytes;
-}
-
 absl::StatusOr<gpu::DeviceBuffer> UploadBytes(const gpu::Device& device, const void* data,
                                               size_t bytes) {
   FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device.Allocate(bytes));
@@ -46,8 +35,7 @@ absl::StatusOr<std::vector<uint64_t>> DeviceDraws::FingerprintsOf(const DeviceDr
   return fingerprints;
 }
 
-absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Upload(const CachedDraw& draw,
-                                                                      gpu::Stream& stream) {
+absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Upload(const CachedDraw& draw) {
   auto uploaded = std::make_shared<DeviceDraw>();
   for (const HostTensor& input : *draw.inputs) {
     FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
@@ -86,7 +74,7 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Get(const DrawKey
     --stats_.entries;
     resident_.erase(found);
   }
-  const int64_t bytes = BytesOf(draw);
+  const int64_t bytes = DataBytes(draw);
   if (bytes * kDrawsPerTask > stats_.capacity_bytes) {
     ++stats_.too_large;
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -94,7 +82,7 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Get(const DrawKey
         stats_.capacity_bytes, " bytes"));
   }
   MakeRoomLocked(bytes);
-  FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> uploaded, Upload(draw, stream));
+  FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> uploaded, Upload(draw));
   FORGE_ASSIGN_OR_RETURN(std::vector<uint64_t> fingerprints, FingerprintsOf(*uploaded, stream));
   resident_[key] = Resident{uploaded, std::move(fingerprints), bytes, ++uses_};
   ++stats_.uploads;

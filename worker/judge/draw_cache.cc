@@ -17,13 +17,9 @@ int64_t BytesOf(const std::vector<T>& values) {
 }
 
 int64_t BytesOf(const DrawKey& key, const CachedDraw& draw) {
-  int64_t bytes =
-      kEntryOverheadBytes + static_cast<int64_t>(key.task.size()) + BytesOf(key.input_domains);
-  for (const HostTensor& input : *draw.inputs) bytes += BytesOf(input.storage);
+  int64_t bytes = kEntryOverheadBytes + static_cast<int64_t>(key.task.size()) +
+                  BytesOf(key.input_domains) + DataBytes(draw);
   if (draw.references != nullptr) {
-    for (const auto* outputs : {&draw.references->float64, &draw.references->native}) {
-      for (const std::vector<double>& output : *outputs) bytes += BytesOf(output);
-    }
     bytes += static_cast<int64_t>(draw.references->native_unavailable.size());
   }
   return bytes;
@@ -64,6 +60,17 @@ uint64_t Fingerprint(const CachedDraw& draw) {
 }
 
 }  // namespace
+
+int64_t DataBytes(const CachedDraw& draw) {
+  int64_t bytes = 0;
+  for (const HostTensor& input : *draw.inputs) bytes += BytesOf(input.storage);
+  if (draw.references != nullptr) {
+    for (const auto* outputs : {&draw.references->float64, &draw.references->native}) {
+      for (const std::vector<double>& output : *outputs) bytes += BytesOf(output);
+    }
+  }
+  return bytes;
+}
 
 DrawKey MakeDrawKey(const forge::v1::KernelTask& task, absl::Span<const InputDomain> domains,
                     uint64_t reference_id, bool native_reference, uint64_t seed, int draw) {

@@ -118,6 +118,9 @@ struct CachedDraw {
   std::shared_ptr<const DrawReferences> references;       // null until computed
 };
 
+// Bytes of a draw's input storage and reference values (those it has).
+int64_t DataBytes(const CachedDraw& draw);
+
 struct DrawCacheStats {
   int64_t hits = 0;        // draws found with their references
   int64_t input_hits = 0;  // draws found without references: the inputs only were saved
