@@ -13,7 +13,9 @@
 # DRAW_CACHE_MIB (the judge's cache of input draws and
 # references per GPU, default 49152: large tasks keep theirs across candidates), DEVICE_DRAWS_MIB
 # (the draws kept resident on each GPU for the judge's device path; default a quarter of the GPU,
-# 0 judges every candidate on the host).
+# 0 judges every candidate on the host), JOBS_ONLY (NAME,NAME: submit only these to the service;
+# the rest of the selection is timed without a Forge plan, e.g. problems whose first candidate,
+# judged at full size, would hold a GPU past the job timeout).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
@@ -24,9 +26,11 @@ export FORGE_CACHE_DIR="${FORGE_CACHE_DIR:-/tmp/forge-cache}"
 export FORGE_SANDBOX_DRAW_CACHE_MIB="${DRAW_CACHE_MIB:-49152}"
 [ -n "${DEVICE_DRAWS_MIB:-}" ] && export FORGE_SANDBOX_DEVICE_DRAWS_MIB="$DEVICE_DRAWS_MIB"
 budget="${BUDGET:-32}"
+jobs_selection=("$@")
+[ -n "${JOBS_ONLY:-}" ] && jobs_selection=(--only "$JOBS_ONLY")
 PYTHONPATH="$here/../../python" "$python" "$here/../suite/forge_jobs.py" --bin "$FORGE_BUNDLE/bin" \
   --out "$OUT/forge" --budget "$budget" --max-seconds "${MAX_SECONDS:-0}" --concurrent \
-  --job-timeout-s "${JOB_TIMEOUT_S:-240}" --builds "${BUILDS:-6}" "$@" \
+  --job-timeout-s "${JOB_TIMEOUT_S:-240}" --builds "${BUILDS:-6}" "${jobs_selection[@]}" \
   2>&1 | grep -v -e FutureWarning -e 'return cls.__new__' | tee "$OUT/forge_jobs.log"
 selection=("$@")
 # The timing part gets what is left of the call (TOTAL_S, default 570 s of the device's 600).

@@ -169,9 +169,9 @@ forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const s
 }
 
 void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
-                    const std::vector<std::string>& labels, bool expect_no_spills) {
+                    const std::vector<std::string>& labels, bool expect_no_spills,
+                    const std::vector<std::string>& archs) {
   ASSERT_EQ(kernels.size(), labels.size());
-  const std::vector<std::string> archs = {"sm_80", "sm_90"};
   std::vector<std::future<forge::compile::CompileResult>> pending;
   for (const GeneratedKernel& kernel : kernels) {
     for (const std::string& arch : archs) pending.push_back(Pool().Submit(RequestFor(kernel, arch)));

@@ -53,10 +53,12 @@ forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t 
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
 
-// Compiles every kernel for every arch through Pool(), in parallel, and checks that each compiles
-// and (when `expect_no_spills`) that ptxas reports no spills for it. Failures name `labels[i]`.
+// Compiles every kernel for every arch of `archs` through Pool(), in parallel, and checks that
+// each compiles and (when `expect_no_spills`) that ptxas reports no spills for it. Failures name
+// `labels[i]`.
 void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
-                    const std::vector<std::string>& labels, bool expect_no_spills);
+                    const std::vector<std::string>& labels, bool expect_no_spills,
+                    const std::vector<std::string>& archs = {"sm_80", "sm_90"});
 
 }  // namespace forge::codegen::testing
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "compiler/codegen/aten_fallback.h"
 #include "compiler/codegen/gemm_library.h"
 #include "compiler/codegen/pointwise.h"
@@ -34,6 +36,17 @@ std::vector<SchedulePoint> EnumeratePoints(const TemplateSpace& space) {
     points = std::move(extended);
   }
   return points;
+}
+
+absl::StatusOr<int> ComputeCapabilityOf(absl::string_view target_arch) {
+  absl::string_view digits = target_arch;
+  int capability = 0;
+  if (absl::ConsumePrefix(&digits, "sm_") && (absl::ConsumeSuffix(&digits, "a"), true) &&
+      digits.size() >= 2 && absl::SimpleAtoi(digits, &capability)) {
+    return capability;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("target arch \"", target_arch, "\" is not of the form sm_NN or sm_NNa"));
 }
 
 absl::Status CheckPointInSpace(const TemplateSpace& space, const SchedulePoint& point) {

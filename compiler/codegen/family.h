@@ -76,12 +76,22 @@ class KernelFamily {
   // The candidate for a valid point; fails as Validate does for an invalid one.
   virtual absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
                                                    const SchedulePoint& point) const = 0;
+  // OK when a valid `point` can run on `target_arch` ("sm_90"); FailedPrecondition naming the
+  // hardware feature it needs otherwise. Most points run on every arch Forge compiles for.
+  virtual absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
+                                    absl::string_view target_arch) const {
+    return absl::OkStatus();
+  }
 };
+
+// The compute capability `target_arch` names: 90 for "sm_90" and "sm_90a"; InvalidArgument for
+// anything else.
+absl::StatusOr<int> ComputeCapabilityOf(absl::string_view target_arch);
 
 // Every family, in a fixed order (generated families first, the ATen fallback last).
 const std::vector<const KernelFamily*>& AllFamilies();
 
-// The generator versions of every family, joined ("pointwise-1+reduction-3+..."): what a worker
+// The generator versions of every family, joined ("pointwise-1+reduction-4+..."): what a worker
 // registers with, so that the coordinator leases candidates only to workers whose generators
 // produce the same source for them.
 std::string GeneratorVersions();

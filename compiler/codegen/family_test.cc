@@ -63,6 +63,15 @@ TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   }
 }
 
+TEST(FamilyTest, ComputeCapabilityOfReadsTheArch) {
+  EXPECT_EQ(*ComputeCapabilityOf("sm_80"), 80);
+  EXPECT_EQ(*ComputeCapabilityOf("sm_90a"), 90);
+  EXPECT_EQ(*ComputeCapabilityOf("sm_100"), 100);
+  for (const char* bad : {"", "sm_", "sm_9", "compute_90", "sm_9x", "gfx90a"}) {
+    EXPECT_EQ(ComputeCapabilityOf(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(FamilyTest, GeneratorVersionsNameEveryFamilysVersionInRegistryOrder) {
   std::vector<std::string> versions;
   for (const KernelFamily* family : AllFamilies()) {

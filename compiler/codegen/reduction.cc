@@ -139,9 +139,54 @@ __device__ __forceinline__ Acc forge_col_allreduce(Acc value, Op op, Acc* scratc
 }
 )";
 
+// row_reduce with cluster_blocks > 1: the blocks of one thread block cluster share a row and
+// combine their partial results through distributed shared memory (sm_90 and newer).
+constexpr char kClusterPrelude[] = R"(
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "row_reduce with cluster_blocks > 1 needs thread block clusters: sm_90 or newer"
+#endif
+__device__ __forceinline__ unsigned forge_cluster_blocks() {
+  unsigned blocks;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(blocks));
+  return blocks;
+}
+// Every block of the cluster arrives before any continues; shared-memory writes made before are
+// visible to the other blocks after.
+__device__ __forceinline__ void forge_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+}
+// `local`'s counterpart in the shared memory of the cluster's block `rank`.
+template <typename T>
+__device__ __forceinline__ const T* forge_cluster_map(const T* local, unsigned rank) {
+  unsigned long long remote;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(local), "r"(rank));
+  return reinterpret_cast<const T*>(remote);
+}
+// The blocks combine their parts of the row in rank order: every block ends with the same,
+// deterministic value. The second barrier keeps each block's slot (and the block) alive until
+// every block has read it.
+template <int kBlocks, typename Acc, typename Op>
+__device__ __forceinline__ Acc forge_cluster_allreduce(Acc value, Op op, Acc* slot) {
+  if (threadIdx.x == 0) *slot = value;
+  forge_cluster_sync();
+  value = *forge_cluster_map(slot, 0);
+#pragma unroll
+  for (unsigned rank = 1; rank < kBlocks; ++rank) value = op(value, *forge_cluster_map(slot, rank));
+  forge_cluster_sync();
+  return value;
+}
+)";
+
 constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 // Register budget of cache_row: elements of the row-sized inputs one thread keeps.
 constexpr int64_t kMaxCachedElementsPerThread = 64;
+// Shared-memory budget of cache_row with cluster_blocks > 1 (the row's part of one block): below
+// the 227 KiB a block may opt into on sm_90, leaving room for the static scratch.
+constexpr int64_t kMaxClusterCacheBytes = 200 * 1024;
+// Rows of more elements (times row-sized inputs) than one block can keep in registers get the
+// cluster_blocks parameter.
+constexpr int64_t kClusterRowElements = kMaxCachedElementsPerThread * 1024;
 
 enum class ReductionKind { kSum, kMean, kMax, kMin, kSoftmax, kLogSoftmax, kLayerNorm, kVar };
 
@@ -434,6 +479,10 @@ TemplateSpace SpaceOf(const ReductionTask& analysis) {
                            {"rows_per_block", {1, 2, 4, 8}, 1},
                            {"vector_width", {1, 2, 4, 8}, 1},
                            {"cache_row", {0, 1}, 0}}};
+  if (!ColumnTemplate(analysis) &&
+      analysis.columns * std::max(1, analysis.row_sized_inputs) > kClusterRowElements) {
+    space.parameters.push_back({"cluster_blocks", {1, 2, 4, 8}, 1});
+  }
   if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
   if (analysis.has_moments) space.parameters.push_back({"welford", {0, 1}, 1});
   return space;
@@ -447,6 +496,14 @@ struct Layout {
   int64_t rows_per_block = 1;
   int64_t width = 1;
   bool cache_row = false;
+  // row_reduce: blocks of one cluster that share a row, each taking `segment` consecutive columns
+  // (the last one what is left); cache_row then keeps the row in shared memory.
+  int64_t cluster_blocks = 1;
+  int64_t segment = 0;
+  bool SharedCache() const { return cache_row && cluster_blocks > 1; }
+  int64_t ChunksPerThread() const {
+    return (segment + threads_per_row * width - 1) / (threads_per_row * width);
+  }
 };
 
 Layout LayoutOf(const ReductionTask& analysis, const SchedulePoint& point) {
@@ -460,8 +517,33 @@ Layout LayoutOf(const ReductionTask& analysis, const SchedulePoint& point) {
     layout.threads_per_row = Parameter(point, "threads_per_row", 32);
     layout.rows_per_block = Parameter(point, "rows_per_block", 1);
     layout.width = Parameter(point, "vector_width", 1);
+    layout.cluster_blocks = Parameter(point, "cluster_blocks", 1);
   }
+  // Whole vectors per block: a vector never straddles two blocks' parts.
+  const int64_t vectors = (analysis.columns + layout.width - 1) / layout.width;
+  layout.segment =
+      (vectors + layout.cluster_blocks - 1) / layout.cluster_blocks * layout.width;
   return layout;
+}
+
+// Bytes one register-type element of `dtype` takes in the shared-memory row cache.
+int64_t RegisterBytes(forge::v1::DType dtype) {
+  return dtype == forge::v1::DTYPE_FLOAT16 || dtype == forge::v1::DTYPE_BFLOAT16
+             ? 4
+             : ElementBytes(dtype);
+}
+
+// The shared-memory row cache of a cluster point: each row-sized input's part of the row.
+int64_t SharedCacheBytes(const ReductionTask& analysis, const Layout& layout) {
+  if (!layout.SharedCache()) return 0;
+  int64_t bytes = 0;
+  for (int i = 0; i < analysis.view.task().inputs_size(); ++i) {
+    const TensorSpec& spec = analysis.view.task().inputs(i);
+    if (ShapeOf(spec) != analysis.row_shape) continue;
+    bytes += layout.ChunksPerThread() * layout.width * layout.threads_per_row *
+             RegisterBytes(spec.dtype());
+  }
+  return bytes;
 }
 
 // The row_reduce constraints, shared by the cross_entropy template (whose rows are the logits').
@@ -519,6 +601,36 @@ absl::Status ValidateColumnPoint(const ReductionTask& analysis, const SchedulePo
   return absl::OkStatus();
 }
 
+absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& layout) {
+  const int64_t blocks = layout.cluster_blocks;
+  if (!layout.cache_row) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster_blocks ", blocks, " shares a row among blocks to keep it on chip: needs cache_row 1"));
+  }
+  if (layout.rows_per_block != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks,
+                                                   " gives each block part of one row: needs "
+                                                   "rows_per_block 1, not ",
+                                                   layout.rows_per_block));
+  }
+  if ((blocks - 1) * layout.segment >= analysis.columns) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks, " leaves a block without columns of the ",
+                                                   analysis.columns, "-column row"));
+  }
+  if (layout.threads_per_row > 32 &&
+      layout.segment <= (layout.threads_per_row / 2) * layout.width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "threads_per_row ", layout.threads_per_row, " leaves half the block idle for its ",
+        layout.segment, " columns of vector_width ", layout.width));
+  }
+  if (const int64_t bytes = SharedCacheBytes(analysis, layout); bytes > kMaxClusterCacheBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster_blocks ", blocks, " leaves each block ", bytes,
+        " bytes of the row to keep in shared memory; more than ", kMaxClusterCacheBytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point) {
   if (absl::Status status = CheckPointInSpace(SpaceOf(analysis), point); !status.ok()) {
     return status;
@@ -531,17 +643,21 @@ absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& p
       !status.ok()) {
     return status;
   }
-  const int64_t chunks_per_thread = (analysis.columns + layout.threads_per_row * layout.width - 1) /
-                                    (layout.threads_per_row * layout.width);
-  if (layout.cache_row && chunks_per_thread * layout.width *
-                              std::max(1, analysis.row_sized_inputs) >
-                          kMaxCachedElementsPerThread) {
+  if (layout.cluster_blocks > 1) {
+    if (absl::Status status = ValidateClusterPoint(analysis, layout); !status.ok()) return status;
+  }
+  const int64_t chunks_per_thread = layout.ChunksPerThread();
+  if (layout.cache_row && !layout.SharedCache() &&
+      chunks_per_thread * layout.width * std::max(1, analysis.row_sized_inputs) >
+          kMaxCachedElementsPerThread) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache_row keeps ", chunks_per_thread * layout.width, " elements of each of ",
         analysis.row_sized_inputs, " row-sized inputs per thread; more than ",
         kMaxCachedElementsPerThread, " registers"));
   }
-  if ((analysis.rows + layout.rows_per_block - 1) / layout.rows_per_block > kMaxGridBlocks) {
+  if ((analysis.rows + layout.rows_per_block - 1) / layout.rows_per_block *
+          layout.cluster_blocks >
+      kMaxGridBlocks) {
     return absl::InvalidArgumentError(
         absl::StrCat(analysis.rows, " rows need more than 2^31-1 blocks"));
   }
@@ -583,11 +699,13 @@ class RowKernelWriter {
         rows_per_block_(layout.rows_per_block),
         width_(layout.width),
         cache_row_(layout.cache_row),
+        shared_cache_(layout.SharedCache()),
         online_softmax_(Parameter(point, "online_softmax", 1) == 1),
         welford_(Parameter(point, "welford", 1) == 1),
         index_type_(analysis.wide_index ? "long long" : "int"),
-        chunks_per_thread_((analysis.columns + threads_per_row_ * width_ - 1) /
-                           (threads_per_row_ * width_)) {}
+        cluster_blocks_(layout.cluster_blocks),
+        segment_(layout.segment),
+        chunks_per_thread_(layout.ChunksPerThread()) {}
 
   bool TwoStep(const Reduction& reduction) const {
     if (Moments(reduction.kind)) return !welford_;
@@ -639,16 +757,21 @@ class RowKernelWriter {
   absl::StatusOr<std::vector<std::string>> RowOutputs();
   std::vector<std::string> CacheRowInputs();
   std::string ChunkLoopHeader() const;
+  // Element `vector_lane` of chunk j in input `position`'s row cache.
+  std::string CachedElement(int position, absl::string_view vector_lane) const;
 
   const ReductionTask& analysis_;
   const GroupView& view_;
   const bool column_;
   const int64_t threads_per_row_, rows_per_block_, width_;
-  const bool cache_row_, online_softmax_, welford_;
+  const bool cache_row_, shared_cache_, online_softmax_, welford_;
   const std::string index_type_;
-  const int64_t chunks_per_thread_;
+  const int64_t cluster_blocks_, segment_, chunks_per_thread_;
   int lane_ = 0;  // lane of the column chunk being emitted
-  std::set<int> cached_inputs_;
+  int pass_ = -1;  // the pass being emitted; FinalPass and RowOutputs are past every pass
+  // Inputs kept in the row cache: registers, loaded up front (CacheRowInputs); shared memory,
+  // stored by the first pass (filling_inputs_ while it is emitted).
+  std::set<int> cached_inputs_, filling_inputs_;
   std::vector<std::string> scratch_;  // shared-memory declarations
   int scratch_count_ = 0;
 };
@@ -710,9 +833,13 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
         const std::string reg = *RegisterType(spec.dtype());
         const bool row_element = ShapeOf(spec) == analysis_.row_shape && index == ElementIndex(lane_);
         std::string loaded;
-        if (row_element && cache_row_) {
-          cached_inputs_.insert(position);
-          loaded = absl::StrCat("cached", position, "[j * ", width_, " + ", lane_, "]");
+        // The shared-memory cache is filled by the first pass's own loads (their values are in
+        // registers for its reduction anyway); later passes read it.
+        const bool fill_shared_cache = row_element && shared_cache_ && pass_ == 0;
+        if (row_element && cache_row_ && !fill_shared_cache &&
+            (!shared_cache_ || cached_inputs_.contains(position))) {
+          if (!shared_cache_) cached_inputs_.insert(position);
+          loaded = CachedElement(position, absl::StrCat(lane_));
         } else if (row_element && VectorAccess(spec)) {
           const std::string vector = absl::StrCat("vec", position);
           if (lane_ == 0) {
@@ -728,19 +855,39 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
         }
         const std::string variable = self.NewVariable();
         self.AddStatement(absl::StrCat("const ", reg, " ", variable, " = ", loaded, ";"));
+        if (fill_shared_cache) {
+          filling_inputs_.insert(position);
+          self.AddStatement(
+              absl::StrCat(CachedElement(position, absl::StrCat(lane_)), " = ", variable, ";"));
+        }
         return Term{variable, spec.dtype()};
       });
 }
 
 std::string RowKernelWriter::ChunkLoopHeader() const {
+  if (cluster_blocks_ > 1) {
+    // Unrolled 4 deep so that loads of several chunks are in flight at once.
+    return absl::StrCat("#pragma unroll 4\n  for (int j = 0; j < ", chunks_per_thread_,
+                        "; ++j) {\n    const int c0 = segment_begin + (j * ", threads_per_row_,
+                        " + lane) * ", width_, ";\n    if (c0 < segment_end) {");
+  }
   // cache_row indexes its register arrays by j: the loop must unroll fully to keep them there.
   return absl::StrCat(cache_row_ ? "#pragma unroll\n  " : "", "for (int j = 0; j < ",
                       chunks_per_thread_, "; ++j) {\n    const int c0 = (j * ", threads_per_row_,
                       " + lane) * ", width_, ";\n    if (c0 < ", analysis_.columns, ") {");
 }
 
+std::string RowKernelWriter::CachedElement(int position, absl::string_view vector_lane) const {
+  // Shared memory: element (j, v) of consecutive lanes at consecutive addresses (no bank
+  // conflicts); each thread reads back only what it wrote.
+  return shared_cache_ ? absl::StrCat("cached", position, "[(j * ", width_, " + ", vector_lane,
+                                      ") * ", threads_per_row_, " + lane]")
+                       : absl::StrCat("cached", position, "[j * ", width_, " + ", vector_lane, "]");
+}
+
 absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
                                                                const std::vector<Stage>& stages) {
+  pass_ = pass;
   const std::string& acc = analysis_.acc_type;
   std::vector<std::string> lines;
   for (const Stage& stage : stages) {
@@ -799,6 +946,9 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
   lines.push_back(ChunkLoopHeader());
   for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
   lines.push_back("    }\n  }");
+  cached_inputs_.insert(filling_inputs_.begin(), filling_inputs_.end());
+  filling_inputs_.clear();
+  pass_ = -1;
 
   const std::string columns = absl::StrCat("((", acc, ")", analysis_.columns, ")");
   for (const Stage& stage : stages) {
@@ -836,6 +986,12 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
       }
       lines.push_back(absl::StrCat(a, " = forge_row_allreduce<", threads_per_row_, ">(", a, ", ",
                                    op, "(), ", scratch_row, ");"));
+      if (cluster_blocks_ > 1) {
+        const std::string slot = absl::StrCat("cluster_slot", scratch_count_ - 1);
+        scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", slot, ";"));
+        lines.push_back(absl::StrCat(a, " = forge_cluster_allreduce<", cluster_blocks_, ">(", a,
+                                     ", ", op, "(), &", slot, ");"));
+      }
     }
     const int r = stage.reduction;
     auto define = [&](absl::string_view what, const std::string& value) {
@@ -941,7 +1097,9 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
         StoreConversion(spec.dtype(), absl::StrCat("((", reg, ")", term->expr, ")")), ";"));
   }
   if (emitter.statements().empty()) return std::vector<std::string>();
-  std::vector<std::string> lines = {"if (active && lane == 0) {"};
+  std::vector<std::string> lines = {
+      cluster_blocks_ > 1 ? "if (active && lane == 0 && cluster_rank == 0) {"
+                          : "if (active && lane == 0) {"};
   for (const std::string& statement : emitter.statements()) lines.push_back("  " + statement);
   lines.push_back("}");
   return lines;
@@ -949,11 +1107,28 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
 
 std::vector<std::string> RowKernelWriter::CacheRowInputs() {
   std::vector<std::string> lines;
+  // The shared-memory cache holds every row-sized input's part in input order (SharedCacheBytes).
+  std::map<int, int64_t> shared_offsets;
+  int64_t offset = 0;
+  for (int i = 0; i < view_.task().inputs_size(); ++i) {
+    const TensorSpec& spec = view_.task().inputs(i);
+    if (ShapeOf(spec) != analysis_.row_shape) continue;
+    shared_offsets[i] = offset;
+    offset += chunks_per_thread_ * width_ * threads_per_row_ * RegisterBytes(spec.dtype());
+  }
+  if (shared_cache_ && !cached_inputs_.empty()) {
+    lines.push_back("extern __shared__ __align__(16) unsigned char forge_row_cache[];");
+  }
   for (int position : cached_inputs_) {
     const TensorSpec& spec = view_.InputSpec(position);
     const std::string storage = *StorageType(spec.dtype());
     const std::string reg = *RegisterType(spec.dtype());
     const std::string array = absl::StrCat("cached", position);
+    if (shared_cache_) {  // the first pass fills it
+      lines.push_back(absl::StrCat(reg, "* const ", array, " = reinterpret_cast<", reg,
+                                   "*>(forge_row_cache + ", shared_offsets.at(position), ");"));
+      continue;
+    }
     lines.push_back(absl::StrCat(reg, " ", array, "[", chunks_per_thread_ * width_, "];"));
     ElementEmitter emitter = NewEmitter(absl::StrCat("c", position, "_"));
     if (VectorAccess(spec)) {
@@ -963,14 +1138,14 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
                                         width_, ">*>(in", position, " + ",
                                         ElementOffset(ElementIndex(0), spec, emitter), ");"));
       for (int v = 0; v < width_; ++v) {
-        emitter.AddStatement(absl::StrCat(array, "[j * ", width_, " + ", v, "] = ",
+        emitter.AddStatement(absl::StrCat(CachedElement(position, absl::StrCat(v)), " = ",
                                           LoadConversion(spec.dtype(), absl::StrCat(vector, ".v[", v, "]")),
                                           ";"));
       }
     } else {
       for (int v = 0; v < width_; ++v) {
         emitter.AddStatement(absl::StrCat(
-            array, "[j * ", width_, " + ", v, "] = ",
+            CachedElement(position, absl::StrCat(v)), " = ",
             LoadConversion(spec.dtype(), absl::StrCat("in", position, "[",
                                                       ElementOffset(ElementIndex(v), spec, emitter),
                                                       "]")),
@@ -980,7 +1155,7 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
     lines.push_back(ChunkLoopHeader());
     for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
     lines.push_back(absl::StrCat("    } else {\n#pragma unroll\n      for (int v = 0; v < ", width_,
-                                 "; ++v) ", array, "[j * ", width_, " + v] = 0;\n    }\n  }"));
+                                 "; ++v) ", CachedElement(position, "v"), " = 0;\n    }\n  }"));
   }
   return lines;
 }
@@ -1026,13 +1201,21 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   const int64_t block = threads_per_row_ * rows_per_block_;
   std::string source(KernelPrelude());
   absl::StrAppend(&source, kReductionPrelude);
+  if (cluster_blocks_ > 1) absl::StrAppend(&source, kClusterPrelude);
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis_.rows, " rows of ",
                   analysis_.columns, " (dim ", analysis_.axis, ", ", analysis_.inner,
                   " inner); ", column_ ? "col_reduce" : "row_reduce", ", ", threads_per_row_,
-                  " threads per row, ", rows_per_block_, " rows per block, vector ", width_,
-                  ".\n");
+                  " threads per row, ", rows_per_block_, " rows per block, vector ", width_);
+  if (cluster_blocks_ > 1) {
+    absl::StrAppend(&source, ", ", cluster_blocks_, " blocks per row (a cluster) of ", segment_,
+                    " columns each", shared_cache_ ? ", row cached in shared memory" : "");
+  }
+  absl::StrAppend(&source, ".\n");
+  const std::string cluster_attribute =
+      cluster_blocks_ > 1 ? absl::StrCat("__cluster_dims__(", cluster_blocks_, ", 1, 1) ") : "";
   absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, ") ",
-                  ReductionFamily::kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
+                  cluster_attribute, ReductionFamily::kKernelName, "(",
+                  absl::StrJoin(parameters, ", "), ") {\n");
   std::vector<std::string> lines = scratch_;
   if (column_) {
     // Consecutive threads take consecutive rows: adjacent inner positions, coalesced loads.
@@ -1042,8 +1225,20 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
     lines.push_back(absl::StrCat("const int lane = threadIdx.x % ", threads_per_row_, ";"));
     lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x / ", threads_per_row_, ";"));
   }
-  lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
-                               rows_per_block_, " + row_in_block;"));
+  if (cluster_blocks_ > 1) {
+    // A launch without the cluster shape would leave blocks waiting on partners that are not
+    // there: refuse it loudly.
+    lines.push_back(absl::StrCat("if (forge_cluster_blocks() != ", cluster_blocks_, ") __trap();"));
+    lines.push_back(absl::StrCat("const int cluster_rank = blockIdx.x % ", cluster_blocks_, ";"));
+    lines.push_back(absl::StrCat("const int segment_begin = cluster_rank * ", segment_, ";"));
+    lines.push_back(absl::StrCat("const int segment_end = min(segment_begin + ", segment_, ", ",
+                                 analysis_.columns, ");"));
+    lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x / ",
+                                 cluster_blocks_, ";"));
+  } else {
+    lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
+                                 rows_per_block_, " + row_in_block;"));
+  }
   lines.push_back("// Rows past the end recompute the last row (every thread must reach the");
   lines.push_back("// barriers of the cross-warp reduction) but store nothing.");
   lines.push_back(absl::StrCat("const bool active = row_wide < ", analysis_.rows, "LL;"));
@@ -1421,7 +1616,8 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
   if (!analysis.ok()) return analysis.status();
   TemplateSpace space = SpaceOf(*analysis);
   // Default: row_reduce, the valid point closest to "widest vectors, row in registers, about four
-  // chunks per thread, 256 threads per block"; col_reduce, row in registers, 256 threads per
+  // chunks per thread, 256 threads per block" (a row too long for that: in a cluster's shared
+  // memory, 1024 threads per block); col_reduce, row in registers, 256 threads per
   // block, and the fewest reduce_threads that still give about two blocks per SM of an H100-class
   // GPU (264 blocks).
   std::optional<SchedulePoint> best;
@@ -1438,6 +1634,9 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
                                       static_cast<double>(layout.rows_per_block));
       score += -5 * std::abs(std::log2(block / 256)) -
                20 * std::max(0.0, std::log2(264 / blocks)) - 2 * std::log2(threads);
+    } else if (layout.SharedCache()) {
+      // One such block fills an SM's shared memory: its threads alone keep loads in flight.
+      score += 100 * std::log2(static_cast<double>(layout.width)) - 5 * std::abs(std::log2(block / 1024));
     } else {
       score += RowLayoutScore(analysis->columns, /*chunks_per_thread=*/4, layout);
     }
@@ -1463,6 +1662,20 @@ absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoi
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   return ValidatePoint(*analysis, point);
+}
+
+absl::Status ReductionFamily::SupportsArch(const KernelTask& task, const SchedulePoint& point,
+                                           absl::string_view target_arch) const {
+  const int64_t cluster_blocks = Parameter(point, "cluster_blocks", 1);
+  if (cluster_blocks <= 1) return absl::OkStatus();
+  absl::StatusOr<int> capability = ComputeCapabilityOf(target_arch);
+  if (!capability.ok()) return capability.status();
+  if (*capability < 90) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "row_reduce with cluster_blocks ", cluster_blocks,
+        " needs thread block clusters (sm_90 or newer), not ", target_arch));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task,
@@ -1492,9 +1705,11 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
   const int64_t rows_per_block = layout.rows_per_block;
   kernel.source = *std::move(source);
   kernel.kernel_name = kKernelName;
-  kernel.launch.grid = {
-      static_cast<uint32_t>((analysis->rows + rows_per_block - 1) / rows_per_block), 1, 1};
+  kernel.launch.grid = {static_cast<uint32_t>((analysis->rows + rows_per_block - 1) /
+                                              rows_per_block * layout.cluster_blocks),
+                        1, 1};
   kernel.launch.block = {static_cast<uint32_t>(layout.threads_per_row * rows_per_block), 1, 1};
+  kernel.launch.dynamic_shared_bytes = static_cast<uint32_t>(SharedCacheBytes(*analysis, layout));
   return kernel;
 }
 

@@ -14,7 +14,12 @@
 // inputs into registers once instead of re-reading them every pass. `online_softmax` computes
 // softmax's max and sum in one pass (else two); `welford` computes layer_norm's mean and variance
 // in one pass (else two: mean, then the sum of squared deviations). Accumulation is in float32
-// (float64 when the task has float64 values).
+// (float64 when the task has float64 values). Rows too long for one block's registers (more than
+// 64 x 1024 elements of row-sized inputs) also get `cluster_blocks`: 2-8 blocks of one thread
+// block cluster share a row, each taking a contiguous part, and combine every reduction's partial
+// results in rank order through distributed shared memory; with cache_row (required) each block
+// keeps its part in shared memory, so a (4096, 393216) softmax reads its input once instead of
+// twice. Needs sm_90 or newer (SupportsArch).
 //
 // Template "col_reduce", for a reduced dimension followed by inner elements (e.g. dim 1 of
 // (N, C, H, W), H*W inner elements): consecutive threads own consecutive rows (consecutive inner
@@ -48,7 +53,7 @@ class ReductionFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-3"; }
+  absl::string_view generator_version() const override { return "reduction-4"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
@@ -57,6 +62,9 @@ class ReductionFamily : public KernelFamily {
                         const SchedulePoint& point) const override;
   absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
                                            const SchedulePoint& point) const override;
+  // cluster_blocks > 1 needs sm_90 or newer.
+  absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
+                            absl::string_view target_arch) const override;
 };
 
 }  // namespace forge::codegen

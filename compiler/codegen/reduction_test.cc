@@ -191,8 +191,9 @@ std::vector<std::pair<std::string, KernelTask>> Cases() {
 
 TEST(ReductionTest, DefaultSchedulesCompileWithoutSpills) {
   ReductionFamily family;
-  std::vector<GeneratedKernel> kernels;
-  std::vector<std::string> labels;
+  // Defaults that need sm_90 (a row in a cluster's shared memory) compile for sm_90 only.
+  std::vector<GeneratedKernel> kernels, sm90_kernels;
+  std::vector<std::string> labels, sm90_labels;
   for (const auto& [label, task] : Cases()) {
     ASSERT_TRUE(family.Applies(task).ok()) << label << ": " << family.Applies(task);
     absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
@@ -201,10 +202,138 @@ TEST(ReductionTest, DefaultSchedulesCompileWithoutSpills) {
     ASSERT_TRUE(family.Validate(task, point).ok()) << label << ": " << family.Validate(task, point);
     absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
     ASSERT_TRUE(kernel.ok()) << label << ": " << kernel.status();
-    kernels.push_back(*kernel);
-    labels.push_back(label);
+    const bool sm80 = family.SupportsArch(task, point, "sm_80").ok();
+    (sm80 ? kernels : sm90_kernels).push_back(*kernel);
+    (sm80 ? labels : sm90_labels).push_back(label);
   }
+  EXPECT_EQ(sm90_labels, std::vector<std::string>{"softmax_f32_393216"});
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true);
+  ExpectCompiles(sm90_kernels, sm90_labels, /*expect_no_spills=*/true, {"sm_90"});
+}
+
+SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64_t online = 1) {
+  return {"row_reduce",
+          {{"threads_per_row", threads},
+           {"rows_per_block", 1},
+           {"vector_width", width},
+           {"cache_row", 1},
+           {"cluster_blocks", blocks},
+           {"online_softmax", online}}};
+}
+
+// The softmax anchor's row (393216 float32, 1.5 MiB) fits no block: eight blocks of a cluster
+// keep it in shared memory, and the default point is that.
+TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
+  ReductionFamily family;
+  const KernelTask task = Softmax(kF32, {16, 393216});
+  absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
+  ASSERT_TRUE(space.ok()) << space.status();
+  const SchedulePoint point = DefaultPoint(space->front());
+  EXPECT_EQ(point.parameters.at("cluster_blocks"), 8);
+  EXPECT_EQ(point.parameters.at("cache_row"), 1);
+  EXPECT_EQ(point.parameters.at("threads_per_row"), 1024);
+  EXPECT_EQ(point.parameters.at("vector_width"), 4);
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  // A cluster of 8 blocks per row, each with its 49152 columns in shared memory.
+  EXPECT_EQ(kernel->launch.grid[0], 16u * 8u);
+  EXPECT_EQ(kernel->launch.block[0], 1024u);
+  EXPECT_EQ(kernel->launch.dynamic_shared_bytes, 49152u * 4u);
+  EXPECT_THAT(kernel->source, HasSubstr("__cluster_dims__(8, 1, 1)"));
+  EXPECT_THAT(kernel->source, HasSubstr("forge_cluster_allreduce<8>"));
+  EXPECT_THAT(kernel->source, HasSubstr("const int segment_begin = cluster_rank * 49152;"));
+  EXPECT_THAT(kernel->source, HasSubstr("if (forge_cluster_blocks() != 8) __trap();"));
+
+  // Short rows never see the parameter.
+  absl::StatusOr<std::vector<TemplateSpace>> short_space =
+      family.ScheduleSpace(Softmax(kF32, {64, 4096}));
+  ASSERT_TRUE(short_space.ok());
+  for (const ScheduleParameter& parameter : short_space->front().parameters) {
+    EXPECT_NE(parameter.name, "cluster_blocks");
+  }
+}
+
+TEST(ReductionTest, ClusterPointsNeedSm90) {
+  ReductionFamily family;
+  const KernelTask task = Softmax(kF32, {16, 393216});
+  const SchedulePoint point = ClusterPoint(8, 1024, 4);
+  ASSERT_TRUE(family.Validate(task, point).ok()) << family.Validate(task, point);
+  EXPECT_TRUE(family.SupportsArch(task, point, "sm_90").ok());
+  EXPECT_TRUE(family.SupportsArch(task, point, "sm_90a").ok());
+  EXPECT_TRUE(family.SupportsArch(task, point, "sm_100").ok());
+  const absl::Status sm80 = family.SupportsArch(task, point, "sm_80");
+  EXPECT_EQ(sm80.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(sm80.message(), HasSubstr("thread block clusters"));
+  EXPECT_EQ(family.SupportsArch(task, point, "gfx90a").code(),
+            absl::StatusCode::kInvalidArgument);
+  SchedulePoint single = point;
+  single.parameters["cluster_blocks"] = 1;
+  single.parameters["cache_row"] = 0;
+  EXPECT_TRUE(family.SupportsArch(task, single, "sm_80").ok());
+  // Compiled for sm_80 anyway, the source says why it cannot be.
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok());
+  forge::compile::CompileResult result =
+      ::forge::codegen::testing::Pool().Submit(::forge::codegen::testing::RequestFor(*kernel, "sm_80")).get();
+  EXPECT_FALSE(result.ok());
+  EXPECT_THAT(result.log, HasSubstr("needs thread block clusters"));
+}
+
+TEST(ReductionTest, ClusterValidateRejectsInvalidPoints) {
+  ReductionFamily family;
+  const KernelTask task = Softmax(kF32, {16, 393216});
+  auto rejects = [&](const SchedulePoint& point, const std::string& why) {
+    const absl::Status status = family.Validate(task, point);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_THAT(status.message(), HasSubstr(why));
+  };
+  SchedulePoint no_cache = ClusterPoint(8, 1024, 4);
+  no_cache.parameters["cache_row"] = 0;
+  rejects(no_cache, "needs cache_row 1");
+  SchedulePoint two_rows = ClusterPoint(8, 512, 4);
+  two_rows.parameters["rows_per_block"] = 2;
+  rejects(two_rows, "needs rows_per_block 1");
+  // 4 blocks would keep 98304 float32 (384 KiB) each.
+  rejects(ClusterPoint(4, 1024, 4), "bytes of the row to keep in shared memory");
+  // The row-wide constraints hold as before.
+  rejects(ClusterPoint(8, 1024, 8, 1), "vector_width 8 of 4-byte elements");
+  // A 70001-column row: vector_width 1, each of 8 blocks 8751 columns, the last 8744.
+  const KernelTask odd = Softmax(kF32, {4, 70001});
+  EXPECT_TRUE(family.Validate(odd, ClusterPoint(8, 256, 1)).ok());
+  EXPECT_FALSE(family.Validate(odd, ClusterPoint(8, 256, 2)).ok());
+}
+
+// Every reduction kind in a cluster: moments (layer norm, Welford and two-pass), two-pass
+// softmax, log_softmax, sums with a row output, and mixed dtypes, bf16 rows of odd length.
+TEST(ReductionTest, ClusterScheduleSpaceSampleCompilesForSm90) {
+  ReductionFamily family;
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const KernelTask& task :
+       {Softmax(kF32, {4, 393216}), Softmax(kBF16, {3, 128256}, "log_softmax"),
+        Softmax(kF16, {2, 100003}), LayerNormGelu(kBF16, 2, 131072),
+        RmsNorm(kF32, 2, 262144)}) {
+    absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
+    ASSERT_TRUE(space.ok()) << space.status();
+    std::vector<SchedulePoint> valid;
+    for (const SchedulePoint& point : EnumeratePoints(space->front())) {
+      if (point.parameters.contains("cluster_blocks") &&
+          point.parameters.at("cluster_blocks") > 1 && family.Validate(task, point).ok()) {
+        valid.push_back(point);
+      }
+    }
+    ASSERT_GE(valid.size(), 6u) << task.DebugString();
+    for (size_t i = 0; i < 6; ++i) {
+      const SchedulePoint& point = valid[i * valid.size() / 6];
+      absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      kernels.push_back(*kernel);
+      std::string label = absl::StrCat(task.group().nodes(0).op(), " ");
+      for (const auto& [name, value] : point.parameters) absl::StrAppend(&label, name, "=", value, " ");
+      labels.push_back(label);
+    }
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
 
 TEST(ReductionTest, ScheduleSpaceSampleCompiles) {
@@ -341,7 +470,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-3");
+  EXPECT_EQ(first->generator_version, "reduction-4");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -557,7 +686,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-3");
+  EXPECT_EQ(first->generator_version, "reduction-4");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;

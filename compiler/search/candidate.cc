@@ -62,6 +62,7 @@ absl::StatusOr<forge::v1::Candidate> MakeCandidate(const forge::v1::KernelTask& 
         absl::StrCat("candidate for task ", task.digest(), " without a target arch"));
   }
   FORGE_RETURN_IF_ERROR(family.Validate(task, point));
+  FORGE_RETURN_IF_ERROR(family.SupportsArch(task, point, target_arch));
   forge::v1::Candidate candidate;
   candidate.set_task_digest(task.digest());
   candidate.set_family(family.kind());

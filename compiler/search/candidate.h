@@ -16,8 +16,9 @@
 
 namespace forge::search {
 
-// The candidate for `point` of `family` on `task`, with its digest, after family.Validate.
-// InvalidArgument/Unimplemented as Validate says.
+// The candidate for `point` of `family` on `task`, with its digest, after family.Validate and
+// family.SupportsArch. InvalidArgument/Unimplemented as Validate says; FailedPrecondition for a
+// point `target_arch` cannot run.
 absl::StatusOr<forge::v1::Candidate> MakeCandidate(const forge::v1::KernelTask& task,
                                                    const codegen::KernelFamily& family,
                                                    const codegen::SchedulePoint& point,

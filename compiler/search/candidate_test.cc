@@ -138,6 +138,24 @@ TEST(CandidateTest, MakeCandidateRejectsWhatValidateRejects) {
   EXPECT_EQ(candidate.status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// A point the target cannot run never becomes a candidate: rows shared by a thread block
+// cluster need sm_90.
+TEST(CandidateTest, MakeCandidateRejectsPointsTheArchCannotRun) {
+  const KernelTask task = SoftmaxTask(kF32, 64, 393216);
+  const codegen::KernelFamily& reduction = *codegen::FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION);
+  const codegen::SchedulePoint point = {"row_reduce",
+                                        {{"threads_per_row", 1024},
+                                         {"rows_per_block", 1},
+                                         {"vector_width", 4},
+                                         {"cache_row", 1},
+                                         {"cluster_blocks", 8},
+                                         {"online_softmax", 1}}};
+  EXPECT_TRUE(MakeCandidate(task, reduction, point, "sm_90").ok());
+  const absl::Status sm80 = MakeCandidate(task, reduction, point, "sm_80").status();
+  EXPECT_EQ(sm80.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(sm80.message(), HasSubstr("sm_90"));
+}
+
 TEST(CandidateTest, MakeCandidateNeedsATaskDigestAndAnArch) {
   KernelTask task = ReluTask();
   EXPECT_THAT(MakeCandidate(task, Pointwise(), PointwisePoint(256, 1, 4), "").status().message(),

@@ -93,9 +93,12 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
                                               ParameterOr1(kernel, "elements_per_thread"));
   const bool caches_row = kernel.parameters.contains("cache_row") &&
                           kernel.parameters.at("cache_row") == 1;
+  // With cluster_blocks the row cache is in shared memory, filled by a loop unrolled 4 deep.
+  const bool caches_in_registers = caches_row && ParameterOr1(kernel, "cluster_blocks") == 1;
   EstimatedKernel estimate;
   estimate.elements_in_flight_per_thread =
-      caches_row ? handled_per_thread : std::min(handled_per_thread, unrolled);
+      caches_in_registers ? handled_per_thread
+                          : std::min(handled_per_thread, caches_row ? 4 * unrolled : unrolled);
   estimate.registers_per_thread = static_cast<int>(std::min<double>(
       kMaxRegisters, kBaseRegisters + std::ceil(estimate.elements_in_flight_per_thread)));
   return estimate;

@@ -5,8 +5,10 @@
 // occupancy, Little's-law bandwidth, wave quantization) from the kernel's real launch shape, with
 // two estimates standing in for what only a compile reveals:
 //  - elements in flight per thread: all the elements a thread handles when the point sets
-//    cache_row (it loads its whole share up front), else vector_width x elements_per_thread
-//    (parameters a template lacks count as 1), capped by the elements it handles;
+//    cache_row (it loads its whole share into registers up front; with cluster_blocks the share
+//    goes to shared memory through a loop unrolled 4 deep: 4 x vector_width), else vector_width x
+//    elements_per_thread (parameters a template lacks count as 1), capped by the elements it
+//    handles;
 //  - registers: 32 (what the generated kernels use without unrolling, per ptxas on sm_90) plus
 //    one per element in flight, capped at 255; no spills and no static shared memory.
 // DRAM traffic is the task's min_bytes: the model misses schedule-dependent re-reads (a second
