@@ -379,6 +379,12 @@ PROBLEMS = [
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
     Problem("log_softmax_8192x128256_bf16", R, "anchor", lambda m, x: torch.log_softmax(x, -1),
             lambda t: [t((8192, 128256), BF16)], judge_inputs=lambda t: [t((64, 128256), BF16)]),
+    # Few long rows (decode logits of a 128256-token vocabulary, batch 8; a short batch of long
+    # softmax rows): a block per row leaves most SMs idle; a cluster per row does not.
+    Problem("log_softmax_logits_8x128256_bf16", R, "anchor", lambda m, x: torch.log_softmax(x, -1),
+            lambda t: [t((8, 128256), BF16)]),
+    Problem("softmax_32x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
+            lambda t: [t((32, 393216), F32)]),
     Problem("relu_4096x393216_f32", P, "anchor", lambda m, x: torch.relu(x),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
     Problem("chain_2p28_f32", P, "anchor", lambda m, x: chain(x),

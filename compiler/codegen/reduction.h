@@ -18,8 +18,9 @@
 // 64 x 1024 elements of row-sized inputs) also get `cluster_blocks`: 2-8 blocks of one thread
 // block cluster share a row, each taking a contiguous part, and combine every reduction's partial
 // results in rank order through distributed shared memory; with cache_row (required) each block
-// keeps its part in shared memory, so a (4096, 393216) softmax reads its input once instead of
-// twice. Needs sm_90 or newer (SupportsArch).
+// keeps its part in shared memory and reads its input once. Needs sm_90 or newer (SupportsArch).
+// The default only where the rows are too few to fill the GPU: with many rows, streaming them was
+// faster on the H200.
 //
 // Template "col_reduce", for a reduced dimension followed by inner elements (e.g. dim 1 of
 // (N, C, H, W), H*W inner elements): consecutive threads own consecutive rows (consecutive inner

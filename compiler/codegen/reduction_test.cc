@@ -222,7 +222,7 @@ SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64
 }
 
 // The softmax anchor's row (393216 float32, 1.5 MiB) fits no block: eight blocks of a cluster
-// keep it in shared memory, and the default point is that.
+// keep it in shared memory, the default point where the rows are too few to fill the GPU.
 TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
   ReductionFamily family;
   const KernelTask task = Softmax(kF32, {16, 393216});
@@ -243,6 +243,11 @@ TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
   EXPECT_THAT(kernel->source, HasSubstr("forge_cluster_allreduce<8>"));
   EXPECT_THAT(kernel->source, HasSubstr("const int segment_begin = cluster_rank * 49152;"));
   EXPECT_THAT(kernel->source, HasSubstr("if (forge_cluster_blocks() != 8) __trap();"));
+
+  // With enough rows to fill the GPU, streaming rows is the default (measured faster).
+  absl::StatusOr<std::vector<TemplateSpace>> many_rows = family.ScheduleSpace(Softmax(kF32, {4096, 393216}));
+  ASSERT_TRUE(many_rows.ok());
+  EXPECT_EQ(DefaultPoint(many_rows->front()).parameters.at("cluster_blocks"), 1);
 
   // Short rows never see the parameter.
   absl::StatusOr<std::vector<TemplateSpace>> short_space =
