@@ -156,8 +156,10 @@ absl::StatusOr<HostTensor> ToHostTensor(const at::Tensor& tensor) {
   FORGE_ASSIGN_OR_RETURN(host.dtype, FromScalarType(tensor.scalar_type()));
   host.shape.assign(tensor.sizes().begin(), tensor.sizes().end());
   host.strides.assign(tensor.strides().begin(), tensor.strides().end());
-  const at::Tensor row_major = tensor.contiguous().to(at::kCPU);
-  host.bytes.assign(static_cast<const char*>(row_major.const_data_ptr()), row_major.nbytes());
+  // One copy, straight into the row-major bytes (from the device, or gathering a strided layout).
+  host.bytes.resize(tensor.nbytes());
+  at::from_blob(host.bytes.data(), tensor.sizes(), at::TensorOptions().dtype(tensor.scalar_type()))
+      .copy_(tensor);
   return host;
 }
 

@@ -5,41 +5,60 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/reference/reference.h"
+#include "worker/judge/compare.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 namespace {
 
-// The reference interpreter's form: elements row-major, the layout as strides.
-reference::HostTensor ToReference(const HostTensor& tensor) {
+// The reference interpreter's form: elements row-major, the layout as strides. Gathered in the
+// pool's chunks: a first candidate of a large task converts gigabytes per draw.
+reference::HostTensor ToReference(const HostTensor& tensor, ThreadPool& pool) {
   reference::HostTensor converted;
   converted.dtype = tensor.spec.dtype();
   converted.shape.assign(tensor.spec.shape().begin(), tensor.spec.shape().end());
   converted.strides.assign(tensor.spec.strides().begin(), tensor.spec.strides().end());
-  const int element_bytes = *ElementBytes(tensor.spec.dtype());
+  const int64_t element_bytes = *ElementBytes(tensor.spec.dtype());
   const int64_t count = tensor.element_count();
-  converted.bytes.resize(static_cast<size_t>(count) * element_bytes);
-  for (int64_t i = 0; i < count; ++i) {
-    std::memcpy(converted.bytes.data() + i * element_bytes,
-                tensor.storage.data() + StorageOffsetOf(tensor.spec, i) * element_bytes,
-                element_bytes);
-  }
+  converted.bytes.resize(static_cast<size_t>(count * element_bytes));
+  char* const out = converted.bytes.data();
+  const std::byte* const in = tensor.storage.data();
+  const bool row_major = IsRowMajor(tensor.spec);
+  pool.ForEachChunk(count, [&](int64_t, int64_t begin, int64_t end) {
+    if (row_major) {
+      std::memcpy(out + begin * element_bytes, in + begin * element_bytes,
+                  static_cast<size_t>((end - begin) * element_bytes));
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      std::memcpy(out + i * element_bytes,
+                  in + StorageOffsetOf(tensor.spec, i) * element_bytes,
+                  static_cast<size_t>(element_bytes));
+    }
+  });
   return converted;
 }
 
-absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tensor, int output) {
+absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tensor, int output,
+                                              ThreadPool& pool) {
   absl::StatusOr<int> element_bytes = ElementBytes(tensor.dtype);
   if (!element_bytes.ok()) return element_bytes.status();
-  if (tensor.bytes.size() % *element_bytes != 0) {
-    return absl::InternalError(absl::StrCat("reference output ", output, " holds ",
-                                            tensor.bytes.size(), " bytes, not whole elements of ",
-                                            forge::v1::DType_Name(tensor.dtype)));
+  forge::v1::TensorSpec row_major;
+  row_major.set_dtype(tensor.dtype);
+  int64_t count = 1;
+  for (int64_t size : tensor.shape) {
+    row_major.add_shape(size);
+    count *= size;
   }
-  std::vector<double> values(tensor.bytes.size() / *element_bytes);
-  const auto* bytes = reinterpret_cast<const std::byte*>(tensor.bytes.data());
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = DecodeElement(tensor.dtype, bytes + i * *element_bytes);
+  if (tensor.bytes.size() != static_cast<size_t>(count) * *element_bytes) {
+    return absl::InternalError(absl::StrCat(
+        "reference output ", output, " holds ", tensor.bytes.size(), " bytes, not the ", count,
+        " elements of ", forge::v1::DType_Name(tensor.dtype), " its shape has"));
   }
-  return values;
+  return DecodeElements(row_major,
+                        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(tensor.bytes.data()),
+                                            tensor.bytes.size()),
+                        pool);
 }
 
 // The task's group through `run_group` at `precision`, each output decoded to doubles.
@@ -49,13 +68,15 @@ ReferenceRun AtenReferenceAt(GroupRunner run_group, reference::Precision precisi
              absl::Span<const HostTensor> inputs) -> absl::StatusOr<std::vector<std::vector<double>>> {
     std::vector<reference::HostTensor> converted;
     converted.reserve(inputs.size());
-    for (const HostTensor& input : inputs) converted.push_back(ToReference(input));
+    ThreadPool& pool = ThreadPool::Default();
+    for (const HostTensor& input : inputs) converted.push_back(ToReference(input, pool));
     absl::StatusOr<std::vector<reference::HostTensor>> outputs =
         run_group(task, converted, precision);
     if (!outputs.ok()) return outputs.status();
     std::vector<std::vector<double>> values;
     for (size_t o = 0; o < outputs->size(); ++o) {
-      absl::StatusOr<std::vector<double>> output = ToDoubles((*outputs)[o], static_cast<int>(o));
+      absl::StatusOr<std::vector<double>> output =
+          ToDoubles((*outputs)[o], static_cast<int>(o), pool);
       if (!output.ok()) return output.status();
       values.push_back(*std::move(output));
     }

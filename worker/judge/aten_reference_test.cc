@@ -2,10 +2,12 @@
 
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "worker/judge/compare.h"
 #include "worker/judge/inputs.h"
+#include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
 namespace {
@@ -52,6 +54,24 @@ TEST(AtenFloat64ReferenceTest, RunsTheGroupInFloat64OnTheJudgesInputs) {
   for (int i = 0; i < 6; ++i) {
     // Exact in float64: the inputs are float32 and bfloat16 values.
     EXPECT_EQ((*outputs)[0][i], inputs[0].Get(i) + 2 * inputs[1].Get(i)) << i;
+  }
+}
+
+// 300 x 500 elements: the inputs are gathered and the output decoded in several of the pool's
+// chunks, the strided input element by element, the row-major one a chunk at a time.
+TEST(AtenFloat64ReferenceTest, LargeTensorsCrossChunksInTheirOwnOrder) {
+  forge::v1::KernelTask task;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      absl::StrReplaceAll(kTask, {{"[ 2, 3 ]", "[ 300, 500 ]"}, {"[ 1, 2 ]", "[ 1, 300 ]"}}),
+      &task));
+  std::vector<HostTensor> inputs;
+  for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 1, i, 7));
+  ASSERT_GT(ThreadPool::ChunkCount(inputs[0].element_count()), 2);
+  auto outputs = AtenFloat64Reference()(task, inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ((*outputs)[0].size(), 150000u);
+  for (int i = 0; i < 150000; ++i) {
+    ASSERT_EQ((*outputs)[0][i], inputs[0].Get(i) + 2 * inputs[1].Get(i)) << i;
   }
 }
 
