@@ -1,8 +1,10 @@
-// The judge on one large elementwise task (y = 2x + 1, float32), per candidate, on a GPU: the
-// first candidate (draws and references computed), then later candidates of the task judged on
-// the host from the draw cache and on the device from resident draws, each timed and re-checked
-// once as the timer does. Prints one line per way with the median seconds of the repetitions:
-//   forge_judge_device_bench [--elements=268435456] [--reps=3]
+// The judge on one large elementwise task (y = 3x, float32), per candidate, on a GPU: the first
+// candidate (draws and references computed), then later candidates of the task judged on the host
+// from the draw cache and on the device from resident draws, each timed and re-checked once as
+// the timer does. Prints one line per way with the median seconds of the repetitions:
+//   forge_judge_device_bench [--elements=268435456] [--reps=3] [--reference=simple|aten]
+// --reference=aten judges the first candidate only, with the production reference (the task's
+// ATen group in float64 on GPU 0, as the sandbox child runs it) instead of a loop over doubles.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/text_format.h"
 #include "worker/compile/compile_pool.h"
+#include "worker/judge/aten_gpu_reference.h"
 #include "worker/judge/judge.h"
 
 namespace forge::judge {
@@ -22,15 +26,33 @@ namespace {
 constexpr char kAffine[] = R"(
 extern "C" __global__ void affine(const float* x, float* y, long long n) {
   long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] * 2.0f + 1.0f;
+  if (i < n) y[i] = x[i] * 3.0f;
 }
 )";
+
+// y = x + 2 * x as a one-node ATen group, for the production reference.
+constexpr char kGroup[] = R"pb(
+  values { name: "x" tensor { dtype: DTYPE_FLOAT32 shape: [ ELEMENTS ] } }
+  values { name: "y" tensor { dtype: DTYPE_FLOAT32 shape: [ ELEMENTS ] } }
+  inputs { kind: INPUT_KIND_USER_INPUT value_name: "x" }
+  nodes {
+    name: "y"
+    op: "aten::add"
+    overload: "Tensor"
+    schema: "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+    arguments { name: "self" tensor: "x" }
+    arguments { name: "other" tensor: "x" }
+    arguments { name: "alpha" keyword: true int_value: 2 }
+    outputs: "y"
+  }
+  outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "y" }
+)pb";
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int Run(int64_t elements, int reps) {
+int Run(int64_t elements, int reps, bool aten_reference) {
   auto device = gpu::Device::Open(0);
   compile::CompilePoolOptions pool_options;
   pool_options.threads = 1;
@@ -65,9 +87,17 @@ int Run(int64_t elements, int reps) {
   ReferenceFn reference = [](const forge::v1::KernelTask&, absl::Span<const HostTensor> inputs)
       -> absl::StatusOr<std::vector<std::vector<double>>> {
     std::vector<double> y = inputs[0].ToDoubles();
-    for (double& value : y) value = 2 * value + 1;
+    for (double& value : y) value = 3 * value;
     return std::vector<std::vector<double>>{y};
   };
+  if (aten_reference) {
+    std::string group = kGroup;
+    for (size_t at; (at = group.find("ELEMENTS")) != std::string::npos;) {
+      group.replace(at, 8, std::to_string(elements));
+    }
+    if (!google::protobuf::TextFormat::ParseFromString(group, task.mutable_group())) return 1;
+    reference = AtenFloat64Reference(CudaGroupRunner(0));
+  }
   auto comparer = DeviceComparer::Create(**device);
   if (!comparer.ok()) return 1;
   DrawCache cache(int64_t{64} << 30);
@@ -79,7 +109,11 @@ int Run(int64_t elements, int reps) {
       "candidate | reference | compare | re-check |\n",
       reps);
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (const char* way : {"first candidate", "host, cached draws", "device, resident draws"}) {
+  const std::vector<const char*> ways =
+      aten_reference ? std::vector<const char*>{"first candidate (ATen float64 reference)"}
+                     : std::vector<const char*>{"first candidate", "host, cached draws",
+                                                "device, resident draws"};
+  for (const char* way : ways) {
     const bool first = way[0] == 'f';
     const bool on_device = way[0] == 'd';
     std::vector<double> seconds;
@@ -120,15 +154,22 @@ int Run(int64_t elements, int reps) {
 int main(int argc, char** argv) {
   int64_t elements = int64_t{1} << 28;
   int reps = 3;
+  bool aten_reference = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view value = argv[i];
     bool parsed = false;
     if (absl::ConsumePrefix(&value, "--elements=")) parsed = absl::SimpleAtoi(value, &elements);
     if (absl::ConsumePrefix(&value, "--reps=")) parsed = absl::SimpleAtoi(value, &reps);
+    if (absl::ConsumePrefix(&value, "--reference=")) {
+      parsed = value == "simple" || value == "aten";
+      aten_reference = value == "aten";
+    }
     if (!parsed || elements <= 0 || reps <= 0) {
-      std::fprintf(stderr, "usage: forge_judge_device_bench [--elements=N] [--reps=N]\n");
+      std::fprintf(stderr,
+                   "usage: forge_judge_device_bench [--elements=N] [--reps=N] "
+                   "[--reference=simple|aten]\n");
       return 2;
     }
   }
-  return forge::judge::Run(elements, reps);
+  return forge::judge::Run(elements, reps, aten_reference);
 }
