@@ -285,11 +285,10 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
   for (const Node& node : group.nodes()) {
     absl::StatusOr<ReductionKind> kind = KindOf(node.op());
     if (!kind.ok()) {
-      if (IsPointwiseOp(node)) continue;
+      // View ops fold into the indices the emitter reads their sources at.
+      if (IsPointwiseOp(node) || IsViewOp(node)) continue;
       return absl::UnimplementedError(absl::StrCat(
-          "reduction: ", DescribeNode(node),
-          IsViewOp(node) ? " is a view op; the row_reduce template does not remap indices"
-                         : " is neither a supported reduction nor elementwise"));
+          "reduction: ", DescribeNode(node), " is neither a supported reduction, elementwise nor a view"));
     }
     Reduction reduction;
     reduction.node = &node;
@@ -733,6 +732,15 @@ class RowKernelWriter {
     }
     return index;
   }
+  // Whether `index` (of a row-shaped value) names an element of the current row.
+  bool InCurrentRow(const Index& index) const {
+    const Index row = ElementIndex(0);
+    if (index.size() != row.size()) return false;
+    for (int d = 0; d < static_cast<int>(row.size()); ++d) {
+      if (d != analysis_.axis && index[d] != row[d]) return false;
+    }
+    return true;
+  }
   // The index a value of one-per-row `shape` (keepdim, or without the reduced dim) is read at in
   // the current row.
   Index RowIndex(const std::vector<int64_t>& shape) const {
@@ -802,6 +810,13 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
                                        value == reduction.node->outputs(1);
             expr = RowVariable(r, var_mean_mean ? "mean" : "value");
           } else {
+            // Its row statistics are this row's: an element of another row (a view that moves
+            // elements across rows, e.g. a transpose of the result) cannot be computed here.
+            if (!InCurrentRow(index)) {
+              return absl::UnimplementedError(absl::StrCat(
+                  "reduction: the result of ", DescribeNode(*reduction.node),
+                  " is read at another row's element (through a view)"));
+            }
             absl::StatusOr<Term> x = self.Emit(reduction.input, index);
             if (!x.ok()) return x.status();
             const std::string xv = absl::StrCat("((", acc, ")", x->expr, ")");
