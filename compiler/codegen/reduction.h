@@ -5,7 +5,9 @@
 // weight) is mean plus elementwise ops. Several reductions may be chained (e.g. layer_norm then
 // softmax): a reduction whose input depends on another's result runs in a later pass over the
 // row. Every reduction of a task reduces the same dimension of tensors of one shape; a "row" is
-// the set of elements that share every other coordinate.
+// the set of elements that share every other coordinate. View ops in the group (transpose,
+// permute, view, expand, slice, ...) fold into the indices their sources are read at, except a
+// view that would read a softmax / log_softmax / layer_norm result at another row's element.
 //
 // Template "row_reduce": a row (all elements that share the leading coordinates) is reduced by a
 // group of `threads_per_row` threads: one warp (32) or several warps (64..1024, combining warps
