@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -795,17 +796,30 @@ void WorkerDaemon::Impl::RecordStagesLocked(const WorkItem& item,
       absl::StrAppend(&stages, "(", item.times.judge_breakdown(), ")");
     }
   }
-  // One line per candidate: where a slow search spends its time shows in the worker's log.
-  LogWithFields(
-      *log_, spdlog::level::info, "candidate",
-      {{"task", item.candidate->task_digest().substr(0, 12)},
-       {"candidate", item.candidate->digest().substr(0, 12)},
-       {"template", item.candidate->template_name()},
-       {"outcome", result.has_measurement()
-                       ? absl::StrFormat("%.2fus", result.measurement().median_us())
-                       : EnumLabel(forge::v1::FailureReason_Name(result.failure().reason()),
-                                   "FAILURE_REASON_")},
-       {"seconds", stages}});
+  // One line per candidate: where a slow search spends its time shows in the worker's log, and
+  // why a candidate failed (the start of its detail, on one line).
+  const std::string task = item.candidate->task_digest().substr(0, 12);
+  const std::string candidate = item.candidate->digest().substr(0, 12);
+  if (result.has_measurement()) {
+    LogWithFields(*log_, spdlog::level::info, "candidate",
+                  {{"task", task},
+                   {"candidate", candidate},
+                   {"template", item.candidate->template_name()},
+                   {"outcome", absl::StrFormat("%.2fus", result.measurement().median_us())},
+                   {"seconds", stages}});
+    return;
+  }
+  constexpr size_t kDetailChars = 300;
+  std::string detail = result.failure().detail().substr(0, kDetailChars);
+  absl::c_replace(detail, '\n', ' ');
+  LogWithFields(*log_, spdlog::level::info, "candidate",
+                {{"task", task},
+                 {"candidate", candidate},
+                 {"template", item.candidate->template_name()},
+                 {"outcome", EnumLabel(forge::v1::FailureReason_Name(result.failure().reason()),
+                                       "FAILURE_REASON_")},
+                 {"seconds", stages},
+                 {"detail", detail}});
 }
 
 void WorkerDaemon::Impl::DeliverLocked(WorkItem& item, forge::v1::Result result) {

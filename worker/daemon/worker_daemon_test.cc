@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "compiler/codegen/codegen_test_util.h"
 #include "compiler/codegen/family.h"
+#include "common/logging/logging.h"
 #include "compiler/search/candidate.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -42,6 +43,7 @@ using ::forge::v1::Candidate;
 using ::forge::v1::KernelTask;
 using ::testing::Contains;
 using ::testing::Each;
+using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr absl::Duration kWait = absl::Seconds(30);  // for things that take well under a second
@@ -408,6 +410,37 @@ TEST_F(WorkerDaemonTest, RegistersLeasesAndReportsEveryCandidateOnce) {
                          {{"outcome", "measured"}, {"stage", "predict"}}),
             static_cast<double>(digests.size()));
   EXPECT_EQ(SeriesValue("forge_worker_leases_active", {}), 0);
+}
+
+// A failed candidate's line in the worker's log says why it failed.
+TEST_F(WorkerDaemonTest, LogsWhyACandidateFailed) {
+  TestCoordinator coordinator(Settings());
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&coordinator, &port);
+  Work work = Compiled(1, 4096);
+  ASSERT_EQ(work.candidates.size(), 1u);
+  // Compiled for another GPU than this worker's (an sm_90 H200): the worker refuses it.
+  work.candidates[0].set_target_arch("sm_80");
+  work.candidates[0].set_digest(search::CandidateDigest(work.candidates[0]));
+  coordinator.Offer(work);
+  forge::testing::TempDir directory;
+  const std::string log_path = directory.path() + "/worker.log";
+  ASSERT_TRUE(InitLogging({.level = "info", .format = "text", .output = log_path}).ok());
+
+  std::unique_ptr<RunningDaemon> daemon = Start(port, /*lanes=*/1, /*compile_threads=*/1);
+  ASSERT_NE(daemon, nullptr);
+  ASSERT_TRUE(coordinator.WaitUntil(
+      [&](const Record& record) { return EveryOutcomeIn(record, Digests(work)); }));
+  daemon->Stop();
+  ASSERT_TRUE(InitLogging({}).ok());  // back to stderr
+  const Record record = coordinator.Snapshot();
+  const forge::v1::Result& result = record.results.at(work.candidates[0].digest()).front();
+  ASSERT_TRUE(result.has_failure()) << result.DebugString();
+  std::ifstream file(log_path);
+  const std::string log((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(log, HasSubstr(absl::StrCat("candidate=", work.candidates[0].digest().substr(0, 12))));
+  EXPECT_THAT(log, HasSubstr("detail=\""));
+  EXPECT_THAT(log, HasSubstr("sm_80"));
 }
 
 // An executor that notes which GPU ran each task's candidates, then runs them with the one it wraps.
