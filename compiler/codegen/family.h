@@ -78,8 +78,9 @@ class KernelFamily {
                                                    const SchedulePoint& point) const = 0;
   // OK when a valid `point` can run on `target_arch` ("sm_90"); FailedPrecondition naming the
   // hardware feature it needs otherwise. Most points run on every arch Forge compiles for.
-  virtual absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
-                                    absl::string_view target_arch) const {
+  virtual absl::Status SupportsArch(const forge::v1::KernelTask& /*task*/,
+                                    const SchedulePoint& /*point*/,
+                                    absl::string_view /*target_arch*/) const {
     return absl::OkStatus();
   }
 };

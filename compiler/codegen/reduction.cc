@@ -534,17 +534,24 @@ int64_t RegisterBytes(forge::v1::DType dtype) {
              : ElementBytes(dtype);
 }
 
-// The shared-memory row cache of a cluster point: each row-sized input's part of the row.
-int64_t SharedCacheBytes(const ReductionTask& analysis, const Layout& layout) {
-  if (!layout.SharedCache()) return 0;
+// The shared-memory row cache of a cluster point: each row-sized input's part of the row, in
+// input order.
+struct SharedCache {
+  std::map<int, int64_t> offsets;  // bytes, by input position
   int64_t bytes = 0;
+};
+
+SharedCache SharedCacheOf(const ReductionTask& analysis, const Layout& layout) {
+  SharedCache cache;
+  if (!layout.SharedCache()) return cache;
   for (int i = 0; i < analysis.view.task().inputs_size(); ++i) {
     const TensorSpec& spec = analysis.view.task().inputs(i);
     if (ShapeOf(spec) != analysis.row_shape) continue;
-    bytes += layout.ChunksPerThread() * layout.width * layout.threads_per_row *
-             RegisterBytes(spec.dtype());
+    cache.offsets[i] = cache.bytes;
+    cache.bytes += layout.ChunksPerThread() * layout.width * layout.threads_per_row *
+                   RegisterBytes(spec.dtype());
   }
-  return bytes;
+  return cache;
 }
 
 // The row_reduce constraints, shared by the cross_entropy template (whose rows are the logits').
@@ -615,7 +622,8 @@ absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& l
                                                    layout.rows_per_block));
   }
   if ((blocks - 1) * layout.segment >= analysis.columns) {
-    return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks, " leaves a block without columns of the ",
+    return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks,
+                                                   " leaves a block without columns of the ",
                                                    analysis.columns, "-column row"));
   }
   if (layout.threads_per_row > 32 &&
@@ -624,7 +632,7 @@ absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& l
         "threads_per_row ", layout.threads_per_row, " leaves half the block idle for its ",
         layout.segment, " columns of vector_width ", layout.width));
   }
-  if (const int64_t bytes = SharedCacheBytes(analysis, layout); bytes > kMaxClusterCacheBytes) {
+  if (const int64_t bytes = SharedCacheOf(analysis, layout).bytes; bytes > kMaxClusterCacheBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cluster_blocks ", blocks, " leaves each block ", bytes,
         " bytes of the row to keep in shared memory; more than ", kMaxClusterCacheBytes));
@@ -694,6 +702,7 @@ class RowKernelWriter {
  private:
   RowKernelWriter(const ReductionTask& analysis, const SchedulePoint& point, const Layout& layout)
       : analysis_(analysis),
+        layout_(layout),
         view_(analysis.view),
         column_(ColumnTemplate(analysis)),
         threads_per_row_(layout.threads_per_row),
@@ -771,6 +780,7 @@ class RowKernelWriter {
   std::string CachedElement(int position, absl::string_view vector_lane) const;
 
   const ReductionTask& analysis_;
+  const Layout layout_;
   const GroupView& view_;
   const bool column_;
   const int64_t threads_per_row_, rows_per_block_, width_;
@@ -1124,15 +1134,7 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
 
 std::vector<std::string> RowKernelWriter::CacheRowInputs() {
   std::vector<std::string> lines;
-  // The shared-memory cache holds every row-sized input's part in input order (SharedCacheBytes).
-  std::map<int, int64_t> shared_offsets;
-  int64_t offset = 0;
-  for (int i = 0; i < view_.task().inputs_size(); ++i) {
-    const TensorSpec& spec = view_.task().inputs(i);
-    if (ShapeOf(spec) != analysis_.row_shape) continue;
-    shared_offsets[i] = offset;
-    offset += chunks_per_thread_ * width_ * threads_per_row_ * RegisterBytes(spec.dtype());
-  }
+  const SharedCache shared_cache = SharedCacheOf(analysis_, layout_);
   if (shared_cache_ && !cached_inputs_.empty()) {
     lines.push_back("extern __shared__ __align__(16) unsigned char forge_row_cache[];");
   }
@@ -1143,7 +1145,7 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
     const std::string array = absl::StrCat("cached", position);
     if (shared_cache_) {  // the first pass fills it
       lines.push_back(absl::StrCat(reg, "* const ", array, " = reinterpret_cast<", reg,
-                                   "*>(forge_row_cache + ", shared_offsets.at(position), ");"));
+                                   "*>(forge_row_cache + ", shared_cache.offsets.at(position), ");"));
       continue;
     }
     lines.push_back(absl::StrCat(reg, " ", array, "[", chunks_per_thread_ * width_, "];"));
@@ -1686,7 +1688,7 @@ absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoi
   return ValidatePoint(*analysis, point);
 }
 
-absl::Status ReductionFamily::SupportsArch(const KernelTask& task, const SchedulePoint& point,
+absl::Status ReductionFamily::SupportsArch(const KernelTask& /*task*/, const SchedulePoint& point,
                                            absl::string_view target_arch) const {
   const int64_t cluster_blocks = Parameter(point, "cluster_blocks", 1);
   if (cluster_blocks <= 1) return absl::OkStatus();
@@ -1731,7 +1733,7 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
                                               rows_per_block * layout.cluster_blocks),
                         1, 1};
   kernel.launch.block = {static_cast<uint32_t>(layout.threads_per_row * rows_per_block), 1, 1};
-  kernel.launch.dynamic_shared_bytes = static_cast<uint32_t>(SharedCacheBytes(*analysis, layout));
+  kernel.launch.dynamic_shared_bytes = static_cast<uint32_t>(SharedCacheOf(*analysis, layout).bytes);
   return kernel;
 }
 
