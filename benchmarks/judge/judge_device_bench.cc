@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/text_format.h"
@@ -91,10 +92,7 @@ int Run(int64_t elements, int reps, bool aten_reference) {
     return std::vector<std::vector<double>>{y};
   };
   if (aten_reference) {
-    std::string group = kGroup;
-    for (size_t at; (at = group.find("ELEMENTS")) != std::string::npos;) {
-      group.replace(at, 8, std::to_string(elements));
-    }
+    const std::string group = absl::StrReplaceAll(kGroup, {{"ELEMENTS", absl::StrCat(elements)}});
     if (!google::protobuf::TextFormat::ParseFromString(group, task.mutable_group())) return 1;
     reference = AtenFloat64Reference(CudaGroupRunner(0));
   }

@@ -288,7 +288,8 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
       // View ops fold into the indices the emitter reads their sources at.
       if (IsPointwiseOp(node) || IsViewOp(node)) continue;
       return absl::UnimplementedError(absl::StrCat(
-          "reduction: ", DescribeNode(node), " is neither a supported reduction, elementwise nor a view"));
+          "reduction: ", DescribeNode(node),
+          " is neither a supported reduction, elementwise nor a view"));
     }
     Reduction reduction;
     reduction.node = &node;
@@ -574,10 +575,13 @@ absl::Status ValidateRowLayout(int64_t rows, int64_t columns, int64_t widest_acc
                                                    widest_access,
                                                    "-byte elements exceeds a 16-byte vector access"));
   }
-  if (threads_per_row > 32 && columns <= (threads_per_row / 2) * width) {
+  // With cluster_blocks a block's threads share only its part of the row.
+  const int64_t block_columns = layout.cluster_blocks > 1 ? layout.segment : columns;
+  if (threads_per_row > 32 && block_columns <= (threads_per_row / 2) * width) {
     return absl::InvalidArgumentError(absl::StrCat("threads_per_row ", threads_per_row,
                                                    " leaves half the row's threads idle for ",
-                                                   columns, " columns of vector_width ", width));
+                                                   block_columns, " columns of vector_width ",
+                                                   width));
   }
   if (rows_per_block > 1 && rows <= rows_per_block / 2) {
     return absl::InvalidArgumentError(absl::StrCat("rows_per_block ", rows_per_block,
@@ -625,12 +629,6 @@ absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& l
     return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks,
                                                    " leaves a block without columns of the ",
                                                    analysis.columns, "-column row"));
-  }
-  if (layout.threads_per_row > 32 &&
-      layout.segment <= (layout.threads_per_row / 2) * layout.width) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "threads_per_row ", layout.threads_per_row, " leaves half the block idle for its ",
-        layout.segment, " columns of vector_width ", layout.width));
   }
   if (const int64_t bytes = SharedCacheOf(analysis, layout).bytes; bytes > kMaxClusterCacheBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -709,12 +707,9 @@ class RowKernelWriter {
         rows_per_block_(layout.rows_per_block),
         width_(layout.width),
         cache_row_(layout.cache_row),
-        shared_cache_(layout.SharedCache()),
         online_softmax_(Parameter(point, "online_softmax", 1) == 1),
         welford_(Parameter(point, "welford", 1) == 1),
         index_type_(analysis.wide_index ? "long long" : "int"),
-        cluster_blocks_(layout.cluster_blocks),
-        segment_(layout.segment),
         chunks_per_thread_(layout.ChunksPerThread()) {}
 
   bool TwoStep(const Reduction& reduction) const {
@@ -784,9 +779,9 @@ class RowKernelWriter {
   const GroupView& view_;
   const bool column_;
   const int64_t threads_per_row_, rows_per_block_, width_;
-  const bool cache_row_, shared_cache_, online_softmax_, welford_;
+  const bool cache_row_, online_softmax_, welford_;
   const std::string index_type_;
-  const int64_t cluster_blocks_, segment_, chunks_per_thread_;
+  const int64_t chunks_per_thread_;
   int lane_ = 0;  // lane of the column chunk being emitted
   int pass_ = -1;  // the pass being emitted; FinalPass and RowOutputs are past every pass
   // Inputs kept in the row cache: registers, loaded up front (CacheRowInputs); shared memory,
@@ -862,10 +857,10 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
         std::string loaded;
         // The shared-memory cache is filled by the first pass's own loads (their values are in
         // registers for its reduction anyway); later passes read it.
-        const bool fill_shared_cache = row_element && shared_cache_ && pass_ == 0;
+        const bool fill_shared_cache = row_element && layout_.SharedCache() && pass_ == 0;
         if (row_element && cache_row_ && !fill_shared_cache &&
-            (!shared_cache_ || cached_inputs_.contains(position))) {
-          if (!shared_cache_) cached_inputs_.insert(position);
+            (!layout_.SharedCache() || cached_inputs_.contains(position))) {
+          if (!layout_.SharedCache()) cached_inputs_.insert(position);
           loaded = CachedElement(position, absl::StrCat(lane_));
         } else if (row_element && VectorAccess(spec)) {
           const std::string vector = absl::StrCat("vec", position);
@@ -892,9 +887,9 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
 }
 
 std::string RowKernelWriter::ChunkLoopHeader() const {
-  if (cluster_blocks_ > 1) {
-    // Unrolled 4 deep so that loads of several chunks are in flight at once.
-    return absl::StrCat("#pragma unroll 4\n  for (int j = 0; j < ", chunks_per_thread_,
+  if (layout_.cluster_blocks > 1) {
+    return absl::StrCat("#pragma unroll ", ReductionFamily::kClusterChunkUnroll,
+                        "\n  for (int j = 0; j < ", chunks_per_thread_,
                         "; ++j) {\n    const int c0 = segment_begin + (j * ", threads_per_row_,
                         " + lane) * ", width_, ";\n    if (c0 < segment_end) {");
   }
@@ -907,9 +902,11 @@ std::string RowKernelWriter::ChunkLoopHeader() const {
 std::string RowKernelWriter::CachedElement(int position, absl::string_view vector_lane) const {
   // Shared memory: element (j, v) of consecutive lanes at consecutive addresses (no bank
   // conflicts); each thread reads back only what it wrote.
-  return shared_cache_ ? absl::StrCat("cached", position, "[(j * ", width_, " + ", vector_lane,
-                                      ") * ", threads_per_row_, " + lane]")
-                       : absl::StrCat("cached", position, "[j * ", width_, " + ", vector_lane, "]");
+  if (layout_.SharedCache()) {
+    return absl::StrCat("cached", position, "[(j * ", width_, " + ", vector_lane, ") * ",
+                        threads_per_row_, " + lane]");
+  }
+  return absl::StrCat("cached", position, "[j * ", width_, " + ", vector_lane, "]");
 }
 
 absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
@@ -1013,11 +1010,11 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
       }
       lines.push_back(absl::StrCat(a, " = forge_row_allreduce<", threads_per_row_, ">(", a, ", ",
                                    op, "(), ", scratch_row, ");"));
-      if (cluster_blocks_ > 1) {
+      if (layout_.cluster_blocks > 1) {
         const std::string slot = absl::StrCat("cluster_slot", scratch_count_ - 1);
         scratch_.push_back(absl::StrCat("__shared__ ", acc_type, " ", slot, ";"));
-        lines.push_back(absl::StrCat(a, " = forge_cluster_allreduce<", cluster_blocks_, ">(", a,
-                                     ", ", op, "(), &", slot, ");"));
+        lines.push_back(absl::StrCat(a, " = forge_cluster_allreduce<", layout_.cluster_blocks,
+                                     ">(", a, ", ", op, "(), &", slot, ");"));
       }
     }
     const int r = stage.reduction;
@@ -1125,7 +1122,7 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
   }
   if (emitter.statements().empty()) return std::vector<std::string>();
   std::vector<std::string> lines = {
-      cluster_blocks_ > 1 ? "if (active && lane == 0 && cluster_rank == 0) {"
+      layout_.cluster_blocks > 1 ? "if (active && lane == 0 && cluster_rank == 0) {"
                           : "if (active && lane == 0) {"};
   for (const std::string& statement : emitter.statements()) lines.push_back("  " + statement);
   lines.push_back("}");
@@ -1135,7 +1132,7 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
 std::vector<std::string> RowKernelWriter::CacheRowInputs() {
   std::vector<std::string> lines;
   const SharedCache shared_cache = SharedCacheOf(analysis_, layout_);
-  if (shared_cache_ && !cached_inputs_.empty()) {
+  if (layout_.SharedCache() && !cached_inputs_.empty()) {
     lines.push_back("extern __shared__ __align__(16) unsigned char forge_row_cache[];");
   }
   for (int position : cached_inputs_) {
@@ -1143,7 +1140,7 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
     const std::string storage = *StorageType(spec.dtype());
     const std::string reg = *RegisterType(spec.dtype());
     const std::string array = absl::StrCat("cached", position);
-    if (shared_cache_) {  // the first pass fills it
+    if (layout_.SharedCache()) {  // the first pass fills it
       lines.push_back(absl::StrCat(reg, "* const ", array, " = reinterpret_cast<", reg,
                                    "*>(forge_row_cache + ", shared_cache.offsets.at(position), ");"));
       continue;
@@ -1220,18 +1217,21 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   const int64_t block = threads_per_row_ * rows_per_block_;
   std::string source(KernelPrelude());
   absl::StrAppend(&source, kReductionPrelude);
-  if (cluster_blocks_ > 1) absl::StrAppend(&source, kClusterPrelude);
+  if (layout_.cluster_blocks > 1) absl::StrAppend(&source, kClusterPrelude);
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis_.rows, " rows of ",
                   analysis_.columns, " (dim ", analysis_.axis, ", ", analysis_.inner,
                   " inner); ", column_ ? "col_reduce" : "row_reduce", ", ", threads_per_row_,
                   " threads per row, ", rows_per_block_, " rows per block, vector ", width_);
-  if (cluster_blocks_ > 1) {
-    absl::StrAppend(&source, ", ", cluster_blocks_, " blocks per row (a cluster) of ", segment_,
-                    " columns each", shared_cache_ ? ", row cached in shared memory" : "");
+  if (layout_.cluster_blocks > 1) {
+    absl::StrAppend(&source, ", ", layout_.cluster_blocks, " blocks per row (a cluster) of ",
+                    layout_.segment, " columns each",
+                    layout_.SharedCache() ? ", row cached in shared memory" : "");
   }
   absl::StrAppend(&source, ".\n");
   const std::string cluster_attribute =
-      cluster_blocks_ > 1 ? absl::StrCat("__cluster_dims__(", cluster_blocks_, ", 1, 1) ") : "";
+      layout_.cluster_blocks > 1
+          ? absl::StrCat("__cluster_dims__(", layout_.cluster_blocks, ", 1, 1) ")
+          : "";
   absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, ") ",
                   cluster_attribute, ReductionFamily::kKernelName, "(",
                   absl::StrJoin(parameters, ", "), ") {\n");
@@ -1244,16 +1244,19 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
     lines.push_back(absl::StrCat("const int lane = threadIdx.x % ", threads_per_row_, ";"));
     lines.push_back(absl::StrCat("const int row_in_block = threadIdx.x / ", threads_per_row_, ";"));
   }
-  if (cluster_blocks_ > 1) {
+  if (layout_.cluster_blocks > 1) {
     // A launch without the cluster shape would leave blocks waiting on partners that are not
     // there: refuse it loudly.
-    lines.push_back(absl::StrCat("if (forge_cluster_blocks() != ", cluster_blocks_, ") __trap();"));
-    lines.push_back(absl::StrCat("const int cluster_rank = blockIdx.x % ", cluster_blocks_, ";"));
-    lines.push_back(absl::StrCat("const int segment_begin = cluster_rank * ", segment_, ";"));
-    lines.push_back(absl::StrCat("const int segment_end = min(segment_begin + ", segment_, ", ",
+    lines.push_back(
+        absl::StrCat("if (forge_cluster_blocks() != ", layout_.cluster_blocks, ") __trap();"));
+    lines.push_back(
+        absl::StrCat("const int cluster_rank = blockIdx.x % ", layout_.cluster_blocks, ";"));
+    lines.push_back(absl::StrCat("const int segment_begin = cluster_rank * ", layout_.segment, ";"));
+    lines.push_back(absl::StrCat("const int segment_end = min(segment_begin + ", layout_.segment,
+                                 ", ",
                                  analysis_.columns, ");"));
     lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x / ",
-                                 cluster_blocks_, ";"));
+                                 layout_.cluster_blocks, ";"));
   } else {
     lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
                                  rows_per_block_, " + row_in_block;"));

@@ -53,6 +53,9 @@ class ReductionFamily : public KernelFamily {
   static constexpr char kKernelName[] = "forge_row_reduce";
   static constexpr char kCrossEntropyTemplateName[] = "cross_entropy";
   static constexpr char kCrossEntropyKernelName[] = "forge_cross_entropy";
+  // row_reduce with cluster_blocks: the chunk loops unroll this deep, so that the loads filling the
+  // shared-memory row cache are in flight together (the search's prior counts on it).
+  static constexpr int kClusterChunkUnroll = 4;
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }

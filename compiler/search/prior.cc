@@ -10,6 +10,7 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/reduction.h"
 #include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/cost.h"
 #include "worker/emulated/perf_model.h"
@@ -93,12 +94,13 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
                                               ParameterOr1(kernel, "elements_per_thread"));
   const bool caches_row = kernel.parameters.contains("cache_row") &&
                           kernel.parameters.at("cache_row") == 1;
-  // With cluster_blocks the row cache is in shared memory, filled by a loop unrolled 4 deep.
+  // With cluster_blocks the row cache is in shared memory, filled by an unrolled loop.
   const bool caches_in_registers = caches_row && ParameterOr1(kernel, "cluster_blocks") == 1;
+  const double fill_unroll = caches_row ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
   EstimatedKernel estimate;
   estimate.elements_in_flight_per_thread =
       caches_in_registers ? handled_per_thread
-                          : std::min(handled_per_thread, caches_row ? 4 * unrolled : unrolled);
+                          : std::min(handled_per_thread, fill_unroll * unrolled);
   estimate.registers_per_thread = static_cast<int>(std::min<double>(
       kMaxRegisters, kBaseRegisters + std::ceil(estimate.elements_in_flight_per_thread)));
   return estimate;
