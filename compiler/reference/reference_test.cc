@@ -387,6 +387,25 @@ TEST(ReferenceTaskTest, RunsGroupNatively) {
   EXPECT_THAT(Elements(max_indices), ElementsAre(2, 1));
 }
 
+// A result no node and no output reads may differ from its declared spec (batch norm's saved
+// statistics are [0] on the CPU, [C] on CUDA); a result that is read may not.
+TEST(ReferenceTaskTest, OnlyResultsThatAreReadMustMatchTheirSpecs) {
+  v1::KernelTask task = ParseTask(kGroupTask);
+  for (v1::Value& value : *task.mutable_group()->mutable_values()) {
+    if (value.name() == "max.1") value.mutable_tensor()->set_shape(0, 5);
+  }
+  absl::Status read = RunTaskGroup(task, GroupInputs(), Precision::kNative).status();
+  EXPECT_EQ(read.code(), absl::StatusCode::kInvalidArgument) << read;
+  EXPECT_THAT(read.message(),
+              HasSubstr("output 'max.1' has shape [2], the graph declares [5]"));
+
+  task.mutable_group()->mutable_outputs()->RemoveLast();  // max.1 is no longer read
+  absl::StatusOr<std::vector<HostTensor>> outputs =
+      RunTaskGroup(task, GroupInputs(), Precision::kNative);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(outputs->size(), 2u);
+}
+
 TEST(ReferenceTaskTest, Float64ModeReplacesFloatingDtypeArguments) {
   absl::StatusOr<std::vector<HostTensor>> outputs =
       RunTaskGroup(ParseTask(kGroupTask), GroupInputs(), Precision::kFloat64);

@@ -1,6 +1,7 @@
 // The one translation unit of the baseline that includes LibTorch.
 #include "worker/baseline/aten_baseline.h"
 
+#include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -81,6 +82,10 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
                                                    static_cast<int>(c10::cuda::device_count())));
   }
 
+  // float32 stays float32: LibTorch lets cuDNN's convolutions round to TF32 by default, which
+  // misses the judge's float32 tolerance, so the baseline would fail as a candidate and its time
+  // would not be float32's. (cuBLAS's matrix products default to full float32 already.)
+  at::globalContext().setAllowTF32CuDNN(false);
   auto state = std::make_unique<State>(
       State{group, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)), {}, {}});
   for (int i = 0; i < group.inputs_size(); ++i) {

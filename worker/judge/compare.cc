@@ -297,6 +297,22 @@ Tolerances DefaultTolerances(DType dtype) {
   }
 }
 
+Tolerances ScaledToReference(const Tolerances& tolerances, double reference_rms) {
+  Tolerances scaled = tolerances;
+  scaled.atol *= std::max(1.0, reference_rms);
+  return scaled;
+}
+
+double RootMeanSquare(absl::Span<const double> values, ThreadPool& pool) {
+  const auto [squares, finite] = ChunkedSums(
+      pool, static_cast<int64_t>(values.size()), [&](int64_t i, double& square_sum, double& count) {
+        if (!std::isfinite(values[i])) return;
+        square_sum += values[i] * values[i];
+        count += 1;
+      });
+  return finite > 0 ? std::sqrt(squares / finite) : 0;
+}
+
 Poison PoisonFor(DType dtype) {
   switch (dtype) {
     case forge::v1::DTYPE_FLOAT64:

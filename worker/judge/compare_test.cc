@@ -307,6 +307,77 @@ TEST(CompareOutputTest, SizeMismatchFails) {
   EXPECT_TRUE(absl::StrContains(result.failure, "reference has 41 elements")) << result.failure;
 }
 
+TEST(ScaledToReferenceTest, ScalesAtolOnlyAboveUnitRootMeanSquare) {
+  const Tolerances base = DefaultTolerances(forge::v1::DTYPE_FLOAT32);
+  EXPECT_DOUBLE_EQ(ScaledToReference(base, 0.25).atol, base.atol);
+  EXPECT_DOUBLE_EQ(ScaledToReference(base, 64).atol, 64 * base.atol);
+  EXPECT_DOUBLE_EQ(ScaledToReference(base, 64).rtol, base.rtol);
+  EXPECT_DOUBLE_EQ(ScaledToReference(base, 64).rel_norm, base.rel_norm);
+}
+
+TEST(RootMeanSquareTest, SkipsNonFiniteElements) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_DOUBLE_EQ(RootMeanSquare({3.0, -4.0, nan, inf}), std::sqrt(12.5));
+  EXPECT_EQ(RootMeanSquare({nan}), 0);
+  EXPECT_EQ(RootMeanSquare({}), 0);
+}
+
+// A float32 matrix product with long rows, as the ATen baseline computes it (float32 sums), against
+// the float64 one: where the terms cancel the result is near 0 and its rounding error, set by the
+// size of the terms, passes only atol scaled to the output. Inputs rounded to TF32 still fail.
+TEST(ScaledToReferenceTest, Float32ProductPassesAndTf32Fails) {
+  constexpr int64_t kSide = 48;
+  constexpr int64_t kInner = 8192;
+  std::mt19937_64 random(7);
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<float> a(kSide * kInner);
+  std::vector<float> b(kSide * kInner);  // transposed: row j is column j
+  for (float& value : a) value = static_cast<float>(normal(random));
+  for (float& value : b) value = static_cast<float>(normal(random));
+  auto tf32 = [](float value) {
+    uint32_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    bits = (bits + 0x1000u) & ~0x1FFFu;  // 10 explicit mantissa bits, rounded to nearest
+    std::memcpy(&value, &bits, sizeof bits);
+    return value;
+  };
+  std::vector<double> reference;
+  std::vector<double> float32;
+  std::vector<double> with_tf32;
+  for (int64_t i = 0; i < kSide; ++i) {
+    for (int64_t j = 0; j < kSide; ++j) {
+      double exact = 0;
+      float sum = 0;
+      float sum_tf32 = 0;
+      for (int64_t k = 0; k < kInner; ++k) {
+        const float x = a[i * kInner + k];
+        const float y = b[j * kInner + k];
+        exact += static_cast<double>(x) * y;
+        sum = std::fma(x, y, sum);
+        sum_tf32 = std::fma(tf32(x), tf32(y), sum_tf32);
+      }
+      reference.push_back(exact);
+      float32.push_back(sum);
+      with_tf32.push_back(sum_tf32);
+    }
+  }
+  auto compare = [&](const std::vector<double>& values, const Tolerances& tolerances) {
+    HostTensor tensor = *HostTensor::Allocate(Spec(forge::v1::DTYPE_FLOAT32, {kSide, kSide}));
+    for (size_t i = 0; i < values.size(); ++i) tensor.Set(i, values[i]);
+    return CompareOutput(tensor, reference, tolerances);
+  };
+  const Tolerances base = DefaultTolerances(forge::v1::DTYPE_FLOAT32);
+  const Tolerances scaled = ScaledToReference(base, RootMeanSquare(reference));
+  EXPECT_GT(RootMeanSquare(reference), 60);
+  EXPECT_FALSE(compare(float32, base).passed);  // the near-zero elements
+  OutputComparison product = compare(float32, scaled);
+  EXPECT_TRUE(product.passed) << product.failure;
+  OutputComparison tf32_product = compare(with_tf32, scaled);
+  EXPECT_FALSE(tf32_product.passed);
+  EXPECT_GT(tf32_product.mismatches, kSide * kSide / 4);
+}
+
 TEST(PoisonTest, PatternsAreNanOfTheirType) {
   for (DType dtype : {forge::v1::DTYPE_FLOAT64, forge::v1::DTYPE_FLOAT32,
                       forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,

@@ -111,6 +111,7 @@ ReferenceFacts DrawReferences::Facts(int output, const Tolerances& tolerances,
   if (!known) {
     known.emplace();
     known->near_constant = IsNearConstant(values, tolerances, pool);
+    known->rms = RootMeanSquare(values, pool);
     if (!native.empty()) known->eager.Add(native[output], values, pool);
   }
   if (against_first && (!known->agrees || known->agrees_with.lock() != first_draw)) {
@@ -120,6 +121,7 @@ ReferenceFacts DrawReferences::Facts(int output, const Tolerances& tolerances,
   ReferenceFacts facts;
   facts.near_constant = known->near_constant;
   facts.eager = known->eager;
+  facts.rms = known->rms;
   facts.agrees_with_first_draw = against_first && *known->agrees;
   absl::MutexLock lock(&facts_mutex_);
   known_facts_[key] = *std::move(known);

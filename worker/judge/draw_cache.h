@@ -79,6 +79,7 @@ struct ReferenceFacts {
   bool near_constant = false;           // IsNearConstant(float64[o])
   bool agrees_with_first_draw = false;  // AgreeWithin(float64[o], the first draw's float64[o])
   EagerError eager;                     // this draw's EagerError (zero without eager's values)
+  double rms = 0;                       // RootMeanSquare(float64[o]): ScaledToReference's scale
 };
 
 // What the reference computed for one draw.
@@ -101,6 +102,7 @@ struct DrawReferences {
   struct KnownFacts {
     bool near_constant = false;
     EagerError eager;
+    double rms = 0;
     // agrees_with_first_draw, and the draw 0 it was checked against.
     std::optional<bool> agrees;
     std::weak_ptr<const DrawReferences> agrees_with;

@@ -1,5 +1,6 @@
 #include "worker/judge/judge.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -219,6 +220,7 @@ class JudgeRunner {
     }
     widen_by_eager_ = reference_.native() != nullptr && HasReducedPrecisionFloat(task_);
     eager_errors_.assign(task_.outputs_size(), EagerError{});
+    reference_rms_.assign(task_.outputs_size(), 0.0);
     FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_.CreateStream());
     stream_.emplace(std::move(stream));
     for (int draw = 0; draw < options_.draws; ++draw) {
@@ -229,6 +231,12 @@ class JudgeRunner {
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (std::string note = eager_errors_[o].Note(); !note.empty()) {
         evidence.add_notes(absl::StrCat(OutputName(o), ": ", note));
+      }
+      if (reference_rms_[o] > 1) {
+        evidence.add_notes(absl::StrFormat(
+            "%s: atol scaled by the reference's root mean square, up to %.3g (to %.3g)",
+            OutputName(o), reference_rms_[o],
+            ScaledToReference(ToleranceFor(o), reference_rms_[o]).atol));
       }
     }
     return std::move(result_);
@@ -483,12 +491,12 @@ class JudgeRunner {
     const DrawReferences& references = *cached.references;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const Tolerances tolerances = ToleranceFor(o);
+      const ReferenceFacts facts = references.Facts(o, tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
-          resident->native.empty() ? nullptr : &resident->native[o], tolerances, stream);
+          resident->native.empty() ? nullptr : &resident->native[o],
+          ScaledToReference(tolerances, facts.rms), stream);
       if (failed_on_device(tallies.status())) return absl::OkStatus();
-      const ReferenceFacts facts =
-          references.Facts(o, tolerances, first_references_, pool_);
       const double rel_norm_bound =
           references.native.empty() ? tolerances.rel_norm
                                     : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
@@ -496,6 +504,7 @@ class JudgeRunner {
           SummarizeTallies(*tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
       if (comparison.passed) {
         eager_errors_[o].Merge(facts.eager);
+        reference_rms_[o] = std::max(reference_rms_[o], facts.rms);
         FORGE_RETURN_IF_ERROR(RecordComparison(draw, o, comparison));
         continue;
       }
@@ -665,8 +674,11 @@ class JudgeRunner {
                                    : absl::Span<const double>(references->native[o]);
     const ReferenceFacts facts = references->Facts(o, tolerances, first_references_, pool_);
     eager_errors_[o].Merge(facts.eager);
+    reference_rms_[o] = std::max(reference_rms_[o], facts.rms);
     FORGE_RETURN_IF_ERROR(RecordComparison(
-        draw, o, CompareOutput(spec, output, reference, tolerances, native_reference, pool_)));
+        draw, o,
+        CompareOutput(spec, output, reference, ScaledToReference(tolerances, facts.rms),
+                      native_reference, pool_)));
     if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
 
     // The candidate's values as doubles only where a variation is checked (rarely).
@@ -779,6 +791,7 @@ class JudgeRunner {
   // Whether eager's own error widens the tolerance (a native reference and reduced precision).
   bool widen_by_eager_ = false;
   std::vector<EagerError> eager_errors_;  // by output, over draws
+  std::vector<double> reference_rms_;     // by output, the largest over draws
 };
 
 uint64_t ReferenceFn::NewId() {
@@ -854,8 +867,10 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     }
   }
   for (int o = 0; o < task_.outputs_size(); ++o) {
-    const Tolerances tolerances =
+    const Tolerances base_tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
+    const ReferenceFacts facts = references_->Facts(o, base_tolerances, nullptr, *threads_);
+    const Tolerances tolerances = ScaledToReference(base_tolerances, facts.rms);
     const absl::Span<const double> native =
         references_->native.empty() ? absl::Span<const double>()
                                     : absl::Span<const double>(references_->native[o]);
@@ -869,9 +884,7 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
               *stream));
       const double rel_norm_bound =
           native.empty() ? tolerances.rel_norm
-                         : WidenedRelNormBound(
-                               tolerances, references_->Facts(o, tolerances, nullptr, *threads_)
-                                               .eager.rel_norm);
+                         : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
       device_comparison = SummarizeTallies(tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
       if (device_comparison->passed) continue;
     }
