@@ -266,14 +266,15 @@ TEST(AtenBaselineTest, ConvolutionBatchNormReluRunsAsExportedOnTheCpu) {
 }
 
 // float32 convolutions run in float32 on the GPU as on the CPU: TF32 (LibTorch's default for
-// cuDNN) would put the largest difference near 1e-3 of the output's size with 2304-term sums.
+// cuDNN) would put the largest difference near 1e-3 of the output's size with 2304-term sums;
+// float32 in another summation order leaves about 1e-5 (1.4e-5 on the H200).
 TEST(AtenBaselineTest, Float32ConvolutionIsNotRoundedToTf32) {
   FORGE_SKIP_WITHOUT_GPU();
   std::vector<float> gpu, cpu;
   RunOnGpuAndCpu(ConvBatchNormReluTask(v1::DTYPE_FLOAT32, 256, 64),
                  ConvBatchNormInputs(v1::DTYPE_FLOAT32, 256, 64), gpu, cpu);
   ASSERT_EQ(gpu.size(), cpu.size());
-  EXPECT_LT(ScaledMaxDifference(gpu, cpu), 1e-5);
+  EXPECT_LT(ScaledMaxDifference(gpu, cpu), 1e-4);
 }
 
 }  // namespace
