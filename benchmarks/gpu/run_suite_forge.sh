@@ -40,7 +40,9 @@ FORGE_SUITE_BUNDLES="$OUT/forge/bundles" BUDGET="$budget trials per job" \
   --forge-plan benchmarks.suite.forge_plan:plan --forge-jobs "$OUT/forge/jobs"
 # What comes back (a few files): the job summaries, the service's logs, and per bundle its plan
 # and report (kernel sources are regenerated from the candidates).
-(cd "$OUT" && tar czf shards.tar.gz shard[0-9]* && rm -rf shard[0-9]*)
+# (With one GPU the timing writes suite.json into $OUT itself, and there are no shards.)
+(cd "$OUT" && shards=$(ls -d shard[0-9]* 2>/dev/null) && tar czf shards.tar.gz $shards &&
+ rm -rf $shards)
 (cd "$OUT" && tar czf forge.tar.gz forge/jobs forge/service \
    $(cd "$OUT" && ls -d forge/bundles/*/plan.json forge/bundles/*/report.md 2>/dev/null) &&
  rm -rf forge)
