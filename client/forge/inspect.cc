@@ -11,6 +11,7 @@
 #include "common/arch/arch.h"
 #include "common/dtype/dtype.h"
 #include "common/text/json.h"
+#include "compiler/graph/cost.h"
 #include "compiler/graph/op_classes.h"
 #include "compiler/graph/partition.h"
 
@@ -97,28 +98,8 @@ std::string OpSummary(const forge::v1::Graph& group) {
   return absl::StrJoin(compute.empty() ? all : compute, "+");
 }
 
-MathMode TaskMathMode(const KernelTask& task) {
-  const forge::v1::DType dtype =
-      task.inputs().empty() ? forge::v1::DTYPE_FLOAT32 : task.inputs(0).dtype();
-  if (dtype == forge::v1::DTYPE_FLOAT64) return MathMode::kFp64;
-  const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
-                            task.family() == forge::v1::KERNEL_FAMILY_CONV ||
-                            task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;
-  if (!tensor_cores) return MathMode::kFp32;
-  switch (dtype) {
-    case forge::v1::DTYPE_BFLOAT16:
-    case forge::v1::DTYPE_FLOAT16:
-      return MathMode::kBf16;
-    case forge::v1::DTYPE_FLOAT8_E4M3FN:
-    case forge::v1::DTYPE_FLOAT8_E5M2:
-      return MathMode::kFp8;
-    default:
-      return MathMode::kFp32;
-  }
-}
-
 std::string BottleneckHint(const GpuArch& gpu, const KernelTask& task, double median_us) {
-  const MathMode mode = TaskMathMode(task);
+  const MathMode mode = graph::FloorMathMode(task);
   const double flops = static_cast<double>(task.flops());
   const double bytes = static_cast<double>(task.min_bytes());
   absl::StatusOr<Roofline> floor = RooflineFloor(gpu, flops, bytes, mode);
@@ -155,7 +136,7 @@ absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
   for (const KernelTask& task : partition->tasks) {
     absl::StatusOr<Roofline> floor =
         RooflineFloor(*gpu, static_cast<double>(task.flops()),
-                      static_cast<double>(task.min_bytes()), TaskMathMode(task));
+                      static_cast<double>(task.min_bytes()), graph::FloorMathMode(task));
     if (!floor.ok()) return floor.status();
     TaskRow row{.short_digest = task.digest().substr(0, 12),
                 .family = std::string(absl::StripPrefix(

@@ -17,11 +17,6 @@ struct InspectOptions {
   bool json = false;         // JSON instead of a text table
 };
 
-// The unit a task's arithmetic runs on, for its roofline floor: tensor cores (bf16/fp16, fp8) for
-// GEMM, convolution and attention tasks on such data, CUDA cores otherwise (float32 never assumes
-// TF32), fp64 for float64 data.
-MathMode TaskMathMode(const forge::v1::KernelTask& task);
-
 // How `task` at `median_us` on `gpu` relates to its roofline: "memory-bound at 62% of bandwidth
 // (compute 3% of fp32 peak)", "compute-bound at 71% of bf16 peak", "launch-bound: no DRAM traffic
 // or arithmetic", or a warning when the time is below the floor. Empty when the GPU lacks the
@@ -34,8 +29,8 @@ std::string BottleneckHint(const GpuArch& gpu, const forge::v1::KernelTask& task
 std::string OpSummary(const forge::v1::Graph& group);
 
 // Partitions `graph` and renders the task list: per task the short digest (12 hex), family, ops,
-// input and output shapes, GFLOP, MB, roofline floor on the GPU (in TaskMathMode) and occurrences,
-// then totals. NotFound for an unknown GPU.
+// input and output shapes, GFLOP, MB, roofline floor on the GPU (in graph::FloorMathMode) and
+// occurrences, then totals. NotFound for an unknown GPU.
 absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
                                          const InspectOptions& options);
 

@@ -15,6 +15,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
 #include "compiler/codegen/family.h"
+#include "compiler/graph/cost.h"
 #include "compiler/graph/partition.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/emulated/emulated_backend.h"
@@ -202,7 +203,7 @@ absl::StatusOr<std::string> PredictGraph(const forge::v1::Graph& graph,
     FORGE_ASSIGN_OR_RETURN(const Roofline floor,
                            RooflineFloor(gpu, static_cast<double>(task.flops()),
                                          static_cast<double>(task.min_bytes()),
-                                         emulated::TaskMathMode(task)));
+                                         graph::FloorMathMode(task)));
     TaskRows rows{.task = &task,
                   .short_digest = task.digest().substr(0, 12),
                   .family = std::string(absl::StripPrefix(

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "client/forge/inspect.h"
+#include "compiler/graph/cost.h"
 #include "client/forge/model.h"
 #include "client/forge/plot.h"
 #include "client/forge/png.h"
@@ -514,7 +515,7 @@ Image RooflinePlot(const std::vector<TaskSummary>& summaries, const GpuArch& gpu
     const TaskSummary& s = summaries[i];
     const KernelTask& task = s.results->task();
     if (!s.has_winner || task.flops() <= 0 || task.min_bytes() <= 0 || s.forge_us <= 0) continue;
-    modes.insert(TaskMathMode(task));
+    modes.insert(graph::FloorMathMode(task));
     points.push_back({.label = absl::StrCat("#", i + 1),
                       .intensity = static_cast<double>(task.flops()) / task.min_bytes(),
                       .flops_per_second = task.flops() / (s.forge_us * 1e-6),

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "client/forge/exit_code.h"
 #include "client/forge/inspect.h"
+#include "compiler/graph/cost.h"
 #include "client/forge/jobs.h"
 #include "client/forge/proto_json.h"
 #include "common/status/status_macros.h"
@@ -158,7 +159,7 @@ std::string JobView::Describe(const TaskState& task) const {
   if (task.task.flops() > 0 || task.task.min_bytes() > 0) {
     absl::StatusOr<Roofline> floor =
         RooflineFloor(gpu_, static_cast<double>(task.task.flops()),
-                      static_cast<double>(task.task.min_bytes()), TaskMathMode(task.task));
+                      static_cast<double>(task.task.min_bytes()), graph::FloorMathMode(task.task));
     if (floor.ok() && best.median_us() > 0) {
       absl::StrAppendFormat(&text, ", %.0f%% of floor",
                             floor->seconds * 1e6 / best.median_us() * 100);

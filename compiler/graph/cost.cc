@@ -176,4 +176,26 @@ absl::StatusOr<TaskCost> ComputeTaskCost(const Graph& group) {
   return cost;
 }
 
+MathMode FloorMathMode(const forge::v1::KernelTask& task) {
+  bool float64 = false;
+  bool fp8_input = false;
+  bool sixteen_bit = false;
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const TensorSpec& spec : *specs) {
+      const forge::v1::DType dtype = spec.dtype();
+      float64 |= dtype == forge::v1::DTYPE_FLOAT64;
+      sixteen_bit |= dtype == forge::v1::DTYPE_BFLOAT16 || dtype == forge::v1::DTYPE_FLOAT16;
+      fp8_input |= specs == &task.inputs() && (dtype == forge::v1::DTYPE_FLOAT8_E4M3FN ||
+                                               dtype == forge::v1::DTYPE_FLOAT8_E5M2);
+    }
+  }
+  if (float64) return MathMode::kFp64;
+  const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
+                            task.family() == forge::v1::KERNEL_FAMILY_CONV ||
+                            task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;
+  if (!tensor_cores) return MathMode::kFp32;
+  if (fp8_input) return MathMode::kFp8;
+  return sixteen_bit ? MathMode::kBf16 : MathMode::kFp32;
+}
+
 }  // namespace forge::graph

@@ -6,7 +6,9 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "common/arch/arch.h"
 #include "forge/v1/graph.pb.h"
+#include "forge/v1/task.pb.h"
 
 namespace forge::graph {
 
@@ -34,6 +36,11 @@ std::int64_t SpannedBytes(const forge::v1::TensorSpec& spec);
 //   only of views moves nothing: 0.
 // InvalidArgument when a node names a value the group does not describe.
 absl::StatusOr<TaskCost> ComputeTaskCost(const forge::v1::Graph& group);
+
+// The arithmetic unit whose peak bounds `task`, for its roofline floor: fp64 when any tensor is
+// float64; the tensor cores for GEMM, convolution and attention tasks on bf16/fp16 (kBf16) or
+// fp8 data; the CUDA cores' fp32 otherwise (float32 never assumes TF32).
+MathMode FloorMathMode(const forge::v1::KernelTask& task);
 
 }  // namespace forge::graph
 

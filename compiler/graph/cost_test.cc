@@ -134,5 +134,32 @@ TEST(ComputeTaskCostTest, MissingSpecIsAnError) {
   EXPECT_THAT(cost.status().message(), HasSubstr("neg_1"));
 }
 
+TEST(FloorMathModeTest, TensorCoresOnlyForContractionsOnNarrowData) {
+  auto task = [](forge::v1::KernelFamily family, forge::v1::DType input, forge::v1::DType output) {
+    forge::v1::KernelTask made;
+    made.set_family(family);
+    *made.add_inputs() = Spec(input, {64, 64}, {});
+    *made.add_outputs() = Spec(output, {64, 64}, {});
+    return made;
+  };
+  using forge::v1::DTYPE_BFLOAT16;
+  using forge::v1::DTYPE_FLOAT16;
+  using forge::v1::DTYPE_FLOAT32;
+  using forge::v1::DTYPE_FLOAT64;
+  using forge::v1::DTYPE_FLOAT8_E4M3FN;
+  for (auto family : {forge::v1::KERNEL_FAMILY_GEMM, forge::v1::KERNEL_FAMILY_CONV,
+                      forge::v1::KERNEL_FAMILY_ATTENTION}) {
+    EXPECT_EQ(FloorMathMode(task(family, DTYPE_BFLOAT16, DTYPE_BFLOAT16)), MathMode::kBf16);
+    EXPECT_EQ(FloorMathMode(task(family, DTYPE_FLOAT16, DTYPE_FLOAT32)), MathMode::kBf16);
+    EXPECT_EQ(FloorMathMode(task(family, DTYPE_FLOAT8_E4M3FN, DTYPE_BFLOAT16)), MathMode::kFp8);
+    EXPECT_EQ(FloorMathMode(task(family, DTYPE_FLOAT32, DTYPE_FLOAT32)), MathMode::kFp32);
+    EXPECT_EQ(FloorMathMode(task(family, DTYPE_FLOAT64, DTYPE_FLOAT64)), MathMode::kFp64);
+  }
+  EXPECT_EQ(FloorMathMode(task(forge::v1::KERNEL_FAMILY_REDUCTION, DTYPE_BFLOAT16, DTYPE_BFLOAT16)),
+            MathMode::kFp32);
+  EXPECT_EQ(FloorMathMode(task(forge::v1::KERNEL_FAMILY_POINTWISE, DTYPE_FLOAT32, DTYPE_FLOAT64)),
+            MathMode::kFp64);
+}
+
 }  // namespace
 }  // namespace forge::graph

@@ -10,7 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/gemm_library.h"
-#include "worker/emulated/emulated_backend.h"
+#include "compiler/graph/cost.h"
 
 namespace forge::daemon {
 namespace {
@@ -161,7 +161,7 @@ absl::StatusOr<forge::v1::Result> GpuExecutor::Execute(PreparedCandidate prepare
   if (table_entry_.has_value()) {
     absl::StatusOr<Roofline> floor =
         RooflineFloor(*table_entry_, static_cast<double>(task.flops()),
-                      static_cast<double>(task.min_bytes()), emulated::TaskMathMode(task));
+                      static_cast<double>(task.min_bytes()), graph::FloorMathMode(task));
     if (floor.ok()) {
       measurement->set_roofline_floor_us(floor->seconds * 1e6);
       if (summary.median > 0) {

@@ -92,26 +92,13 @@ forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch&
 
 }  // namespace
 
-MathMode TaskMathMode(const forge::v1::KernelTask& task) {
-  bool float64 = false;
-  bool half = false;
-  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
-    for (const forge::v1::TensorSpec& spec : *specs) {
-      float64 |= spec.dtype() == forge::v1::DTYPE_FLOAT64;
-      half |= spec.dtype() == forge::v1::DTYPE_BFLOAT16 || spec.dtype() == forge::v1::DTYPE_FLOAT16;
-    }
-  }
-  if (float64) return MathMode::kFp64;
-  if (task.family() == forge::v1::KERNEL_FAMILY_GEMM && half) return MathMode::kBf16;
-  return MathMode::kFp32;
-}
-
 KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
                               const codegen::GeneratedKernel& kernel,
                               const KernelResources& resources, const Occupancy& occupancy) {
   KernelWork work;
   work.flops = static_cast<double>(task.flops());
-  work.math_mode = TaskMathMode(task);
+  // Generated kernels compute in float32, float64 for float64 tasks.
+  work.math_mode = graph::FloorMathMode(task) == MathMode::kFp64 ? MathMode::kFp64 : MathMode::kFp32;
   const double threads = static_cast<double>(kernel.launch.grid[0]) * kernel.launch.grid[1] *
                          kernel.launch.grid[2] * kernel.launch.block[0] * kernel.launch.block[1] *
                          kernel.launch.block[2];
@@ -166,7 +153,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
                                                         absl::string_view gpu_name,
                                                         absl::string_view candidate_digest) const {
   FORGE_ASSIGN_OR_RETURN(const GpuArch gpu, FindGpu(gpu_name));
-  const MathMode mode = TaskMathMode(task);
+  const MathMode mode = graph::FloorMathMode(task);
   FORGE_ASSIGN_OR_RETURN(const Roofline floor,
                          RooflineFloor(gpu, static_cast<double>(task.flops()),
                                        static_cast<double>(task.min_bytes()), mode));

@@ -34,11 +34,6 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
                               const codegen::GeneratedKernel& kernel,
                               const KernelResources& resources, const Occupancy& occupancy);
 
-// The math unit a kernel of `task` uses: fp64 when any tensor is float64, bf16 tensor cores for
-// a GEMM-family task on 16-bit data, the fp32 CUDA cores otherwise (generated pointwise and
-// reduction kernels compute in float32).
-MathMode TaskMathMode(const forge::v1::KernelTask& task);
-
 struct EmulatedResult {
   // A Measurement (kind PREDICTED) or a Failure (stage COMPILE).
   forge::v1::Result result;
