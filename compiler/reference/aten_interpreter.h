@@ -33,6 +33,10 @@ absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view wh
 // `tensor`, on any device, copied into host memory.
 absl::StatusOr<HostTensor> ToHost(const at::Tensor& tensor);
 
+// A tensor over memory the caller owns and keeps alive (`data` on `device`; no copy), laid out as
+// `spec` says: its strides when it has one per dimension, else row-major.
+absl::StatusOr<at::Tensor> WrapMemory(void* data, const v1::TensorSpec& spec, c10::Device device);
+
 // RunTaskGroup on `device`: the inputs are uploaded there (keeping their strides), every node runs
 // there, and the outputs are copied back to the host. The caller owns the device's set-up (a CUDA
 // device needs LibTorch's CUDA libraries linked) and its caching allocator's memory.

@@ -8,7 +8,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <cstring>
@@ -655,6 +657,16 @@ absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view wh
 }
 
 absl::StatusOr<HostTensor> ToHost(const at::Tensor& tensor) { return ToHostTensor(tensor); }
+
+absl::StatusOr<at::Tensor> WrapMemory(void* data, const v1::TensorSpec& spec, c10::Device device) {
+  FORGE_ASSIGN_OR_RETURN(at::ScalarType scalar_type, ToScalarType(spec.dtype()));
+  const auto options = at::TensorOptions().dtype(scalar_type).device(device);
+  const c10::IntArrayRef shape(spec.shape().data(), spec.shape().size());
+  if (c10::multiply_integers(shape) == 0) return at::empty(shape, options);
+  if (spec.strides_size() != spec.shape_size()) return at::from_blob(data, shape, options);
+  return at::from_blob(data, shape, c10::IntArrayRef(spec.strides().data(), spec.strides().size()),
+                       options);
+}
 
 absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
                       absl::flat_hash_map<std::string, at::Tensor>& values) {

@@ -45,12 +45,21 @@ absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor&
   return absl::OkStatus();
 }
 
+// Whether a node of `group` may write to one of its arguments (an in-place or out= op).
+absl::StatusOr<bool> MayWriteItsArguments(const v1::Graph& group) {
+  for (const v1::Node& node : group.nodes()) {
+    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, reference::internal::FindOperator(node));
+    if (op.schema().is_mutable()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct AtenBaseline::State {
-  v1::Graph group;
+  v1::KernelTask task;
   c10::Device device;
-  // The uploaded inputs, by group input value name.
+  // The inputs (uploaded, or wrapping the caller's device memory), by group input value name.
   absl::flat_hash_map<std::string, at::Tensor> inputs;
   std::vector<at::Tensor> outputs;
 };
@@ -58,21 +67,15 @@ struct AtenBaseline::State {
 AtenBaseline::AtenBaseline(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AtenBaseline::~AtenBaseline() = default;
 
-absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
-    const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
-    int device_ordinal) {
+absl::StatusOr<std::unique_ptr<AtenBaseline::State>> AtenBaseline::Prepare(
+    const v1::KernelTask& task, size_t input_count, int device_ordinal) {
   const v1::Graph& group = task.group();
   const std::string where_task = absl::StrCat("task ", task.digest());
   if (task.inputs_size() != group.inputs_size() ||
-      inputs.size() != static_cast<size_t>(group.inputs_size())) {
+      input_count != static_cast<size_t>(group.inputs_size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         where_task, ": the group takes ", group.inputs_size(), " inputs; the task specifies ",
-        task.inputs_size(), " and ", inputs.size(), " are given"));
-  }
-  for (int i = 0; i < group.inputs_size(); ++i) {
-    FORGE_RETURN_IF_ERROR(CheckInput(
-        task.inputs(i), inputs[i],
-        absl::StrCat(where_task, " input ", i, " '", group.inputs(i).value_name(), "'")));
+        task.inputs_size(), " and ", input_count, " are given"));
   }
   FORGE_RETURN_IF_ERROR(Annotate(CheckOperators(group), where_task));
   FORGE_RETURN_IF_ERROR(Annotate(gpu::DriverStatus(), "the ATen baseline needs a GPU"));
@@ -81,13 +84,30 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
                                                    "; LibTorch sees ",
                                                    static_cast<int>(c10::cuda::device_count())));
   }
-
   // float32 stays float32: LibTorch lets cuDNN's convolutions round to TF32 by default, which
   // misses the judge's float32 tolerance, so the baseline would fail as a candidate and its time
   // would not be float32's. (cuBLAS's matrix products default to full float32 already.)
   at::globalContext().setAllowTF32CuDNN(false);
-  auto state = std::make_unique<State>(
-      State{group, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)), {}, {}});
+  return std::make_unique<State>(
+      State{task, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)), {}, {}});
+}
+
+absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
+    const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
+    int device_ordinal) {
+  const std::string where_task = absl::StrCat("task ", task.digest());
+  // The inputs first: a mismatch is the caller's error even where no GPU could run the group.
+  if (static_cast<size_t>(task.inputs_size()) == inputs.size() &&
+      task.inputs_size() == task.group().inputs_size()) {
+    for (int i = 0; i < task.inputs_size(); ++i) {
+      FORGE_RETURN_IF_ERROR(CheckInput(task.inputs(i), inputs[i],
+                                       absl::StrCat(where_task, " input ", i, " '",
+                                                    task.group().inputs(i).value_name(), "'")));
+    }
+  }
+  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state,
+                         Prepare(task, inputs.size(), device_ordinal));
+  const v1::Graph& group = task.group();
   for (int i = 0; i < group.inputs_size(); ++i) {
     const std::string& name = group.inputs(i).value_name();
     const std::string where = absl::StrCat(where_task, " input ", i, " '", name, "'");
@@ -103,14 +123,40 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
   return std::unique_ptr<AtenBaseline>(new AtenBaseline(std::move(state)));
 }
 
+absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::OnDevice(
+    const v1::KernelTask& task, absl::Span<const CUdeviceptr> inputs, int device_ordinal) {
+  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state,
+                         Prepare(task, inputs.size(), device_ordinal));
+  const v1::Graph& group = task.group();
+  // A group that writes to its arguments gets device copies: the caller's memory stays as it was.
+  FORGE_ASSIGN_OR_RETURN(const bool writes, MayWriteItsArguments(group));
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    FORGE_ASSIGN_OR_RETURN(
+        at::Tensor wrapped,
+        reference::internal::WrapMemory(reinterpret_cast<void*>(inputs[i]), task.inputs(i),
+                                        state->device));
+    if (writes) {
+      try {
+        wrapped = wrapped.clone(at::MemoryFormat::Preserve);
+      } catch (const c10::Error& error) {
+        return absl::InternalError(absl::StrCat("task ", task.digest(), " input ", i,
+                                                ": copy failed: ", error.what_without_backtrace()));
+      }
+    }
+    state->inputs.emplace(group.inputs(i).value_name(), std::move(wrapped));
+  }
+  return std::unique_ptr<AtenBaseline>(new AtenBaseline(std::move(state)));
+}
+
 absl::Status AtenBaseline::Launch(CUstream stream) {
   c10::cuda::CUDAStreamGuard stream_guard(
       c10::cuda::getStreamFromExternal(stream, state_->device.index()));
   // The previous launch's outputs go back to the cache before this launch allocates.
   state_->outputs.clear();
   absl::flat_hash_map<std::string, at::Tensor> values = state_->inputs;
-  FORGE_RETURN_IF_ERROR(reference::internal::RunNodes(state_->group, state_->device, values));
-  for (const v1::GraphOutput& output : state_->group.outputs()) {
+  const v1::Graph& group = state_->task.group();
+  FORGE_RETURN_IF_ERROR(reference::internal::RunNodes(group, state_->device, values));
+  for (const v1::GraphOutput& output : group.outputs()) {
     auto it = values.find(output.value_name());
     if (it == values.end()) {
       return absl::InvalidArgumentError(
@@ -135,6 +181,42 @@ absl::StatusOr<std::vector<reference::HostTensor>> AtenBaseline::Outputs() const
         absl::StrCat("reading the baseline's outputs: ", error.what_without_backtrace()));
   }
   return outputs;
+}
+
+absl::Status AtenBaseline::CopyOutputsTo(absl::Span<const CUdeviceptr> outputs,
+                                         CUstream stream) const {
+  const v1::KernelTask& task = state_->task;
+  if (outputs.size() != state_->outputs.size() ||
+      outputs.size() != static_cast<size_t>(task.outputs_size())) {
+    return absl::InternalError(absl::StrCat("task ", task.digest(), ": ", state_->outputs.size(),
+                                            " outputs computed, ", task.outputs_size(),
+                                            " declared, ", outputs.size(), " destinations"));
+  }
+  c10::cuda::CUDAStreamGuard stream_guard(
+      c10::cuda::getStreamFromExternal(stream, state_->device.index()));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const v1::TensorSpec& spec = task.outputs(static_cast<int>(o));
+    const at::Tensor& computed = state_->outputs[o];
+    FORGE_ASSIGN_OR_RETURN(
+        at::Tensor destination,
+        reference::internal::WrapMemory(reinterpret_cast<void*>(outputs[o]), spec,
+                                        state_->device));
+    // copy_ would convert a wrong dtype or broadcast a wrong shape without a word.
+    if (computed.scalar_type() != destination.scalar_type() ||
+        computed.sizes() != destination.sizes()) {
+      return absl::InternalError(absl::StrCat(
+          "task ", task.digest(), ": ATen produced ", c10::toString(computed.scalar_type()), " [",
+          absl::StrJoin(computed.sizes(), ", "), "] for output ", o, ", declared ",
+          v1::DType_Name(spec.dtype()), " [", absl::StrJoin(spec.shape(), ", "), "]"));
+    }
+    try {
+      destination.copy_(computed);
+    } catch (const c10::Error& error) {
+      return absl::InternalError(absl::StrCat("copying output ", o, " of task ", task.digest(),
+                                              ": ", error.what_without_backtrace()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace forge::baseline

@@ -34,6 +34,12 @@ class AtenBaseline {
   static absl::StatusOr<std::unique_ptr<AtenBaseline>> Create(
       const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
       int device_ordinal = 0);
+  // The same checks, over inputs already on GPU `device_ordinal`: `inputs` holds each group
+  // input's device address, its storage laid out as the task's spec says. Nothing is copied (but
+  // for a group with an op that may write its arguments, which gets device copies): the memory
+  // must stay allocated, and unchanged, while the baseline runs.
+  static absl::StatusOr<std::unique_ptr<AtenBaseline>> OnDevice(
+      const v1::KernelTask& task, absl::Span<const CUdeviceptr> inputs, int device_ordinal = 0);
   ~AtenBaseline();
   AtenBaseline(const AtenBaseline&) = delete;
   AtenBaseline& operator=(const AtenBaseline&) = delete;
@@ -45,8 +51,16 @@ class AtenBaseline {
   // The last launch's outputs, one per group output, in host memory; waits for the device.
   absl::StatusOr<std::vector<reference::HostTensor>> Outputs() const;
 
+  // Enqueues on `stream` copies of the last launch's outputs into device memory at `outputs`
+  // (one address per task output, laid out as the task's spec says). InternalError when an output
+  // differs from its spec in dtype or shape.
+  absl::Status CopyOutputsTo(absl::Span<const CUdeviceptr> outputs, CUstream stream) const;
+
  private:
   struct State;  // the LibTorch side
+  // The checks both factories make, with `input_count` inputs given; the State without inputs.
+  static absl::StatusOr<std::unique_ptr<State>> Prepare(const v1::KernelTask& task,
+                                                        size_t input_count, int device_ordinal);
   explicit AtenBaseline(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

@@ -251,6 +251,47 @@ double ScaledMaxDifference(const std::vector<float>& a, const std::vector<float>
   return max_difference / std::sqrt(squares / b.size());
 }
 
+// The group over inputs already on the GPU, its outputs copied into device memory laid out as
+// the task says: the same values as the host path, and a task output the group does not produce
+// as declared is an error, not a silent conversion.
+TEST(AtenBaselineTest, RunsOverDeviceMemoryAndCopiesOutputsThere) {
+  FORGE_SKIP_WITHOUT_GPU();
+  auto device = gpu::Device::Open(0);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto stream = (*device)->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  constexpr int kRows = 33;
+  const HostTensor input = Ramp(kRows);
+  auto input_buffer = (*device)->Allocate(input.bytes.size());
+  auto output_buffer = (*device)->Allocate(input.bytes.size());
+  ASSERT_TRUE(input_buffer.ok() && output_buffer.ok());
+  ASSERT_TRUE(input_buffer->CopyFromHost(input.bytes.data(), input.bytes.size()).ok());
+
+  const v1::KernelTask task = SoftmaxTask(kRows);
+  auto baseline = AtenBaseline::OnDevice(task, {input_buffer->address()});
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  ASSERT_TRUE((*baseline)->Launch(stream->handle()).ok());
+  absl::Status copied = (*baseline)->CopyOutputsTo({output_buffer->address()}, stream->handle());
+  ASSERT_TRUE(copied.ok()) << copied;
+  ASSERT_TRUE(stream->Synchronize().ok());
+  std::vector<float> got(kRows * 4);
+  ASSERT_TRUE(output_buffer->CopyToHost(got.data(), got.size() * sizeof(float)).ok());
+  auto expected = reference::RunTaskGroup(task, {input}, reference::Precision::kNative);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const std::vector<float> want = Elements((*expected)[0]);
+  for (int i = 0; i < kRows * 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+
+  v1::KernelTask declared_bfloat16 = task;
+  declared_bfloat16.mutable_outputs(0)->set_dtype(v1::DTYPE_BFLOAT16);
+  auto mismatched = AtenBaseline::OnDevice(declared_bfloat16, {input_buffer->address()});
+  ASSERT_TRUE(mismatched.ok()) << mismatched.status();
+  ASSERT_TRUE((*mismatched)->Launch(stream->handle()).ok());
+  absl::Status refused =
+      (*mismatched)->CopyOutputsTo({output_buffer->address()}, stream->handle());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInternal) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "declared DTYPE_BFLOAT16")) << refused;
+}
+
 // On CUDA the batch norm's saved statistics come back [C] in float32, not the declared [0]: they
 // are not read, so the group runs (it failed every conv + batch-norm task of the suite's ResNet-50).
 TEST(AtenBaselineTest, ConvolutionBatchNormReluRunsAsExportedOnTheCpu) {

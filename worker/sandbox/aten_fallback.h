@@ -3,11 +3,11 @@
 // Its timing is the task's eager baseline. Built only with LibTorch's CUDA libraries
 // (forge::libtorch_cuda); this header includes no LibTorch.
 //
-// The judge's launch copies the task's inputs from the judge's buffers to the host, uploads them
-// into a fresh AtenBaseline, runs the group on the judge's stream and copies the outputs into the
-// judge's output buffers, in their layouts, before it returns. The timed launch is the
-// AtenBaseline of the last judge launch alone (the last draw's inputs, already on the device; its
-// outputs from the caching allocator), as eager PyTorch runs; after timing, what the last timed run
+// The judge's launch runs a fresh AtenBaseline over the judge's input buffers in place (nothing
+// goes through the host) on the judge's stream, and enqueues there copies of the outputs into the
+// judge's output buffers, in their layouts. The timed launch is the AtenBaseline of the last judge
+// launch alone (the last draw's input buffers, which the judge keeps for the timer; its outputs
+// from the caching allocator), as eager PyTorch runs; after timing, what the last timed run
 // produced is copied into the judge's output buffers, which the child then re-checks.
 #ifndef FORGE_WORKER_SANDBOX_ATEN_FALLBACK_H_
 #define FORGE_WORKER_SANDBOX_ATEN_FALLBACK_H_
