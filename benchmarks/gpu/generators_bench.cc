@@ -10,13 +10,15 @@
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
-//   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems)
+//   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
+//   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints)
 //     For each "anchor" problem: up to kAnchorPoints schedule points timed (L2 flushed, median of
 //     kTimedReps), the fastest judged (then the next, if it fails), timed again on the judge's
 //     buffers with the outputs poisoned before every rep and re-checked; roofline floors from the
 //     arch table and from the measured copy bandwidth. One JSON line per problem.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -167,20 +170,59 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
   return tasks;
 }
 
-// The default point, then up to `others` distinct valid points drawn with a fixed seed.
+// FORGE_BENCH_POINTS: points to measure besides the sampled ones, ';'-separated, each a list of
+// name=value overriding a space's default point ("cluster_blocks=8,cache_row=0;vector_width=2").
+// A request naming a parameter the space lacks, or giving an invalid point, is left out.
+std::vector<std::map<std::string, int64_t>> RequestedPoints() {
+  std::vector<std::map<std::string, int64_t>> requested;
+  const char* text = std::getenv("FORGE_BENCH_POINTS");
+  if (text == nullptr) return requested;
+  for (absl::string_view point : absl::StrSplit(text, ';', absl::SkipEmpty())) {
+    std::map<std::string, int64_t> values;
+    for (absl::string_view assignment : absl::StrSplit(point, ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> name_value = absl::StrSplit(assignment, '=');
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(name_value.second, &value)) {
+        std::fprintf(stderr, "FORGE_BENCH_POINTS: '%s' is not name=integer\n",
+                     std::string(assignment).c_str());
+        std::exit(2);
+      }
+      values[name_value.first] = value;
+    }
+    requested.push_back(std::move(values));
+  }
+  return requested;
+}
+
+// The default point, the FORGE_BENCH_POINTS points that apply, then up to `others` distinct
+// valid points drawn with a fixed seed.
 absl::StatusOr<std::vector<codegen::SchedulePoint>> PickPoints(const codegen::KernelFamily& family,
                                                               const forge::v1::KernelTask& task,
                                                               int others, uint64_t seed) {
   FORGE_ASSIGN_OR_RETURN(std::vector<codegen::TemplateSpace> spaces, family.ScheduleSpace(task));
+  static const std::vector<std::map<std::string, int64_t>> requested = RequestedPoints();
   std::vector<codegen::SchedulePoint> picked;
   std::vector<codegen::SchedulePoint> valid;
   for (const auto& space : spaces) {
     codegen::SchedulePoint default_point = codegen::DefaultPoint(space);
     picked.push_back(default_point);  // judged even when Validate rejects it: Generate says why
-    for (auto& point : codegen::EnumeratePoints(space)) {
-      if (point.parameters != default_point.parameters && family.Validate(task, point).ok()) {
-        valid.push_back(std::move(point));
+    for (const std::map<std::string, int64_t>& values : requested) {
+      codegen::SchedulePoint point = default_point;
+      bool applies = true;
+      for (const auto& [name, value] : values) {
+        applies = applies && point.parameters.contains(name);
+        point.parameters[name] = value;
       }
+      if (applies && point.parameters != default_point.parameters &&
+          family.Validate(task, point).ok()) {
+        picked.push_back(std::move(point));
+      }
+    }
+    for (auto& point : codegen::EnumeratePoints(space)) {
+      const bool picked_already = std::any_of(
+          picked.begin(), picked.end(),
+          [&](const codegen::SchedulePoint& other) { return other.parameters == point.parameters; });
+      if (!picked_already && family.Validate(task, point).ok()) valid.push_back(std::move(point));
     }
   }
   std::mt19937_64 random(seed);

@@ -615,10 +615,6 @@ absl::Status ValidateColumnPoint(const ReductionTask& analysis, const SchedulePo
 
 absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& layout) {
   const int64_t blocks = layout.cluster_blocks;
-  if (!layout.cache_row) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster_blocks ", blocks, " shares a row among blocks to keep it on chip: needs cache_row 1"));
-  }
   if (layout.rows_per_block != 1) {
     return absl::InvalidArgumentError(absl::StrCat("cluster_blocks ", blocks,
                                                    " gives each block part of one row: needs "

@@ -281,6 +281,27 @@ TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
   }
 }
 
+// Without cache_row the blocks of a cluster still split the row and combine through distributed
+// shared memory, but each block reads its segment again from global memory in the later passes:
+// with a cluster's rows few enough to be in flight at once, those reads can come from L2 while
+// the blocks keep several per SM (the cached point holds one 192 KiB block per SM).
+TEST(ReductionTest, ClusterWithoutTheRowCacheRereadsItsSegment) {
+  ReductionFamily family;
+  const KernelTask task = Softmax(kF32, {4096, 393216});
+  SchedulePoint point = ClusterPoint(8, 512, 4);
+  point.parameters["cache_row"] = 0;
+  ASSERT_TRUE(family.Validate(task, point).ok()) << family.Validate(task, point);
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->launch.grid[0], 4096u * 8u);
+  EXPECT_EQ(kernel->launch.dynamic_shared_bytes, 0u);
+  EXPECT_THAT(kernel->source, HasSubstr("__cluster_dims__(8, 1, 1)"));
+  EXPECT_THAT(kernel->source, HasSubstr("forge_cluster_allreduce<8>"));
+  EXPECT_THAT(kernel->source, ::testing::Not(HasSubstr("cached0")));
+  ExpectCompiles({*kernel}, {"softmax cluster 8 without cache"}, /*expect_no_spills=*/true,
+                 {"sm_90"});
+}
+
 TEST(ReductionTest, ClusterPointsNeedSm90) {
   ReductionFamily family;
   const KernelTask task = Softmax(kF32, {16, 393216});
@@ -315,9 +336,6 @@ TEST(ReductionTest, ClusterValidateRejectsInvalidPoints) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << why;
     EXPECT_THAT(status.message(), HasSubstr(why));
   };
-  SchedulePoint no_cache = ClusterPoint(8, 1024, 4);
-  no_cache.parameters["cache_row"] = 0;
-  rejects(no_cache, "needs cache_row 1");
   SchedulePoint two_rows = ClusterPoint(8, 512, 4);
   two_rows.parameters["rows_per_block"] = 2;
   rejects(two_rows, "needs rows_per_block 1");

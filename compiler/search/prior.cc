@@ -94,13 +94,15 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
                                               ParameterOr1(kernel, "elements_per_thread"));
   const bool caches_row = kernel.parameters.contains("cache_row") &&
                           kernel.parameters.at("cache_row") == 1;
-  // With cluster_blocks the row cache is in shared memory, filled by an unrolled loop.
-  const bool caches_in_registers = caches_row && ParameterOr1(kernel, "cluster_blocks") == 1;
-  const double fill_unroll = caches_row ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
+  // With cluster_blocks a row's chunks loop unrolled kClusterChunkUnroll deep (any row cache is
+  // in shared memory).
+  const bool cluster = ParameterOr1(kernel, "cluster_blocks") > 1;
+  const bool caches_in_registers = caches_row && !cluster;
+  const double chunk_unroll = cluster ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
   EstimatedKernel estimate;
   estimate.elements_in_flight_per_thread =
       caches_in_registers ? handled_per_thread
-                          : std::min(handled_per_thread, fill_unroll * unrolled);
+                          : std::min(handled_per_thread, chunk_unroll * unrolled);
   estimate.registers_per_thread = static_cast<int>(std::min<double>(
       kMaxRegisters, kBaseRegisters + std::ceil(estimate.elements_in_flight_per_thread)));
   return estimate;

@@ -121,6 +121,12 @@ TEST(CostModelPriorTest, SharedMemoryRowCacheIsNotCountedAsRegisters) {
   EXPECT_DOUBLE_EQ(estimate.elements_in_flight_per_thread, 16);
   EXPECT_EQ(estimate.registers_per_thread, 32 + 16);
   EXPECT_GT(Predict(task, kernel), 0);
+  // Without the cache the cluster's chunk loop is unrolled as deep.
+  point.parameters["cache_row"] = 0;
+  EXPECT_DOUBLE_EQ(
+      CostModelPrior::Estimate(task, Generate(task, task.family(), point))
+          .elements_in_flight_per_thread,
+      16);
 }
 
 // Registers cost occupancy: caching a row of 4096 in 64 threads (64 elements each) must not be
