@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,7 +53,36 @@ double Round(const SmallFloat& format, double value) {
   return rounded;
 }
 
+// Encode's common case: a value that is a normal number of a format with infinities, rounded
+// from the double's own bits (nearest, ties to even: what Round gives). nullopt otherwise.
+std::optional<uint32_t> EncodeNormal(const SmallFloat& format, double value) {
+  if (!format.has_infinity) return std::nullopt;
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+  int exponent = biased - 1023;
+  if (biased == 0 || biased == 0x7FF || exponent < 1 - format.bias() ||
+      exponent > format.max_exponent()) {
+    return std::nullopt;
+  }
+  const int dropped = 52 - format.mantissa_bits;
+  const uint64_t significand = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
+  uint64_t kept = significand >> dropped;
+  const uint64_t rest = significand & ((uint64_t{1} << dropped) - 1);
+  const uint64_t half = uint64_t{1} << (dropped - 1);
+  if (rest > half || (rest == half && (kept & 1) != 0)) ++kept;
+  if ((kept >> (format.mantissa_bits + 1)) != 0) {  // rounded up to the next power of two
+    kept >>= 1;
+    ++exponent;
+  }
+  if (exponent > format.max_exponent()) return std::nullopt;  // overflow
+  const uint32_t sign = (bits >> 63) != 0 ? 1u << (format.exponent_bits + format.mantissa_bits) : 0;
+  return sign | (static_cast<uint32_t>(exponent + format.bias()) << format.mantissa_bits) |
+         static_cast<uint32_t>(kept & ((uint64_t{1} << format.mantissa_bits) - 1));
+}
+
 uint32_t Encode(const SmallFloat& format, double value) {
+  if (std::optional<uint32_t> normal = EncodeNormal(format, value)) return *normal;
   const uint32_t exponent_all_ones = (1u << format.exponent_bits) - 1;
   const uint32_t sign = std::signbit(value) ? 1u << (format.exponent_bits + format.mantissa_bits) : 0;
   double rounded = Round(format, value);

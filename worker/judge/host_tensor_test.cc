@@ -1,8 +1,12 @@
 #include "worker/judge/host_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -43,6 +47,54 @@ TEST(Bfloat16Test, KnownBitPatterns) {
   EXPECT_EQ(Bfloat16BitsToFloat(0x4049), 3.140625f);
   EXPECT_TRUE(std::isnan(Bfloat16BitsToFloat(0x7FC0)));
   EXPECT_TRUE(std::isinf(Bfloat16BitsToFloat(0x7F80)));
+}
+
+// Rounding to float16, bfloat16 and float8_e5m2 against an oracle that knows nothing of the
+// encoder: every finite value of the type (decoded from each bit pattern), the nearest one chosen,
+// ties to the even pattern, past the largest one by half a step or more infinity. Random values of
+// every magnitude, every midpoint between neighbours, and the neighbours' next doubles.
+TEST(RoundToDTypeTest, MatchesTheNearestValueOfTheType) {
+  for (DType dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
+                      forge::v1::DTYPE_FLOAT8_E5M2}) {
+    SCOPED_TRACE(forge::v1::DType_Name(dtype));
+    const int bytes = *ElementBytes(dtype);
+    std::vector<std::pair<double, uint32_t>> finite;  // non-negative values, ascending
+    for (uint32_t bits = 0; bits < (1u << (8 * bytes - 1)); ++bits) {
+      std::byte buffer[2] = {};
+      std::memcpy(buffer, &bits, bytes);
+      const double value = DecodeElement(dtype, buffer);
+      if (std::isfinite(value)) finite.push_back({value, bits});
+    }
+    auto nearest = [&](double magnitude) {
+      auto above = std::lower_bound(finite.begin(), finite.end(), std::make_pair(magnitude, 0u));
+      if (above == finite.end()) {
+        const double step = finite.back().first - finite[finite.size() - 2].first;
+        return magnitude >= finite.back().first + step / 2
+                   ? std::numeric_limits<double>::infinity() : finite.back().first;
+      }
+      if (above == finite.begin() || above->first == magnitude) return above->first;
+      const auto below = above - 1;
+      const double up = above->first - magnitude;
+      const double down = magnitude - below->first;
+      if (up != down) return up < down ? above->first : below->first;
+      return (above->second & 1) == 0 ? above->first : below->first;
+    };
+    std::vector<double> probes;
+    for (size_t i = 0; i + 1 < finite.size(); ++i) {
+      const double middle = (finite[i].first + finite[i + 1].first) / 2;
+      probes.insert(probes.end(), {middle, std::nextafter(middle, 0.0),
+                                   std::nextafter(middle, 1e300), finite[i].first});
+    }
+    std::mt19937_64 random(11);
+    std::uniform_real_distribution<double> exponent(-30, 20);
+    for (int i = 0; i < 200000; ++i) probes.push_back(std::exp2(exponent(random)));
+    for (double magnitude : probes) {
+      for (double value : {magnitude, -magnitude}) {
+        const double expected = std::copysign(nearest(magnitude), value);
+        ASSERT_EQ(RoundToDType(dtype, value), expected) << "rounding " << value;
+      }
+    }
+  }
 }
 
 TEST(RoundToDTypeTest, FollowsEachType) {
