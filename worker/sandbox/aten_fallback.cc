@@ -28,6 +28,9 @@ struct AtenFallbackState {
 absl::Status JudgeLaunch(AtenFallbackState& state, gpu::Stream& stream,
                          absl::Span<const CUdeviceptr> args) {
   const forge::v1::KernelTask& task = state.task;
+  // The judge's uploads and poisoning are ordered on its stream; the device copies OnDevice makes
+  // of a group's inputs when it writes them are not.
+  FORGE_RETURN_IF_ERROR(stream.Synchronize());
   state.baseline.reset();  // the previous draw's outputs go back to the cache first
   state.output_buffers.clear();
   // The group reads the judge's input buffers where they are, on the judge's stream.
