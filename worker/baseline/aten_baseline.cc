@@ -21,16 +21,30 @@ namespace forge::baseline {
 namespace {
 
 // Each node's operator must exist as recorded and be able to run on CUDA: directly, or as a
-// composite of ops that can.
-absl::Status CheckOperators(const v1::Graph& group) {
+// composite of ops that can. Returns whether one of them may write its arguments (an in-place or
+// out= op).
+absl::StatusOr<bool> CheckOperators(const v1::Graph& group) {
+  bool writes_arguments = false;
   for (const v1::Node& node : group.nodes()) {
     FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, reference::internal::FindOperator(node));
     if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
       return absl::FailedPreconditionError(absl::StrCat(
           reference::internal::NodeWhere(node), ": this LibTorch has no CUDA kernel for it"));
     }
+    writes_arguments |= op.schema().is_mutable();
   }
-  return absl::OkStatus();
+  return writes_arguments;
+}
+
+absl::Status CheckInputCount(const v1::KernelTask& task, size_t given) {
+  const v1::Graph& group = task.group();
+  if (task.inputs_size() == group.inputs_size() &&
+      given == static_cast<size_t>(group.inputs_size())) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "task ", task.digest(), ": the group takes ", group.inputs_size(),
+      " inputs; the task specifies ", task.inputs_size(), " and ", given, " are given"));
 }
 
 absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor& host,
@@ -45,20 +59,12 @@ absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor&
   return absl::OkStatus();
 }
 
-// Whether a node of `group` may write to one of its arguments (an in-place or out= op).
-absl::StatusOr<bool> MayWriteItsArguments(const v1::Graph& group) {
-  for (const v1::Node& node : group.nodes()) {
-    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, reference::internal::FindOperator(node));
-    if (op.schema().is_mutable()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 struct AtenBaseline::State {
   v1::KernelTask task;
   c10::Device device;
+  bool writes_arguments = false;  // a node may write its arguments (CheckOperators)
   // The inputs (uploaded, or wrapping the caller's device memory), by group input value name.
   absl::flat_hash_map<std::string, at::Tensor> inputs;
   std::vector<at::Tensor> outputs;
@@ -68,16 +74,9 @@ AtenBaseline::AtenBaseline(std::unique_ptr<State> state) : state_(std::move(stat
 AtenBaseline::~AtenBaseline() = default;
 
 absl::StatusOr<std::unique_ptr<AtenBaseline::State>> AtenBaseline::Prepare(
-    const v1::KernelTask& task, size_t input_count, int device_ordinal) {
-  const v1::Graph& group = task.group();
-  const std::string where_task = absl::StrCat("task ", task.digest());
-  if (task.inputs_size() != group.inputs_size() ||
-      input_count != static_cast<size_t>(group.inputs_size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where_task, ": the group takes ", group.inputs_size(), " inputs; the task specifies ",
-        task.inputs_size(), " and ", input_count, " are given"));
-  }
-  FORGE_RETURN_IF_ERROR(Annotate(CheckOperators(group), where_task));
+    const v1::KernelTask& task, int device_ordinal) {
+  absl::StatusOr<bool> writes_arguments = CheckOperators(task.group());
+  FORGE_RETURN_IF_ERROR(Annotate(writes_arguments.status(), absl::StrCat("task ", task.digest())));
   FORGE_RETURN_IF_ERROR(Annotate(gpu::DriverStatus(), "the ATen baseline needs a GPU"));
   if (device_ordinal < 0 || device_ordinal >= c10::cuda::device_count()) {
     return absl::InvalidArgumentError(absl::StrCat("no CUDA device ", device_ordinal,
@@ -89,25 +88,23 @@ absl::StatusOr<std::unique_ptr<AtenBaseline::State>> AtenBaseline::Prepare(
   // would not be float32's. (cuBLAS's matrix products default to full float32 already.)
   at::globalContext().setAllowTF32CuDNN(false);
   return std::make_unique<State>(
-      State{task, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)), {}, {}});
+      State{task, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_ordinal)),
+            *writes_arguments, {}, {}});
 }
 
 absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
     const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
     int device_ordinal) {
   const std::string where_task = absl::StrCat("task ", task.digest());
-  // The inputs first: a mismatch is the caller's error even where no GPU could run the group.
-  if (static_cast<size_t>(task.inputs_size()) == inputs.size() &&
-      task.inputs_size() == task.group().inputs_size()) {
-    for (int i = 0; i < task.inputs_size(); ++i) {
-      FORGE_RETURN_IF_ERROR(CheckInput(task.inputs(i), inputs[i],
-                                       absl::StrCat(where_task, " input ", i, " '",
-                                                    task.group().inputs(i).value_name(), "'")));
-    }
-  }
-  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state,
-                         Prepare(task, inputs.size(), device_ordinal));
   const v1::Graph& group = task.group();
+  // The inputs first: a mismatch is the caller's error even where no GPU could run the group.
+  FORGE_RETURN_IF_ERROR(CheckInputCount(task, inputs.size()));
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    FORGE_RETURN_IF_ERROR(CheckInput(
+        task.inputs(i), inputs[i],
+        absl::StrCat(where_task, " input ", i, " '", group.inputs(i).value_name(), "'")));
+  }
+  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Prepare(task, device_ordinal));
   for (int i = 0; i < group.inputs_size(); ++i) {
     const std::string& name = group.inputs(i).value_name();
     const std::string where = absl::StrCat(where_task, " input ", i, " '", name, "'");
@@ -125,17 +122,16 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
 
 absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::OnDevice(
     const v1::KernelTask& task, absl::Span<const CUdeviceptr> inputs, int device_ordinal) {
-  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state,
-                         Prepare(task, inputs.size(), device_ordinal));
+  FORGE_RETURN_IF_ERROR(CheckInputCount(task, inputs.size()));
+  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Prepare(task, device_ordinal));
   const v1::Graph& group = task.group();
-  // A group that writes to its arguments gets device copies: the caller's memory stays as it was.
-  FORGE_ASSIGN_OR_RETURN(const bool writes, MayWriteItsArguments(group));
   for (int i = 0; i < group.inputs_size(); ++i) {
     FORGE_ASSIGN_OR_RETURN(
         at::Tensor wrapped,
         reference::internal::WrapMemory(reinterpret_cast<void*>(inputs[i]), task.inputs(i),
                                         state->device));
-    if (writes) {
+    // A group that writes its arguments gets device copies: the caller's memory stays as it was.
+    if (state->writes_arguments) {
       try {
         wrapped = wrapped.clone(at::MemoryFormat::Preserve);
       } catch (const c10::Error& error) {

@@ -58,9 +58,9 @@ class AtenBaseline {
 
  private:
   struct State;  // the LibTorch side
-  // The checks both factories make, with `input_count` inputs given; the State without inputs.
+  // The checks of the task's operators and the GPU both factories make; the State without inputs.
   static absl::StatusOr<std::unique_ptr<State>> Prepare(const v1::KernelTask& task,
-                                                        size_t input_count, int device_ordinal);
+                                                        int device_ordinal);
   explicit AtenBaseline(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
