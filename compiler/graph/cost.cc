@@ -101,6 +101,15 @@ absl::StatusOr<double> NodeFlops(const Node& node, const SpecMap& specs) {
   }
 }
 
+bool HasFloat64(const forge::v1::KernelTask& task) {
+  for (const auto* specs : {&task.inputs(), &task.outputs()}) {
+    for (const TensorSpec& spec : *specs) {
+      if (spec.dtype() == forge::v1::DTYPE_FLOAT64) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::int64_t NumElements(const TensorSpec& spec) {
@@ -176,20 +185,22 @@ absl::StatusOr<TaskCost> ComputeTaskCost(const Graph& group) {
   return cost;
 }
 
+MathMode GeneratedKernelMathMode(const forge::v1::KernelTask& task) {
+  return HasFloat64(task) ? MathMode::kFp64 : MathMode::kFp32;
+}
+
 MathMode FloorMathMode(const forge::v1::KernelTask& task) {
-  bool float64 = false;
+  if (HasFloat64(task)) return MathMode::kFp64;
   bool fp8_input = false;
   bool sixteen_bit = false;
   for (const auto* specs : {&task.inputs(), &task.outputs()}) {
     for (const TensorSpec& spec : *specs) {
       const forge::v1::DType dtype = spec.dtype();
-      float64 |= dtype == forge::v1::DTYPE_FLOAT64;
       sixteen_bit |= dtype == forge::v1::DTYPE_BFLOAT16 || dtype == forge::v1::DTYPE_FLOAT16;
       fp8_input |= specs == &task.inputs() && (dtype == forge::v1::DTYPE_FLOAT8_E4M3FN ||
                                                dtype == forge::v1::DTYPE_FLOAT8_E5M2);
     }
   }
-  if (float64) return MathMode::kFp64;
   const bool tensor_cores = task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
                             task.family() == forge::v1::KERNEL_FAMILY_CONV ||
                             task.family() == forge::v1::KERNEL_FAMILY_ATTENTION;

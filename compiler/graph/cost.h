@@ -42,6 +42,10 @@ absl::StatusOr<TaskCost> ComputeTaskCost(const forge::v1::Graph& group);
 // fp8 data; the CUDA cores' fp32 otherwise (float32 never assumes TF32).
 MathMode FloorMathMode(const forge::v1::KernelTask& task);
 
+// The unit Forge's generated kernels compute `task` on: fp64 when any tensor is float64, the fp32
+// CUDA cores otherwise (they compute 16-bit data in float32).
+MathMode GeneratedKernelMathMode(const forge::v1::KernelTask& task);
+
 }  // namespace forge::graph
 
 #endif  // FORGE_COMPILER_GRAPH_COST_H_

@@ -159,6 +159,13 @@ TEST(FloorMathModeTest, TensorCoresOnlyForContractionsOnNarrowData) {
             MathMode::kFp32);
   EXPECT_EQ(FloorMathMode(task(forge::v1::KERNEL_FAMILY_POINTWISE, DTYPE_FLOAT32, DTYPE_FLOAT64)),
             MathMode::kFp64);
+  // Generated kernels compute 16-bit data in float32 whatever the family.
+  EXPECT_EQ(GeneratedKernelMathMode(task(forge::v1::KERNEL_FAMILY_GEMM, DTYPE_BFLOAT16,
+                                         DTYPE_BFLOAT16)),
+            MathMode::kFp32);
+  EXPECT_EQ(GeneratedKernelMathMode(task(forge::v1::KERNEL_FAMILY_REDUCTION, DTYPE_FLOAT64,
+                                         DTYPE_FLOAT64)),
+            MathMode::kFp64);
 }
 
 }  // namespace

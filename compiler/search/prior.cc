@@ -41,15 +41,15 @@ bool HasDType(const forge::v1::KernelTask& task, forge::v1::DType dtype) {
   return false;
 }
 
-// Generated kernels compute in float32 (float64 for float64 tasks); cuBLASLt runs 16-bit data on
-// the tensor cores.
+// Generated kernels compute as GeneratedKernelMathMode says; cuBLASLt runs 16-bit data on the
+// tensor cores.
 MathMode MathModeOf(const forge::v1::KernelTask& task, bool library_call) {
-  if (HasDType(task, forge::v1::DTYPE_FLOAT64)) return MathMode::kFp64;
-  if (library_call && (HasDType(task, forge::v1::DTYPE_BFLOAT16) ||
-                       HasDType(task, forge::v1::DTYPE_FLOAT16))) {
+  const MathMode generated = graph::GeneratedKernelMathMode(task);
+  if (library_call && generated != MathMode::kFp64 &&
+      (HasDType(task, forge::v1::DTYPE_BFLOAT16) || HasDType(task, forge::v1::DTYPE_FLOAT16))) {
     return MathMode::kBf16;
   }
-  return MathMode::kFp32;
+  return generated;
 }
 
 // The index space a kernel walks is its largest tensor's.

@@ -97,8 +97,7 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
                               const KernelResources& resources, const Occupancy& occupancy) {
   KernelWork work;
   work.flops = static_cast<double>(task.flops());
-  // Generated kernels compute in float32, float64 for float64 tasks.
-  work.math_mode = graph::FloorMathMode(task) == MathMode::kFp64 ? MathMode::kFp64 : MathMode::kFp32;
+  work.math_mode = graph::GeneratedKernelMathMode(task);
   const double threads = static_cast<double>(kernel.launch.grid[0]) * kernel.launch.grid[1] *
                          kernel.launch.grid[2] * kernel.launch.block[0] * kernel.launch.block[1] *
                          kernel.launch.block[2];
