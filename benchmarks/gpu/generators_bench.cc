@@ -11,7 +11,8 @@
 //     the caller reruns the same command to go on with the next problem.
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
 //   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
-//   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints)
+//   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints;
+//   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints)
 //     For each "anchor" problem: up to kAnchorPoints schedule points timed (L2 flushed, median of
 //     kTimedReps), the fastest judged (then the next, if it fails), timed again on the judge's
 //     buffers with the outputs poisoned before every rep and re-checked; roofline floors from the
@@ -194,17 +195,33 @@ std::vector<std::map<std::string, int64_t>> RequestedPoints() {
   return requested;
 }
 
+// FORGE_BENCH_SAMPLES: how many sampled points replace `fallback` (-1 when unset or invalid).
+int SampledPointsOverride() {
+  const char* text = std::getenv("FORGE_BENCH_SAMPLES");
+  int samples = -1;
+  if (text != nullptr && (!absl::SimpleAtoi(text, &samples) || samples < 0)) {
+    std::fprintf(stderr, "FORGE_BENCH_SAMPLES: '%s' is not a count\n", text);
+    std::exit(2);
+  }
+  return samples;
+}
+
 // The default point, the FORGE_BENCH_POINTS points that apply, then up to `others` distinct
-// valid points drawn with a fixed seed.
+// valid points drawn with a fixed seed. FORGE_BENCH_SAMPLES replaces a nonzero `others`; with
+// FORGE_BENCH_SAMPLES=0, a space where requested points apply runs those alone (so a profiler's
+// first kernel launch is the first requested point).
 absl::StatusOr<std::vector<codegen::SchedulePoint>> PickPoints(const codegen::KernelFamily& family,
                                                               const forge::v1::KernelTask& task,
                                                               int others, uint64_t seed) {
   FORGE_ASSIGN_OR_RETURN(std::vector<codegen::TemplateSpace> spaces, family.ScheduleSpace(task));
   static const std::vector<std::map<std::string, int64_t>> requested = RequestedPoints();
+  static const int samples = SampledPointsOverride();
+  if (others > 0 && samples >= 0) others = samples;
   std::vector<codegen::SchedulePoint> picked;
   std::vector<codegen::SchedulePoint> valid;
   for (const auto& space : spaces) {
     codegen::SchedulePoint default_point = codegen::DefaultPoint(space);
+    const size_t default_index = picked.size();
     picked.push_back(default_point);  // judged even when Validate rejects it: Generate says why
     for (const std::map<std::string, int64_t>& values : requested) {
       codegen::SchedulePoint point = default_point;
@@ -217,6 +234,9 @@ absl::StatusOr<std::vector<codegen::SchedulePoint>> PickPoints(const codegen::Ke
           family.Validate(task, point).ok()) {
         picked.push_back(std::move(point));
       }
+    }
+    if (samples == 0 && picked.size() > default_index + 1) {
+      picked.erase(picked.begin() + static_cast<std::ptrdiff_t>(default_index));
     }
     for (auto& point : codegen::EnumeratePoints(space)) {
       const bool picked_already = std::any_of(

@@ -4,6 +4,7 @@
   problems.py baselines OUT.json  eager and torch.compile times of the anchor problems on the GPU
   problems.py report OUT_DIR      merges validate.jsonl, anchors.jsonl, baselines.json into
                                   summary.json and table.md
+  problems.py names FAMILY MODE   the names of the problems of one family and mode, for ONLY=
 
 Validation problems are small (a few million elements at most) so the judge's float64 CPU
 reference stays quick; they cover odd sizes, size-1 dims, broadcasting, non-contiguous inputs and
@@ -566,7 +567,14 @@ def report(out_dir: pathlib.Path) -> None:
     print(table)
 
 
+def names(family: str, mode: str) -> None:
+    print(" ".join(p.name for p in PROBLEMS if p.family == family and p.mode == mode))
+
+
 def main() -> int:
+    if sys.argv[1] == "names":
+        names(sys.argv[2], sys.argv[3])
+        return 0
     command, path = sys.argv[1], pathlib.Path(sys.argv[2])
     {"export": export_all, "baselines": baselines, "report": report}[command](path)
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The generator benchmark on the GPU machine, end to end (README.md beside this file):
 #   benchmarks/gpu/run_generators.sh [validate] [anchor] [baselines]   (default: all three)
-# ONLY="name ..." restricts the C++ phases to those problems.
+# ONLY="name ..." restricts the C++ phases to those problems (`problems.py names FAMILY MODE` lists
+# a family's); VALIDATE_TIMEOUT_S (default 180) bounds each validate attempt.
 # Needs .gpu/ (scripts/gpu-bundle of generators_bench) and python/forge/v1 (generated protocol
 # classes) carried from the build machine. Writes logs, JSON lines and table.md under $OUT.
 set -uo pipefail
@@ -19,7 +20,7 @@ python3 "$here/problems.py" export "$problems" 2>&1 | tee -a "$OUT/validate.log"
 if [[ " $phases " == *" validate "* ]]; then
   # Exit code 75: a kernel killed the CUDA context; the rerun skips the problems already written.
   for attempt in 1 2 3 4 5 6; do
-    timeout 180 "$bench" validate "$problems" "$OUT/validate.jsonl" ${ONLY:-} 2>&1 | tee -a "$OUT/validate.log"
+    timeout "${VALIDATE_TIMEOUT_S:-180}" "$bench" validate "$problems" "$OUT/validate.jsonl" ${ONLY:-} 2>&1 | tee -a "$OUT/validate.log"
     [ "${PIPESTATUS[0]}" -eq 75 ] || break
   done
 fi
