@@ -38,6 +38,13 @@ bool IsFloatingDType(forge::v1::DType dtype);
 std::string LoadConversion(forge::v1::DType dtype, absl::string_view element);
 // `value` (of the register type of `dtype`) converted to the storage type of `dtype`.
 std::string StoreConversion(forge::v1::DType dtype, absl::string_view value);
+// Statements storing `values` (expressions of the register type of `dtype`, consecutive elements)
+// as one aligned vector at `address` (a `storage*` expression), built in `variable`; stored only
+// where `condition` holds, unless it is empty. float16 and bfloat16 pairs are converted by one
+// packing instruction each.
+std::vector<std::string> VectorStore(forge::v1::DType dtype, const std::vector<std::string>& values,
+                                     absl::string_view variable, absl::string_view address,
+                                     absl::string_view condition);
 
 // Elements of a tensor of `shape`, and its row-major strides.
 int64_t NumElements(const google::protobuf::RepeatedField<int64_t>& shape);

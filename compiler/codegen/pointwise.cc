@@ -156,21 +156,20 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
     const std::string storage = *StorageType(spec.dtype());
     // The computed term has the register type of its own dtype, which may differ from the
     // output's when the output is a group input passed through.
-    auto stored = [&](const Term& term) {
+    auto converted = [&](const Term& term) {
       const std::string reg = *RegisterType(spec.dtype());
-      const std::string converted =
-          spec.dtype() == forge::v1::DTYPE_BOOL ? absl::StrCat("(", term.expr, " != 0)")
-                                                : absl::StrCat("((", reg, ")", term.expr, ")");
-      return StoreConversion(spec.dtype(), converted);
+      return spec.dtype() == forge::v1::DTYPE_BOOL ? absl::StrCat("(", term.expr, " != 0)")
+                                                   : absl::StrCat("((", reg, ")", term.expr, ")");
     };
+    auto stored = [&](const Term& term) { return StoreConversion(spec.dtype(), converted(term)); };
     if (vector_width > 1) {
-      const std::string variable = emitter.NewVariable();
-      emitter.AddStatement(absl::StrCat("ForgeVec<", storage, ", ", vector_width, "> ", variable, ";"));
-      for (int v = 0; v < vector_width; ++v) {
-        emitter.AddStatement(absl::StrCat(variable, ".v[", v, "] = ", stored(results[o][v]), ";"));
+      std::vector<std::string> values;
+      for (const Term& term : results[o]) values.push_back(converted(term));
+      for (const std::string& statement :
+           VectorStore(spec.dtype(), values, emitter.NewVariable(),
+                       absl::StrCat("out", o, " + chunk_start"), /*condition=*/"")) {
+        emitter.AddStatement(statement);
       }
-      emitter.AddStatement(absl::StrCat("*reinterpret_cast<ForgeVec<", storage, ", ", vector_width,
-                                        ">*>(out", o, " + chunk_start) = ", variable, ";"));
     } else if (IsContiguous(spec)) {
       emitter.AddStatement(absl::StrCat("out", o, "[chunk_start] = ", stored(results[o][0]), ";"));
     } else {

@@ -210,7 +210,10 @@ TEST(PointwiseTest, DefaultPointUsesTheWidestValidVector) {
                 point.parameters.at("elements_per_thread") * 8,
             8192u);
   EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeHalf, 8>"));
-  EXPECT_EQ(kernel->generator_version, "pointwise-1");
+  // The 8 float16 results are stored as 4 pairs, each rounded and packed by one instruction.
+  EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<unsigned, 4> "));
+  EXPECT_THAT(kernel->source, HasSubstr(".v[3] = forge_pack_half2("));
+  EXPECT_EQ(kernel->generator_version, "pointwise-2");
   EXPECT_EQ(kernel->template_name, "pointwise_flat");
   EXPECT_EQ(kernel->parameters, point.parameters);
 }

@@ -245,7 +245,7 @@ SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64
 }
 
 // The softmax anchor's row (393216 float32, 1.5 MiB) fits no block: eight blocks of a cluster
-// keep it in shared memory, the default point where the rows are too few to fill the GPU.
+// keep it in shared memory: the default point, whether the rows are few or many.
 TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
   ReductionFamily family;
   const KernelTask task = Softmax(kF32, {16, 393216});
@@ -254,23 +254,25 @@ TEST(ReductionTest, LongRowsAreSharedByAClusterOfBlocks) {
   const SchedulePoint point = DefaultPoint(space->front());
   EXPECT_EQ(point.parameters.at("cluster_blocks"), 8);
   EXPECT_EQ(point.parameters.at("cache_row"), 1);
-  EXPECT_EQ(point.parameters.at("threads_per_row"), 1024);
+  EXPECT_EQ(point.parameters.at("threads_per_row"), 512);
   EXPECT_EQ(point.parameters.at("vector_width"), 4);
   absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   // A cluster of 8 blocks per row, each with its 49152 columns in shared memory.
   EXPECT_EQ(kernel->launch.grid[0], 16u * 8u);
-  EXPECT_EQ(kernel->launch.block[0], 1024u);
+  EXPECT_EQ(kernel->launch.block[0], 512u);
   EXPECT_EQ(kernel->launch.dynamic_shared_bytes, 49152u * 4u);
   EXPECT_THAT(kernel->source, HasSubstr("__cluster_dims__(8, 1, 1)"));
   EXPECT_THAT(kernel->source, HasSubstr("forge_cluster_allreduce<8>"));
   EXPECT_THAT(kernel->source, HasSubstr("const int segment_begin = cluster_rank * 49152;"));
   EXPECT_THAT(kernel->source, HasSubstr("if (forge_cluster_blocks() != 8) __trap();"));
 
-  // With enough rows to fill the GPU, streaming rows is the default (measured faster).
+  // With rows enough to fill the GPU too (measured faster than streaming rows, read twice).
   absl::StatusOr<std::vector<TemplateSpace>> many_rows = family.ScheduleSpace(Softmax(kF32, {4096, 393216}));
   ASSERT_TRUE(many_rows.ok());
-  EXPECT_EQ(DefaultPoint(many_rows->front()).parameters.at("cluster_blocks"), 1);
+  EXPECT_EQ(DefaultPoint(many_rows->front()).parameters.at("cluster_blocks"), 8);
+  EXPECT_EQ(DefaultPoint(many_rows->front()).parameters.at("cache_row"), 1);
+  EXPECT_EQ(DefaultPoint(many_rows->front()).parameters.at("threads_per_row"), 512);
 
   // Short rows never see the parameter.
   absl::StatusOr<std::vector<TemplateSpace>> short_space =
@@ -300,6 +302,38 @@ TEST(ReductionTest, ClusterWithoutTheRowCacheRereadsItsSegment) {
   EXPECT_THAT(kernel->source, ::testing::Not(HasSubstr("cached0")));
   ExpectCompiles({*kernel}, {"softmax cluster 8 without cache"}, /*expect_no_spills=*/true,
                  {"sm_90"});
+}
+
+// A cached cluster is persistent: as many clusters as can be resident take rows from a counter
+// until none is left, and copy the next row into shared memory while writing this one's outputs.
+TEST(ReductionTest, CachedClustersTakeRowsUntilNoneIsLeft) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> kernel =
+      family.Generate(Softmax(kF32, {4096, 393216}), ClusterPoint(8, 1024, 4));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  // One 192 KiB block per SM: twice the 132 SMs of an H100-class GPU, in clusters of 8, plus one.
+  EXPECT_EQ(kernel->launch.grid[0], 34u * 8u);
+  const std::string& source = kernel->source;
+  EXPECT_THAT(source, HasSubstr("forge_row_slot[0] = atomicAdd(&forge_rows_taken, 1u);"));
+  EXPECT_THAT(source, HasSubstr("for (int iteration = 0; row < 4096LL; ++iteration) {"));
+  // Chunk j of the next row is copied in once chunk j's outputs are stored.
+  const size_t store = source.find("*reinterpret_cast<ForgeVec<float, 4>*>(out0 + ");
+  const size_t refill = source.find("if (next_row < 4096LL) forge_fill_row_chunk(next_row, j);");
+  ASSERT_NE(store, std::string::npos);
+  ASSERT_NE(refill, std::string::npos);
+  EXPECT_LT(store, refill);
+  // The first pass waits for chunk j's copies alone, the later chunks' still in flight.
+  EXPECT_THAT(source, HasSubstr("forge_cp_async_wait_pending(11 - j);"));
+  // The last cluster to finish resets the counters for the next launch.
+  EXPECT_THAT(source, HasSubstr("atomicAdd(&forge_clusters_done, 1u) == gridDim.x / 8 - 1"));
+
+  // Without the cache, a cluster per row as before.
+  SchedulePoint uncached = ClusterPoint(8, 1024, 4);
+  uncached.parameters["cache_row"] = 0;
+  absl::StatusOr<GeneratedKernel> streaming = family.Generate(Softmax(kF32, {4096, 393216}), uncached);
+  ASSERT_TRUE(streaming.ok()) << streaming.status();
+  EXPECT_EQ(streaming->launch.grid[0], 4096u * 8u);
+  EXPECT_THAT(streaming->source, ::testing::Not(HasSubstr("forge_rows_taken")));
 }
 
 TEST(ReductionTest, ClusterPointsNeedSm90) {
@@ -347,6 +381,22 @@ TEST(ReductionTest, ClusterValidateRejectsInvalidPoints) {
   const KernelTask odd = Softmax(kF32, {4, 70001});
   EXPECT_TRUE(family.Validate(odd, ClusterPoint(8, 256, 1)).ok());
   EXPECT_FALSE(family.Validate(odd, ClusterPoint(8, 256, 2)).ok());
+  // cp.async copies the cached row in vectors of at least 4 bytes, along a unit-stride row.
+  const KernelTask half = Softmax(kF16, {4, 70001});
+  EXPECT_THAT(family.Validate(half, ClusterPoint(8, 256, 1)).message(),
+              HasSubstr("of at least 4 bytes per vector"));
+  SchedulePoint uncached = ClusterPoint(8, 256, 1);
+  uncached.parameters["cache_row"] = 0;
+  EXPECT_TRUE(family.Validate(half, uncached).ok());
+  const KernelTask transposed = TaskBuilder()
+                                    .Input("x", kF32, {4, 100000}, {1, 4})
+                                    .Node("softmax", "softmax", "int",
+                                          {TensorArg("self", "x"), IntArg("dim", -1)}, kF32,
+                                          {4, 100000})
+                                    .Output("softmax")
+                                    .Build(kReduction);
+  EXPECT_THAT(family.Validate(transposed, ClusterPoint(8, 256, 1)).message(),
+              HasSubstr("unit stride along the row"));
 }
 
 // Every reduction kind in a cluster: moments (layer norm, Welford and two-pass), two-pass
@@ -516,7 +566,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-4");
+  EXPECT_EQ(first->generator_version, "reduction-5");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -540,6 +590,79 @@ TEST(ReductionTest, LaunchCoversEveryRow) {
   EXPECT_EQ(kernel->launch.block[0], 128u);
   EXPECT_EQ(kernel->launch.grid[0], 6u);  // ceil(21 / 4)
   EXPECT_THAT(kernel->source, HasSubstr("const bool active = row_wide < 21LL;"));
+}
+
+// Where a thread's chunks cover the row (a cluster block's part) exactly, the chunk loop has no
+// bounds check, so its unrolled body is one basic block whose loads issue together.
+TEST(ReductionTest, ChunkLoopsCheckBoundsOnlyWhereChunksOverrun) {
+  ReductionFamily family;
+  struct Case {
+    KernelTask task;
+    SchedulePoint point;
+    std::string bounds_check;  // empty: none expected
+  };
+  const std::vector<Case> cases = {
+      {Softmax(kF32, {8, 4096}), Point(256, 1, 4, 0, 1), ""},
+      {Softmax(kF32, {8, 4100}), Point(256, 1, 4, 0, 1), "if (c0 < 4100) {"},
+      {Softmax(kF32, {8, 4100}), Point(256, 1, 4, 1, 1), "if (c0 < 4100) {"},
+      {Softmax(kF32, {2, 393216}), ClusterPoint(8, 1024, 4), ""},
+      {Softmax(kF32, {2, 100004}), ClusterPoint(8, 1024, 4), "if (c0 < segment_end) {"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<GeneratedKernel> kernel = family.Generate(c.task, c.point);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    if (c.bounds_check.empty()) {
+      EXPECT_THAT(kernel->source, ::testing::Not(HasSubstr("if (c0 <")));
+    } else {
+      EXPECT_THAT(kernel->source, HasSubstr(c.bounds_check));
+    }
+  }
+}
+
+// An online softmax adds each chunk once, after all its elements are loaded (one rescale per
+// chunk, no branch per element).
+TEST(ReductionTest, OnlineSoftmaxAddsWholeChunks) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> kernel =
+      family.Generate(Softmax(kF32, {8, 4096}), Point(128, 1, 4, 0, 1));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string& source = kernel->source;
+  const size_t update = source.find("forge_softmax_add(acc0_0, ");
+  ASSERT_NE(update, std::string::npos);
+  EXPECT_EQ(source.find("forge_softmax_add(acc0_0, ", update + 1), std::string::npos);
+  EXPECT_LT(source.rfind("vec0.v[3]", update), update);  // after the chunk's last element
+  EXPECT_THAT(source, HasSubstr("const float row0_inv_sum = (float)1 / acc0_0.sum;"));
+}
+
+// Layer norm's weight and bias (broadcast against the rows) are read in the same 16-byte vectors
+// as the row; a cluster's shared-memory row cache is filled by cp.async, a vector per lane, in the
+// input's own type.
+TEST(ReductionTest, BroadcastInputsAndTheSharedRowCacheUseVectors) {
+  ReductionFamily family;
+  SchedulePoint layer_norm_point = Point(128, 1, 8, 1, 1);
+  layer_norm_point.parameters.erase("online_softmax");
+  layer_norm_point.parameters["welford"] = 0;
+  absl::StatusOr<GeneratedKernel> layer_norm =
+      family.Generate(LayerNormGelu(kBF16, 16, 4096), layer_norm_point);
+  ASSERT_TRUE(layer_norm.ok()) << layer_norm.status();
+  EXPECT_THAT(layer_norm->source,
+              HasSubstr("const ForgeVec<ForgeBFloat16, 8> vec1 = *reinterpret_cast<const "
+                        "ForgeVec<ForgeBFloat16, 8>*>(in1 + c0);"));
+  EXPECT_THAT(layer_norm->source, HasSubstr("ForgeVec<ForgeBFloat16, 8> vec2"));
+  EXPECT_THAT(layer_norm->source, ::testing::Not(HasSubstr("in1[")));
+
+  absl::StatusOr<GeneratedKernel> cluster =
+      family.Generate(Softmax(kBF16, {2, 393216}), ClusterPoint(8, 1024, 8));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_EQ(cluster->launch.dynamic_shared_bytes, 49152u * 2u);
+  EXPECT_THAT(cluster->source,
+              HasSubstr("forge_cp_async<16>(&cached0[j * 1024 + lane], in0 + o0 * 393216 + c0);"));
+  // Each chunk is read once its own copies have landed.
+  EXPECT_THAT(cluster->source, HasSubstr("forge_cp_async_wait_pending(5 - j);"));
+  EXPECT_THAT(cluster->source,
+              HasSubstr("const ForgeVec<ForgeBFloat16, 8> cvec0 = cached0[j * 1024 + lane];"));
+  ExpectCompiles({*layer_norm, *cluster}, {"layer_norm_gelu vector 8", "softmax bf16 cluster"},
+                 /*expect_no_spills=*/true, {"sm_90"});
 }
 
 TEST(ReductionTest, ValidateRejectsInvalidPoints) {
@@ -741,7 +864,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-4");
+  EXPECT_EQ(first->generator_version, "reduction-5");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;
