@@ -21,8 +21,8 @@ summary="$OUT/profiles.md"
 {
   echo "# ncu profiles, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%F)"
   echo
-  echo "| # | problem | point | duration | DRAM throughput | achieved occupancy | issue slots busy | registers |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| # | problem | point | duration | DRAM throughput | achieved occupancy | issue slots busy | one or more eligible | registers |"
+  echo "|---|---|---|---|---|---|---|---|---|"
 } > "$summary"
 n=0
 for spec in "$@"; do
