@@ -48,6 +48,7 @@
 #include "common/text/json.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/gemm_library.h"
+#include "compiler/graph/cost.h"
 #include "compiler/graph/partition.h"
 #include "compiler/reference/reference.h"
 #include "forge/v1/graph.pb.h"
@@ -156,7 +157,8 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> ProblemTasks(
   return std::vector<forge::v1::KernelTask>(partition.tasks.begin(), partition.tasks.end());
 }
 
-// The tasks the anchors time: those of the generated-kernel families.
+// The tasks the anchors time: those of the families with a schedule space (pointwise,
+// reduction, GEMM through cuBLASLt).
 absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
   FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> all,
@@ -164,7 +166,8 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
   std::vector<forge::v1::KernelTask> tasks;
   for (const auto& task : all) {
     if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
-        task.family() == forge::v1::KERNEL_FAMILY_REDUCTION) {
+        task.family() == forge::v1::KERNEL_FAMILY_REDUCTION ||
+        task.family() == forge::v1::KERNEL_FAMILY_GEMM) {
       tasks.push_back(task);
     }
   }
@@ -424,6 +427,17 @@ absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
   return judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
 }
 
+// The task's roofline floor in microseconds on `gpu` with DRAM bandwidth `bandwidth`, in the
+// math mode the worker's floors use (tensor cores for 16-bit GEMMs), or 0 if the GPU lacks it.
+double FloorUs(const GpuArch& gpu, const forge::v1::KernelTask& task, double bandwidth) {
+  GpuArch at_bandwidth = gpu;
+  at_bandwidth.dram_bytes_per_second = bandwidth;
+  absl::StatusOr<Roofline> floor =
+      RooflineFloor(at_bandwidth, static_cast<double>(task.flops()),
+                    static_cast<double>(task.min_bytes()), graph::FloorMathMode(task));
+  return floor.ok() ? floor->seconds * 1e6 : 0;
+}
+
 // ---- validation sweep -------------------------------------------------------------------------
 
 int RunValidation(Context& context, const std::string& dir, const std::vector<Problem>& problems,
@@ -671,10 +685,10 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
       for (size_t i = 0; i < candidates.size(); ++i) {
         Candidate& candidate = candidates[i];
         std::string problem_text = CompileProblem(candidate);
+        if (problem_text.empty()) problem_text = UnsupportedOnThisGpu(context, candidate);
         std::string entry = absl::StrCat("{\"parameters\":", ParametersJson(candidate.point));
         if (problem_text.empty()) {
-          absl::StatusOr<judge::CandidateLaunch> launch = judge::LoadGeneratedKernel(
-              *context.device, candidate.compiled.cubin, *candidate.kernel);
+          absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, task, candidate);
           absl::StatusOr<timer::Timing> timing =
               launch.ok() ? (*timer)->Time(
                                 [&](gpu::Stream& stream) { return (*launch)(stream, buffers->args); },
@@ -737,8 +751,7 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
         std::printf("error  %s: judge-size kernel: %s\n", problem.name.c_str(), why.c_str());
         continue;
       }
-      absl::StatusOr<judge::CandidateLaunch> launch = judge::LoadGeneratedKernel(
-          *context.device, judged_kernel->compiled.cubin, *judged_kernel->kernel);
+      absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, judge_task, *judged_kernel);
       if (!launch.ok()) continue;
       absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
           judge::Judge(*context.device, judge_task, *launch, context.reference);
@@ -776,14 +789,9 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
                     problem.name.c_str());
         break;
       }
-      const double floor_table_us =
-          gpu.ok() ? timer::RooflineFloorUs(task.flops(), task.min_bytes(), gpu->peak_fp32_flops,
-                                            gpu->dram_bytes_per_second)
-                   : 0;
+      const double floor_table_us = gpu.ok() ? FloorUs(*gpu, task, gpu->dram_bytes_per_second) : 0;
       const double floor_measured_us =
-          bandwidth.ok() ? timer::RooflineFloorUs(task.flops(), task.min_bytes(),
-                                                  gpu.ok() ? gpu->peak_fp32_flops : 0, *bandwidth)
-                         : 0;
+          gpu.ok() && bandwidth.ok() ? FloorUs(*gpu, task, *bandwidth) : 0;
       std::vector<std::string> reasons =
           judge::ReverificationReasons(timed[attempt].median_us, 0, floor_measured_us);
       const double full_size_median_us = judge_task.digest() == task.digest()

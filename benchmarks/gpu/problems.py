@@ -402,6 +402,18 @@ PROBLEMS = [
             judge_inputs=lambda t: [t((1, 64, 512, 512), F32)]),
     Problem("cross_entropy_32768x4096_f32", R, "anchor", cross_entropy(),
             logits_targets(32768, 4096, F32), judge_inputs=logits_targets(2048, 4096, F32)),
+    # GEMM + epilogue rows of the anchor table: cuBLASLt with a native epilogue, or followed by a
+    # generated epilogue kernel (GELU's erf form and the residual have no native epilogue). Judged
+    # at full size: cuBLASLt's algorithm list, which the schedule point indexes, depends on the
+    # shape.
+    Problem("linear_gelu_8192x4096x4096_bf16", G, "anchor", lambda m, x: F.gelu(linear(m, x)),
+            lambda t: [t((8192, 4096), BF16)], linear_weights(4096, 4096, BF16)),
+    Problem("linear_scale_residual_16384x4096x4096_f32", G, "anchor",
+            lambda m, x: linear(m, x) * 0.5 + x,
+            lambda t: [t((16384, 4096), F32)], linear_weights(4096, 4096, F32)),
+    Problem("linear_leaky_relu_1024x8192x8192_f32", G, "anchor",
+            lambda m, x: F.leaky_relu(linear(m, x) * 2),
+            lambda t: [t((1024, 8192), F32)], linear_weights(8192, 8192, F32)),
 ]
 
 

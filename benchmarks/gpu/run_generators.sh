@@ -2,8 +2,8 @@
 # The generator benchmark on the GPU machine, end to end (README.md beside this file):
 #   benchmarks/gpu/run_generators.sh [validate] [anchor] [baselines]   (default: all three)
 # ONLY="name ..." restricts the C++ phases to those problems (`problems.py names FAMILY MODE` lists
-# a family's); VALIDATE_TIMEOUT_S (default 180) bounds each validate attempt, BASELINES_TIMEOUT_S
-# (default 120) the baselines.
+# a family's); VALIDATE_TIMEOUT_S (default 180) bounds each validate attempt, ANCHOR_TIMEOUT_S
+# (default 150) the anchors, BASELINES_TIMEOUT_S (default 120) the baselines.
 # Needs .gpu/ (scripts/gpu-bundle of generators_bench) and python/forge/v1 (generated protocol
 # classes) carried from the build machine. Writes logs, JSON lines and table.md under $OUT.
 set -uo pipefail
@@ -26,7 +26,7 @@ if [[ " $phases " == *" validate "* ]]; then
   done
 fi
 if [[ " $phases " == *" anchor "* ]]; then
-  timeout 150 "$bench" anchor "$problems" "$OUT/anchors.jsonl" ${ONLY:-} 2>&1 | tee "$OUT/anchors.log"
+  timeout "${ANCHOR_TIMEOUT_S:-150}" "$bench" anchor "$problems" "$OUT/anchors.jsonl" ${ONLY:-} 2>&1 | tee "$OUT/anchors.log"
 fi
 if [[ " $phases " == *" baselines "* ]]; then
   timeout "${BASELINES_TIMEOUT_S:-120}" python3 "$here/problems.py" baselines "$OUT/baselines.json" 2>&1 \
