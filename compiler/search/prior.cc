@@ -94,17 +94,25 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
                                               ParameterOr1(kernel, "elements_per_thread"));
   const bool caches_row = kernel.parameters.contains("cache_row") &&
                           kernel.parameters.at("cache_row") == 1;
-  // With cluster_blocks a row's chunks loop unrolled kClusterChunkUnroll deep (any row cache is
-  // in shared memory).
+  // With cluster_blocks a row's chunks loop unrolled kClusterChunkUnroll deep. A cached cluster
+  // copies a thread's whole part of the row into shared memory at once (cp.async, no registers):
+  // its share of the cache is in flight.
   const bool cluster = ParameterOr1(kernel, "cluster_blocks") > 1;
   const bool caches_in_registers = caches_row && !cluster;
   const double chunk_unroll = cluster ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
+  const double in_registers = caches_in_registers
+                                  ? handled_per_thread
+                                  : std::min(handled_per_thread, chunk_unroll * unrolled);
   EstimatedKernel estimate;
-  estimate.elements_in_flight_per_thread =
-      caches_in_registers ? handled_per_thread
-                          : std::min(handled_per_thread, chunk_unroll * unrolled);
-  estimate.registers_per_thread = static_cast<int>(std::min<double>(
-      kMaxRegisters, kBaseRegisters + std::ceil(estimate.elements_in_flight_per_thread)));
+  estimate.elements_in_flight_per_thread = in_registers;
+  if (caches_row && cluster) {
+    const double block_threads = static_cast<double>(kernel.launch.block[0]) *
+                                 kernel.launch.block[1] * kernel.launch.block[2];
+    estimate.elements_in_flight_per_thread =
+        kernel.launch.dynamic_shared_bytes / block_threads / InputBytesPerIndex(task);
+  }
+  estimate.registers_per_thread = static_cast<int>(
+      std::min<double>(kMaxRegisters, kBaseRegisters + std::ceil(in_registers)));
   return estimate;
 }
 

@@ -110,15 +110,16 @@ TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {
   EXPECT_EQ(streamed.registers_per_thread, 32 + 8);
 }
 
-// A row cached in a cluster's shared memory: the registers hold only the loads the fill loop
-// keeps in flight (unrolled 4 deep), so the point fits an SM and is predicted.
+// A row cached in a cluster's shared memory: cp.async puts a thread's whole part of the row in
+// flight (49152 columns / 1024 threads), while the registers hold only the chunks its loops
+// unroll (4 deep), so the point fits an SM and is predicted.
 TEST(CostModelPriorTest, SharedMemoryRowCacheIsNotCountedAsRegisters) {
   const KernelTask task = SoftmaxTask(forge::v1::DTYPE_FLOAT32, 4096, 393216);
   SchedulePoint point = RowPoint(1024, 4, 1);
   point.parameters["cluster_blocks"] = 8;
   const GeneratedKernel kernel = Generate(task, task.family(), point);
   const EstimatedKernel estimate = CostModelPrior::Estimate(task, kernel);
-  EXPECT_DOUBLE_EQ(estimate.elements_in_flight_per_thread, 16);
+  EXPECT_DOUBLE_EQ(estimate.elements_in_flight_per_thread, 48);
   EXPECT_EQ(estimate.registers_per_thread, 32 + 16);
   EXPECT_GT(Predict(task, kernel), 0);
   // Without the cache the cluster's chunk loop is unrolled as deep.
