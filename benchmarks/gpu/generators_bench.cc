@@ -751,7 +751,8 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
         std::printf("error  %s: judge-size kernel: %s\n", problem.name.c_str(), why.c_str());
         continue;
       }
-      absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, judge_task, *judged_kernel);
+      absl::StatusOr<judge::CandidateLaunch> launch =
+          LoadCandidate(context, judge_task, *judged_kernel);
       if (!launch.ok()) continue;
       absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
           judge::Judge(*context.device, judge_task, *launch, context.reference);

@@ -598,14 +598,28 @@ SharedCache SharedCacheOf(const ReductionTask& analysis, const Layout& layout) {
   return cache;
 }
 
+// Whether `spec` (row-shaped, or broadcast against the row from fewer or size-1 dims, but not
+// along the reduced dim) has unit stride along the row and every chunk of `width` elements
+// starts at a multiple of `width`.
+bool AlignedAlongTheRow(const ReductionTask& analysis, const TensorSpec& spec, int64_t width) {
+  const int rank = spec.shape_size();
+  const int axis = analysis.axis - (static_cast<int>(analysis.row_shape.size()) - rank);
+  if (axis < 0 || spec.shape(axis) != analysis.columns) return false;
+  if (spec.strides(axis) != 1 || spec.storage_offset() % width != 0) return false;
+  for (int d = 0; d < rank; ++d) {
+    if (d != axis && spec.shape(d) > 1 && spec.strides(d) % width != 0) return false;
+  }
+  return true;
+}
+
 // Clusters of a cached-cluster launch: each takes rows until none is left, so the launch needs
 // only as many as can be resident at once. Twice the estimate for an H100-class GPU covers larger
 // GPUs; a cluster beyond those resident starts when the rows are gone and ends at once.
 int64_t PersistentClusters(const ReductionTask& analysis, const Layout& layout) {
   const int64_t block_threads = layout.threads_per_row * layout.rows_per_block;
-  const int64_t resident_per_sm =
-      std::max<int64_t>(1, std::min(kThreadsPerSm / block_threads,
-                                    kSharedBytesPerSm / (SharedCacheOf(analysis, layout).bytes + 1024)));
+  const int64_t shared_bytes = SharedCacheOf(analysis, layout).bytes + 1024;
+  const int64_t resident_per_sm = std::max<int64_t>(
+      1, std::min(kThreadsPerSm / block_threads, kSharedBytesPerSm / shared_bytes));
   return std::min(analysis.rows,
                   2 * kRowsToFillTheGpu * resident_per_sm / layout.cluster_blocks + 1);
 }
@@ -690,13 +704,8 @@ absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& l
   // cp.async copies 4, 8 or 16 bytes from an address aligned to them.
   for (const TensorSpec& spec : analysis.view.task().inputs()) {
     if (ShapeOf(spec) != analysis.row_shape) continue;
-    const int64_t bytes = layout.width * ElementBytes(spec.dtype());
-    bool aligned = bytes >= 4 && spec.strides(analysis.axis) == 1 &&
-                   spec.storage_offset() % layout.width == 0;
-    for (int d = 0; d < spec.shape_size(); ++d) {
-      if (d != analysis.axis && spec.shape(d) > 1) aligned = aligned && spec.strides(d) % layout.width == 0;
-    }
-    if (!aligned) {
+    if (layout.width * ElementBytes(spec.dtype()) < 4 ||
+        !AlignedAlongTheRow(analysis, spec, layout.width)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cache_row with cluster_blocks ", blocks, " copies the row in vectors of vector_width ",
           layout.width, ": needs row-sized inputs of unit stride along the row, aligned to the "
@@ -825,17 +834,10 @@ class RowKernelWriter {
     }
     return index;
   }
-  // Whether a chunk's width_ elements of `spec` (row-shaped, or broadcast against the row from
-  // fewer dims or size-1 dims, but not along the reduced dim) are one aligned vector access.
+  // Whether a chunk's width_ elements of `spec` are one aligned vector access.
   bool VectorAccess(const TensorSpec& spec) const {
-    const int rank = spec.shape_size();
-    const int axis = analysis_.axis - (static_cast<int>(analysis_.row_shape.size()) - rank);
-    if (width_ == 1 || axis < 0 || spec.shape(axis) != analysis_.columns) return false;
-    if (spec.strides(axis) != 1 || spec.storage_offset() % width_ != 0) return false;
-    for (int d = 0; d < rank; ++d) {
-      if (d != axis && spec.shape(d) > 1 && spec.strides(d) % width_ != 0) return false;
-    }
-    return ElementBytes(spec.dtype()) * width_ <= 16;
+    return width_ > 1 && ElementBytes(spec.dtype()) * width_ <= 16 &&
+           AlignedAlongTheRow(analysis_, spec, width_);
   }
   ElementEmitter NewEmitter(const std::string& prefix);
   absl::StatusOr<std::vector<std::string>> Pass(int pass, const std::vector<Stage>& stages);
@@ -967,7 +969,8 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
                 "const ForgeVec<", storage, ", ", width_, "> ", vector,
                 " = *reinterpret_cast<const ForgeVec<", storage, ", ", width_, ">*>(in", position,
                 " + ",
-                ElementOffset(ElementEmitter::Broadcast(ElementIndex(0), ShapeOf(spec)), spec, self),
+                ElementOffset(ElementEmitter::Broadcast(ElementIndex(0), ShapeOf(spec)), spec,
+                              self),
                 ");"));
           }
           loaded = LoadConversion(spec.dtype(), absl::StrCat(vector, ".v[", lane_, "]"));
@@ -1206,7 +1209,9 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::FinalPass() {
     };
     if (VectorAccess(spec)) {
       std::vector<std::string> values;
-      for (const Term& term : results[o]) values.push_back(absl::StrCat("((", reg, ")", term.expr, ")"));
+      for (const Term& term : results[o]) {
+        values.push_back(absl::StrCat("((", reg, ")", term.expr, ")"));
+      }
       const std::string address =
           absl::StrCat("out", o, " + ", ElementOffset(ElementIndex(0), spec, emitter));
       for (const std::string& statement :
@@ -1232,7 +1237,8 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::FinalPass() {
 }
 
 std::string RowKernelWriter::RefillChunk() const {
-  return absl::StrCat("    if (next_row < ", analysis_.rows, "LL) forge_fill_row_chunk(next_row, j);");
+  return absl::StrCat("    if (next_row < ", analysis_.rows,
+                      "LL) forge_fill_row_chunk(next_row, j);");
 }
 
 absl::StatusOr<std::vector<std::string>> RowKernelWriter::RowOutputs() {
@@ -1373,7 +1379,8 @@ void RowKernelWriter::PersistentRows(const std::vector<std::string>& final_pass,
   lines.push_back(absl::StrCat(
       "if (cluster_rank == 0 && threadIdx.x == 0 && atomicAdd(&forge_clusters_done, 1u) == "
       "gridDim.x / ",
-      layout_.cluster_blocks, " - 1) {\n    forge_rows_taken = 0;\n    forge_clusters_done = 0;\n  }"));
+      layout_.cluster_blocks,
+      " - 1) {\n    forge_rows_taken = 0;\n    forge_clusters_done = 0;\n  }"));
 }
 
 std::vector<std::string> RowKernelWriter::RowCoordinates() const {
@@ -1434,8 +1441,8 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   if (layout_.cluster_blocks > 1) {
     std::string cases;
     for (int pending = 0; pending < kMaxPipelinedChunks; ++pending) {
-      absl::StrAppend(&cases, "    case ", pending, ": asm volatile(\"cp.async.wait_group ", pending,
-                      ";\" ::: \"memory\"); break;\n");
+      absl::StrAppend(&cases, "    case ", pending, ": asm volatile(\"cp.async.wait_group ",
+                      pending, ";\" ::: \"memory\"); break;\n");
     }
     absl::StrAppend(&source,
                     absl::StrReplaceAll(kClusterPrelude, {{"FORGE_WAIT_PENDING_CASES\n", cases}}));
@@ -1452,10 +1459,10 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
   absl::StrAppend(&source, ".\n");
   if (layout_.SharedCache()) {
     absl::StrAppend(&source,
-                    "// Rows taken and clusters finished in this launch; the last cluster to finish "
-                    "resets both\n// (launches of one module must not overlap: the judge and the "
-                    "timer launch one at a time).\n__device__ unsigned int forge_rows_taken;\n"
-                    "__device__ unsigned int forge_clusters_done;\n");
+                    "// Rows taken and clusters finished in this launch; the last cluster to "
+                    "finish resets both\n// (launches of one module must not overlap: the judge "
+                    "and the timer launch one at a time).\n__device__ unsigned int "
+                    "forge_rows_taken;\n__device__ unsigned int forge_clusters_done;\n");
   }
   const std::string cluster_attribute =
       layout_.cluster_blocks > 1

@@ -330,7 +330,8 @@ TEST(ReductionTest, CachedClustersTakeRowsUntilNoneIsLeft) {
   // Without the cache, a cluster per row as before.
   SchedulePoint uncached = ClusterPoint(8, 1024, 4);
   uncached.parameters["cache_row"] = 0;
-  absl::StatusOr<GeneratedKernel> streaming = family.Generate(Softmax(kF32, {4096, 393216}), uncached);
+  absl::StatusOr<GeneratedKernel> streaming =
+      family.Generate(Softmax(kF32, {4096, 393216}), uncached);
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   EXPECT_EQ(streaming->launch.grid[0], 4096u * 8u);
   EXPECT_THAT(streaming->source, ::testing::Not(HasSubstr("forge_rows_taken")));
