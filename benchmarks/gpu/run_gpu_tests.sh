@@ -20,7 +20,7 @@ for test in "$FORGE_BUNDLE"/bin/*_test; do
   rc=$?
   passed=$(grep -c '^\[       OK \]' "$OUT/logs/$name.log")
   failed=$(grep -c '^\[  FAILED  \].*(' "$OUT/logs/$name.log")
-  skipped=$(grep -c '^\[  SKIPPED \]' "$OUT/logs/$name.log")
+  skipped=$(grep -c '^\[  SKIPPED \].*(' "$OUT/logs/$name.log")
   echo "| $name | exit $rc: $passed passed, $failed failed, $skipped skipped |" >> "$summary"
 done
 (cd "$OUT/logs" && tar czf "$OUT/gpu_test_logs.tar.gz" .) && rm -rf "$OUT/logs"
