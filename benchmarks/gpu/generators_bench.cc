@@ -198,7 +198,8 @@ std::vector<std::map<std::string, int64_t>> RequestedPoints() {
   return requested;
 }
 
-// FORGE_BENCH_SAMPLES: how many sampled points replace `fallback` (-1 when unset or invalid).
+// FORGE_BENCH_SAMPLES: how many points to sample in place of PickPoints' `others` (-1 when
+// unset).
 int SampledPointsOverride() {
   const char* text = std::getenv("FORGE_BENCH_SAMPLES");
   int samples = -1;

@@ -153,7 +153,6 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
   }
   for (int o = 0; o < task.outputs_size(); ++o) {
     const TensorSpec& spec = task.outputs(o);
-    const std::string storage = *StorageType(spec.dtype());
     // The computed term has the register type of its own dtype, which may differ from the
     // output's when the output is a group input passed through.
     auto converted = [&](const Term& term) {

@@ -849,13 +849,17 @@ class RowKernelWriter {
   // The kernel body of a cached cluster (appended to `lines`): persistent clusters that take
   // rows from a counter and copy the next row into shared memory while writing this one's
   // outputs.
-  void PersistentRows(const std::vector<std::string>& final_pass,
-                      const std::vector<std::string>& row_outputs,
-                      const std::vector<std::string>& passes, std::vector<std::string>& lines);
+  void PersistentRows(const std::vector<std::string>& passes,
+                      const std::vector<std::string>& final_pass,
+                      const std::vector<std::string>& row_outputs, std::vector<std::string>& lines);
   // The coordinates o<d> of row `row` in the row shape without the reduced dim.
   std::vector<std::string> RowCoordinates() const;
   // Whether every chunk of every thread lies in the row (its block's part): no bounds check.
   bool ChunksCoverExactly() const;
+  // The first column of chunk j of this thread, and the check that it lies in the row (its
+  // block's part), opening a block either way.
+  std::string ChunkColumn() const;
+  std::string ChunkGuard() const;
   bool PipelinedCache() const {
     return layout_.SharedCache() && chunks_per_thread_ <= kMaxPipelinedChunks;
   }
@@ -942,11 +946,11 @@ ElementEmitter RowKernelWriter::NewEmitter(const std::string& prefix) {
         const TensorSpec& spec = view_.InputSpec(position);
         const std::string storage = *StorageType(spec.dtype());
         const std::string reg = *RegisterType(spec.dtype());
-        const bool row_element = ShapeOf(spec) == analysis_.row_shape && index == ElementIndex(lane_);
         // This chunk's element lane_ of a row-shaped or broadcast input (as layer norm's weight).
         const bool chunk_element =
             spec.shape_size() <= static_cast<int>(analysis_.row_shape.size()) &&
             index == ElementEmitter::Broadcast(ElementIndex(lane_), ShapeOf(spec));
+        const bool row_element = chunk_element && ShapeOf(spec) == analysis_.row_shape;
         std::string loaded;
         if (row_element && layout_.SharedCache()) {
           // The chunk's vector, as CacheRowInputs copied it: consecutive lanes' vectors at
@@ -989,14 +993,22 @@ bool RowKernelWriter::ChunksCoverExactly() const {
   return layout_.segment * layout_.cluster_blocks == analysis_.columns;
 }
 
-std::string RowKernelWriter::ChunkLoopHeader() const {
+std::string RowKernelWriter::ChunkColumn() const {
+  return absl::StrCat(layout_.cluster_blocks > 1 ? "segment_begin + " : "", "(j * ",
+                      threads_per_row_, " + lane) * ", width_);
+}
+
+std::string RowKernelWriter::ChunkGuard() const {
   // Without a bounds check where every chunk is in the row, the loop body is one basic block and
   // the compiler issues the unrolled chunks' loads together.
-  const std::string guard =
-      ChunksCoverExactly() ? "{"
-      : layout_.cluster_blocks > 1
-          ? "if (c0 < segment_end) {"
-          : absl::StrCat("if (c0 < ", analysis_.columns, ") {");
+  if (ChunksCoverExactly()) return "{";
+  return layout_.cluster_blocks > 1 ? "if (c0 < segment_end) {"
+                                    : absl::StrCat("if (c0 < ", analysis_.columns, ") {");
+}
+
+std::string RowKernelWriter::ChunkLoopHeader() const {
+  const std::string body =
+      absl::StrCat("    const int c0 = ", ChunkColumn(), ";\n    ", ChunkGuard());
   if (layout_.cluster_blocks > 1) {
     // A cached cluster's first pass reads chunk j once its copies have landed, while the later
     // chunks' copies are still in flight.
@@ -1007,19 +1019,16 @@ std::string RowKernelWriter::ChunkLoopHeader() const {
         wait_per_chunk ? absl::StrCat("    forge_cp_async_wait_pending(", chunks_per_thread_ - 1,
                                       " - j);\n")
                        : "",
-        "    const int c0 = segment_begin + (j * ", threads_per_row_, " + lane) * ", width_,
-        ";\n    ", guard);
+        body);
   }
   // cache_row indexes its register arrays by j: the loop must unroll fully to keep them there.
   return absl::StrCat(cache_row_ ? "#pragma unroll\n  " : "", "for (int j = 0; j < ",
-                      chunks_per_thread_, "; ++j) {\n    const int c0 = (j * ", threads_per_row_,
-                      " + lane) * ", width_, ";\n    ", guard);
+                      chunks_per_thread_, "; ++j) {\n", body);
 }
 
 std::string RowKernelWriter::CachedElement(int position, absl::string_view vector_lane) const {
   return absl::StrCat("cached", position, "[j * ", width_, " + ", vector_lane, "]");
 }
-
 
 absl::StatusOr<std::vector<std::string>> RowKernelWriter::Pass(int pass,
                                                                const std::vector<Stage>& stages) {
@@ -1272,9 +1281,8 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
     // later reads only its own vectors, so no barrier orders the copies and the reads.
     lines.push_back("extern __shared__ __align__(16) unsigned char forge_row_cache[];");
     std::vector<std::string> fill = RowCoordinates();
-    fill.push_back(absl::StrCat("const int c0 = segment_begin + (j * ", threads_per_row_,
-                                " + lane) * ", width_, ";"));
-    fill.push_back(ChunksCoverExactly() ? "{" : "if (c0 < segment_end) {");
+    fill.push_back(absl::StrCat("const int c0 = ", ChunkColumn(), ";"));
+    fill.push_back(ChunkGuard());
     for (int position : cached_inputs_) {
       const TensorSpec& spec = view_.InputSpec(position);
       const std::string vector_type =
@@ -1337,9 +1345,9 @@ std::vector<std::string> RowKernelWriter::CacheRowInputs() {
   return lines;
 }
 
-void RowKernelWriter::PersistentRows(const std::vector<std::string>& final_pass,
+void RowKernelWriter::PersistentRows(const std::vector<std::string>& passes,
+                                     const std::vector<std::string>& final_pass,
                                      const std::vector<std::string>& row_outputs,
-                                     const std::vector<std::string>& passes,
                                      std::vector<std::string>& lines) {
   auto take = [](absl::string_view slot) {
     return absl::StrCat("if (cluster_rank == 0 && threadIdx.x == 0) forge_row_slot[", slot,
@@ -1493,30 +1501,23 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
                                  analysis_.columns, ");"));
   }
   if (layout_.SharedCache()) {
-    PersistentRows(*final_pass, *row_outputs, body, lines);
-    for (const std::string& line : lines) absl::StrAppend(&source, "  ", line, "\n");
-    absl::StrAppend(&source, "}\n");
-    return source;
-  }
-  if (layout_.cluster_blocks > 1) {
-    lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x / ",
-                                 layout_.cluster_blocks, ";"));
+    PersistentRows(body, *final_pass, *row_outputs, lines);
   } else {
-    lines.push_back(absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
-                                 rows_per_block_, " + row_in_block;"));
+    lines.push_back(layout_.cluster_blocks > 1
+                        ? absl::StrCat("const long long row_wide = (long long)blockIdx.x / ",
+                                       layout_.cluster_blocks, ";")
+                        : absl::StrCat("const long long row_wide = (long long)blockIdx.x * ",
+                                       rows_per_block_, " + row_in_block;"));
+    lines.push_back("// Rows past the end recompute the last row (every thread must reach the");
+    lines.push_back("// barriers of the cross-warp reduction) but store nothing.");
+    lines.push_back(absl::StrCat("const bool active = row_wide < ", analysis_.rows, "LL;"));
+    lines.push_back(absl::StrCat("const ", index_type_, " row = active ? (", index_type_,
+                                 ")row_wide : (", index_type_, ")", analysis_.rows - 1, ";"));
+    for (const std::vector<std::string>& part :
+         {RowCoordinates(), CacheRowInputs(), body, *final_pass, *row_outputs}) {
+      lines.insert(lines.end(), part.begin(), part.end());
+    }
   }
-  lines.push_back("// Rows past the end recompute the last row (every thread must reach the");
-  lines.push_back("// barriers of the cross-warp reduction) but store nothing.");
-  lines.push_back(absl::StrCat("const bool active = row_wide < ", analysis_.rows, "LL;"));
-  lines.push_back(absl::StrCat("const ", index_type_, " row = active ? (", index_type_,
-                               ")row_wide : (", index_type_, ")", analysis_.rows - 1, ";"));
-  const std::vector<std::string> coordinates = RowCoordinates();
-  lines.insert(lines.end(), coordinates.begin(), coordinates.end());
-  std::vector<std::string> cache = CacheRowInputs();
-  lines.insert(lines.end(), cache.begin(), cache.end());
-  lines.insert(lines.end(), body.begin(), body.end());
-  lines.insert(lines.end(), final_pass->begin(), final_pass->end());
-  lines.insert(lines.end(), row_outputs->begin(), row_outputs->end());
   for (const std::string& line : lines) absl::StrAppend(&source, "  ", line, "\n");
   absl::StrAppend(&source, "}\n");
   return source;
