@@ -30,7 +30,7 @@ class PointwiseFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_POINTWISE; }
   absl::string_view name() const override { return "pointwise"; }
-  absl::string_view generator_version() const override { return "pointwise-2"; }
+  absl::string_view generator_version() const override { return "pointwise-3"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

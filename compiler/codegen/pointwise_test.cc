@@ -134,6 +134,8 @@ std::vector<OpCase> AllOpCases() {
   cases.push_back({"silu_f16", "silu", "default", {x}, kF16, kF16});
   cases.push_back({"add_bf16", "add", "Tensor", {x, y}, kBF16, kBF16});
   cases.push_back({"gelu_f64", "gelu", "default", {x}, kF64, kF64});
+  cases.push_back({"gelu_bf16", "gelu", "default", {x}, kBF16, kBF16});
+  cases.push_back({"gelu_f16", "gelu", "default", {x}, kF16, kF16});
   cases.push_back({"add_i32", "add", "Tensor", {x, y}, kI32, kI32});
   cases.push_back({"mul_i64", "mul", "Tensor", {x, IntArg("other", 7)}, kI64, kI64});
   cases.push_back({"div_floor_i32", "div", "Tensor_mode", {x, y, StringArg("rounding_mode", "floor")}, kI32, kI32});
@@ -160,6 +162,24 @@ TEST(PointwiseTest, EveryOpCompilesForSm80AndSm90WithoutSpills) {
     labels.push_back(c.label);
   }
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true);
+}
+
+// GELU's erf form takes the degree-6 polynomial where its result is rounded to 16 bits, the
+// degree-8 one where it is float32.
+TEST(PointwiseTest, GeluPolynomialFollowsTheResultType) {
+  PointwiseFamily family;
+  auto source = [&](DType dtype) {
+    const KernelTask task =
+        OpTask({"gelu", "gelu", "default", {TensorArg("self", "x")}, dtype, dtype});
+    absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
+    EXPECT_TRUE(space.ok()) << space.status();
+    absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, DefaultPoint(space->front()));
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    return kernel.ok() ? kernel->source : "";
+  };
+  EXPECT_THAT(source(kF32), HasSubstr("= forge_gelu_erf("));
+  EXPECT_THAT(source(kBF16), HasSubstr("= forge_gelu_erf_16bit("));
+  EXPECT_THAT(source(kF16), HasSubstr("= forge_gelu_erf_16bit("));
 }
 
 // x [64, 128] f16, bias [128] f16 (broadcast), gate [64, 1] f16; two f16 outputs.
@@ -213,7 +233,7 @@ TEST(PointwiseTest, DefaultPointUsesTheWidestValidVector) {
   // The 8 float16 results are stored as 4 pairs, each rounded and packed by one instruction.
   EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<unsigned, 4> "));
   EXPECT_THAT(kernel->source, HasSubstr(".v[3] = forge_pack_half2("));
-  EXPECT_EQ(kernel->generator_version, "pointwise-2");
+  EXPECT_EQ(kernel->generator_version, "pointwise-3");
   EXPECT_EQ(kernel->template_name, "pointwise_flat");
   EXPECT_EQ(kernel->parameters, point.parameters);
 }

@@ -239,6 +239,10 @@ constexpr int64_t kMaxPipelinedChunks = 32;
 // Threads and shared memory of one SM of sm_90, which bound the blocks resident per SM.
 constexpr int64_t kThreadsPerSm = 2048;
 constexpr int64_t kSharedBytesPerSm = 228 * 1024;
+// 32-bit registers of one SM (sm_80 to sm_100), which max_registers divides among blocks.
+constexpr int64_t kRegistersPerSm = 64 * 1024;
+// Registers a thread needs besides the row it caches: indices, accumulators, the statistics.
+constexpr int64_t kRegistersBesidesTheCache = 16;
 
 enum class ReductionKind { kSum, kMean, kMax, kMin, kSoftmax, kLogSoftmax, kLayerNorm, kVar };
 
@@ -530,7 +534,8 @@ TemplateSpace SpaceOf(const ReductionTask& analysis) {
                           {{"threads_per_row", {32, 64, 128, 256, 512, 1024}, 32},
                            {"rows_per_block", {1, 2, 4, 8}, 1},
                            {"vector_width", {1, 2, 4, 8}, 1},
-                           {"cache_row", {0, 1}, 0}}};
+                           {"cache_row", {0, 1}, 0},
+                           {"max_registers", {0, 64, 80, 96, 128}, 0}}};
   if (!ColumnTemplate(analysis) &&
       analysis.columns * std::max(1, analysis.row_sized_inputs) > kClusterRowElements) {
     space.parameters.push_back({"cluster_blocks", {1, 2, 4, 8}, 1});
@@ -552,7 +557,14 @@ struct Layout {
   // (the last one what is left); cache_row then keeps the row in shared memory.
   int64_t cluster_blocks = 1;
   int64_t segment = 0;
+  // row_reduce: a cap on registers per thread (0: the compiler's choice), for more resident warps.
+  int64_t max_registers = 0;
   bool SharedCache() const { return cache_row && cluster_blocks > 1; }
+  int64_t BlockThreads() const { return threads_per_row * rows_per_block; }
+  // The blocks per SM that __launch_bounds__ asks for to keep each thread under max_registers.
+  int64_t MinBlocksPerSm() const {
+    return max_registers == 0 ? 0 : kRegistersPerSm / (max_registers * BlockThreads());
+  }
   int64_t ChunksPerThread() const {
     return (segment + threads_per_row * width - 1) / (threads_per_row * width);
   }
@@ -570,6 +582,7 @@ Layout LayoutOf(const ReductionTask& analysis, const SchedulePoint& point) {
     layout.rows_per_block = Parameter(point, "rows_per_block", 1);
     layout.width = Parameter(point, "vector_width", 1);
     layout.cluster_blocks = Parameter(point, "cluster_blocks", 1);
+    layout.max_registers = Parameter(point, "max_registers", 0);
   }
   // Whole vectors per block: a vector never straddles two blocks' parts.
   const int64_t vectors = (analysis.columns + layout.width - 1) / layout.width;
@@ -731,13 +744,30 @@ absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& p
     if (absl::Status status = ValidateClusterPoint(analysis, layout); !status.ok()) return status;
   }
   const int64_t chunks_per_thread = layout.ChunksPerThread();
-  if (layout.cache_row && !layout.SharedCache() &&
-      chunks_per_thread * layout.width * std::max(1, analysis.row_sized_inputs) >
-          kMaxCachedElementsPerThread) {
+  const int64_t cached_in_registers =
+      layout.cache_row && !layout.SharedCache()
+          ? chunks_per_thread * layout.width * std::max(1, analysis.row_sized_inputs)
+          : 0;
+  if (cached_in_registers > kMaxCachedElementsPerThread) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cache_row keeps ", chunks_per_thread * layout.width, " elements of each of ",
         analysis.row_sized_inputs, " row-sized inputs per thread; more than ",
         kMaxCachedElementsPerThread, " registers"));
+  }
+  if (layout.max_registers > 0) {
+    // One block per SM already caps a thread at the SM's registers over the block's threads.
+    if (layout.MinBlocksPerSm() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_registers ", layout.max_registers, " with ", layout.BlockThreads(),
+          "-thread blocks leaves room for fewer than two blocks per SM: no cap beyond the "
+          "block size's own"));
+    }
+    if (cached_in_registers * (analysis.acc_type == "double" ? 2 : 1) + kRegistersBesidesTheCache >
+        layout.max_registers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_registers ", layout.max_registers, " is too few for the ", cached_in_registers,
+          " cached row elements per thread: the cache would spill"));
+    }
   }
   if ((analysis.rows + layout.rows_per_block - 1) / layout.rows_per_block *
           layout.cluster_blocks >
@@ -1464,6 +1494,9 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
                     layout_.segment, " columns each",
                     layout_.SharedCache() ? ", row cached in shared memory" : "");
   }
+  if (layout_.max_registers > 0) {
+    absl::StrAppend(&source, ", at most ", layout_.max_registers, " registers per thread");
+  }
   absl::StrAppend(&source, ".\n");
   if (layout_.SharedCache()) {
     absl::StrAppend(&source,
@@ -1476,8 +1509,10 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
       layout_.cluster_blocks > 1
           ? absl::StrCat("__cluster_dims__(", layout_.cluster_blocks, ", 1, 1) ")
           : "";
-  absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, ") ",
-                  cluster_attribute, ReductionFamily::kKernelName, "(",
+  const std::string min_blocks =
+      layout_.max_registers > 0 ? absl::StrCat(", ", layout_.MinBlocksPerSm()) : "";
+  absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", block, min_blocks,
+                  ") ", cluster_attribute, ReductionFamily::kKernelName, "(",
                   absl::StrJoin(parameters, ", "), ") {\n");
   std::vector<std::string> lines = scratch_;
   if (column_) {
@@ -1896,8 +1931,9 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
     const Layout layout = LayoutOf(*analysis, point);
     const double threads = static_cast<double>(layout.threads_per_row);
     const double block = threads * static_cast<double>(layout.rows_per_block);
+    // No register cap by default: that is for the search to try.
     double score = 50 * layout.cache_row + Parameter(point, "online_softmax", 0) +
-                   Parameter(point, "welford", 0);
+                   Parameter(point, "welford", 0) - (layout.max_registers > 0 ? 1 : 0);
     if (ColumnTemplate(*analysis)) {
       const double blocks = std::ceil(static_cast<double>(analysis->rows) /
                                       static_cast<double>(layout.rows_per_block));

@@ -241,7 +241,8 @@ SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64
            {"vector_width", width},
            {"cache_row", 1},
            {"cluster_blocks", blocks},
-           {"online_softmax", online}}};
+           {"online_softmax", online},
+           {"max_registers", 0}}};
 }
 
 // The softmax anchor's row (393216 float32, 1.5 MiB) fits no block: eight blocks of a cluster
@@ -567,7 +568,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-5");
+  EXPECT_EQ(first->generator_version, "reduction-6");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -580,7 +581,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
 SchedulePoint Point(int64_t threads, int64_t rows, int64_t width, int64_t cache, int64_t online) {
   return {"row_reduce",
           {{"threads_per_row", threads}, {"rows_per_block", rows}, {"vector_width", width},
-           {"cache_row", cache}, {"online_softmax", online}}};
+           {"cache_row", cache}, {"online_softmax", online}, {"max_registers", 0}}};
 }
 
 TEST(ReductionTest, LaunchCoversEveryRow) {
@@ -664,6 +665,40 @@ TEST(ReductionTest, BroadcastInputsAndTheSharedRowCacheUseVectors) {
               HasSubstr("const ForgeVec<ForgeBFloat16, 8> cvec0 = cached0[j * 1024 + lane];"));
   ExpectCompiles({*layer_norm, *cluster}, {"layer_norm_gelu vector 8", "softmax bf16 cluster"},
                  /*expect_no_spills=*/true, {"sm_90"});
+}
+
+// max_registers asks __launch_bounds__ for the blocks per SM that keep a thread under the cap:
+// the layer norm + GELU anchor's 64-thread rows, 64 elements cached per thread, get 10 blocks and
+// at most 96 registers (ptxas took 128 on its own, 8 blocks).
+TEST(ReductionTest, MaxRegistersCapsWhatPtxasAllocates) {
+  ReductionFamily family;
+  const KernelTask task = LayerNormGelu(kBF16, 16384, 4096);
+  SchedulePoint point = Point(64, 1, 8, 1, 1);
+  point.parameters.erase("online_softmax");
+  point.parameters["welford"] = 0;
+  point.parameters["max_registers"] = 96;
+  absl::StatusOr<GeneratedKernel> capped = family.Generate(task, point);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_THAT(capped->source, HasSubstr("__launch_bounds__(64, 10) forge_row_reduce("));
+  EXPECT_THAT(capped->source, HasSubstr("at most 96 registers per thread"));
+  const forge::compile::CompileResult result =
+      testing::Pool().Submit(testing::RequestFor(*capped, "sm_90")).get();
+  ASSERT_TRUE(result.ok()) << result.log;
+  const forge::compile::PtxasFunctionReport* report = result.ptxas.Find(capped->kernel_name);
+  ASSERT_NE(report, nullptr) << result.log;
+  EXPECT_LE(report->registers, 96);
+  EXPECT_EQ(report->spill_store_bytes, 0) << result.log;
+
+  // Too few for the cached row, or no cap beyond what one block per SM already allows.
+  point.parameters["max_registers"] = 64;
+  EXPECT_THAT(family.Validate(task, point).message(),
+              HasSubstr("max_registers 64 is too few for the 64 cached row elements"));
+  SchedulePoint big_blocks = Point(1024, 1, 4, 0, 1);
+  big_blocks.parameters["max_registers"] = 64;
+  EXPECT_THAT(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).message(),
+              HasSubstr("fewer than two blocks per SM"));
+  big_blocks.parameters["max_registers"] = 0;
+  EXPECT_TRUE(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).ok());
 }
 
 TEST(ReductionTest, ValidateRejectsInvalidPoints) {
@@ -865,7 +900,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-5");
+  EXPECT_EQ(first->generator_version, "reduction-6");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;

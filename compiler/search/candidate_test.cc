@@ -149,7 +149,8 @@ TEST(CandidateTest, MakeCandidateRejectsPointsTheArchCannotRun) {
                                          {"vector_width", 4},
                                          {"cache_row", 1},
                                          {"cluster_blocks", 8},
-                                         {"online_softmax", 1}}};
+                                         {"online_softmax", 1},
+                                         {"max_registers", 0}}};
   EXPECT_TRUE(MakeCandidate(task, reduction, point, "sm_90").ok());
   const absl::Status sm80 = MakeCandidate(task, reduction, point, "sm_80").status();
   EXPECT_EQ(sm80.code(), absl::StatusCode::kFailedPrecondition);

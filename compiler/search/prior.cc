@@ -111,8 +111,13 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
     estimate.elements_in_flight_per_thread =
         kernel.launch.dynamic_shared_bytes / block_threads / InputBytesPerIndex(task);
   }
+  // A point's max_registers caps them (row_reduce asks __launch_bounds__ for the blocks per SM).
+  const double cap = kernel.parameters.contains("max_registers") &&
+                             kernel.parameters.at("max_registers") > 0
+                         ? static_cast<double>(kernel.parameters.at("max_registers"))
+                         : kMaxRegisters;
   estimate.registers_per_thread = static_cast<int>(
-      std::min<double>(kMaxRegisters, kBaseRegisters + std::ceil(in_registers)));
+      std::min<double>(cap, kBaseRegisters + std::ceil(in_registers)));
   return estimate;
 }
 

@@ -77,7 +77,7 @@ SchedulePoint FlatPoint(int64_t threads, int64_t elements, int64_t width) {
 SchedulePoint RowPoint(int64_t threads_per_row, int64_t width, int64_t cache_row) {
   return {"row_reduce",
           {{"threads_per_row", threads_per_row}, {"rows_per_block", 1}, {"vector_width", width},
-           {"cache_row", cache_row}, {"online_softmax", 1}}};
+           {"cache_row", cache_row}, {"online_softmax", 1}, {"max_registers", 0}}};
 }
 
 TEST(CostModelPriorTest, UnknownGpuIsNotFound) {
@@ -108,6 +108,12 @@ TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {
       CostModelPrior::Estimate(task, Generate(task, task.family(), RowPoint(64, 8, 0)));
   EXPECT_DOUBLE_EQ(streamed.elements_in_flight_per_thread, 8);
   EXPECT_EQ(streamed.registers_per_thread, 32 + 8);
+  // A point's register cap is what it gets (__launch_bounds__ makes ptxas keep to it).
+  SchedulePoint capped = RowPoint(64, 8, 1);
+  capped.parameters["max_registers"] = 80;
+  EXPECT_EQ(CostModelPrior::Estimate(task, Generate(task, task.family(), capped))
+                .registers_per_thread,
+            80);
 }
 
 // A row cached in a cluster's shared memory: cp.async puts a thread's whole part of the row in
