@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -258,6 +259,9 @@ struct Reduction {
 
 struct ReductionTask {
   explicit ReductionTask(GroupView group_view) : view(std::move(group_view)) {}
+  // The task the view reads when Analyze rewrote it (layer norm over several trailing dims, seen
+  // as over their product); null when the view reads the caller's task.
+  std::shared_ptr<const KernelTask> flattened;
   GroupView view;
   std::vector<int64_t> row_shape;  // the reduced tensor's shape
   int axis = -1;                   // the reduced dimension of row_shape
@@ -331,7 +335,120 @@ std::string TensorArgument(const Node& node, absl::string_view name) {
   return "";
 }
 
+// Layer norm over the k > 1 trailing dims of its input (nn.LayerNorm((C, H, W))) is layer norm
+// over one dim of their product when each tensor of the group is contiguous across them: the
+// task rewritten that way, or nullopt when the group has no such layer norm. A group that mixes it
+// with another reduction, a view op, a tensor that broadcasts within the trailing dims, or one
+// that is not contiguous across them, stays as it is (and the analysis says what it cannot do).
+struct TrailingDims {
+  std::vector<int64_t> row_shape;
+  int count = 0;  // k
+};
+
+std::optional<TrailingDims> NormalizedTrailingDims(const GroupView& view) {
+  std::optional<TrailingDims> found;
+  for (const Node& node : view.group().nodes()) {
+    if (IsPointwiseOp(node)) continue;
+    if (!KindOf(node.op()).ok() || *KindOf(node.op()) != ReductionKind::kLayerNorm) {
+      return std::nullopt;
+    }
+    const Argument* normalized = FindArgument(node, "normalized_shape");
+    const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "input"));
+    if (normalized == nullptr) return std::nullopt;
+    const int count = normalized->ints().values_size();
+    if (count < 2 || count > static_cast<int>(shape.size()) ||
+        !std::equal(normalized->ints().values().begin(), normalized->ints().values().end(),
+                    shape.end() - count)) {
+      return std::nullopt;
+    }
+    if (found.has_value() && (found->row_shape != shape || found->count != count)) {
+      return std::nullopt;
+    }
+    found = TrailingDims{shape, count};
+  }
+  return found;
+}
+
+// `spec` with the trailing dims merged into one: those dims right-aligned against the row's must
+// all match the row's (merged to their product, if contiguous) or all be 1 (merged to 1).
+bool MergeTrailingDims(const TrailingDims& dims, TensorSpec& spec) {
+  const int rank = spec.shape_size();
+  if (rank == 0) return true;
+  const int row_rank = static_cast<int>(dims.row_shape.size());
+  if (rank > row_rank) return false;
+  const int first = std::max(0, rank - dims.count);  // spec's first merged dim
+  bool all_match = rank >= dims.count, all_one = true;
+  for (int d = first; d < rank; ++d) {
+    all_match = all_match && spec.shape(d) == dims.row_shape[row_rank - rank + d];
+    all_one = all_one && spec.shape(d) == 1;
+  }
+  if (!all_match && !all_one) return false;
+  int64_t merged_size = 1, merged_stride = 1;
+  for (int d = rank - 1; d >= first; --d) {
+    if (spec.shape(d) == 1) continue;
+    if (merged_size == 1) {
+      merged_stride = spec.strides_size() == rank ? spec.strides(d) : 1;
+    } else if (spec.strides_size() == rank && spec.strides(d) != merged_stride * merged_size) {
+      return false;
+    }
+    merged_size *= spec.shape(d);
+  }
+  // A spec with fewer dims than merged ones keeps its leading size-1 padding out: merging leaves
+  // one dim where `rank - first` were.
+  std::vector<int64_t> shape(spec.shape().begin(), spec.shape().begin() + first);
+  shape.push_back(merged_size);
+  spec.mutable_shape()->Assign(shape.begin(), shape.end());
+  if (spec.strides_size() == rank) {
+    std::vector<int64_t> strides(spec.strides().begin(), spec.strides().begin() + first);
+    strides.push_back(merged_stride);
+    spec.mutable_strides()->Assign(strides.begin(), strides.end());
+  }
+  return true;
+}
+
+std::optional<KernelTask> FlattenNormalizedDims(const KernelTask& task, const GroupView& view) {
+  const std::optional<TrailingDims> dims = NormalizedTrailingDims(view);
+  if (!dims.has_value()) return std::nullopt;
+  KernelTask flattened = task;
+  for (TensorSpec& spec : *flattened.mutable_inputs()) {
+    if (!MergeTrailingDims(*dims, spec)) return std::nullopt;
+  }
+  for (TensorSpec& spec : *flattened.mutable_outputs()) {
+    if (!MergeTrailingDims(*dims, spec)) return std::nullopt;
+  }
+  for (forge::v1::Value& value : *flattened.mutable_group()->mutable_values()) {
+    if (!MergeTrailingDims(*dims, *value.mutable_tensor())) return std::nullopt;
+  }
+  int64_t product = 1;
+  for (int d = static_cast<int>(dims->row_shape.size()) - dims->count;
+       d < static_cast<int>(dims->row_shape.size()); ++d) {
+    product *= dims->row_shape[d];
+  }
+  for (Node& node : *flattened.mutable_group()->mutable_nodes()) {
+    for (Argument& argument : *node.mutable_arguments()) {
+      if (argument.name() == "normalized_shape") {
+        argument.mutable_ints()->clear_values();
+        argument.mutable_ints()->add_values(product);
+      }
+    }
+  }
+  return flattened;
+}
+
+absl::StatusOr<ReductionTask> AnalyzeAsGiven(const KernelTask& task);
+
 absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
+  absl::StatusOr<GroupView> view = GroupView::Create(task);
+  if (!view.ok()) return view.status();
+  std::optional<KernelTask> flattened = FlattenNormalizedDims(task, *view);
+  if (!flattened.has_value()) return AnalyzeAsGiven(task);
+  auto owned = std::make_shared<const KernelTask>(*std::move(flattened));
+  absl::StatusOr<ReductionTask> analysis = AnalyzeAsGiven(*owned);
+  if (analysis.ok()) analysis->flattened = std::move(owned);
+  return analysis;
+}
+
+absl::StatusOr<ReductionTask> AnalyzeAsGiven(const KernelTask& task) {
   absl::StatusOr<GroupView> view = GroupView::Create(task);
   if (!view.ok()) return view.status();
   ReductionTask analysis(*std::move(view));
@@ -523,6 +640,12 @@ int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t f
 // col_reduce when the reduced dimension has inner elements after it.
 bool ColumnTemplate(const ReductionTask& analysis) { return analysis.inner > 1; }
 
+// Rows too long for one block to keep in registers: row_reduce offers cluster_blocks.
+bool LongRows(const ReductionTask& analysis) {
+  return !ColumnTemplate(analysis) &&
+         analysis.columns * std::max(1, analysis.row_sized_inputs) > kClusterRowElements;
+}
+
 TemplateSpace SpaceOf(const ReductionTask& analysis) {
   TemplateSpace space =
       ColumnTemplate(analysis)
@@ -536,8 +659,7 @@ TemplateSpace SpaceOf(const ReductionTask& analysis) {
                            {"vector_width", {1, 2, 4, 8}, 1},
                            {"cache_row", {0, 1}, 0},
                            {"max_registers", {0, 64, 80, 96, 128}, 0}}};
-  if (!ColumnTemplate(analysis) &&
-      analysis.columns * std::max(1, analysis.row_sized_inputs) > kClusterRowElements) {
+  if (LongRows(analysis)) {
     space.parameters.push_back({"cluster_blocks", {1, 2, 4, 8}, 1});
   }
   if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
@@ -1947,6 +2069,16 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
                5 * std::abs(std::log2(block / 512));
     } else {
       score += RowLayoutScore(analysis->columns, /*chunks_per_thread=*/4, layout);
+      if (LongRows(*analysis)) {
+        // Long rows that are too few to give every SM 1024 threads (layer norm over (64, 256,
+        // 256): 16 rows of 4 M) are shared by the blocks of a cluster, and blocks are large;
+        // otherwise a block a row.
+        const double threads_launched = static_cast<double>(analysis->rows) *
+                                         static_cast<double>(layout.cluster_blocks) * block;
+        score -= 20 * std::max(0.0, std::log2(static_cast<double>(kRowsToFillTheGpu) * 1024 /
+                                              threads_launched)) +
+                 (layout.cluster_blocks > 1 ? 1 : 0);
+      }
     }
     if (!best.has_value() || score > best_score) {
       best = point;

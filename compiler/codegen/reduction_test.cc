@@ -55,6 +55,27 @@ KernelTask LayerNormGelu(DType dtype, int64_t rows, int64_t columns) {
       .Build(kReduction);
 }
 
+// nn.LayerNorm((C, H, W)) over x of shape (N, C, H, W), then `epilogue` (none, or "gelu");
+// `x_strides` as the kernel sees x (contiguous when empty).
+KernelTask LayerNormTrailing(DType dtype, std::vector<int64_t> shape, int normalized_dims,
+                             std::vector<int64_t> x_strides = {},
+                             std::vector<int64_t> weight_shape = {}) {
+  const std::vector<int64_t> normalized(shape.end() - normalized_dims, shape.end());
+  if (weight_shape.empty()) weight_shape = normalized;
+  return TaskBuilder()
+      .Input("x", dtype, shape, x_strides)
+      .Input("w", dtype, weight_shape)
+      .Input("b", dtype, weight_shape)
+      .Node("layer_norm", "layer_norm", "default",
+            {TensorArg("input", "x"), IntsArg("normalized_shape", normalized),
+             OptionalTensorArg("weight", "w"), OptionalTensorArg("bias", "b"),
+             FloatArg("eps", 1e-5), BoolArg("cudnn_enable", false)},
+            dtype, shape)
+      .Node("gelu", "gelu", "default", {TensorArg("self", "layer_norm")}, dtype, shape)
+      .Output("gelu")
+      .Build(kReduction);
+}
+
 // The RMSNorm pattern of the Llama block: x * rsqrt(mean(x^2, -1, keepdim) + eps) * w.
 KernelTask RmsNorm(DType dtype, int64_t rows, int64_t columns) {
   return TaskBuilder()
@@ -667,6 +688,46 @@ TEST(ReductionTest, BroadcastInputsAndTheSharedRowCacheUseVectors) {
                  /*expect_no_spills=*/true, {"sm_90"});
 }
 
+// Layer norm over several trailing dims is layer norm over one dim of their product when every
+// tensor is contiguous across them: nn.LayerNorm((4, 8, 8)) on (2, 4, 8, 8) is 2 rows of 256.
+TEST(ReductionTest, LayerNormOverTrailingDimsIsOneRowOfTheirProduct) {
+  ReductionFamily family;
+  const KernelTask task = LayerNormTrailing(kF32, {2, 4, 8, 8}, 3);
+  ASSERT_TRUE(family.Applies(task).ok()) << family.Applies(task);
+  absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, DefaultPoint(spaces->front()));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr(": 2 rows of 256 (dim 1, 1 inner)"));
+  EXPECT_EQ(kernel->launch.block[0] * kernel->launch.grid[0] >= 2, true);
+  // The anchor's shape: 16 rows of 4 M elements, long enough for a cluster per row.
+  const KernelTask anchor = LayerNormTrailing(kF32, {16, 64, 256, 256}, 3);
+  absl::StatusOr<std::vector<TemplateSpace>> anchor_spaces = family.ScheduleSpace(anchor);
+  ASSERT_TRUE(anchor_spaces.ok()) << anchor_spaces.status();
+  const SchedulePoint anchor_point = DefaultPoint(anchor_spaces->front());
+  EXPECT_GT(anchor_point.parameters.at("cluster_blocks"), 1);
+  absl::StatusOr<GeneratedKernel> anchor_kernel = family.Generate(anchor, anchor_point);
+  ASSERT_TRUE(anchor_kernel.ok()) << anchor_kernel.status();
+  EXPECT_THAT(anchor_kernel->source, HasSubstr(": 16 rows of 4194304 (dim 1, 1 inner)"));
+  // bfloat16, a (1, C, H, W) weight, and a row that is not a multiple of 8.
+  const KernelTask odd = LayerNormTrailing(kBF16, {3, 5, 7, 9}, 3, {}, {1, 5, 7, 9});
+  absl::StatusOr<std::vector<TemplateSpace>> odd_spaces = family.ScheduleSpace(odd);
+  ASSERT_TRUE(odd_spaces.ok()) << odd_spaces.status();
+  absl::StatusOr<GeneratedKernel> odd_kernel = family.Generate(odd, DefaultPoint(odd_spaces->front()));
+  ASSERT_TRUE(odd_kernel.ok()) << odd_kernel.status();
+  ExpectCompiles({*kernel, *odd_kernel}, {"layer_norm (4, 8, 8)", "layer_norm (5, 7, 9) bf16"},
+                 /*expect_no_spills=*/true);
+  ExpectCompiles({*anchor_kernel}, {"layer_norm (64, 256, 256)"}, /*expect_no_spills=*/true,
+                 {"sm_90"});
+
+  // Not contiguous across the normalized dims (x permuted from (N, H, W, C)): not one row.
+  const KernelTask permuted = LayerNormTrailing(kF32, {2, 4, 8, 8}, 3, {256, 1, 32, 4});
+  EXPECT_THAT(family.Applies(permuted).message(), HasSubstr("normalizes more than the last"));
+  // A weight that broadcasts within the normalized dims cannot be merged with them either.
+  const KernelTask partial = LayerNormTrailing(kF32, {2, 4, 8, 8}, 3, {}, {8});
+  EXPECT_FALSE(family.Applies(partial).ok());
+}
+
 // max_registers asks __launch_bounds__ for the blocks per SM that keep a thread under the cap:
 // the layer norm + GELU anchor's 64-thread rows, 64 elements cached per thread, get 10 blocks and
 // at most 96 registers (ptxas took 128 on its own, 8 blocks).
@@ -771,9 +832,10 @@ TEST(ReductionTest, RejectsWhatItCannotGenerate) {
           .Build(kReduction));
   EXPECT_THAT(no_reduction.message(), HasSubstr("has no reduction"));
 
+  // Two dims, but not contiguous across them: not one row of their product.
   absl::Status two_dims = family.Applies(
       TaskBuilder()
-          .Input("x", kF32, {8, 16, 4})
+          .Input("x", kF32, {8, 16, 4}, {64, 1, 16})
           .Node("ln", "layer_norm", "default", {TensorArg("input", "x"), IntsArg("normalized_shape", {16, 4})}, kF32, {8, 16, 4})
           .Output("ln")
           .Build(kReduction));
