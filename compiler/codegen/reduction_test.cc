@@ -589,7 +589,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-6");
+  EXPECT_EQ(first->generator_version, "reduction-7");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -962,7 +962,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-6");
+  EXPECT_EQ(first->generator_version, "reduction-7");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;
