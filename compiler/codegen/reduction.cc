@@ -365,9 +365,8 @@ std::optional<TrailingDims> NormalizedTrailingDims(const GroupView& view) {
   std::optional<TrailingDims> found;
   for (const Node& node : view.group().nodes()) {
     if (IsPointwiseOp(node)) continue;
-    if (!KindOf(node.op()).ok() || *KindOf(node.op()) != ReductionKind::kLayerNorm) {
-      return std::nullopt;
-    }
+    const absl::StatusOr<ReductionKind> kind = KindOf(node.op());
+    if (!kind.ok() || *kind != ReductionKind::kLayerNorm) return std::nullopt;
     const Argument* normalized = FindArgument(node, "normalized_shape");
     const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "input"));
     if (normalized == nullptr) return std::nullopt;

@@ -713,7 +713,8 @@ TEST(ReductionTest, LayerNormOverTrailingDimsIsOneRowOfTheirProduct) {
   const KernelTask odd = LayerNormTrailing(kBF16, {3, 5, 7, 9}, 3, {}, {1, 5, 7, 9});
   absl::StatusOr<std::vector<TemplateSpace>> odd_spaces = family.ScheduleSpace(odd);
   ASSERT_TRUE(odd_spaces.ok()) << odd_spaces.status();
-  absl::StatusOr<GeneratedKernel> odd_kernel = family.Generate(odd, DefaultPoint(odd_spaces->front()));
+  absl::StatusOr<GeneratedKernel> odd_kernel =
+      family.Generate(odd, DefaultPoint(odd_spaces->front()));
   ASSERT_TRUE(odd_kernel.ok()) << odd_kernel.status();
   ExpectCompiles({*kernel, *odd_kernel}, {"layer_norm (4, 8, 8)", "layer_norm (5, 7, 9) bf16"},
                  /*expect_no_spills=*/true);
