@@ -2110,6 +2110,15 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
   return std::vector<TemplateSpace>{space};
 }
 
+absl::StatusOr<int64_t> ReductionFamily::RowLength(const KernelTask& task) {
+  if (FindCrossEntropyNode(task) != nullptr) {
+    return absl::InvalidArgumentError("reduction: a cross_entropy task has no row_reduce rows");
+  }
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  return analysis->columns;
+}
+
 absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
   if (const Node* node = FindCrossEntropyNode(task); node != nullptr) {
     absl::StatusOr<CrossEntropyTask> ce = AnalyzeCrossEntropy(task, *node);

@@ -1,13 +1,15 @@
 // The reduction family: reductions along one dimension with the group's elementwise ops fused
 // before and after them. Supported reductions: softmax, log_softmax, sum / mean / amax / amin,
 // var and var_mean (correction or unbiased, keepdim or not) over any one dimension; layer_norm
-// (weight, bias, eps) over the last. The RMSNorm pattern (pow, mean, add eps, rsqrt, mul, mul
-// weight) is mean plus elementwise ops. Several reductions may be chained (e.g. layer_norm then
-// softmax): a reduction whose input depends on another's result runs in a later pass over the
-// row. Every reduction of a task reduces the same dimension of tensors of one shape; a "row" is
-// the set of elements that share every other coordinate. View ops in the group (transpose,
-// permute, view, expand, slice, ...) fold into the indices their sources are read at, except a
-// view that would read a softmax / log_softmax / layer_norm result at another row's element.
+// (weight, bias, eps) over the last dimension, or over several trailing ones as over one dim of
+// their product when every tensor of the task is contiguous across them. The RMSNorm pattern
+// (pow, mean, add eps, rsqrt, mul, mul weight) is mean plus elementwise ops. Several reductions
+// may be chained (e.g. layer_norm then softmax): a reduction whose input depends on another's
+// result runs in a later pass over the row. Every reduction of a task reduces the same dimension
+// of tensors of one shape; a "row" is the set of elements that share every other coordinate. View
+// ops in the group (transpose, permute, view, expand, slice, ...) fold into the indices their
+// sources are read at, except a view that would read a softmax / log_softmax / layer_norm result
+// at another row's element.
 //
 // Template "row_reduce": a row (all elements that share the leading coordinates) is reduced by a
 // group of `threads_per_row` threads: one warp (32) or several warps (64..1024, combining warps
@@ -21,8 +23,8 @@
 // block cluster share a row, each taking a contiguous part, and combine every reduction's partial
 // results in rank order through distributed shared memory; with cache_row (required) each block
 // keeps its part in shared memory and reads its input once. Needs sm_90 or newer (SupportsArch).
-// The default only where the rows are too few to fill the GPU: with many rows, streaming them was
-// faster on the H200.
+// `max_registers` (0, or 64 to 128) caps a thread's registers through __launch_bounds__ (blocks
+// per SM), for more resident warps.
 //
 // Template "col_reduce", for a reduced dimension followed by inner elements (e.g. dim 1 of
 // (N, C, H, W), H*W inner elements): consecutive threads own consecutive rows (consecutive inner
@@ -71,6 +73,10 @@ class ReductionFamily : public KernelFamily {
   // cluster_blocks > 1 needs sm_90 or newer.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
+
+  // Elements of a row as the row_reduce and col_reduce kernels see it: the reduced dimension's
+  // size, or for layer norm over several trailing dims their product (for cost models).
+  static absl::StatusOr<int64_t> RowLength(const forge::v1::KernelTask& task);
 };
 
 }  // namespace forge::codegen

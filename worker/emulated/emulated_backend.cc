@@ -10,6 +10,7 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/reduction.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/cost.h"
 
@@ -118,7 +119,9 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
         static_cast<double>(Parameter(kernel, "elements_per_thread", 1) * vector_width * bytes);
   } else if (kernel.template_name == "row_reduce" && largest != nullptr &&
              largest->shape_size() > 0) {
-    const std::int64_t row_length = largest->shape(largest->shape_size() - 1);
+    const absl::StatusOr<std::int64_t> reduced = codegen::ReductionFamily::RowLength(task);
+    const std::int64_t row_length =
+        reduced.ok() ? *reduced : largest->shape(largest->shape_size() - 1);
     const int row_bytes_per_element = BytesPerIndex(task, graph::NumElements(*largest));
     const std::int64_t threads_per_row = Parameter(kernel, "threads_per_row", 32);
     const std::int64_t rows_per_block = Parameter(kernel, "rows_per_block", 1);

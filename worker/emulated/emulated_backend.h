@@ -27,7 +27,8 @@ namespace forge::emulated {
 //    a row-sized output); only the share of those re-reads that misses L2 reaches DRAM, from the
 //    rows resident at once (SMs x blocks per SM x rows per block) against the L2 size.
 // Bytes in flight per thread: "pointwise_flat" unrolls elements_per_thread chunks of
-// vector_width elements of every full-size input; "row_reduce" loads one chunk of vector_width
+// vector_width elements of every full-size input; "row_reduce" (a row as its kernel sees it,
+// ReductionFamily::RowLength) loads one chunk of vector_width
 // elements per row-sized input per loop step, or all its chunks when cache_row keeps them in
 // registers. Other templates: one vector_width access of the widest input.
 KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,

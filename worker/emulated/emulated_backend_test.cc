@@ -3,8 +3,11 @@
 #include <memory>
 #include <string>
 
+#include "common/arch/arch.h"
 #include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/codegen_test_util.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/reduction.h"
 #include "gtest/gtest.h"
 
 namespace forge::emulated {
@@ -132,4 +135,48 @@ TEST_F(EmulatedBackendTest, UnknownGpuIsAnError) {
 }
 
 }  // namespace
+// A row is what the kernel reduces: layer norm over (64, 256, 256) has rows of 4 M elements, not
+// of the last dim's 256. Sixteen such rows (16 MB each) do not fit in L2, so the streaming point's
+// second pass over them is DRAM traffic.
+TEST(EstimateKernelWorkTest, LayerNormOverTrailingDimsRereadsItsLongRows) {
+  using codegen::testing::FloatArg;
+  using codegen::testing::IntsArg;
+  using codegen::testing::OptionalTensorArg;
+  using codegen::testing::TensorArg;
+  const std::vector<int64_t> shape = {16, 64, 256, 256};
+  const std::vector<int64_t> normalized = {64, 256, 256};
+  forge::v1::KernelTask task =
+      codegen::testing::TaskBuilder()
+          .Input("x", forge::v1::DTYPE_FLOAT32, shape)
+          .Input("w", forge::v1::DTYPE_FLOAT32, normalized)
+          .Input("b", forge::v1::DTYPE_FLOAT32, normalized)
+          .Node("layer_norm", "layer_norm", "default",
+                {TensorArg("input", "x"), IntsArg("normalized_shape", normalized),
+                 OptionalTensorArg("weight", "w"), OptionalTensorArg("bias", "b"),
+                 FloatArg("eps", 1e-5)},
+                forge::v1::DTYPE_FLOAT32, shape)
+          .Output("layer_norm")
+          .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
+  const double row_input_bytes = 16.0 * 64 * 256 * 256 * 4;
+  task.set_min_bytes(static_cast<int64_t>(2 * row_input_bytes + 2 * 64 * 256 * 256 * 4));
+  ASSERT_EQ(codegen::ReductionFamily::RowLength(task).value_or(0), 64 * 256 * 256);
+  const codegen::SchedulePoint point = {"row_reduce",
+                                        {{"threads_per_row", 512},
+                                         {"rows_per_block", 1},
+                                         {"vector_width", 4},
+                                         {"cache_row", 0},
+                                         {"cluster_blocks", 8},
+                                         {"welford", 1},
+                                         {"max_registers", 0}}};
+  absl::StatusOr<codegen::GeneratedKernel> kernel =
+      codegen::ReductionFamily().Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  absl::StatusOr<GpuArch> h200 = FindGpu("H200");
+  ASSERT_TRUE(h200.ok()) << h200.status();
+  const KernelWork work = EstimateKernelWork(*h200, task, *kernel, {.registers_per_thread = 40},
+                                             {.blocks_per_sm = 1});
+  // Welford: one statistics pass, then the pass that writes the output reads the row again.
+  EXPECT_GT(work.bytes_moved, static_cast<double>(task.min_bytes()) + 0.9 * row_input_bytes);
+}
+
 }  // namespace forge::emulated
