@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Every GPU test binary of the bundle (.gpu/bin/*_test), on the GPU machine, one log each under
 # $OUT, and a summary line per binary in $OUT/gpu_tests.md. The sandbox test finds its child
-# through FORGE_SANDBOX_CHILD.
+# through FORGE_SANDBOX_CHILD; tests that read the exported test models (gpu_executor_gpu_test)
+# find them in FORGE_TEST_MODELS, written here as ctest's fixtures.make_models writes them.
+# Needs python/forge/v1 carried from the build machine.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
 export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
+mkdir -p "$OUT/logs"
+export FORGE_TEST_MODELS=/tmp/forge-test-models
+python3 "$here/../../tests/fixtures/make_models.py" "$FORGE_TEST_MODELS" \
+  > "$OUT/logs/make_models.log" 2>&1 || echo "make_models.py failed: $OUT/logs/make_models.log"
 summary="$OUT/gpu_tests.md"
 {
   echo "# GPU tests on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(date -u +%F)"
@@ -13,7 +19,6 @@ summary="$OUT/gpu_tests.md"
   echo "| binary | result |"
   echo "|---|---|"
 } > "$summary"
-mkdir -p "$OUT/logs"
 for test in "$FORGE_BUNDLE"/bin/*_test; do
   name="$(basename "$test")"
   timeout 240 "$test" > "$OUT/logs/$name.log" 2>&1
