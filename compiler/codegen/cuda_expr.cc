@@ -151,25 +151,23 @@ std::vector<std::string> VectorStore(DType dtype, const std::vector<std::string>
                                      absl::string_view condition) {
   const std::string guard = condition.empty() ? "" : absl::StrCat("if (", condition, ") ");
   const int width = static_cast<int>(values.size());
-  std::vector<std::string> statements;
   const bool half = dtype == forge::v1::DTYPE_FLOAT16;
-  if ((half || dtype == forge::v1::DTYPE_BFLOAT16) && width % 2 == 0) {
-    const std::string vector = absl::StrCat("ForgeVec<unsigned, ", width / 2, ">");
-    statements.push_back(absl::StrCat(vector, " ", variable, ";"));
+  const bool packed = (half || dtype == forge::v1::DTYPE_BFLOAT16) && width % 2 == 0;
+  const std::string vector =
+      packed ? absl::StrCat("ForgeVec<unsigned, ", width / 2, ">")
+             : absl::StrCat("ForgeVec<", *StorageType(dtype), ", ", width, ">");
+  std::vector<std::string> statements = {absl::StrCat(vector, " ", variable, ";")};
+  if (packed) {
     for (int pair = 0; pair < width / 2; ++pair) {
       statements.push_back(absl::StrCat(variable, ".v[", pair, "] = ",
                                         half ? "forge_pack_half2(" : "forge_pack_bfloat162(",
                                         values[2 * pair], ", ", values[2 * pair + 1], ");"));
     }
-    statements.push_back(
-        absl::StrCat(guard, "*reinterpret_cast<", vector, "*>(", address, ") = ", variable, ";"));
-    return statements;
-  }
-  const std::string vector = absl::StrCat("ForgeVec<", *StorageType(dtype), ", ", width, ">");
-  statements.push_back(absl::StrCat(vector, " ", variable, ";"));
-  for (int v = 0; v < width; ++v) {
-    statements.push_back(
-        absl::StrCat(variable, ".v[", v, "] = ", StoreConversion(dtype, values[v]), ";"));
+  } else {
+    for (int v = 0; v < width; ++v) {
+      statements.push_back(
+          absl::StrCat(variable, ".v[", v, "] = ", StoreConversion(dtype, values[v]), ";"));
+    }
   }
   statements.push_back(
       absl::StrCat(guard, "*reinterpret_cast<", vector, "*>(", address, ") = ", variable, ";"));

@@ -450,23 +450,25 @@ std::optional<KernelTask> FlattenNormalizedDims(const KernelTask& task, const Gr
   return flattened;
 }
 
-absl::StatusOr<ReductionTask> AnalyzeAsGiven(const KernelTask& task);
+absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view);
 
 absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
   absl::StatusOr<GroupView> view = GroupView::Create(task);
   if (!view.ok()) return view.status();
   std::optional<KernelTask> flattened = FlattenNormalizedDims(task, *view);
-  if (!flattened.has_value()) return AnalyzeAsGiven(task);
+  if (!flattened.has_value()) return AnalyzeAsGiven(*std::move(view));
   auto owned = std::make_shared<const KernelTask>(*std::move(flattened));
-  absl::StatusOr<ReductionTask> analysis = AnalyzeAsGiven(*owned);
+  absl::StatusOr<GroupView> flattened_view = GroupView::Create(*owned);
+  if (!flattened_view.ok()) return flattened_view.status();
+  absl::StatusOr<ReductionTask> analysis = AnalyzeAsGiven(*std::move(flattened_view));
   if (analysis.ok()) analysis->flattened = std::move(owned);
   return analysis;
 }
 
-absl::StatusOr<ReductionTask> AnalyzeAsGiven(const KernelTask& task) {
-  absl::StatusOr<GroupView> view = GroupView::Create(task);
-  if (!view.ok()) return view.status();
-  ReductionTask analysis(*std::move(view));
+// The analysis of the task `view` reads, as it is.
+absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view) {
+  const KernelTask& task = view.task();
+  ReductionTask analysis(std::move(view));
   const forge::v1::Graph& group = task.group();
   for (const Node& node : group.nodes()) {
     absl::StatusOr<ReductionKind> kind = KindOf(node.op());
@@ -766,10 +768,9 @@ bool AlignedAlongTheRow(const ReductionTask& analysis, const TensorSpec& spec, i
 // only as many as can be resident at once. Twice the estimate for an H100-class GPU covers larger
 // GPUs; a cluster beyond those resident starts when the rows are gone and ends at once.
 int64_t PersistentClusters(const ReductionTask& analysis, const Layout& layout) {
-  const int64_t block_threads = layout.threads_per_row * layout.rows_per_block;
   const int64_t shared_bytes = SharedCacheOf(analysis, layout).bytes + 1024;
   const int64_t resident_per_sm = std::max<int64_t>(
-      1, std::min(kThreadsPerSm / block_threads, kSharedBytesPerSm / shared_bytes));
+      1, std::min(kThreadsPerSm / layout.BlockThreads(), kSharedBytesPerSm / shared_bytes));
   return std::min(analysis.rows,
                   2 * kRowsToFillTheGpu * resident_per_sm / layout.cluster_blocks + 1);
 }
@@ -780,7 +781,7 @@ absl::Status ValidateRowLayout(int64_t rows, int64_t columns, int64_t widest_acc
   const int64_t threads_per_row = layout.threads_per_row;
   const int64_t rows_per_block = layout.rows_per_block;
   const int64_t width = layout.width;
-  if (threads_per_row * rows_per_block > 1024) {
+  if (layout.BlockThreads() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("threads_per_row ", threads_per_row,
                                                    " x rows_per_block ", rows_per_block,
                                                    " exceeds 1024 threads per block"));
@@ -1381,14 +1382,11 @@ absl::StatusOr<std::vector<std::string>> RowKernelWriter::FinalPass() {
     if (results[o].empty()) continue;
     const TensorSpec& spec = task.outputs(o);
     const std::string reg = *RegisterType(spec.dtype());
-    auto stored = [&](const Term& term) {
-      return StoreConversion(spec.dtype(), absl::StrCat("((", reg, ")", term.expr, ")"));
-    };
+    auto converted = [&](const Term& term) { return absl::StrCat("((", reg, ")", term.expr, ")"); };
+    auto stored = [&](const Term& term) { return StoreConversion(spec.dtype(), converted(term)); };
     if (VectorAccess(spec)) {
       std::vector<std::string> values;
-      for (const Term& term : results[o]) {
-        values.push_back(absl::StrCat("((", reg, ")", term.expr, ")"));
-      }
+      for (const Term& term : results[o]) values.push_back(converted(term));
       const std::string address =
           absl::StrCat("out", o, " + ", ElementOffset(ElementIndex(0), spec, emitter));
       for (const std::string& statement :
@@ -1611,7 +1609,7 @@ absl::StatusOr<std::string> RowKernelWriter::Write() {
     parameters.push_back(
         absl::StrCat(*StorageType(task.outputs(o).dtype()), "* __restrict__ out", o));
   }
-  const int64_t block = threads_per_row_ * rows_per_block_;
+  const int64_t block = layout_.BlockThreads();
   std::string source(KernelPrelude());
   absl::StrAppend(&source, kReductionPrelude);
   if (layout_.cluster_blocks > 1) {
@@ -2068,7 +2066,7 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
     if (!ValidatePoint(*analysis, point).ok()) continue;
     const Layout layout = LayoutOf(*analysis, point);
     const double threads = static_cast<double>(layout.threads_per_row);
-    const double block = threads * static_cast<double>(layout.rows_per_block);
+    const double block = static_cast<double>(layout.BlockThreads());
     // No register cap by default: that is for the search to try.
     double score = 50 * layout.cache_row + Parameter(point, "online_softmax", 0) +
                    Parameter(point, "welford", 0) - (layout.max_registers > 0 ? 1 : 0);
@@ -2158,8 +2156,7 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
     kernel.source = CrossEntropySource(task, *ce, layout);
     kernel.kernel_name = kCrossEntropyKernelName;
     kernel.launch.grid = {static_cast<uint32_t>(CrossEntropyGridBlocks(*ce, layout)), 1, 1};
-    kernel.launch.block = {static_cast<uint32_t>(layout.threads_per_row * layout.rows_per_block),
-                           1, 1};
+    kernel.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
     return kernel;
   }
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
@@ -2175,7 +2172,7 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
                                ? PersistentClusters(*analysis, layout)
                                : (analysis->rows + rows_per_block - 1) / rows_per_block;
   kernel.launch.grid = {static_cast<uint32_t>(row_groups * layout.cluster_blocks), 1, 1};
-  kernel.launch.block = {static_cast<uint32_t>(layout.threads_per_row * rows_per_block), 1, 1};
+  kernel.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
   kernel.launch.dynamic_shared_bytes = static_cast<uint32_t>(SharedCacheOf(*analysis, layout).bytes);
   return kernel;
 }
