@@ -33,6 +33,12 @@ struct GeneratedKernel {
   std::map<std::string, int64_t> parameters;
   // Enters the candidate digest: a change to a generator's output must bump it.
   std::string generator_version;
+
+  // parameters[name], or `fallback` for a template without that parameter.
+  int64_t Parameter(const std::string& name, int64_t fallback) const {
+    const auto it = parameters.find(name);
+    return it == parameters.end() ? fallback : it->second;
+  }
 };
 
 }  // namespace forge::codegen

@@ -22,11 +22,6 @@ namespace {
 constexpr int kBaseRegisters = 32;
 constexpr int kMaxRegisters = 255;
 
-std::int64_t ParameterOr1(const codegen::GeneratedKernel& kernel, const std::string& name) {
-  const auto it = kernel.parameters.find(name);
-  return it == kernel.parameters.end() ? 1 : it->second;
-}
-
 bool IsGemmLibraryCall(const codegen::GeneratedKernel& kernel) {
   return kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
          kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
@@ -90,14 +85,13 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
   const double handled_per_thread =
       std::max(1.0, static_cast<double>(LargestTensorElements(task)) /
                         LaunchedThreads(kernel.launch));
-  const double unrolled = static_cast<double>(ParameterOr1(kernel, "vector_width") *
-                                              ParameterOr1(kernel, "elements_per_thread"));
-  const bool caches_row = kernel.parameters.contains("cache_row") &&
-                          kernel.parameters.at("cache_row") == 1;
+  const double unrolled = static_cast<double>(kernel.Parameter("vector_width", 1) *
+                                              kernel.Parameter("elements_per_thread", 1));
+  const bool caches_row = kernel.Parameter("cache_row", 0) == 1;
   // With cluster_blocks a row's chunks loop unrolled kClusterChunkUnroll deep. A cached cluster
   // copies a thread's whole part of the row into shared memory at once (cp.async, no registers):
   // its share of the cache is in flight.
-  const bool cluster = ParameterOr1(kernel, "cluster_blocks") > 1;
+  const bool cluster = kernel.Parameter("cluster_blocks", 1) > 1;
   const bool caches_in_registers = caches_row && !cluster;
   const double chunk_unroll = cluster ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
   const double in_registers = caches_in_registers
@@ -112,10 +106,8 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
         kernel.launch.dynamic_shared_bytes / block_threads / InputBytesPerIndex(task);
   }
   // A point's max_registers caps them (row_reduce asks __launch_bounds__ for the blocks per SM).
-  const double cap = kernel.parameters.contains("max_registers") &&
-                             kernel.parameters.at("max_registers") > 0
-                         ? static_cast<double>(kernel.parameters.at("max_registers"))
-                         : kMaxRegisters;
+  const int64_t max_registers = kernel.Parameter("max_registers", 0);
+  const double cap = max_registers > 0 ? static_cast<double>(max_registers) : kMaxRegisters;
   estimate.registers_per_thread = static_cast<int>(
       std::min<double>(cap, kBaseRegisters + std::ceil(in_registers)));
   return estimate;

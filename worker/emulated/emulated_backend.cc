@@ -19,12 +19,6 @@ namespace {
 
 constexpr std::size_t kMaxFailureLogBytes = 64 * 1024;  // task.proto: Failure.log
 
-std::int64_t Parameter(const codegen::GeneratedKernel& kernel, absl::string_view name,
-                       std::int64_t fallback) {
-  const auto it = kernel.parameters.find(std::string(name));
-  return it == kernel.parameters.end() ? fallback : it->second;
-}
-
 // The largest input by element count: the row tensor of a reduction, the full-size operand of a
 // pointwise group.
 const forge::v1::TensorSpec* LargestInput(const forge::v1::KernelTask& task) {
@@ -106,7 +100,7 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
                      threads * (resources.spill_store_bytes + resources.spill_load_bytes);
 
   const forge::v1::TensorSpec* largest = LargestInput(task);
-  const std::int64_t vector_width = Parameter(kernel, "vector_width", 1);
+  const std::int64_t vector_width = kernel.Parameter("vector_width", 1);
   if (kernel.template_name == "pointwise_flat") {
     const std::int64_t elements = LargestOutputElements(task);
     int bytes = BytesPerIndex(task, elements);
@@ -116,24 +110,24 @@ KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& t
       }
     }
     work.bytes_in_flight_per_thread =
-        static_cast<double>(Parameter(kernel, "elements_per_thread", 1) * vector_width * bytes);
+        static_cast<double>(kernel.Parameter("elements_per_thread", 1) * vector_width * bytes);
   } else if (kernel.template_name == "row_reduce" && largest != nullptr &&
              largest->shape_size() > 0) {
     const absl::StatusOr<std::int64_t> reduced = codegen::ReductionFamily::RowLength(task);
     const std::int64_t row_length =
         reduced.ok() ? *reduced : largest->shape(largest->shape_size() - 1);
     const int row_bytes_per_element = BytesPerIndex(task, graph::NumElements(*largest));
-    const std::int64_t threads_per_row = Parameter(kernel, "threads_per_row", 32);
-    const std::int64_t rows_per_block = Parameter(kernel, "rows_per_block", 1);
-    const bool cache_row = Parameter(kernel, "cache_row", 0) == 1;
+    const std::int64_t threads_per_row = kernel.Parameter("threads_per_row", 32);
+    const std::int64_t rows_per_block = kernel.Parameter("rows_per_block", 1);
+    const bool cache_row = kernel.Parameter("cache_row", 0) == 1;
     const std::int64_t chunks_per_thread =
         (row_length + threads_per_row * vector_width - 1) / (threads_per_row * vector_width);
     work.bytes_in_flight_per_thread = static_cast<double>(
         vector_width * row_bytes_per_element * (cache_row ? chunks_per_thread : 1));
     if (!cache_row) {
       const int extra_passes = (LargestOutputElements(task) == graph::NumElements(*largest)) +
-                               (Parameter(kernel, "online_softmax", 1) == 0) +
-                               (Parameter(kernel, "welford", 1) == 0);
+                               (kernel.Parameter("online_softmax", 1) == 0) +
+                               (kernel.Parameter("welford", 1) == 0);
       const double row_bytes = static_cast<double>(row_length) * row_bytes_per_element;
       const double resident_bytes =
           static_cast<double>(gpu.sm_count) * occupancy.blocks_per_sm * rows_per_block * row_bytes;
