@@ -164,6 +164,19 @@ class ServiceTest : public ::testing::Test {
     return {response.workers().begin(), response.workers().end()};
   }
 
+  // Waits until `count` workers have registered and are live (a worker process that is still
+  // starting when a short job is submitted may find its work gone).
+  void WaitForLiveWorkers(size_t count) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      size_t live = 0;
+      for (const forge::v1::WorkerStatus& worker : Workers()) live += worker.live() ? 1 : 0;
+      if (live >= count) return;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    FAIL() << count << " workers did not register within 30 s\n" << Logs();
+  }
+
   // Every result of a job's tasks: candidate digests, each once, and the number of results.
   // A candidate measured twice would show as more reported results than stored ones.
   void ExpectEveryCandidateOnce(const std::string& id) {
@@ -198,6 +211,7 @@ class ServiceTest : public ::testing::Test {
 
 TEST_F(ServiceTest, ThreeWorkersCompleteAJobOverARealModel) {
   for (int i = 0; i < 3; ++i) StartWorker(i);
+  WaitForLiveWorkers(3);
   const Job submitted = Submit("llama_block");
   const Job done = WaitForEnd(submitted.id());
   ASSERT_EQ(done.state(), forge::v1::JOB_STATE_DONE) << Logs();
