@@ -264,8 +264,20 @@ absl::StatusOr<Scheduler::TaskSearch*> Scheduler::TaskSearchLocked(const std::st
   FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("reading ", state_key), saved));
   const std::string snapshot = saved->is_bulk_string() ? saved->str() : std::string();
   FORGE_ASSIGN_OR_RETURN(search.baseline, search::BaselineCandidate(task, arch));
-  FORGE_ASSIGN_OR_RETURN(search.searcher,
-                         search::CreateMctsSearcher(task, arch, options_.search, snapshot));
+  absl::StatusOr<std::unique_ptr<search::Searcher>> searcher =
+      search::CreateMctsSearcher(task, arch, options_.search, snapshot);
+  if (absl::IsInvalidArgument(searcher.status()) && !snapshot.empty()) {
+    // A snapshot of another search space (the generators changed since it was saved) or one that
+    // does not parse: it only held the search's progress, and the results below restore its
+    // counts and bests, so the search starts over rather than the job (or the coordinator) fail.
+    LogWithFields(*GetLogger("scheduler"), spdlog::level::warn,
+                  "saved search state dropped, the search starts over",
+                  {{"task", task.digest()}, {"reason", std::string(searcher.status().message())}});
+    FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("dropping ", state_key),
+                                     redis_->Command({"HDEL", state_key, "search"})));
+    searcher = search::CreateMctsSearcher(task, arch, options_.search, "");
+  }
+  FORGE_ASSIGN_OR_RETURN(search.searcher, std::move(searcher));
 
   // Counts and bests come from the results themselves, so a snapshot older than the last results
   // loses nothing.

@@ -263,6 +263,35 @@ TEST_F(SchedulerTest, ARestartedSchedulerResumesTheJobAndKeepsLeasesAndResults) 
   EXPECT_GT(jobs_->GetJob(job)->progress().candidates_completed(), completed_before);
 }
 
+// A saved search that no longer fits (saved by a build whose generators differ, so its space
+// digest does not match, or damaged) only loses the search's progress: a restarted scheduler
+// starts that search over and the job finishes, where it used to fail to start at all.
+TEST_F(SchedulerTest, AStaleSavedSearchIsDroppedAndTheJobStillFinishes) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("layer_norm_gelu");
+  ReportAll(worker, LeaseFor(worker));  // baselines
+  const LeaseResponse held = LeaseFor(worker);
+  ASSERT_THAT(held.candidates(), Not(IsEmpty()));
+  ASSERT_TRUE(scheduler_->Tick().ok());  // snapshots the searches, mid-job
+  absl::StatusOr<RedisReply> saved = redis_->Command({"KEYS", "forge:task_state:*"});
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_THAT(saved->elements(), Not(IsEmpty()));
+  for (const RedisReply& key : saved->elements()) {
+    ASSERT_TRUE(redis_->Command({"HSET", key.str(), "search", "not a search state"}).ok());
+  }
+
+  Restart();
+  EXPECT_EQ(ReportAll(worker, held).accepted(), held.candidates_size());
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  // No stale state is left to be dropped again (deleted, or replaced by a later snapshot).
+  for (const RedisReply& key : saved->elements()) {
+    absl::StatusOr<RedisReply> state = redis_->Command({"HGET", key.str(), "search"});
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_NE(state->str(), "not a search state") << key.str();
+  }
+}
+
 TEST_F(SchedulerTest, RefusesReportsOnAnotherWorkersLeaseAndMismatchedKinds) {
   const std::string owner = RegisterWorker();
   const std::string other = RegisterWorker();
