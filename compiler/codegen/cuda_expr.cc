@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 
 namespace forge::codegen {
 namespace {
@@ -18,40 +14,23 @@ namespace {
 using forge::v1::Argument;
 using forge::v1::DType;
 using forge::v1::Node;
+using ops::ElementForm;
 
-absl::string_view OpName(const Node& node) {
-  absl::string_view op = node.op();
-  absl::ConsumePrefix(&op, "aten::");
-  return op;
-}
-
-// Ops computed one element at a time; the arguments they read are listed in EmitPointwise.
-const std::set<std::string, std::less<>>& PointwiseOps() {
-  static const auto* ops = new std::set<std::string, std::less<>>{
-      "abs",        "acos",      "acosh",       "add",         "addcdiv",     "addcmul",
-      "asin",       "asinh",     "atan",        "atan2",       "atanh",       "ceil",
-      "clamp",      "clamp_max", "clamp_min",   "cos",         "cosh",        "div",
-      "elu",        "eq",        "erf",         "erfc",        "exp",         "exp2",
-      "expm1",      "floor",     "floor_divide", "fmod",       "ge",          "gelu",
-      "gt",         "hardsigmoid", "hardswish", "hardtanh",    "isnan",       "le",
-      "leaky_relu", "log",       "log10",       "log1p",       "log2",        "logical_and",
-      "logical_not", "logical_or", "logical_xor", "lt",         "masked_fill", "maximum",
-      "minimum",    "mish",      "mul",         "ne",          "neg",         "pow",
-      "reciprocal", "relu",      "relu6",       "remainder",   "round",       "rsqrt",
-      "rsub",       "sigmoid",   "sign",        "silu",        "sin",         "sinh",
-      "softplus",   "sqrt",      "square",      "sub",         "tan",         "tanh",
-      "trunc",      "where",     "_to_copy",    "clone",       "alias",       "detach",
-      "lift_fresh_copy"};
-  return *ops;
-}
-
-const std::set<std::string, std::less<>>& ViewOps() {
-  static const auto* ops = new std::set<std::string, std::less<>>{
-      "view",      "_unsafe_view", "reshape", "view_copy", "squeeze",  "squeeze_copy",
-      "unsqueeze", "unsqueeze_copy", "flatten", "permute",  "permute_copy", "transpose",
-      "transpose_copy", "t",       "t_copy",  "expand",   "expand_copy", "slice",
-      "slice_copy", "select",      "select_copy"};
-  return *ops;
+// Forms that remap the index (the views), as opposed to computing or copying.
+bool IsIndexMap(ElementForm form) {
+  switch (form) {
+    case ElementForm::kReshape:
+    case ElementForm::kPermute:
+    case ElementForm::kTranspose:
+    case ElementForm::kMatrixTranspose:
+    case ElementForm::kExpand:
+    case ElementForm::kSlice:
+    case ElementForm::kSelect: return true;
+    case ElementForm::kNone:
+    case ElementForm::kCompute:
+    case ElementForm::kCopy: return false;
+  }
+  return false;
 }
 
 bool IsIdentifierOrLiteral(absl::string_view expr) {
@@ -66,18 +45,100 @@ std::string Join(const Index& index) { return absl::StrJoin(index, ","); }
 
 int64_t NormalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 
-// An operand of a pointwise op: a computed element or a scalar literal from the node.
-struct Operand {
-  std::string expr;
-  DType dtype = forge::v1::DTYPE_UNSPECIFIED;  // for literals: FLOAT64, INT64 or BOOL
-  bool literal = false;
-  double literal_value = 0;
-};
+// The integer argument `name` of `node`, or `fallback` when it is absent or not an integer.
+int64_t IntArgument(const Node& node, absl::string_view name, int64_t fallback) {
+  const Argument* argument = FindArgument(node, name);
+  return argument != nullptr && argument->value_case() == Argument::kIntValue
+             ? argument->int_value()
+             : fallback;
+}
 
-std::string FormatDouble(double value) {
-  if (std::isnan(value)) return "forge_nan()";
-  if (std::isinf(value)) return value > 0 ? "forge_inf()" : "(-forge_inf())";
-  return absl::StrFormat("(%.17g)", value);
+// The index maps of the views (ElementForm): where in `self` (of `rank` dims, shape `from`) the
+// view's element at `index` is.
+absl::StatusOr<Index> PermutedIndex(const Node& node, const Index& index, int64_t rank) {
+  const Argument* dims = FindArgument(node, "dims");
+  if (dims == nullptr || dims->ints().values_size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeNode(node), ": bad dims"));
+  }
+  Index mapped(rank, "0");
+  for (int64_t i = 0; i < rank; ++i) mapped[NormalizeDim(dims->ints().values(i), rank)] = index[i];
+  return mapped;
+}
+
+Index TransposedIndex(const Node& node, ElementForm form, const Index& index) {
+  const int64_t rank = static_cast<int64_t>(index.size());
+  Index mapped = index;
+  if (rank == 2 || form == ElementForm::kTranspose) {
+    const int64_t dim0 = NormalizeDim(IntArgument(node, "dim0", 0), rank);
+    const int64_t dim1 = NormalizeDim(IntArgument(node, "dim1", 1), rank);
+    std::swap(mapped[dim0], mapped[dim1]);
+  }
+  return mapped;
+}
+
+Index SlicedIndex(const Node& node, const Index& index, const std::vector<int64_t>& from,
+                  ElementEmitter& emitter) {
+  const int64_t rank = static_cast<int64_t>(from.size());
+  const int64_t dim = NormalizeDim(IntArgument(node, "dim", 0), rank);
+  int64_t start = IntArgument(node, "start", 0);
+  if (start < 0) start += from[dim];
+  start = std::clamp<int64_t>(start, 0, from[dim]);
+  const int64_t step = IntArgument(node, "step", 1);
+  Index mapped = index;
+  mapped[dim] = emitter.BindIndex(absl::StrCat("(", start, " + ", index[dim], " * ", step, ")"));
+  if (start == 0 && step == 1) mapped[dim] = index[dim];
+  return mapped;
+}
+
+Index SelectedIndex(const Node& node, const Index& index, const std::vector<int64_t>& from) {
+  const int64_t rank = static_cast<int64_t>(from.size());
+  const int64_t dim = NormalizeDim(IntArgument(node, "dim", 0), rank);
+  int64_t position = IntArgument(node, "index", 0);
+  if (position < 0) position += from[dim];
+  Index mapped(rank, "0");
+  for (int64_t d = 0, i = 0; d < rank; ++d) {
+    mapped[d] = d == dim ? absl::StrCat(position) : index[i++];
+  }
+  return mapped;
+}
+
+// A reshape from `from` to `to`: dims larger than 1 pair up unchanged (squeeze, unsqueeze,
+// size-1 reshapes), or the element's row-major position is recomputed in the source's shape.
+Index ReshapedIndex(const Index& index, const std::vector<int64_t>& from,
+                    const std::vector<int64_t>& to, ElementEmitter& emitter) {
+  const int rank = static_cast<int>(from.size());
+  Index mapped(from.size(), "0");
+  std::vector<int> from_dims, to_dims;
+  for (int d = 0; d < rank; ++d) {
+    if (from[d] != 1) from_dims.push_back(d);
+  }
+  for (int d = 0; d < static_cast<int>(to.size()); ++d) {
+    if (to[d] != 1) to_dims.push_back(d);
+  }
+  bool paired = from_dims.size() == to_dims.size();
+  for (size_t i = 0; paired && i < from_dims.size(); ++i) {
+    paired = from[from_dims[i]] == to[to_dims[i]];
+  }
+  if (paired) {
+    for (size_t i = 0; i < from_dims.size(); ++i) mapped[from_dims[i]] = index[to_dims[i]];
+    return mapped;
+  }
+  const std::vector<int64_t> to_strides = ContiguousStrides(to);
+  std::vector<std::string> terms;
+  for (int d : to_dims) terms.push_back(absl::StrCat(index[d], " * ", to_strides[d]));
+  const std::string linear = emitter.BindIndex(
+      terms.empty() ? "0" : absl::StrCat("(", absl::StrJoin(terms, " + "), ")"));
+  const std::vector<int64_t> from_strides = ContiguousStrides(from);
+  for (size_t i = 0; i < from_dims.size(); ++i) {
+    const int d = from_dims[i];
+    std::string component = absl::StrCat("(", linear, " / ", from_strides[d], ")");
+    if (i > 0) component = absl::StrCat("(", component, " % ", from[d], ")");
+    if (from_strides[d] == 1) {
+      component = i > 0 ? absl::StrCat("(", linear, " % ", from[d], ")") : linear;
+    }
+    mapped[d] = emitter.BindIndex(component);
+  }
+  return mapped;
 }
 
 }  // namespace
@@ -123,11 +184,6 @@ int64_t ElementBytes(DType dtype) {
     case forge::v1::DTYPE_BOOL: return 1;
     default: return 0;
   }
-}
-
-bool IsFloatingDType(DType dtype) {
-  return dtype == forge::v1::DTYPE_FLOAT64 || dtype == forge::v1::DTYPE_FLOAT32 ||
-         dtype == forge::v1::DTYPE_FLOAT16 || dtype == forge::v1::DTYPE_BFLOAT16;
 }
 
 std::string LoadConversion(DType dtype, absl::string_view element) {
@@ -456,19 +512,15 @@ DType GroupView::DType(absl::string_view name) const {
   return value == nullptr ? forge::v1::DTYPE_UNSPECIFIED : value->tensor().dtype();
 }
 
-const Argument* FindArgument(const Node& node, absl::string_view name) {
-  for (const Argument& argument : node.arguments()) {
-    if (argument.name() == name) return &argument;
-  }
-  return nullptr;
+bool IsPointwiseOp(const Node& node) {
+  const ops::OpEntry* entry = ops::FindOp(node);
+  return entry != nullptr &&
+         (entry->form == ElementForm::kCompute || entry->form == ElementForm::kCopy);
 }
 
-bool IsPointwiseOp(const Node& node) { return PointwiseOps().contains(OpName(node)); }
-bool IsViewOp(const Node& node) { return ViewOps().contains(OpName(node)); }
-
-std::string DescribeNode(const Node& node) {
-  return absl::StrCat(node.op(), node.overload().empty() ? "" : ".", node.overload(), " (node ",
-                      node.name(), ")");
+bool IsViewOp(const Node& node) {
+  const ops::OpEntry* entry = ops::FindOp(node);
+  return entry != nullptr && IsIndexMap(entry->form);
 }
 
 Index RowMajorCoordinates(const std::string& linear, const std::vector<int64_t>& shape) {
@@ -543,12 +595,13 @@ absl::StatusOr<Term> ElementEmitter::Emit(absl::string_view value, const Index& 
                                               view_.task().digest(),
                                               " has no producer and was not provided"));
     }
+    const ops::OpEntry* entry = ops::FindOp(*producer);
+    const ElementForm form = entry == nullptr ? ElementForm::kNone : entry->form;
     absl::StatusOr<Term> emitted;
-    if (IsViewOp(*producer) || OpName(*producer) == "clone" || OpName(*producer) == "alias" ||
-        OpName(*producer) == "detach" || OpName(*producer) == "lift_fresh_copy") {
-      emitted = EmitView(*producer, index);
-    } else if (IsPointwiseOp(*producer)) {
-      emitted = EmitPointwise(*producer, value, index);
+    if (form == ElementForm::kCopy || IsIndexMap(form)) {
+      emitted = EmitView(*producer, form, index);
+    } else if (form == ElementForm::kCompute) {
+      emitted = EmitPointwise(*producer, entry->emitter, value, index);
     } else {
       return absl::UnimplementedError(absl::StrCat(DescribeNode(*producer),
                                                    " is not an elementwise op the generator fuses"));
@@ -560,485 +613,54 @@ absl::StatusOr<Term> ElementEmitter::Emit(absl::string_view value, const Index& 
   return term;
 }
 
-absl::StatusOr<Term> ElementEmitter::EmitView(const Node& node, const Index& index) {
+absl::StatusOr<Term> ElementEmitter::EmitView(const Node& node, ElementForm form,
+                                              const Index& index) {
   const Argument* self = FindArgument(node, "self");
   if (self == nullptr || self->value_case() != Argument::kTensor) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeNode(node), " has no tensor 'self'"));
   }
   const std::string& source = self->tensor();
   const std::vector<int64_t> from = view_.Shape(source);
-  const std::vector<int64_t> to = view_.Shape(node.outputs(0));
-  const int64_t rank = static_cast<int64_t>(from.size());
-  const absl::string_view op = OpName(node);
-  auto int_argument = [&](absl::string_view name, int64_t fallback) {
-    const Argument* argument = FindArgument(node, name);
-    return argument != nullptr && argument->value_case() == Argument::kIntValue
-               ? argument->int_value()
-               : fallback;
-  };
-  Index mapped(from.size(), "0");
-  if (op == "clone" || op == "alias" || op == "detach" || op == "lift_fresh_copy") {
-    mapped = index;
-  } else if (op == "permute" || op == "permute_copy") {
-    const Argument* dims = FindArgument(node, "dims");
-    if (dims == nullptr || dims->ints().values_size() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(DescribeNode(node), ": bad dims"));
-    }
-    for (int64_t i = 0; i < rank; ++i) {
-      mapped[NormalizeDim(dims->ints().values(i), rank)] = index[i];
-    }
-  } else if (op == "transpose" || op == "transpose_copy" || op == "t" || op == "t_copy") {
-    mapped = index;
-    if (rank == 2 || op == "transpose" || op == "transpose_copy") {
-      const int64_t dim0 = NormalizeDim(int_argument("dim0", 0), rank);
-      const int64_t dim1 = NormalizeDim(int_argument("dim1", 1), rank);
-      std::swap(mapped[dim0], mapped[dim1]);
-    }
-  } else if (op == "expand" || op == "expand_copy") {
-    mapped = Broadcast(index, from);
-  } else if (op == "slice" || op == "slice_copy") {
-    const int64_t dim = NormalizeDim(int_argument("dim", 0), rank);
-    int64_t start = int_argument("start", 0);
-    if (start < 0) start += from[dim];
-    start = std::clamp<int64_t>(start, 0, from[dim]);
-    const int64_t step = int_argument("step", 1);
-    mapped = index;
-    mapped[dim] = BindIndex(absl::StrCat("(", start, " + ", index[dim], " * ", step, ")"));
-    if (start == 0 && step == 1) mapped[dim] = index[dim];
-  } else if (op == "select" || op == "select_copy") {
-    const int64_t dim = NormalizeDim(int_argument("dim", 0), rank);
-    int64_t position = int_argument("index", 0);
-    if (position < 0) position += from[dim];
-    for (int64_t d = 0, i = 0; d < rank; ++d) {
-      mapped[d] = d == dim ? absl::StrCat(position) : index[i++];
-    }
-  } else {
-    // A reshape: dims larger than 1 pair up unchanged (squeeze, unsqueeze, size-1 reshapes), or
-    // the element's row-major position is recomputed in the source's shape.
-    std::vector<int> from_dims, to_dims;
-    for (int d = 0; d < rank; ++d) {
-      if (from[d] != 1) from_dims.push_back(d);
-    }
-    for (int d = 0; d < static_cast<int>(to.size()); ++d) {
-      if (to[d] != 1) to_dims.push_back(d);
-    }
-    bool paired = from_dims.size() == to_dims.size();
-    for (size_t i = 0; paired && i < from_dims.size(); ++i) {
-      paired = from[from_dims[i]] == to[to_dims[i]];
-    }
-    if (paired) {
-      for (size_t i = 0; i < from_dims.size(); ++i) mapped[from_dims[i]] = index[to_dims[i]];
-    } else {
-      const std::vector<int64_t> to_strides = ContiguousStrides(to);
-      std::vector<std::string> terms;
-      for (int d : to_dims) terms.push_back(absl::StrCat(index[d], " * ", to_strides[d]));
-      const std::string linear =
-          BindIndex(terms.empty() ? "0" : absl::StrCat("(", absl::StrJoin(terms, " + "), ")"));
-      const std::vector<int64_t> from_strides = ContiguousStrides(from);
-      for (size_t i = 0; i < from_dims.size(); ++i) {
-        const int d = from_dims[i];
-        std::string component = absl::StrCat("(", linear, " / ", from_strides[d], ")");
-        if (i > 0) component = absl::StrCat("(", component, " % ", from[d], ")");
-        if (from_strides[d] == 1) {
-          component = i > 0 ? absl::StrCat("(", linear, " % ", from[d], ")") : linear;
-        }
-        mapped[d] = BindIndex(component);
-      }
-    }
+  absl::StatusOr<Index> mapped;
+  switch (form) {
+    case ElementForm::kCopy: mapped = index; break;
+    case ElementForm::kPermute: mapped = PermutedIndex(node, index, from.size()); break;
+    case ElementForm::kTranspose:
+    case ElementForm::kMatrixTranspose: mapped = TransposedIndex(node, form, index); break;
+    case ElementForm::kExpand: mapped = Broadcast(index, from); break;
+    case ElementForm::kSlice: mapped = SlicedIndex(node, index, from, *this); break;
+    case ElementForm::kSelect: mapped = SelectedIndex(node, index, from); break;
+    case ElementForm::kReshape:
+      mapped = ReshapedIndex(index, from, view_.Shape(node.outputs(0)), *this);
+      break;
+    case ElementForm::kNone:
+    case ElementForm::kCompute:
+      return absl::InternalError(absl::StrCat(DescribeNode(node), " is not a view"));
   }
-  return Emit(source, mapped);
+  if (!mapped.ok()) return mapped.status();
+  return Emit(source, *mapped);
 }
 
-absl::StatusOr<Term> ElementEmitter::EmitPointwise(const Node& node, absl::string_view value,
-                                                   const Index& index) {
-  const absl::string_view op = OpName(node);
+absl::StatusOr<Term> ElementEmitter::EmitPointwise(const Node& node, ops::PointwiseEmitter emitter,
+                                                   absl::string_view value, const Index& index) {
   const DType out_dtype = view_.DType(value);
-  absl::StatusOr<std::string> out_type_or = RegisterType(out_dtype);
-  if (!out_type_or.ok()) {
+  absl::StatusOr<std::string> out_type = RegisterType(out_dtype);
+  if (!out_type.ok()) {
     return absl::UnimplementedError(
-        absl::StrCat(DescribeNode(node), ": ", out_type_or.status().message()));
+        absl::StrCat(DescribeNode(node), ": ", out_type.status().message()));
   }
-  const std::string out_type = *out_type_or;
-  const bool out_double = out_type == "double";
-  const bool out_floating = IsFloatingDType(out_dtype);
-
-  // The node's argument `name` as an operand, or nullopt when it is None or left at its default.
-  auto operand = [&](absl::string_view name) -> absl::StatusOr<std::optional<Operand>> {
-    const Argument* argument = FindArgument(node, name);
-    if (argument == nullptr) return std::optional<Operand>();
-    std::string tensor_name;
-    switch (argument->value_case()) {
-      case Argument::kTensor: tensor_name = argument->tensor(); break;
-      case Argument::kOptionalTensor:
-        if (!argument->optional_tensor().has_value_name()) return std::optional<Operand>();
-        tensor_name = argument->optional_tensor().value_name();
-        break;
-      case Argument::kFloatValue:
-        return Operand{FormatDouble(argument->float_value()), forge::v1::DTYPE_FLOAT64, true,
-                       argument->float_value()};
-      case Argument::kIntValue:
-        return Operand{absl::StrCat("(", argument->int_value(), "LL)"), forge::v1::DTYPE_INT64,
-                       true, static_cast<double>(argument->int_value())};
-      case Argument::kBoolValue:
-        return Operand{argument->bool_value() ? "true" : "false", forge::v1::DTYPE_BOOL, true,
-                       argument->bool_value() ? 1.0 : 0.0};
-      case Argument::kNone: return std::optional<Operand>();
-      default:
-        return absl::UnimplementedError(absl::StrCat(DescribeNode(node), ": argument '", name,
-                                                     "' has a form the generator does not read"));
-    }
-    absl::StatusOr<Term> term = Emit(tensor_name, Broadcast(index, view_.Shape(tensor_name)));
-    if (!term.ok()) return term.status();
-    return Operand{term->expr, term->dtype, false, 0};
-  };
-  auto required = [&](absl::string_view name) -> absl::StatusOr<Operand> {
-    absl::StatusOr<std::optional<Operand>> found = operand(name);
-    if (!found.ok()) return found.status();
-    if (!found->has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(DescribeNode(node), ": argument '", name, "' is missing"));
-    }
-    return **found;
-  };
-  // `x` converted to C++ type `type`.
-  auto as = [](const Operand& x, absl::string_view type) -> std::string {
-    if (type == "bool") return x.dtype == forge::v1::DTYPE_BOOL ? x.expr : absl::StrCat("((", x.expr, ") != 0)");
-    return absl::StrCat("((", type, ")", x.expr, ")");
-  };
-  auto in = [&](const Operand& x) { return as(x, out_type); };
-  // Name of the float or double variant of a libm function.
-  auto fn = [&](absl::string_view name) {
-    return out_double ? std::string(name) : absl::StrCat(name, "f");
-  };
-  // The compute type of comparisons: the promoted type of the operands (ATen's result_type).
-  auto comparison_type = [&](const std::vector<Operand>& operands) -> std::string {
-    bool any_float_tensor = false, any_double_tensor = false, any_float_literal = false;
-    for (const Operand& x : operands) {
-      if (!x.literal && IsFloatingDType(x.dtype)) {
-        any_float_tensor = true;
-        any_double_tensor |= x.dtype == forge::v1::DTYPE_FLOAT64;
-      }
-      any_float_literal |= x.literal && x.dtype == forge::v1::DTYPE_FLOAT64;
-    }
-    if (any_double_tensor) return "double";
-    if (any_float_tensor || any_float_literal) return "float";
-    return "long long";
-  };
-  auto unary_operand = [&]() { return required("self"); };
-
-  std::string expr;
-  auto unary_fn = [&](absl::string_view libm) -> absl::Status {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat(fn(libm), "(", in(*x), ")");
-    return absl::OkStatus();
-  };
-  static const std::set<std::string, std::less<>> kLibmUnary = {
-      "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos",  "cosh",  "erf",  "erfc",
-      "exp",  "exp2",  "expm1", "log",  "log10", "log1p", "log2", "rsqrt", "sin",  "sinh",
-      "sqrt", "tan",   "tanh"};
-  static const std::set<std::string, std::less<>> kComparisons = {"eq", "ne", "lt", "le", "gt", "ge"};
-
-  absl::Status status;
-  if (kLibmUnary.contains(op)) {
-    status = unary_fn(op);
-  } else if (op == "floor" || op == "ceil" || op == "trunc" || op == "round") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = out_floating ? absl::StrCat(fn(op == "round" ? "rint" : op), "(", in(*x), ")") : in(*x);
-  } else if (op == "abs") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = out_floating ? absl::StrCat(fn("fabs"), "(", in(*x), ")")
-                        : absl::StrCat("(", in(*x), " < 0 ? -", in(*x), " : ", in(*x), ")");
-  } else if (op == "neg") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(-", in(*x), ")");
-  } else if (op == "reciprocal") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(((", out_type, ")1) / ", in(*x), ")");
-  } else if (op == "square") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(", in(*x), " * ", in(*x), ")");
-  } else if (op == "sign") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("((", out_type, ")((", in(*x), " > 0) - (", in(*x), " < 0)))");
-  } else if (op == "sigmoid") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(((", out_type, ")1) / (((", out_type, ")1) + ", fn("exp"), "(-", in(*x),
-                        ")))");
-  } else if (op == "silu") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(", in(*x), " / (((", out_type, ")1) + ", fn("exp"), "(-", in(*x), ")))");
-  } else if (op == "mish") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(", in(*x), " * ", fn("tanh"), "(", fn("log1p"), "(", fn("exp"), "(",
-                        in(*x), "))))");
-  } else if (op == "relu") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("forge_max<", out_type, ">(", in(*x), ", (", out_type, ")0)");
-  } else if (op == "gelu") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    const Argument* approximate = FindArgument(node, "approximate");
-    const std::string mode = approximate == nullptr ? "none" : approximate->string_value();
-    const std::string v = in(*x);
-    const std::string c = absl::StrCat("(", out_type, ")");
-    if (mode == "tanh") {
-      expr = absl::StrCat("(", c, "0.5 * ", v, " * (", c, "1 + ", fn("tanh"), "(", c,
-                          "0.79788456080286535588 * (", v, " + ", c, "0.044715 * ", v, " * ", v,
-                          " * ", v, "))))");
-    } else if (mode == "none") {
-      // A float16 or bfloat16 GELU is computed in float and rounded to its type (as ATen does):
-      // the polynomial need only be accurate well below that rounding.
-      const bool sixteen_bit =
-          out_dtype == forge::v1::DTYPE_FLOAT16 || out_dtype == forge::v1::DTYPE_BFLOAT16;
-      expr = absl::StrCat(sixteen_bit ? "forge_gelu_erf_16bit(" : "forge_gelu_erf(", v, ")");
-    } else {
-      return absl::UnimplementedError(
-          absl::StrCat(DescribeNode(node), ": approximate='", mode, "' is not 'none' or 'tanh'"));
-    }
-  } else if (op == "leaky_relu") {
-    absl::StatusOr<Operand> x = unary_operand();
-    absl::StatusOr<std::optional<Operand>> slope = operand("negative_slope");
-    if (!x.ok()) return x.status();
-    if (!slope.ok()) return slope.status();
-    const std::string s = slope->has_value() ? in(**slope) : absl::StrCat("((", out_type, ")0.01)");
-    expr = absl::StrCat("(", in(*x), " > 0 ? ", in(*x), " : ", in(*x), " * ", s, ")");
-  } else if (op == "elu") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    std::string parameters[3];
-    const char* names[3] = {"alpha", "scale", "input_scale"};
-    for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<std::optional<Operand>> p = operand(names[i]);
-      if (!p.ok()) return p.status();
-      parameters[i] = p->has_value() ? in(**p) : absl::StrCat("((", out_type, ")1)");
-    }
-    const std::string v = in(*x);
-    expr = absl::StrCat("(", v, " > 0 ? ", v, " * ", parameters[1], " : (", fn("expm1"), "(", v,
-                        " * ", parameters[2], ") * ", parameters[0], " * ", parameters[1], "))");
-  } else if (op == "softplus") {
-    absl::StatusOr<Operand> x = unary_operand();
-    absl::StatusOr<std::optional<Operand>> beta = operand("beta");
-    absl::StatusOr<std::optional<Operand>> threshold = operand("threshold");
-    if (!x.ok()) return x.status();
-    if (!beta.ok()) return beta.status();
-    if (!threshold.ok()) return threshold.status();
-    const std::string b = beta->has_value() ? in(**beta) : absl::StrCat("((", out_type, ")1)");
-    const std::string t =
-        threshold->has_value() ? in(**threshold) : absl::StrCat("((", out_type, ")20)");
-    const std::string v = in(*x);
-    expr = absl::StrCat("(", v, " * ", b, " > ", t, " ? ", v, " : ", fn("log1p"), "(", fn("exp"),
-                        "(", v, " * ", b, ")) / ", b, ")");
-  } else if (op == "hardswish" || op == "hardsigmoid") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    const std::string v = in(*x);
-    const std::string gate = absl::StrCat("(forge_min<", out_type, ">(forge_max<", out_type, ">(", v,
-                                          " + (", out_type, ")3, (", out_type, ")0), (", out_type,
-                                          ")6) / (", out_type, ")6)");
-    expr = op == "hardswish" ? absl::StrCat("(", v, " * ", gate, ")") : gate;
-  } else if (op == "hardtanh" || op == "relu6" || op == "clamp" || op == "clamp_min" ||
-             op == "clamp_max") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    std::optional<Operand> low, high;
-    if (op == "hardtanh" || op == "relu6") {
-      const bool relu6 = op == "relu6";
-      absl::StatusOr<std::optional<Operand>> l = operand("min_val");
-      absl::StatusOr<std::optional<Operand>> h = operand("max_val");
-      if (!l.ok()) return l.status();
-      if (!h.ok()) return h.status();
-      low = l->has_value() ? **l : Operand{relu6 ? "(0.0)" : "(-1.0)", forge::v1::DTYPE_FLOAT64, true, relu6 ? 0.0 : -1.0};
-      high = h->has_value() ? **h : Operand{relu6 ? "(6.0)" : "(1.0)", forge::v1::DTYPE_FLOAT64, true, relu6 ? 6.0 : 1.0};
-    } else {
-      // clamp_min reads only "min" and clamp_max only "max"; clamp reads either or both.
-      if (op != "clamp_max") {
-        absl::StatusOr<std::optional<Operand>> l = operand("min");
-        if (!l.ok()) return l.status();
-        low = *l;
-      }
-      if (op != "clamp_min") {
-        absl::StatusOr<std::optional<Operand>> h = operand("max");
-        if (!h.ok()) return h.status();
-        high = *h;
-      }
-    }
-    expr = in(*x);
-    if (low.has_value()) expr = absl::StrCat("forge_max<", out_type, ">(", expr, ", ", in(*low), ")");
-    if (high.has_value()) {
-      expr = absl::StrCat("forge_min<", out_type, ">(", expr, ", ", in(*high), ")");
-    }
-  } else if (op == "add" || op == "sub" || op == "rsub") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    absl::StatusOr<std::optional<Operand>> alpha = operand("alpha");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    if (!alpha.ok()) return alpha.status();
-    const std::string scaled_self = in(op == "rsub" ? *b : *a);
-    std::string scaled_other = in(op == "rsub" ? *a : *b);
-    if (alpha->has_value()) scaled_other = absl::StrCat("(", in(**alpha), " * ", scaled_other, ")");
-    if (out_dtype == forge::v1::DTYPE_BOOL) {
-      expr = absl::StrCat("(", scaled_self, " || ", scaled_other, ")");
-    } else {
-      expr = absl::StrCat("(", scaled_self, op == "add" ? " + " : " - ", scaled_other, ")");
-    }
-  } else if (op == "mul") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    expr = out_dtype == forge::v1::DTYPE_BOOL ? absl::StrCat("(", in(*a), " && ", in(*b), ")")
-                                              : absl::StrCat("(", in(*a), " * ", in(*b), ")");
-  } else if (op == "div" || op == "floor_divide") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    const Argument* mode_argument = FindArgument(node, "rounding_mode");
-    std::string mode = op == "floor_divide" ? "floor" : "";
-    if (mode_argument != nullptr && mode_argument->value_case() == Argument::kStringValue) {
-      mode = mode_argument->string_value();
-    }
-    if (mode.empty()) {
-      expr = absl::StrCat("(", in(*a), " / ", in(*b), ")");
-    } else if (mode == "trunc") {
-      expr = out_floating ? absl::StrCat(fn("trunc"), "(", in(*a), " / ", in(*b), ")")
-                          : absl::StrCat("(", in(*a), " / ", in(*b), ")");
-    } else if (mode == "floor") {
-      expr = absl::StrCat("forge_floor_divide(", in(*a), ", ", in(*b), ")");
-    } else {
-      return absl::UnimplementedError(
-          absl::StrCat(DescribeNode(node), ": rounding_mode='", mode, "' is not known"));
-    }
-  } else if (op == "remainder" || op == "fmod") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    if (op == "remainder") {
-      expr = absl::StrCat("forge_remainder(", in(*a), ", ", in(*b), ")");
-    } else {
-      expr = out_floating ? absl::StrCat(fn("fmod"), "(", in(*a), ", ", in(*b), ")")
-                          : absl::StrCat("(", in(*a), " % ", in(*b), ")");
-    }
-  } else if (op == "atan2") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    expr = absl::StrCat(fn("atan2"), "(", in(*a), ", ", in(*b), ")");
-  } else if (op == "maximum" || op == "minimum") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    expr = absl::StrCat(op == "maximum" ? "forge_max<" : "forge_min<", out_type, ">(", in(*a),
-                        ", ", in(*b), ")");
-  } else if (op == "pow") {
-    absl::StatusOr<Operand> base = required("self");
-    absl::StatusOr<Operand> exponent = required("exponent");
-    if (!base.ok()) return base.status();
-    if (!exponent.ok()) return exponent.status();
-    const std::string b = in(*base);
-    if (exponent->literal && exponent->literal_value == 2) {
-      expr = absl::StrCat("(", b, " * ", b, ")");
-    } else if (exponent->literal && exponent->literal_value == 1) {
-      expr = b;
-    } else if (exponent->literal && exponent->literal_value == 0.5 && out_floating) {
-      expr = absl::StrCat(fn("sqrt"), "(", b, ")");
-    } else if (out_floating) {
-      expr = absl::StrCat(fn("pow"), "(", b, ", ", in(*exponent), ")");
-    } else {
-      expr = absl::StrCat("forge_ipow<", out_type, ">(", b, ", ", in(*exponent), ")");
-    }
-  } else if (kComparisons.contains(op)) {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    static const std::map<std::string, std::string, std::less<>> kSymbols = {
-        {"eq", "=="}, {"ne", "!="}, {"lt", "<"}, {"le", "<="}, {"gt", ">"}, {"ge", ">="}};
-    const std::string type = comparison_type({*a, *b});
-    expr = absl::StrCat("(", as(*a, type), " ", kSymbols.find(op)->second, " ", as(*b, type), ")");
-  } else if (op == "isnan") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = absl::StrCat("(", x->expr, " != ", x->expr, ")");
-  } else if (op == "logical_not") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    expr = as(Operand{absl::StrCat("(!", as(*x, "bool"), ")"), forge::v1::DTYPE_BOOL}, out_type);
-  } else if (op == "logical_and" || op == "logical_or" || op == "logical_xor") {
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    const char* symbol = op == "logical_and" ? " && " : op == "logical_or" ? " || " : " != ";
-    expr = as(Operand{absl::StrCat("(", as(*a, "bool"), symbol, as(*b, "bool"), ")"),
-                      forge::v1::DTYPE_BOOL},
-              out_type);
-  } else if (op == "where") {
-    absl::StatusOr<Operand> condition = required("condition");
-    absl::StatusOr<Operand> a = required("self");
-    absl::StatusOr<Operand> b = required("other");
-    if (!condition.ok()) return condition.status();
-    if (!a.ok()) return a.status();
-    if (!b.ok()) return b.status();
-    expr = absl::StrCat("(", as(*condition, "bool"), " ? ", in(*a), " : ", in(*b), ")");
-  } else if (op == "masked_fill") {
-    absl::StatusOr<Operand> x = required("self");
-    absl::StatusOr<Operand> mask = required("mask");
-    absl::StatusOr<Operand> fill = required("value");
-    if (!x.ok()) return x.status();
-    if (!mask.ok()) return mask.status();
-    if (!fill.ok()) return fill.status();
-    expr = absl::StrCat("(", as(*mask, "bool"), " ? ", in(*fill), " : ", in(*x), ")");
-  } else if (op == "addcmul" || op == "addcdiv") {
-    absl::StatusOr<Operand> x = required("self");
-    absl::StatusOr<Operand> t1 = required("tensor1");
-    absl::StatusOr<Operand> t2 = required("tensor2");
-    absl::StatusOr<std::optional<Operand>> scale = operand("value");
-    if (!x.ok()) return x.status();
-    if (!t1.ok()) return t1.status();
-    if (!t2.ok()) return t2.status();
-    if (!scale.ok()) return scale.status();
-    const std::string s = scale->has_value() ? in(**scale) : absl::StrCat("((", out_type, ")1)");
-    expr = absl::StrCat("(", in(*x), " + ", s, " * (", in(*t1), op == "addcmul" ? " * " : " / ",
-                        in(*t2), "))");
-  } else if (op == "_to_copy") {
-    absl::StatusOr<Operand> x = unary_operand();
-    if (!x.ok()) return x.status();
-    const bool from_double = x->dtype == forge::v1::DTYPE_FLOAT64;
-    // Rounds to the narrow type and keeps the rounded value in float. double -> bfloat16 goes
-    // through float (double rounding; off by one bf16 ulp in rare ties).
-    if (out_dtype == forge::v1::DTYPE_FLOAT16) {
-      expr = from_double
-                 ? absl::StrCat("forge_half_to_float(forge_double_to_half(", x->expr, "))")
-                 : absl::StrCat("forge_half_to_float(forge_float_to_half((float)", x->expr, "))");
-    } else if (out_dtype == forge::v1::DTYPE_BFLOAT16) {
-      expr = absl::StrCat("forge_bfloat16_to_float(forge_float_to_bfloat16((float)", x->expr,
-                          "))");
-    } else {
-      expr = in(*x);
-    }
-  } else {
-    return absl::UnimplementedError(
-        absl::StrCat(DescribeNode(node), " is not an elementwise op the generator knows"));
-  }
-  if (!status.ok()) return status;
+  // A tensor operand is its element at the op's index, broadcast into the operand's shape.
+  ops::PointwiseCall call(
+      node, out_dtype, *out_type,
+      [&](const std::string& tensor) -> absl::StatusOr<ops::Operand> {
+        absl::StatusOr<Term> term = Emit(tensor, Broadcast(index, view_.Shape(tensor)));
+        if (!term.ok()) return term.status();
+        return ops::Operand{term->expr, term->dtype};
+      });
+  absl::StatusOr<std::string> expr = emitter(call);
+  if (!expr.ok()) return expr.status();
   const std::string variable = NewVariable();
-  AddStatement(absl::StrCat("const ", out_type, " ", variable, " = ", expr, ";"));
+  AddStatement(absl::StrCat("const ", *out_type, " ", variable, " = ", *expr, ";"));
   return Term{variable, out_dtype};
 }
 
