@@ -56,8 +56,9 @@ bool IsContiguous(const forge::v1::TensorSpec& spec);
 int64_t MaxOffset(const forge::v1::TensorSpec& spec);
 
 // Source every generated kernel starts with: float16/bfloat16 storage types and conversions, the
-// vector type and the math helpers ElementEmitter's expressions call. Self-contained: it includes
-// no header, so NVRTC needs no include path.
+// vector type and the math helpers ElementEmitter's expressions call; the text of
+// kernel_prelude.cuh, embedded at build time. Self-contained: it includes no header, so NVRTC
+// needs no include path.
 absl::string_view KernelPrelude();
 
 // A task's group, indexed by value name.
