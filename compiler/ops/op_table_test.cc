@@ -20,7 +20,9 @@ std::string Key(const OpEntry& entry) {
                                 : absl::StrCat(entry.name, ".", entry.overload);
 }
 
-bool Computes(ElementForm form) { return form == ElementForm::kCompute || form == ElementForm::kCopy; }
+bool Computes(ElementForm form) {
+  return form == ElementForm::kCompute || form == ElementForm::kCopy;
+}
 bool Remaps(ElementForm form) { return form != ElementForm::kNone && !Computes(form); }
 
 // Entries whose class and element form disagree today. Each is a known gap, not an accident:
@@ -28,10 +30,10 @@ bool Remaps(ElementForm form) { return form != ElementForm::kNone && !Computes(f
 // decision, and this list changes with it.
 const std::set<std::string>& PointwiseWithoutForm() {
   static const auto* const ops = new std::set<std::string>{
-      "max.other", "min.other", "frac",     "lerp",     "fill",        "clip",
-      "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isinf", "isfinite",
-      "erfinv",    "logit",     "selu",     "celu",     "threshold",   "prelu",
-      "to",        "type_as",   "contiguous", "copy",   "dropout"};
+      "max.other",   "min.other",  "frac",        "lerp",        "fill",      "clip",
+      "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isinf",     "isfinite",
+      "erfinv",      "logit",      "selu",        "celu",        "threshold", "prelu",
+      "to",          "type_as",    "contiguous",  "copy",        "dropout"};
   return *ops;
 }
 const std::set<std::string>& ComputedButNotPointwise() {
@@ -70,7 +72,9 @@ TEST(OpTableTest, PointwiseOpsHaveAnEmitterAndViewsAnIndexMapExceptTheKnownGaps)
     if (Computes(entry.form) && entry.op_class != OpClass::kPointwise) {
       computed_not_pointwise.insert(Key(entry));
     }
-    if (Remaps(entry.form) && entry.op_class != OpClass::kView) remapped_not_view.insert(Key(entry));
+    if (Remaps(entry.form) && entry.op_class != OpClass::kView) {
+      remapped_not_view.insert(Key(entry));
+    }
   }
   EXPECT_EQ(pointwise_without_form, PointwiseWithoutForm());
   EXPECT_EQ(computed_not_pointwise, ComputedButNotPointwise());

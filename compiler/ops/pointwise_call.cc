@@ -56,8 +56,8 @@ absl::StatusOr<std::optional<Operand>> PointwiseCall::Optional(absl::string_view
       return Operand{FormatDouble(argument->float_value()), forge::v1::DTYPE_FLOAT64, true,
                      argument->float_value()};
     case Argument::kIntValue:
-      return Operand{absl::StrCat("(", argument->int_value(), "LL)"), forge::v1::DTYPE_INT64,
-                     true, static_cast<double>(argument->int_value())};
+      return Operand{absl::StrCat("(", argument->int_value(), "LL)"), forge::v1::DTYPE_INT64, true,
+                     static_cast<double>(argument->int_value())};
     case Argument::kBoolValue:
       return Operand{argument->bool_value() ? "true" : "false", forge::v1::DTYPE_BOOL, true,
                      argument->bool_value() ? 1.0 : 0.0};

@@ -26,7 +26,9 @@ std::string Clamped(const PointwiseCall& call, const Operand& self,
                     const std::optional<Operand>& low, const std::optional<Operand>& high) {
   std::string expr = call.In(self);
   const std::string& type = call.out_type();
-  if (low.has_value()) expr = absl::StrCat("forge_max<", type, ">(", expr, ", ", call.In(*low), ")");
+  if (low.has_value()) {
+    expr = absl::StrCat("forge_max<", type, ">(", expr, ", ", call.In(*low), ")");
+  }
   if (high.has_value()) {
     expr = absl::StrCat("forge_min<", type, ">(", expr, ", ", call.In(*high), ")");
   }
@@ -39,7 +41,9 @@ Result ClampedToDefaults(PointwiseCall& call, double low_default, double high_de
   FORGE_ASSIGN_OR_RETURN(Operand x, call.Required("self"));
   FORGE_ASSIGN_OR_RETURN(std::optional<Operand> low, call.Optional("min_val"));
   FORGE_ASSIGN_OR_RETURN(std::optional<Operand> high, call.Optional("max_val"));
-  if (!low.has_value()) low = Operand{std::string(low_literal), forge::v1::DTYPE_FLOAT64, true, low_default};
+  if (!low.has_value()) {
+    low = Operand{std::string(low_literal), forge::v1::DTYPE_FLOAT64, true, low_default};
+  }
   if (!high.has_value()) {
     high = Operand{std::string(high_literal), forge::v1::DTYPE_FLOAT64, true, high_default};
   }
@@ -49,8 +53,8 @@ Result ClampedToDefaults(PointwiseCall& call, double low_default, double high_de
 // The hardsigmoid gate, relu6(x + 3) / 6.
 std::string HardGate(const PointwiseCall& call, const std::string& v) {
   const std::string& t = call.out_type();
-  return absl::StrCat("(forge_min<", t, ">(forge_max<", t, ">(", v, " + (", t, ")3, (", t,
-                      ")0), (", t, ")6) / (", t, ")6)");
+  return absl::StrCat("(forge_min<", t, ">(forge_max<", t, ">(", v, " + (", t, ")3, (", t, ")0), (",
+                      t, ")6) / (", t, ")6)");
 }
 
 // self + alpha * other, or other + alpha * self (rsub), with `symbol` " + " or " - ".
@@ -60,7 +64,9 @@ Result Additive(PointwiseCall& call, bool reversed, absl::string_view symbol) {
   FORGE_ASSIGN_OR_RETURN(std::optional<Operand> alpha, call.Optional("alpha"));
   const std::string scaled_self = call.In(reversed ? b : a);
   std::string scaled_other = call.In(reversed ? a : b);
-  if (alpha.has_value()) scaled_other = absl::StrCat("(", call.In(*alpha), " * ", scaled_other, ")");
+  if (alpha.has_value()) {
+    scaled_other = absl::StrCat("(", call.In(*alpha), " * ", scaled_other, ")");
+  }
   if (call.out_dtype() == forge::v1::DTYPE_BOOL) {
     return absl::StrCat("(", scaled_self, " || ", scaled_other, ")");
   }
@@ -83,7 +89,9 @@ Result Divided(PointwiseCall& call, absl::string_view default_mode) {
                ? absl::StrCat(call.Fn("trunc"), "(", call.In(a), " / ", call.In(b), ")")
                : quotient;
   }
-  if (mode == "floor") return absl::StrCat("forge_floor_divide(", call.In(a), ", ", call.In(b), ")");
+  if (mode == "floor") {
+    return absl::StrCat("forge_floor_divide(", call.In(a), ", ", call.In(b), ")");
+  }
   return absl::UnimplementedError(
       absl::StrCat(DescribeNode(call.node()), ": rounding_mode='", mode, "' is not known"));
 }
@@ -99,8 +107,8 @@ Result TypedBinary(PointwiseCall& call, absl::string_view function) {
 Result Logical(PointwiseCall& call, absl::string_view symbol) {
   FORGE_ASSIGN_OR_RETURN(Operand a, call.Required("self"));
   FORGE_ASSIGN_OR_RETURN(Operand b, call.Required("other"));
-  const std::string combined = absl::StrCat("(", PointwiseCall::As(a, "bool"), symbol,
-                                            PointwiseCall::As(b, "bool"), ")");
+  const std::string combined =
+      absl::StrCat("(", PointwiseCall::As(a, "bool"), symbol, PointwiseCall::As(b, "bool"), ")");
   return call.In(Operand{combined, forge::v1::DTYPE_BOOL});
 }
 
@@ -249,8 +257,8 @@ Result Softplus(PointwiseCall& call) {
   FORGE_ASSIGN_OR_RETURN(std::string beta, OptionalOr(call, "beta", "1"));
   FORGE_ASSIGN_OR_RETURN(std::string threshold, OptionalOr(call, "threshold", "20"));
   const std::string v = call.In(x);
-  return absl::StrCat("(", v, " * ", beta, " > ", threshold, " ? ", v, " : ", call.Fn("log1p"),
-                      "(", call.Fn("exp"), "(", v, " * ", beta, ")) / ", beta, ")");
+  return absl::StrCat("(", v, " * ", beta, " > ", threshold, " ? ", v, " : ", call.Fn("log1p"), "(",
+                      call.Fn("exp"), "(", v, " * ", beta, ")) / ", beta, ")");
 }
 
 Result Hardswish(PointwiseCall& call) {
