@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/dtype/dtype.h"
+#include "compiler/ops/op_table.h"
 #include "forge/v1/graph.pb.h"
 #include "forge/v1/task.pb.h"
 
@@ -33,7 +34,7 @@ absl::StatusOr<std::string> RegisterType(forge::v1::DType dtype);
 // common/dtype's DTypeBytes, which sizes every dtype.
 int64_t ElementBytes(forge::v1::DType dtype);
 // Float dtypes the generators support: float8 excluded, unlike common/dtype's IsFloatingPoint.
-bool IsFloatingDType(forge::v1::DType dtype);
+using ops::IsFloatingDType;
 // `element` (an lvalue of the storage type) converted to its register type.
 std::string LoadConversion(forge::v1::DType dtype, absl::string_view element);
 // `value` (of the register type of `dtype`) converted to the storage type of `dtype`.
@@ -55,8 +56,9 @@ bool IsContiguous(const forge::v1::TensorSpec& spec);
 int64_t MaxOffset(const forge::v1::TensorSpec& spec);
 
 // Source every generated kernel starts with: float16/bfloat16 storage types and conversions, the
-// vector type and the math helpers ElementEmitter's expressions call. Self-contained: it includes
-// no header, so NVRTC needs no include path.
+// vector type and the math helpers ElementEmitter's expressions call; the text of
+// kernel_prelude.cuh, embedded at build time. Self-contained: it includes no header, so NVRTC
+// needs no include path.
 absl::string_view KernelPrelude();
 
 // A task's group, indexed by value name.
@@ -90,13 +92,14 @@ class GroupView {
 };
 
 // The argument of `node` called `name`, or nullptr when the export left it at its default.
-const forge::v1::Argument* FindArgument(const forge::v1::Node& node, absl::string_view name);
+using ops::FindArgument;
 
-// Ops ElementEmitter computes elementwise, and view ops it folds in as index remapping.
+// Ops ElementEmitter computes elementwise (their op-table entry's form is kCompute or kCopy), and
+// view ops it folds in as index remapping (the other forms).
 bool IsPointwiseOp(const forge::v1::Node& node);
 bool IsViewOp(const forge::v1::Node& node);
 // "aten::mul.Tensor (node mul_3)": how messages name a node.
-std::string DescribeNode(const forge::v1::Node& node);
+using ops::DescribeNode;
 
 // An index into a value: one C++ integer expression per dimension, outermost first.
 using Index = std::vector<std::string>;
@@ -119,8 +122,9 @@ std::string ElementOffset(const Index& index, const forge::v1::TensorSpec& spec,
 
 // Emits statements that compute values of a group at given indices. Values the emitter does not
 // compute itself (group inputs; reduction results) come from the resolver, which the family
-// supplies; every other value must come from a pointwise or view node. Within one emitter,
-// asking twice for the same value at the same index reuses the first variable.
+// supplies; every other value must come from a pointwise or view node: the op table
+// (compiler/ops/op_table.h) says how, by the entry's element form and CUDA emitter. Within one
+// emitter, asking twice for the same value at the same index reuses the first variable.
 class ElementEmitter {
  public:
   // Returns the element of `value` at `index` if the family provides it (a load, a variable),
@@ -147,9 +151,10 @@ class ElementEmitter {
   static Index Broadcast(const Index& index, const std::vector<int64_t>& from_shape);
 
  private:
-  absl::StatusOr<Term> EmitView(const forge::v1::Node& node, const Index& index);
-  absl::StatusOr<Term> EmitPointwise(const forge::v1::Node& node, absl::string_view value,
-                                     const Index& index);
+  absl::StatusOr<Term> EmitView(const forge::v1::Node& node, ops::ElementForm form,
+                                const Index& index);
+  absl::StatusOr<Term> EmitPointwise(const forge::v1::Node& node, ops::PointwiseEmitter emitter,
+                                     absl::string_view value, const Index& index);
 
   const GroupView& view_;
   std::string index_type_;

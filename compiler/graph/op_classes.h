@@ -1,5 +1,6 @@
 // What the partitioner knows about an ATen operator: the class that decides which fusion group it
-// can join, and the per-element cost constants of the cost model. All rules live in op_classes.cc.
+// can join, and the per-element cost constants of the cost model. The rules are entries of the op
+// table (compiler/ops/op_table.cc); batch norm's training flag is the one rule that reads a node.
 #ifndef FORGE_COMPILER_GRAPH_OP_CLASSES_H_
 #define FORGE_COMPILER_GRAPH_OP_CLASSES_H_
 
@@ -7,32 +8,15 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "compiler/ops/op_table.h"
 #include "forge/v1/graph.pb.h"
 
 namespace forge::graph {
 
-enum class OpClass {
-  // Elementwise with broadcasting: arithmetic, comparisons, unary math, activations, casts,
-  // copies (clone, contiguous: the identity op).
-  kPointwise,
-  // Batch norm in eval mode: elementwise with per-channel parameters (scale and shift).
-  kBatchNormEval,
-  // Re-reads storage without computing: view, reshape, transpose, slice, expand, split, ...
-  kView,
-  // Reduces along dimensions: softmax, norms, sum, mean, losses, ...
-  kReduction,
-  // Matrix products: linear, mm, bmm, addmm, matmul, baddbmm.
-  kGemm,
-  // Convolutions.
-  kConv,
-  // Scaled dot-product attention and its backend variants.
-  kAttention,
-  // Anything else: runs as one ATen call.
-  kOpaque,
-};
-
-// Lower-case name of the class, e.g. "pointwise".
-absl::string_view OpClassName(OpClass op_class);
+// The classes, their names and the rules live in the op table (compiler/ops/op_table.h), shared
+// with the generators; this header is the partitioner's view of it.
+using OpClass = ops::OpClass;
+using ops::OpClassName;
 
 // The class of `op` ("aten::add") in its `overload` ("Tensor"). Some names change class with the
 // overload: aten::where.default (the one-argument nonzero form) is opaque, aten::max.other is

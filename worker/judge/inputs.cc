@@ -5,10 +5,9 @@
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
+#include "compiler/ops/op_table.h"
 #include "worker/judge/compare.h"
 
 namespace forge::judge {
@@ -17,33 +16,8 @@ namespace {
 using forge::v1::Argument;
 using forge::v1::Node;
 using forge::v1::TensorSpec;
+using ops::FindArgument;
 
-const absl::flat_hash_set<std::string>& ClassTargetOps() {
-  static const auto* ops = new absl::flat_hash_set<std::string>{
-      "aten::nll_loss_forward", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d_forward",
-      "aten::cross_entropy_loss"};
-  return *ops;
-}
-
-const absl::flat_hash_set<std::string>& DimIndexOps() {
-  static const auto* ops = new absl::flat_hash_set<std::string>{
-      "aten::gather", "aten::scatter", "aten::scatter_add", "aten::scatter_reduce",
-      "aten::index_select", "aten::index_add", "aten::index_copy", "aten::index_fill"};
-  return *ops;
-}
-
-const absl::flat_hash_set<std::string>& PositiveOperandOps() {
-  static const auto* ops = new absl::flat_hash_set<std::string>{
-      "aten::sqrt", "aten::rsqrt", "aten::log", "aten::log2", "aten::log10"};
-  return *ops;
-}
-
-const Argument* FindArgument(const Node& node, absl::string_view name) {
-  for (const Argument& argument : node.arguments()) {
-    if (argument.name() == name) return &argument;
-  }
-  return nullptr;
-}
 
 // The tensor value an argument names, or "" when it names none.
 std::string TensorName(const Argument* argument) {
@@ -74,48 +48,64 @@ class DomainInference {
   }
 
  private:
+  // The op table says which of the node's inputs have a domain (ops::InputDomainRule).
   void Visit(const Node& node) {
+    const ops::OpEntry* entry = ops::FindOp(node);
+    if (entry == nullptr) return;
     const std::string& op = node.op();
-    if (ClassTargetOps().contains(op)) {
-      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
-      if (self != nullptr && self->shape_size() > 0) {
-        int64_t classes = self->shape(self->shape_size() >= 2 ? 1 : 0);
-        SetRange(TensorName(FindArgument(node, "target")), classes,
-                 absl::StrCat("target of ", op, ": classes"));
-      }
-    } else if (op == "aten::embedding") {
-      const TensorSpec* weight = Spec(TensorName(FindArgument(node, "weight")));
-      if (weight != nullptr && weight->shape_size() > 0) {
-        SetRange(TensorName(FindArgument(node, "indices")), weight->shape(0),
-                 absl::StrCat("indices of ", op, ": rows"));
-      }
-    } else if (DimIndexOps().contains(op)) {
-      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
-      const Argument* dim = FindArgument(node, "dim");
-      if (self != nullptr && dim != nullptr && dim->has_int_value() && self->shape_size() > 0) {
-        int64_t axis = dim->int_value() < 0 ? dim->int_value() + self->shape_size() : dim->int_value();
-        if (axis >= 0 && axis < self->shape_size()) {
-          SetRange(TensorName(FindArgument(node, "index")), self->shape(axis),
-                   absl::StrCat("index of ", op, " along dim ", axis, ": positions"));
+    switch (entry->domain) {
+      case ops::InputDomainRule::kAny: break;
+      case ops::InputDomainRule::kClassTarget: {
+        const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+        if (self != nullptr && self->shape_size() > 0) {
+          int64_t classes = self->shape(self->shape_size() >= 2 ? 1 : 0);
+          SetRange(TensorName(FindArgument(node, "target")), classes,
+                   absl::StrCat("target of ", op, ": classes"));
         }
+        break;
       }
-    } else if (op == "aten::index") {
-      const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
-      const Argument* indices = FindArgument(node, "indices");
-      if (self != nullptr && indices != nullptr && indices->has_optional_tensors()) {
-        const auto& items = indices->optional_tensors().items();
-        for (int k = 0; k < items.size() && k < self->shape_size(); ++k) {
-          if (items[k].has_value_name()) {
-            SetRange(items[k].value_name(), self->shape(k),
-                     absl::StrCat("index ", k, " of ", op, ": positions"));
+      case ops::InputDomainRule::kEmbeddingIndices: {
+        const TensorSpec* weight = Spec(TensorName(FindArgument(node, "weight")));
+        if (weight != nullptr && weight->shape_size() > 0) {
+          SetRange(TensorName(FindArgument(node, "indices")), weight->shape(0),
+                   absl::StrCat("indices of ", op, ": rows"));
+        }
+        break;
+      }
+      case ops::InputDomainRule::kDimIndex: {
+        const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+        const Argument* dim = FindArgument(node, "dim");
+        if (self != nullptr && dim != nullptr && dim->has_int_value() && self->shape_size() > 0) {
+          int64_t axis =
+              dim->int_value() < 0 ? dim->int_value() + self->shape_size() : dim->int_value();
+          if (axis >= 0 && axis < self->shape_size()) {
+            SetRange(TensorName(FindArgument(node, "index")), self->shape(axis),
+                     absl::StrCat("index of ", op, " along dim ", axis, ": positions"));
           }
         }
+        break;
       }
-    } else if (absl::StrContains(op, "batch_norm")) {
-      SetPositive(TensorName(FindArgument(node, "running_var")),
-                  absl::StrCat("running_var of ", op));
-    } else if (PositiveOperandOps().contains(op)) {
-      SetPositive(TensorName(FindArgument(node, "self")), absl::StrCat("operand of ", op));
+      case ops::InputDomainRule::kIndexPositions: {
+        const TensorSpec* self = Spec(TensorName(FindArgument(node, "self")));
+        const Argument* indices = FindArgument(node, "indices");
+        if (self != nullptr && indices != nullptr && indices->has_optional_tensors()) {
+          const auto& items = indices->optional_tensors().items();
+          for (int k = 0; k < items.size() && k < self->shape_size(); ++k) {
+            if (items[k].has_value_name()) {
+              SetRange(items[k].value_name(), self->shape(k),
+                       absl::StrCat("index ", k, " of ", op, ": positions"));
+            }
+          }
+        }
+        break;
+      }
+      case ops::InputDomainRule::kPositiveRunningVar:
+        SetPositive(TensorName(FindArgument(node, "running_var")),
+                    absl::StrCat("running_var of ", op));
+        break;
+      case ops::InputDomainRule::kPositiveSelf:
+        SetPositive(TensorName(FindArgument(node, "self")), absl::StrCat("operand of ", op));
+        break;
     }
   }
 

@@ -6,7 +6,8 @@
 // cycle with new seeds. Weights are inputs of the task like any other and are drawn the same way.
 // Floating-point elements are never zero (redrawn until non-zero after rounding to the dtype).
 //
-// Some inputs have a domain, inferred from how the task's ops use them (InferInputDomains):
+// Some inputs have a domain, inferred from how the task's ops use them (InferInputDomains; each op's
+// entry in the op table, compiler/ops/op_table.h, names its rule):
 //   - class and index inputs get integers in their valid range: the target of nll_loss and
 //     cross_entropy_loss in [0, C) with C the class dim of `self`; the indices of embedding in
 //     [0, rows of the weight); the index of gather, scatter, index_select in [0, size of `dim` of

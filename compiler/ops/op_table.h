@@ -1,0 +1,119 @@
+// The op table: everything Forge knows about an ATen operator, in one entry per op (per overload
+// where the overload changes what the op is). Forge's registry of lowerings, in the way of
+// Inductor's: adding an op is adding one entry to op_table.cc. An entry says
+//   - its class and cost: which fusion group the partitioner (compiler/graph) lets it join, and
+//     the flops per element the cost model charges;
+//   - its element form: how the elementwise generator (ElementEmitter, compiler/codegen) produces
+//     an element of its output: by the entry's CUDA emitter (pointwise_call.h), as the element of
+//     `self` at the same index (a copy), or at a remapped index (a view). Ops without a form
+//     reach the GPU through another family (reduction, GEMM library, ATen fallback);
+//   - its reference support: the domain the judge draws the op's inputs from, where random
+//     values would make the reference fail or meaningless (an index out of range, the log of a
+//     negative). The reference interpreter itself needs no entry: it runs every op its LibTorch's
+//     dispatcher knows, by schema.
+//
+// Layering: this library is below compiler/graph, compiler/codegen and worker/judge, which read
+// it, and depends on none of them (protos and Abseil only). That is why the emitters live here
+// and speak PointwiseCall (operands by argument name, one expression out) rather than codegen's
+// ElementEmitter: the table can then hold the emitter itself, and class and emitter stay one
+// entry without compiler/graph depending on compiler/codegen.
+//
+// Class and element form are separate facts and may disagree: an op of class pointwise without a
+// form (frac, lerp) joins a fused group whose generation then fails (the task runs through ATen);
+// an op with a form but class opaque (acosh, floor_divide, the *_copy views) is never fused by
+// the partitioner, so its emitter serves only tasks built by hand. op_table_test lists these
+// disagreements, so that a new one is a decision.
+#ifndef FORGE_COMPILER_OPS_OP_TABLE_H_
+#define FORGE_COMPILER_OPS_OP_TABLE_H_
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "compiler/ops/pointwise_call.h"
+
+namespace forge::ops {
+
+enum class OpClass {
+  // Elementwise with broadcasting: arithmetic, comparisons, unary math, activations, casts,
+  // copies (clone, contiguous: the identity op).
+  kPointwise,
+  // Batch norm in eval mode: elementwise with per-channel parameters (scale and shift).
+  kBatchNormEval,
+  // Re-reads storage without computing: view, reshape, transpose, slice, expand, split, ...
+  kView,
+  // Reduces along dimensions: softmax, norms, sum, mean, losses, ...
+  kReduction,
+  // Matrix products: linear, mm, bmm, addmm, matmul, baddbmm.
+  kGemm,
+  // Convolutions.
+  kConv,
+  // Scaled dot-product attention and its backend variants.
+  kAttention,
+  // Anything else: runs as one ATen call.
+  kOpaque,
+};
+
+// Lower-case name of the class, e.g. "pointwise".
+absl::string_view OpClassName(OpClass op_class);
+
+// How ElementEmitter produces an element of the op's output at an index.
+enum class ElementForm {
+  // It does not: the op is not elementwise, or the generator does not have it.
+  kNone,
+  // The entry's emitter computes it from the operands at the same (broadcast) index.
+  kCompute,
+  // The element of `self` at the same index: clone, alias, detach.
+  kCopy,
+  // Views: the element of `self` at a remapped index.
+  kReshape,          // any reshape (view, squeeze, unsqueeze, flatten): row-major order kept
+  kPermute,          // by `dims`
+  kTranspose,        // `dim0` and `dim1` swapped
+  kMatrixTranspose,  // t: the two dims of a matrix swapped; the identity below rank 2
+  kExpand,           // broadcast: size-1 dims pinned to 0
+  kSlice,            // `start` + index * `step` along `dim`
+  kSelect,           // `index` inserted at `dim`
+};
+
+// The domain the judge draws an input of the op from (worker/judge/inputs.h says how).
+enum class InputDomainRule {
+  kAny,
+  // `target` holds class indices of `self` (the class dim: 1, or 0 for a 1-d `self`).
+  kClassTarget,
+  // `index` holds positions along `dim` of `self`.
+  kDimIndex,
+  // `indices` holds rows of `weight`.
+  kEmbeddingIndices,
+  // The k-th tensor of `indices` holds positions along dim k of `self`.
+  kIndexPositions,
+  // `running_var` is positive.
+  kPositiveRunningVar,
+  // `self` is positive.
+  kPositiveSelf,
+};
+
+struct OpEntry {
+  absl::string_view name = {};  // without "aten::": "add"
+  // The overload this entry is for; empty: every overload without an entry of its own. An
+  // empty overload in a graph is "default".
+  absl::string_view overload = {};
+  OpClass op_class = OpClass::kOpaque;
+  // Cost-model flops per element: per output element for pointwise and batch-norm ops, per input
+  // element for reductions; 0 where shapes give the count (GEMM, conv, attention) or the op is
+  // not costed (views, opaque ops).
+  double flops_per_element = 0;
+  ElementForm form = ElementForm::kNone;
+  PointwiseEmitter emitter = nullptr;  // set exactly when form is kCompute
+  InputDomainRule domain = InputDomainRule::kAny;
+};
+
+// The entry of `op` ("aten::add", with its namespace) at `overload` ("Tensor"; "" is "default"):
+// the overload's own entry, else the op's entry for every overload; nullptr for ops outside the
+// aten namespace and ops the table does not have (class opaque, no element form).
+const OpEntry* FindOp(absl::string_view op, absl::string_view overload);
+const OpEntry* FindOp(const forge::v1::Node& node);
+
+// Every entry, in the table's order.
+absl::Span<const OpEntry> AllOps();
+
+}  // namespace forge::ops
+
+#endif  // FORGE_COMPILER_OPS_OP_TABLE_H_
