@@ -11,10 +11,9 @@
 #
 # Here, before the call (python/forge/v1 holds the generated protocol classes the GPU machine
 # cannot generate without grpcio-tools):
-#   ninja -C build forge-coordinator forge-worker forge-sandbox-child forge
+#   scripts/build forge-coordinator forge-worker forge-sandbox-child forge   # + python/forge/v1
 #   scripts/gpu-bundle .gpu build/server/forge-coordinator build/worker/daemon/forge-worker \
 #     build/worker/sandbox/forge-sandbox-child build/client/forge/forge "$(command -v redis-server)"
-#   python -c 'import sys; sys.path.insert(0, "python"); import forge'
 # On the GPU machine (device tool `run`, carrying .gpu and python/forge/v1):
 #   bash benchmarks/gpu/run_optimize.sh
 # Environment: MODELS (default llama_block,resnet18), SEARCH_S (search wall time per model,

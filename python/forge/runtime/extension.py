@@ -27,8 +27,12 @@ from forge.runtime.executor import (VECTOR_BYTES, AtenNode, PlanOp, RecordedArgu
                                     user_inputs, user_outputs)
 from forge.runtime.plan import Plan, PlanError, Step, TensorLayout
 
-_RUNTIME_ROOT = pathlib.Path(os.environ.get(
-    "FORGE_RUNTIME_ROOT", pathlib.Path(__file__).resolve().parents[3] / "runtime"))
+# The templates: $FORGE_RUNTIME_ROOT/extension, else the copy an installed SDK carries
+# (forge/runtime/extension), else the repository's runtime/extension (the SDK used in place).
+_PACKAGED_RUNTIME_ROOT = pathlib.Path(__file__).resolve().parent
+_RUNTIME_ROOT = pathlib.Path(os.environ.get("FORGE_RUNTIME_ROOT") or (
+    _PACKAGED_RUNTIME_ROOT if (_PACKAGED_RUNTIME_ROOT / "extension").is_dir()
+    else pathlib.Path(__file__).resolve().parents[3] / "runtime"))
 _TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "ops.cpp.in", "kernel.cu.in",
                    "plan.cpp.in")
 
