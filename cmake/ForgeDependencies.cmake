@@ -45,6 +45,12 @@ if(NOT hiredis_FOUND)
   message(FATAL_ERROR "Forge needs hiredis (${FORGE_DEP_hiredis}) and pkg-config, not found: ${FORGE_SETUP_HINT}.")
 endif()
 
+# cairo draws the plots of `forge results` (text through fontconfig and FreeType, in DejaVu Sans).
+pkg_check_modules(cairo QUIET IMPORTED_TARGET cairo)
+if(NOT cairo_FOUND)
+  message(FATAL_ERROR "Forge's plots need cairo (Debian: libcairo2-dev, and fonts-dejavu-core for their font), not found: ${FORGE_SETUP_HINT}.")
+endif()
+
 find_program(FORGE_PROTOC protoc)
 find_program(FORGE_GRPC_CPP_PLUGIN grpc_cpp_plugin)
 if(NOT FORGE_PROTOC OR NOT FORGE_GRPC_CPP_PLUGIN)

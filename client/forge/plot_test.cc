@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/forge/png.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -109,25 +110,6 @@ TEST(PngTest, EncodesAValidRgbPng) {
   EXPECT_EQ((Rgb{raw[last], raw[last + 1], raw[last + 2]}), (Rgb{0, 255, 0}));
 }
 
-TEST(PlotTest, TextLightsExactlyTheGlyphPixels) {
-  const Rgb white{255, 255, 255};
-  const Rgb ink{0, 0, 0};
-  Image image(20, 10, white);
-  DrawText(image, 1, 1, "a7", ink);  // lower case draws the capital
-  EXPECT_EQ(TextWidth("a7"), 11);
-  for (int glyph = 0; glyph < 2; ++glyph) {
-    const char c = glyph == 0 ? 'A' : '7';
-    for (int row = 0; row < 7; ++row) {
-      for (int column = 0; column < 5; ++column) {
-        EXPECT_EQ(image.Get(1 + glyph * 6 + column, 1 + row) == ink, GlyphPixel(c, column, row))
-            << c << " at " << column << "," << row;
-      }
-    }
-  }
-  EXPECT_TRUE(GlyphPixel('a', 0, 1));   // the 'A' glyph's left stroke
-  EXPECT_FALSE(GlyphPixel('~', 0, 0));  // outside the font
-}
-
 int CountColor(const Image& image, Rgb color) {
   int count = 0;
   for (int y = 0; y < image.height(); ++y) {
@@ -139,38 +121,93 @@ int CountColor(const Image& image, Rgb color) {
 // The charts' colours (plot.cc): measured blue, PREDICTED orange.
 constexpr Rgb kMeasured{46, 110, 180};
 constexpr Rgb kPredicted{230, 140, 40};
+constexpr Rgb kWhite{255, 255, 255};
 
 TEST(PlotTest, SpeedupBarsScaleWithTheSpeedupAndPredictedOnesStandApart) {
-  const Image measured_only = SpeedupChart({{"#1 a", 1.0, false}, {"#2 b", 3.0, false}}, "t");
+  const Image measured_only =
+      SpeedupChart({{"#1 a", 1.0, false}, {"#2 b", 3.0, false}}, "t").value();
   EXPECT_GT(CountColor(measured_only, kMeasured), 0);
   EXPECT_EQ(CountColor(measured_only, kPredicted), 0);
 
   // The first bar at 1x, then at 2x, on the same axis (the second bar fixes its top): twice as
   // many bar pixels above the baseline row (the legend's swatch counted out by the 0x chart).
   auto measured_pixels = [](double speedup) {
-    return CountColor(SpeedupChart({{"x", speedup, false}, {"y", 4.0, true}}, "t"), kMeasured);
+    return CountColor(SpeedupChart({{"x", speedup, false}, {"y", 4.0, true}}, "t").value(),
+                      kMeasured);
   };
   const int baseline = measured_pixels(0.0);
   const int once = measured_pixels(1.0) - baseline;
   const int twice = measured_pixels(2.0) - baseline;
   EXPECT_GT(once, 0);
   EXPECT_NEAR(static_cast<double>(twice) / once, 2.0, 0.05);
-  EXPECT_GT(CountColor(SpeedupChart({{"y", 4.0, true}}, "t"), kPredicted), 0);
+  EXPECT_GT(CountColor(SpeedupChart({{"y", 4.0, true}}, "t").value(), kPredicted), 0);
 }
 
 TEST(PlotTest, RooflineDrawsMeasuredAndPredictedPointsApart) {
   const std::vector<ComputeCeiling> ceilings = {{"fp32", 51e12}};
-  const int legend = CountColor(RooflineChart(4.3e12, ceilings, {}, "r"), kMeasured);
-  const Image measured = RooflineChart(4.3e12, ceilings, {{"#1", 0.25, 0.5e12, false}}, "r");
-  const Image predicted = RooflineChart(4.3e12, ceilings, {{"#1", 0.25, 0.5e12, true}}, "r");
+  const int legend = CountColor(RooflineChart(4.3e12, ceilings, {}, "r").value(), kMeasured);
+  const Image measured =
+      RooflineChart(4.3e12, ceilings, {{"#1", "", 0.25, 0.5e12, false}}, "r").value();
+  const Image predicted =
+      RooflineChart(4.3e12, ceilings, {{"#1", "", 0.25, 0.5e12, true}}, "r").value();
   EXPECT_GT(CountColor(measured, kMeasured), legend);
   EXPECT_EQ(CountColor(measured, kPredicted), 0);
   EXPECT_GT(CountColor(predicted, kPredicted), 0);
   EXPECT_EQ(CountColor(predicted, kMeasured), legend);
 
   // A point without arithmetic intensity has no place on log axes: not drawn.
-  const Image dropped = RooflineChart(4.3e12, ceilings, {{"#1", 0, 0, false}}, "r");
+  const Image dropped = RooflineChart(4.3e12, ceilings, {{"#1", "#1 x", 0, 0, false}}, "r").value();
   EXPECT_EQ(CountColor(dropped, kMeasured), legend);
+  EXPECT_EQ(dropped.width(), RooflineChart(4.3e12, ceilings, {}, "r").value().width())
+      << "a point not drawn has no line in the key";
+}
+
+// The pixels that are not white, as a string of '#' and '.', to compare two renderings.
+std::string Ink(const Image& image) {
+  std::string ink;
+  for (int y = 0; y < image.height(); ++y) {
+    for (int x = 0; x < image.width(); ++x) ink += image.Get(x, y) == kWhite ? '.' : '#';
+  }
+  return ink;
+}
+
+// The old bitmap font drew lower case as capitals; a real font keeps the case.
+TEST(PlotTest, TextKeepsItsCase) {
+  const Image lower = SpeedupChart({{"#1 linear+add", 2.0, false}}, "job speedup").value();
+  const Image upper = SpeedupChart({{"#1 LINEAR+ADD", 2.0, false}}, "JOB SPEEDUP").value();
+  ASSERT_EQ(lower.width(), upper.width());
+  ASSERT_EQ(lower.height(), upper.height());
+  EXPECT_NE(Ink(lower), Ink(upper));
+}
+
+// A label too long for the label column is cut: nothing is drawn in the left margin.
+TEST(PlotTest, LongLabelsAreCutToTheirColumn) {
+  const Image image = SpeedupChart({{std::string(400, 'm'), 2.0, false}}, "t").value();
+  for (int y = 0; y < image.height(); ++y) {
+    for (int x = 0; x < 15; ++x) ASSERT_EQ(image.Get(x, y), kWhite) << x << "," << y;
+  }
+}
+
+TEST(PlotTest, SpeedupChartGrowsWithItsBars) {
+  std::vector<SpeedupBar> bars;
+  for (int i = 0; i < 40; ++i) bars.push_back({absl::StrCat("#", i + 1, " mul+add"), 1.5, false});
+  const Image tall = SpeedupChart(bars, "t").value();
+  const Image short_one = SpeedupChart({bars.front()}, "t").value();
+  EXPECT_GE(tall.height() - short_one.height(), 39 * 20);
+}
+
+TEST(PlotTest, RooflineKeyListsThePointsItDraws) {
+  const std::vector<ComputeCeiling> ceilings = {{"fp32", 51e12}};
+  const Image plain = RooflineChart(4.3e12, ceilings, {{"#1", "", 0.25, 0.5e12, false}}, "r").value();
+  const Image keyed =
+      RooflineChart(4.3e12, ceilings, {{"#1", "#1 softmax", 0.25, 0.5e12, false}}, "r").value();
+  EXPECT_GT(keyed.width(), plain.width());
+  // The key's column has ink only in the keyed chart.
+  int key_ink = 0;
+  for (int y = 0; y < keyed.height(); ++y) {
+    for (int x = plain.width(); x < keyed.width(); ++x) key_ink += keyed.Get(x, y) != kWhite;
+  }
+  EXPECT_GT(key_ink, 0);
 }
 
 }  // namespace
