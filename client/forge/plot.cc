@@ -31,20 +31,14 @@ constexpr Rgb kRoofColor{200, 40, 40};
 enum class Align { kLeft, kCenter, kRight };
 enum class Weight { kNormal, kBold };
 
-struct SurfaceDeleter {
-  void operator()(cairo_surface_t* surface) const { cairo_surface_destroy(surface); }
-};
-struct ContextDeleter {
-  void operator()(cairo_t* context) const { cairo_destroy(context); }
-};
-
 // A white cairo image surface and its drawing context: the charts' primitives, in pixels from
 // the top-left corner. cairo errors are sticky; Finish() reports the first.
 class Canvas {
  public:
   Canvas(int width, int height)
-      : surface_(cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height)),
-        context_(cairo_create(surface_.get())) {
+      : surface_(cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height),
+                 &cairo_surface_destroy),
+        context_(cairo_create(surface_.get()), &cairo_destroy) {
     SetColor(kWhite);
     cairo_paint(context_.get());
   }
@@ -164,8 +158,8 @@ class Canvas {
     cairo_set_font_size(context_.get(), size);
   }
 
-  std::unique_ptr<cairo_surface_t, SurfaceDeleter> surface_;
-  std::unique_ptr<cairo_t, ContextDeleter> context_;
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface_;
+  std::unique_ptr<cairo_t, decltype(&cairo_destroy)> context_;
 };
 
 // A tick step of 1, 2 or 5 times a power of ten that gives about `ticks` ticks up to `top`.
