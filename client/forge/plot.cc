@@ -210,8 +210,8 @@ absl::StatusOr<Image> SpeedupChart(const std::vector<SpeedupBar>& bars, absl::st
   const int bottom = kTop + rows * kRowHeight;
   const int height = bottom + 78;
   Canvas canvas(kWidth, height);
-  canvas.Text(20, 32, canvas.Fit(title, kWidth - 40, kTitleSize, Weight::kBold), kInk,
-              Align::kLeft, kTitleSize, Weight::kBold);
+  canvas.Text(20, 32, canvas.Fit(title, kWidth - 40, kTitleSize, Weight::kBold), kInk, Align::kLeft,
+              kTitleSize, Weight::kBold);
 
   double label_width = 0;
   double largest = 1.0;
@@ -240,8 +240,7 @@ absl::StatusOr<Image> SpeedupChart(const std::vector<SpeedupBar>& bars, absl::st
     canvas.Rect(x_of(0), y, end, y + kBarHeight,
                 bars[i].predicted ? kPredictedColor : kMeasuredColor);
     const double baseline = y + kBarHeight / 2 + 4;
-    canvas.Text(left - 8, baseline, canvas.Fit(bars[i].label, kMaxLabelWidth), kInk,
-                Align::kRight);
+    canvas.Text(left - 8, baseline, canvas.Fit(bars[i].label, kMaxLabelWidth), kInk, Align::kRight);
     canvas.Text(end + 5, baseline, absl::StrFormat("%.2fx", bars[i].speedup), kInk);
   }
   // Eager's time, for reference.
@@ -280,8 +279,8 @@ absl::StatusOr<Image> RooflineChart(double bytes_per_second,
   const int width = keyed.empty() ? 960 : 960 + static_cast<int>(kKeyWidth);
   const int right = width - 30 - (keyed.empty() ? 0 : static_cast<int>(kKeyWidth));
   Canvas canvas(width, kHeight);
-  canvas.Text(20, 32, canvas.Fit(title, width - 40, kTitleSize, Weight::kBold), kInk,
-              Align::kLeft, kTitleSize, Weight::kBold);
+  canvas.Text(20, 32, canvas.Fit(title, width - 40, kTitleSize, Weight::kBold), kInk, Align::kLeft,
+              kTitleSize, Weight::kBold);
 
   const int x_first = static_cast<int>(std::floor(std::log10(x_low)));
   const int x_last = static_cast<int>(std::ceil(std::log10(x_high)));
@@ -355,11 +354,10 @@ absl::StatusOr<Image> RooflineChart(double bytes_per_second,
     const double key_x = right + 30;
     canvas.Text(key_x, kTop - 10, "Tasks", kInk, Align::kLeft, kTextSize, Weight::kBold);
     const int fit = static_cast<int>((kBottom - kTop) / kKeyLine);
-    const int shown = static_cast<int>(keyed.size()) <= fit ? static_cast<int>(keyed.size())
-                                                            : fit - 1;
+    const int shown =
+        static_cast<int>(keyed.size()) <= fit ? static_cast<int>(keyed.size()) : fit - 1;
     for (int i = 0; i < shown; ++i) {
-      canvas.Text(key_x, kTop + 12 + i * kKeyLine, canvas.Fit(keyed[i]->key, kKeyWidth - 20),
-                  kInk);
+      canvas.Text(key_x, kTop + 12 + i * kKeyLine, canvas.Fit(keyed[i]->key, kKeyWidth - 20), kInk);
     }
     if (shown < static_cast<int>(keyed.size())) {
       canvas.Text(key_x, kTop + 12 + shown * kKeyLine,

@@ -174,11 +174,12 @@ TEST(PlotTest, SpeedupChartGrowsWithItsBars) {
 
 TEST(PlotTest, RooflineKeyListsThePointsItDraws) {
   const std::vector<ComputeCeiling> ceilings = {{"fp32", 51e12}};
-  const Image plain = RooflineChart(4.3e12, ceilings, {{"#1", "", 0.25, 0.5e12, false}}, "r").value();
+  const Image plain =
+      RooflineChart(4.3e12, ceilings, {{"#1", "", 0.25, 0.5e12, false}}, "r").value();
   const Image keyed =
       RooflineChart(4.3e12, ceilings, {{"#1", "#1 softmax", 0.25, 0.5e12, false}}, "r").value();
   EXPECT_GT(keyed.width(), plain.width());
-  // The key's column has ink only in the keyed chart.
+  // The key widens the chart, and its column has ink.
   int key_ink = 0;
   for (int y = 0; y < keyed.height(); ++y) {
     for (int x = plain.width(); x < keyed.width(); ++x) key_ink += keyed.Get(x, y) != kWhite;

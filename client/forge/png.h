@@ -41,7 +41,7 @@ class Image {
 };
 
 // The PNG file of `image`: 8-bit RGB, every pixel as it is. Internal error with cairo's reason if
-// cairo fails (out of memory; an image without pixels).
+// cairo fails (out of memory, for one).
 absl::StatusOr<std::string> EncodePng(const Image& image);
 
 // Encodes `image` and writes it to `path`, naming the path in errors.

@@ -109,9 +109,7 @@ std::string Digest::ToHex() const {
 
 std::ostream& operator<<(std::ostream& out, const Digest& digest) { return out << digest.ToHex(); }
 
-void Sha256::ContextDeleter::operator()(evp_md_ctx_st* context) const {
-  EVP_MD_CTX_free(context);
-}
+void Sha256::ContextDeleter::operator()(evp_md_ctx_st* context) const { EVP_MD_CTX_free(context); }
 
 Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
   CheckLibcrypto(context_ != nullptr, "EVP_MD_CTX_new");
@@ -139,9 +137,9 @@ void Sha256::Update(absl::string_view bytes) {
 Digest Sha256::Finish() {
   Digest::Bytes bytes;
   unsigned int size = 0;
-  CheckLibcrypto(EVP_DigestFinal_ex(context_.get(), bytes.data(), &size) == 1 &&
-                     size == Digest::kSize,
-                 "EVP_DigestFinal_ex");
+  CheckLibcrypto(
+      EVP_DigestFinal_ex(context_.get(), bytes.data(), &size) == 1 && size == Digest::kSize,
+      "EVP_DigestFinal_ex");
   CheckLibcrypto(EVP_DigestInit_ex(context_.get(), Sha256Algorithm(), nullptr) == 1,
                  "EVP_DigestInit_ex");
   return Digest(bytes);
