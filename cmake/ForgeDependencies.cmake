@@ -15,6 +15,7 @@ set(FORGE_DEP_absl "Debian: libabsl-dev")
 set(FORGE_DEP_spdlog "Debian: libspdlog-dev")
 set(FORGE_DEP_hiredis "Debian: libhiredis-dev")
 set(FORGE_DEP_civetweb "Debian: libcivetweb-dev")
+set(FORGE_DEP_OpenSSL "libcrypto 3 for SHA-256; Debian: libssl-dev")
 set(FORGE_DEP_GTest "Debian: libgtest-dev libgmock-dev")
 set(FORGE_DEP_CUDAToolkit "the CUDA 13 toolkit at /usr/local/cuda, or set CUDAToolkit_ROOT")
 
@@ -23,6 +24,7 @@ forge_require_package(Protobuf)
 forge_require_package(gRPC CONFIG)
 forge_require_package(absl CONFIG)
 forge_require_package(spdlog CONFIG)
+forge_require_package(OpenSSL 3.0 COMPONENTS Crypto)
 
 # Debian's civetweb CMake config names a /usr/bin/civetweb it does not ship; find the library directly.
 find_path(FORGE_CIVETWEB_INCLUDE civetweb.h)
@@ -41,6 +43,12 @@ if(PkgConfig_FOUND)
 endif()
 if(NOT hiredis_FOUND)
   message(FATAL_ERROR "Forge needs hiredis (${FORGE_DEP_hiredis}) and pkg-config, not found: ${FORGE_SETUP_HINT}.")
+endif()
+
+# cairo draws the plots of `forge results` (text through fontconfig and FreeType, in DejaVu Sans).
+pkg_check_modules(cairo QUIET IMPORTED_TARGET cairo)
+if(NOT cairo_FOUND)
+  message(FATAL_ERROR "Forge's plots need cairo (Debian: libcairo2-dev, and fonts-dejavu-core for their font), not found: ${FORGE_SETUP_HINT}.")
 endif()
 
 find_program(FORGE_PROTOC protoc)

@@ -1,96 +1,25 @@
 #include "client/forge/plot.h"
 
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdlib>
-#include <string>
+#include <cairo.h>
 
-#include "absl/strings/ascii.h"
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace forge::client {
 namespace {
 
-constexpr int kGlyphWidth = 5;
-constexpr int kGlyphHeight = 7;
-constexpr int kGlyphAdvance = kGlyphWidth + 1;
-
-struct Glyph {
-  char character;
-  std::array<const char*, kGlyphHeight> rows;  // '#' lit, '.' dark
-};
-
-// Drawn for this project: capitals, digits and the punctuation the charts print.
-constexpr Glyph kFont[] = {
-    {' ', {".....", ".....", ".....", ".....", ".....", ".....", "....."}},
-    {'0', {".###.", "#...#", "#..##", "#.#.#", "##..#", "#...#", ".###."}},
-    {'1', {"..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-    {'2', {".###.", "#...#", "....#", "...#.", "..#..", ".#...", "#####"}},
-    {'3', {"#####", "...#.", "..#..", "...#.", "....#", "#...#", ".###."}},
-    {'4', {"...#.", "..##.", ".#.#.", "#..#.", "#####", "...#.", "...#."}},
-    {'5', {"#####", "#....", "####.", "....#", "....#", "#...#", ".###."}},
-    {'6', {"..##.", ".#...", "#....", "####.", "#...#", "#...#", ".###."}},
-    {'7', {"#####", "....#", "...#.", "..#..", ".#...", ".#...", ".#..."}},
-    {'8', {".###.", "#...#", "#...#", ".###.", "#...#", "#...#", ".###."}},
-    {'9', {".###.", "#...#", "#...#", ".####", "....#", "...#.", ".##.."}},
-    {'A', {".###.", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"}},
-    {'B', {"####.", "#...#", "#...#", "####.", "#...#", "#...#", "####."}},
-    {'C', {".###.", "#...#", "#....", "#....", "#....", "#...#", ".###."}},
-    {'D', {"###..", "#..#.", "#...#", "#...#", "#...#", "#..#.", "###.."}},
-    {'E', {"#####", "#....", "#....", "####.", "#....", "#....", "#####"}},
-    {'F', {"#####", "#....", "#....", "####.", "#....", "#....", "#...."}},
-    {'G', {".###.", "#...#", "#....", "#.###", "#...#", "#...#", ".####"}},
-    {'H', {"#...#", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"}},
-    {'I', {".###.", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."}},
-    {'J', {"..###", "...#.", "...#.", "...#.", "...#.", "#..#.", ".##.."}},
-    {'K', {"#...#", "#..#.", "#.#..", "##...", "#.#..", "#..#.", "#...#"}},
-    {'L', {"#....", "#....", "#....", "#....", "#....", "#....", "#####"}},
-    {'M', {"#...#", "##.##", "#.#.#", "#.#.#", "#...#", "#...#", "#...#"}},
-    {'N', {"#...#", "#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#"}},
-    {'O', {".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."}},
-    {'P', {"####.", "#...#", "#...#", "####.", "#....", "#....", "#...."}},
-    {'Q', {".###.", "#...#", "#...#", "#...#", "#.#.#", "#..#.", ".##.#"}},
-    {'R', {"####.", "#...#", "#...#", "####.", "#.#..", "#..#.", "#...#"}},
-    {'S', {".####", "#....", "#....", ".###.", "....#", "....#", "####."}},
-    {'T', {"#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."}},
-    {'U', {"#...#", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."}},
-    {'V', {"#...#", "#...#", "#...#", "#...#", "#...#", ".#.#.", "..#.."}},
-    {'W', {"#...#", "#...#", "#...#", "#.#.#", "#.#.#", "#.#.#", ".#.#."}},
-    {'X', {"#...#", "#...#", ".#.#.", "..#..", ".#.#.", "#...#", "#...#"}},
-    {'Y', {"#...#", "#...#", ".#.#.", "..#..", "..#..", "..#..", "..#.."}},
-    {'Z', {"#####", "....#", "...#.", "..#..", ".#...", "#....", "#####"}},
-    {'.', {".....", ".....", ".....", ".....", ".....", ".##..", ".##.."}},
-    {',', {".....", ".....", ".....", ".....", ".##..", "..#..", ".#..."}},
-    {':', {".....", ".##..", ".##..", ".....", ".##..", ".##..", "....."}},
-    {'-', {".....", ".....", ".....", "#####", ".....", ".....", "....."}},
-    {'+', {".....", "..#..", "..#..", "#####", "..#..", "..#..", "....."}},
-    {'_', {".....", ".....", ".....", ".....", ".....", ".....", "#####"}},
-    {'/', {".....", "....#", "...#.", "..#..", ".#...", "#....", "....."}},
-    {'%', {"##...", "##..#", "...#.", "..#..", ".#...", "#..##", "...##"}},
-    {'(', {"...#.", "..#..", ".#...", ".#...", ".#...", "..#..", "...#."}},
-    {')', {".#...", "..#..", "...#.", "...#.", "...#.", "..#..", ".#..."}},
-    {'[', {".###.", ".#...", ".#...", ".#...", ".#...", ".#...", ".###."}},
-    {']', {".###.", "...#.", "...#.", "...#.", "...#.", "...#.", ".###."}},
-    {'=', {".....", ".....", "#####", ".....", "#####", ".....", "....."}},
-    {'<', {"...#.", "..#..", ".#...", "#....", ".#...", "..#..", "...#."}},
-    {'>', {".#...", "..#..", "...#.", "....#", "...#.", "..#..", ".#..."}},
-    {'*', {".....", "..#..", "#.#.#", ".###.", "#.#.#", "..#..", "....."}},
-    {'#', {".#.#.", ".#.#.", "#####", ".#.#.", "#####", ".#.#.", ".#.#."}},
-    {'\'', {"..#..", "..#..", ".#...", ".....", ".....", ".....", "....."}},
-    {'!', {"..#..", "..#..", "..#..", "..#..", "..#..", ".....", "..#.."}},
-    {'?', {".###.", "#...#", "....#", "...#.", "..#..", ".....", "..#.."}},
-    {'|', {"..#..", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."}},
-};
-
-const Glyph* FindGlyph(char c) {
-  const char upper = absl::ascii_toupper(static_cast<unsigned char>(c));
-  for (const Glyph& glyph : kFont) {
-    if (glyph.character == upper) return &glyph;
-  }
-  return nullptr;
-}
+constexpr char kFontFamily[] = "DejaVu Sans";
+constexpr double kTextSize = 12;
+constexpr double kTitleSize = 17;
+constexpr char kEllipsis[] = "\xe2\x80\xa6";  // U+2026
 
 constexpr Rgb kWhite{255, 255, 255};
 constexpr Rgb kInk{30, 30, 30};
@@ -99,16 +28,139 @@ constexpr Rgb kMeasuredColor{46, 110, 180};
 constexpr Rgb kPredictedColor{230, 140, 40};
 constexpr Rgb kRoofColor{200, 40, 40};
 
-void FillCircle(Image& image, int cx, int cy, int radius, Rgb color, bool hollow) {
-  for (int dy = -radius; dy <= radius; ++dy) {
-    for (int dx = -radius; dx <= radius; ++dx) {
-      const int d2 = dx * dx + dy * dy;
-      if (d2 > radius * radius) continue;
-      if (hollow && d2 <= (radius - 2) * (radius - 2)) continue;
-      image.Set(cx + dx, cy + dy, color);
+enum class Align { kLeft, kCenter, kRight };
+enum class Weight { kNormal, kBold };
+
+// A white cairo image surface and its drawing context: the charts' primitives, in pixels from
+// the top-left corner. cairo errors are sticky; Finish() reports the first.
+class Canvas {
+ public:
+  Canvas(int width, int height)
+      : surface_(cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height),
+                 &cairo_surface_destroy),
+        context_(cairo_create(surface_.get()), &cairo_destroy) {
+    SetColor(kWhite);
+    cairo_paint(context_.get());
+  }
+
+  // The rectangle between two corners, snapped to whole pixels: a bar is exactly its colour.
+  void Rect(double x0, double y0, double x1, double y1, Rgb color) {
+    const double left = std::round(std::min(x0, x1));
+    const double right = std::round(std::max(x0, x1));
+    const double top = std::round(std::min(y0, y1));
+    const double bottom = std::round(std::max(y0, y1));
+    cairo_rectangle(context_.get(), left, top, right - left, bottom - top);
+    SetColor(color);
+    cairo_fill(context_.get());
+  }
+
+  // A line `width` pixels wide; with dash > 0, `dash` pixels drawn then `dash` skipped.
+  // Horizontal and vertical lines lie on pixel centres, so one-pixel ones stay sharp.
+  void Line(double x0, double y0, double x1, double y1, Rgb color, double width = 1,
+            double dash = 0) {
+    if (x0 == x1) x0 = x1 = std::floor(x0) + 0.5;
+    if (y0 == y1) y0 = y1 = std::floor(y0) + 0.5;
+    cairo_t* cr = context_.get();
+    cairo_move_to(cr, x0, y0);
+    cairo_line_to(cr, x1, y1);
+    cairo_set_line_width(cr, width);
+    cairo_set_dash(cr, &dash, dash > 0 ? 1 : 0, 0);
+    SetColor(color);
+    cairo_stroke(cr);
+  }
+
+  // A round marker: filled, or a two-pixel ring.
+  void Marker(double x, double y, double radius, Rgb color, bool hollow) {
+    cairo_t* cr = context_.get();
+    cairo_new_sub_path(cr);
+    cairo_arc(cr, x, y, hollow ? radius - 1 : radius, 0, 2 * M_PI);
+    SetColor(color);
+    if (hollow) {
+      cairo_set_line_width(cr, 2);
+      cairo_set_dash(cr, nullptr, 0, 0);
+      cairo_stroke(cr);
+    } else {
+      cairo_fill(cr);
     }
   }
-}
+
+  double TextWidth(absl::string_view text, double size = kTextSize,
+                   Weight weight = Weight::kNormal) {
+    SetFont(size, weight);
+    const std::string terminated(text);
+    cairo_text_extents_t extents;
+    cairo_text_extents(context_.get(), terminated.c_str(), &extents);
+    return extents.x_advance;
+  }
+
+  // `text` (UTF-8) cut to at most `max_width` pixels, an ellipsis marking the cut.
+  std::string Fit(absl::string_view text, double max_width, double size = kTextSize,
+                  Weight weight = Weight::kNormal) {
+    if (TextWidth(text, size, weight) <= max_width) return std::string(text);
+    while (!text.empty()) {
+      // Drop the last character whole: its UTF-8 continuation bytes, then its first byte.
+      while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) {
+        text.remove_suffix(1);
+      }
+      if (!text.empty()) text.remove_suffix(1);
+      const std::string cut = absl::StrCat(text, kEllipsis);
+      if (TextWidth(cut, size, weight) <= max_width) return cut;
+    }
+    return kEllipsis;
+  }
+
+  // `text` with its baseline at y, starting at, centred on or ending at x.
+  void Text(double x, double y, absl::string_view text, Rgb color, Align align = Align::kLeft,
+            double size = kTextSize, Weight weight = Weight::kNormal) {
+    const double width = TextWidth(text, size, weight);
+    if (align == Align::kCenter) x -= width / 2;
+    if (align == Align::kRight) x -= width;
+    const std::string terminated(text);
+    cairo_move_to(context_.get(), x, y);
+    SetColor(color);
+    cairo_show_text(context_.get(), terminated.c_str());
+  }
+
+  // The pixels drawn, or cairo's first error.
+  absl::StatusOr<Image> Finish() {
+    const cairo_status_t status = cairo_status(context_.get());
+    if (status != CAIRO_STATUS_SUCCESS) {
+      return absl::InternalError(
+          absl::StrCat("drawing a chart with cairo failed: ", cairo_status_to_string(status)));
+    }
+    cairo_surface_flush(surface_.get());
+    const int width = cairo_image_surface_get_width(surface_.get());
+    const int height = cairo_image_surface_get_height(surface_.get());
+    const int stride = cairo_image_surface_get_stride(surface_.get());
+    const unsigned char* data = cairo_image_surface_get_data(surface_.get());
+    Image image(width, height, kWhite);
+    for (int y = 0; y < height; ++y) {
+      const auto* row = reinterpret_cast<const uint32_t*>(data + static_cast<size_t>(y) * stride);
+      for (int x = 0; x < width; ++x) {
+        // RGB24: one native-endian 32-bit word per pixel, 0x00RRGGBB.
+        image.Set(x, y,
+                  Rgb{static_cast<uint8_t>(row[x] >> 16), static_cast<uint8_t>(row[x] >> 8),
+                      static_cast<uint8_t>(row[x])});
+      }
+    }
+    return image;
+  }
+
+ private:
+  void SetColor(Rgb color) {
+    cairo_set_source_rgb(context_.get(), color.r / 255.0, color.g / 255.0, color.b / 255.0);
+  }
+
+  void SetFont(double size, Weight weight) {
+    cairo_select_font_face(
+        context_.get(), kFontFamily, CAIRO_FONT_SLANT_NORMAL,
+        weight == Weight::kBold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(context_.get(), size);
+  }
+
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface_;
+  std::unique_ptr<cairo_t, decltype(&cairo_destroy)> context_;
+};
 
 // A tick step of 1, 2 or 5 times a power of ten that gives about `ticks` ticks up to `top`.
 double NiceStep(double top, int ticks) {
@@ -128,134 +180,84 @@ std::string DecadeLabel(int exponent) {
   return absl::StrCat("1", std::string(exponent - 3 * group, '0'), kPrefixes[group]);
 }
 
-// One entry of a legend: a swatch and its name; returns the x after it.
-int DrawLegendEntry(Image& image, int x, int y, Rgb color, absl::string_view name) {
-  FillRect(image, x, y, x + 10, y + 6, color);
-  DrawText(image, x + 14, y, name, kInk);
-  return x + 14 + TextWidth(name) + 16;
+// One entry of a legend with its baseline at y: a swatch and its name; returns the x after it.
+double DrawLegendEntry(Canvas& canvas, double x, double y, Rgb color, absl::string_view name) {
+  canvas.Rect(x, y - 9, x + 12, y + 1, color);
+  canvas.Text(x + 17, y, name, kInk);
+  return x + 17 + canvas.TextWidth(name) + 20;
 }
 
 // Both charts end alike: the axes of the plot area left..right x top..bottom, then a legend of
-// measured and (when there are any) predicted points on the row at `legend_y`.
-void DrawAxesAndLegend(Image& image, int left, int top, int right, int bottom, bool any_predicted,
-                       int legend_y, absl::string_view predicted_name) {
-  DrawLine(image, left, top, left, bottom, kInk);
-  DrawLine(image, left, bottom, right, bottom, kInk);
-  const int legend_x = DrawLegendEntry(image, left, legend_y, kMeasuredColor, "measured");
-  if (any_predicted) DrawLegendEntry(image, legend_x, legend_y, kPredictedColor, predicted_name);
+// measured and (when there are any) predicted results on the baseline `legend_y`.
+void DrawAxesAndLegend(Canvas& canvas, double left, double top, double right, double bottom,
+                       bool any_predicted, double legend_y, absl::string_view predicted_name) {
+  canvas.Line(left, top, left, bottom, kInk);
+  canvas.Line(left, bottom, right, bottom, kInk);
+  const double legend_x = DrawLegendEntry(canvas, left, legend_y, kMeasuredColor, "measured");
+  if (any_predicted) {
+    DrawLegendEntry(canvas, legend_x, legend_y, kPredictedColor, predicted_name);
+  }
 }
 
 }  // namespace
 
-void FillRect(Image& image, int x0, int y0, int x1, int y1, Rgb color) {
-  for (int y = std::min(y0, y1); y <= std::max(y0, y1); ++y) {
-    for (int x = std::min(x0, x1); x <= std::max(x0, x1); ++x) image.Set(x, y, color);
-  }
-}
+absl::StatusOr<Image> SpeedupChart(const std::vector<SpeedupBar>& bars, absl::string_view title) {
+  constexpr int kWidth = 960;
+  constexpr int kRowHeight = 26, kBarHeight = 16;
+  constexpr int kTop = 70, kRight = kWidth - 70;  // room for a value beside the longest bar
+  constexpr double kMaxLabelWidth = 360;
+  const int rows = std::max<int>(1, static_cast<int>(bars.size()));
+  const int bottom = kTop + rows * kRowHeight;
+  const int height = bottom + 78;
+  Canvas canvas(kWidth, height);
+  canvas.Text(20, 32, canvas.Fit(title, kWidth - 40, kTitleSize, Weight::kBold), kInk, Align::kLeft,
+              kTitleSize, Weight::kBold);
 
-void DrawLine(Image& image, int x0, int y0, int x1, int y1, Rgb color, int dash) {
-  // Bresenham, counting steps for the dash pattern.
-  const int dx = std::abs(x1 - x0);
-  const int dy = -std::abs(y1 - y0);
-  const int sx = x0 < x1 ? 1 : -1;
-  const int sy = y0 < y1 ? 1 : -1;
-  int error = dx + dy;
-  for (int step = 0;; ++step) {
-    if (dash <= 0 || (step / dash) % 2 == 0) image.Set(x0, y0, color);
-    if (x0 == x1 && y0 == y1) break;
-    const int twice = 2 * error;
-    if (twice >= dy) {
-      error += dy;
-      x0 += sx;
-    }
-    if (twice <= dx) {
-      error += dx;
-      y0 += sy;
-    }
-  }
-}
-
-bool GlyphPixel(char c, int column, int row) {
-  const Glyph* glyph = FindGlyph(c);
-  return glyph != nullptr && glyph->rows[row][column] == '#';
-}
-
-void DrawText(Image& image, int x, int y, absl::string_view text, Rgb color, int scale) {
-  for (char c : text) {
-    const Glyph* glyph = FindGlyph(c);
-    for (int row = 0; row < kGlyphHeight; ++row) {
-      for (int column = 0; column < kGlyphWidth; ++column) {
-        const bool lit = glyph != nullptr ? glyph->rows[row][column] == '#'
-                                          : (row == 0 || row == kGlyphHeight - 1 || column == 0 ||
-                                             column == kGlyphWidth - 1);
-        if (!lit) continue;
-        FillRect(image, x + column * scale, y + row * scale, x + (column + 1) * scale - 1,
-                 y + (row + 1) * scale - 1, color);
-      }
-    }
-    x += kGlyphAdvance * scale;
-  }
-}
-
-int TextWidth(absl::string_view text, int scale) {
-  return text.empty() ? 0 : static_cast<int>(text.size()) * kGlyphAdvance * scale - scale;
-}
-
-Image SpeedupChart(const std::vector<SpeedupBar>& bars, absl::string_view title) {
-  constexpr int kWidth = 960, kHeight = 540;
-  constexpr int kLeft = 70, kRight = kWidth - 20, kTop = 60, kBottom = kHeight - 60;
-  Image image(kWidth, kHeight, kWhite);
-  DrawText(image, kLeft, 16, title, kInk, 2);
-
+  double label_width = 0;
   double largest = 1.0;
   bool any_predicted = false;
   for (const SpeedupBar& bar : bars) {
+    label_width = std::max(label_width, canvas.TextWidth(bar.label));
     largest = std::max(largest, bar.speedup);
     any_predicted = any_predicted || bar.predicted;
   }
+  const double left = 20 + std::min(label_width, kMaxLabelWidth) + 10;
   const double step = NiceStep(largest * 1.1, 6);
   const double top = std::ceil(largest * 1.1 / step) * step;
-  auto y_of = [&](double value) {
-    return kBottom - static_cast<int>(std::lround((kBottom - kTop) * value / top));
-  };
+  auto x_of = [&](double value) { return std::round(left + (kRight - left) * value / top); };
 
   for (double tick = 0; tick <= top + step / 2; tick += step) {
-    const int y = y_of(tick);
-    DrawLine(image, kLeft, y, kRight, y, kGrid);
-    const std::string label = absl::StrFormat("%gx", tick);
-    DrawText(image, kLeft - 8 - TextWidth(label), y - 3, label, kInk);
+    const double x = x_of(tick);
+    canvas.Line(x, kTop, x, bottom, kGrid);
+    canvas.Text(x, bottom + 16, absl::StrFormat("%gx", tick), kInk, Align::kCenter);
   }
-  DrawText(image, kLeft, kTop - 14, "speedup over eager", kInk);
+  canvas.Text((left + kRight) / 2, bottom + 36, "speedup over eager (longer is faster)", kInk,
+              Align::kCenter);
 
-  const int slot = bars.empty() ? 0 : (kRight - kLeft) / static_cast<int>(bars.size());
-  const int max_label_chars = std::max(1, (slot - 2) / kGlyphAdvance);
   for (size_t i = 0; i < bars.size(); ++i) {
-    const int x0 = kLeft + static_cast<int>(i) * slot + slot / 6;
-    const int x1 = kLeft + static_cast<int>(i + 1) * slot - slot / 6;
-    const int y = y_of(std::max(bars[i].speedup, 0.0));
-    FillRect(image, x0, y, x1, kBottom, bars[i].predicted ? kPredictedColor : kMeasuredColor);
-    const std::string value = absl::StrFormat("%.2fx", bars[i].speedup);
-    if (TextWidth(value) <= slot) {
-      DrawText(image, (x0 + x1 - TextWidth(value)) / 2, y - 10, value, kInk);
-    }
-    const std::string label = bars[i].label.substr(0, max_label_chars);
-    DrawText(image, (x0 + x1 - TextWidth(label)) / 2, kBottom + 8, label, kInk);
+    const double y = kTop + static_cast<double>(i) * kRowHeight + (kRowHeight - kBarHeight) / 2;
+    const double end = x_of(std::max(bars[i].speedup, 0.0));
+    canvas.Rect(x_of(0), y, end, y + kBarHeight,
+                bars[i].predicted ? kPredictedColor : kMeasuredColor);
+    const double baseline = y + kBarHeight / 2 + 4;
+    canvas.Text(left - 8, baseline, canvas.Fit(bars[i].label, kMaxLabelWidth), kInk, Align::kRight);
+    canvas.Text(end + 5, baseline, absl::StrFormat("%.2fx", bars[i].speedup), kInk);
   }
   // Eager's time, for reference.
-  DrawLine(image, kLeft, y_of(1.0), kRight, y_of(1.0), kRoofColor, 6);
-  DrawText(image, kRight - TextWidth("eager"), y_of(1.0) - 10, "eager", kRoofColor);
-  DrawAxesAndLegend(image, kLeft, kTop, kRight, kBottom, any_predicted, kHeight - 24,
+  canvas.Line(x_of(1.0), kTop - 4, x_of(1.0), bottom, kRoofColor, 1, 6);
+  canvas.Text(x_of(1.0), kTop - 8, "eager", kRoofColor, Align::kCenter);
+  DrawAxesAndLegend(canvas, left, kTop, kRight, bottom, any_predicted, height - 14,
                     "PREDICTED (no GPU)");
-  return image;
+  return canvas.Finish();
 }
 
-Image RooflineChart(double bytes_per_second, const std::vector<ComputeCeiling>& ceilings,
-                    const std::vector<RooflinePoint>& points, absl::string_view title) {
-  constexpr int kWidth = 960, kHeight = 640;
-  constexpr int kLeft = 70, kRight = kWidth - 30, kTop = 60, kBottom = kHeight - 70;
-  Image image(kWidth, kHeight, kWhite);
-  DrawText(image, kLeft, 16, title, kInk, 2);
-
+absl::StatusOr<Image> RooflineChart(double bytes_per_second,
+                                    const std::vector<ComputeCeiling>& ceilings,
+                                    const std::vector<RooflinePoint>& points,
+                                    absl::string_view title) {
+  constexpr int kHeight = 640;
+  constexpr int kLeft = 70, kTop = 60, kBottom = kHeight - 76;
+  constexpr double kKeyWidth = 280, kKeyLine = 17;
   // Decades spanning every point, every ridge and the roofs over them.
   double peak = 0;
   for (const ComputeCeiling& ceiling : ceilings) peak = std::max(peak, ceiling.flops_per_second);
@@ -264,6 +266,7 @@ Image RooflineChart(double bytes_per_second, const std::vector<ComputeCeiling>& 
   double y_high = std::max(peak, 1.0);
   double y_low = bytes_per_second > 0 ? bytes_per_second * x_low : 1.0;
   bool any_predicted = false;
+  std::vector<const RooflinePoint*> keyed;
   for (const RooflinePoint& point : points) {
     if (point.intensity <= 0 || point.flops_per_second <= 0) continue;
     x_low = std::min(x_low, point.intensity);
@@ -271,62 +274,99 @@ Image RooflineChart(double bytes_per_second, const std::vector<ComputeCeiling>& 
     y_low = std::min(y_low, point.flops_per_second);
     y_high = std::max(y_high, point.flops_per_second);
     any_predicted = any_predicted || point.predicted;
+    if (!point.key.empty()) keyed.push_back(&point);
   }
+  const int width = keyed.empty() ? 960 : 960 + static_cast<int>(kKeyWidth);
+  const int right = width - 30 - (keyed.empty() ? 0 : static_cast<int>(kKeyWidth));
+  Canvas canvas(width, kHeight);
+  canvas.Text(20, 32, canvas.Fit(title, width - 40, kTitleSize, Weight::kBold), kInk, Align::kLeft,
+              kTitleSize, Weight::kBold);
+
   const int x_first = static_cast<int>(std::floor(std::log10(x_low)));
   const int x_last = static_cast<int>(std::ceil(std::log10(x_high)));
   const int y_first = static_cast<int>(std::floor(std::log10(y_low)));
   const int y_last = static_cast<int>(std::ceil(std::log10(y_high * 1.5)));
   auto x_of = [&](double intensity) {
-    return kLeft +
-           static_cast<int>(std::lround((kRight - kLeft) * (std::log10(intensity) - x_first) /
-                                        std::max(1, x_last - x_first)));
+    return std::round(kLeft + (right - kLeft) * (std::log10(intensity) - x_first) /
+                                  std::max(1, x_last - x_first));
   };
   auto y_of = [&](double flops) {
-    return kBottom - static_cast<int>(std::lround((kBottom - kTop) * (std::log10(flops) - y_first) /
-                                                  std::max(1, y_last - y_first)));
+    return std::round(kBottom - (kBottom - kTop) * (std::log10(flops) - y_first) /
+                                    std::max(1, y_last - y_first));
   };
 
   for (int decade = x_first; decade <= x_last; ++decade) {
-    const int x = x_of(std::pow(10.0, decade));
-    DrawLine(image, x, kTop, x, kBottom, kGrid);
-    const std::string label = DecadeLabel(decade);
-    DrawText(image, x - TextWidth(label) / 2, kBottom + 8, label, kInk);
+    const double x = x_of(std::pow(10.0, decade));
+    canvas.Line(x, kTop, x, kBottom, kGrid);
+    canvas.Text(x, kBottom + 18, DecadeLabel(decade), kInk, Align::kCenter);
   }
   for (int decade = y_first; decade <= y_last; ++decade) {
-    const int y = y_of(std::pow(10.0, decade));
-    DrawLine(image, kLeft, y, kRight, y, kGrid);
-    const std::string label = DecadeLabel(decade);
-    DrawText(image, kLeft - 8 - TextWidth(label), y - 3, label, kInk);
+    const double y = y_of(std::pow(10.0, decade));
+    canvas.Line(kLeft, y, right, y, kGrid);
+    canvas.Text(kLeft - 8, y + 4, DecadeLabel(decade), kInk, Align::kRight);
   }
-  DrawText(image, kLeft, kTop - 14, "FLOP/s achieved", kInk);
-  const std::string x_title = "arithmetic intensity (FLOP per byte of DRAM traffic)";
-  DrawText(image, (kLeft + kRight - TextWidth(x_title)) / 2, kBottom + 24, x_title, kInk);
+  canvas.Text(kLeft, kTop - 10, "FLOP/s achieved", kInk);
+  canvas.Text((kLeft + right) / 2.0, kBottom + 40,
+              "arithmetic intensity (FLOP per byte of DRAM traffic)", kInk, Align::kCenter);
 
   // The bandwidth slope up to the highest ridge, then each compute roof from its own ridge.
   if (bytes_per_second > 0) {
     const double x_start = std::pow(10.0, x_first);
-    DrawLine(image, x_of(x_start), y_of(bytes_per_second * x_start), x_of(ridge),
-             y_of(peak > 0 ? peak : bytes_per_second * ridge), kRoofColor);
-    const std::string label = absl::StrFormat("DRAM %.2g TB/s", bytes_per_second / 1e12);
-    DrawText(image, x_of(x_start) + 6, y_of(bytes_per_second * x_start) + 8, label, kRoofColor);
+    canvas.Line(x_of(x_start), y_of(bytes_per_second * x_start), x_of(ridge),
+                y_of(peak > 0 ? peak : bytes_per_second * ridge), kRoofColor, 1.5);
+    canvas.Text(x_of(x_start) + 6, y_of(bytes_per_second * x_start) + 18,
+                absl::StrFormat("DRAM %.2g TB/s", bytes_per_second / 1e12), kRoofColor);
   }
   for (const ComputeCeiling& ceiling : ceilings) {
     if (ceiling.flops_per_second <= 0 || bytes_per_second <= 0) continue;
-    const int y = y_of(ceiling.flops_per_second);
-    DrawLine(image, x_of(ceiling.flops_per_second / bytes_per_second), y, kRight, y, kRoofColor);
-    DrawText(image, kRight - TextWidth(ceiling.label), y - 10, ceiling.label, kRoofColor);
+    const double y = y_of(ceiling.flops_per_second);
+    canvas.Line(x_of(ceiling.flops_per_second / bytes_per_second), y, right, y, kRoofColor, 1.5);
+    canvas.Text(right, y - 6, ceiling.label, kRoofColor, Align::kRight);
   }
 
+  // Each point's label beside it, moved down a line at a time (a few at most) while it would
+  // cover a label already drawn: tasks of equal intensity and speed share a place.
+  struct Box {
+    double left, top, right, bottom;
+  };
+  std::vector<Box> labels;
   for (const RooflinePoint& point : points) {
     if (point.intensity <= 0 || point.flops_per_second <= 0) continue;
-    const int x = x_of(point.intensity);
-    const int y = y_of(point.flops_per_second);
-    FillCircle(image, x, y, 4, point.predicted ? kPredictedColor : kMeasuredColor, point.predicted);
-    DrawText(image, x + 7, y - 3, point.label, kInk);
+    const double x = x_of(point.intensity);
+    const double y = y_of(point.flops_per_second);
+    canvas.Marker(x, y, 4.5, point.predicted ? kPredictedColor : kMeasuredColor, point.predicted);
+    Box box{x + 8, y - 6, x + 8 + canvas.TextWidth(point.label), y + 6};
+    for (int moves = 0; moves < 4; ++moves) {
+      const bool covers = std::any_of(labels.begin(), labels.end(), [&](const Box& other) {
+        return box.left < other.right && other.left < box.right && box.top < other.bottom &&
+               other.top < box.bottom;
+      });
+      if (!covers) break;
+      box.top += 12;
+      box.bottom += 12;
+    }
+    labels.push_back(box);
+    canvas.Text(box.left, box.bottom - 2, point.label, kInk);
   }
-  DrawAxesAndLegend(image, kLeft, kTop, kRight, kBottom, any_predicted, kHeight - 20,
+
+  // The key: one line per drawn point, as many as fit, then how many did not.
+  if (!keyed.empty()) {
+    const double key_x = right + 30;
+    canvas.Text(key_x, kTop - 10, "Tasks", kInk, Align::kLeft, kTextSize, Weight::kBold);
+    const int fit = static_cast<int>((kBottom - kTop) / kKeyLine);
+    const int shown =
+        static_cast<int>(keyed.size()) <= fit ? static_cast<int>(keyed.size()) : fit - 1;
+    for (int i = 0; i < shown; ++i) {
+      canvas.Text(key_x, kTop + 12 + i * kKeyLine, canvas.Fit(keyed[i]->key, kKeyWidth - 20), kInk);
+    }
+    if (shown < static_cast<int>(keyed.size())) {
+      canvas.Text(key_x, kTop + 12 + shown * kKeyLine,
+                  absl::StrCat("and ", keyed.size() - shown, " more (report.md)"), kInk);
+    }
+  }
+  DrawAxesAndLegend(canvas, kLeft, kTop, right, kBottom, any_predicted, kHeight - 14,
                     "PREDICTED (hollow, no GPU)");
-  return image;
+  return canvas.Finish();
 }
 
 }  // namespace forge::client

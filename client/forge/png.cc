@@ -1,8 +1,10 @@
 #include "client/forge/png.h"
 
-#include <zlib.h>
+#include <cairo.h>
 
+#include <cstdint>
 #include <fstream>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -10,25 +12,14 @@
 namespace forge::client {
 namespace {
 
-constexpr char kSignature[] = "\x89PNG\r\n\x1a\n";
-
-void AppendBigEndian32(std::string& out, uint32_t value) {
-  out.push_back(static_cast<char>(value >> 24));
-  out.push_back(static_cast<char>(value >> 16));
-  out.push_back(static_cast<char>(value >> 8));
-  out.push_back(static_cast<char>(value));
+cairo_status_t AppendToString(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
 }
 
-// Length, type, data, and the CRC-32 of type and data.
-void AppendChunk(std::string& out, absl::string_view type, absl::string_view data) {
-  AppendBigEndian32(out, static_cast<uint32_t>(data.size()));
-  const size_t type_start = out.size();
-  out.append(type.data(), type.size());
-  out.append(data.data(), data.size());
-  const uLong crc =
-      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data() + type_start),
-            static_cast<uInt>(type.size() + data.size()));
-  AppendBigEndian32(out, static_cast<uint32_t>(crc));
+absl::Status CairoError(absl::string_view what, cairo_status_t status) {
+  return absl::InternalError(
+      absl::StrCat("writing a PNG: ", what, " failed in cairo: ", cairo_status_to_string(status)));
 }
 
 }  // namespace
@@ -56,33 +47,28 @@ Rgb Image::Get(int x, int y) const {
 }
 
 absl::StatusOr<std::string> EncodePng(const Image& image) {
-  const size_t row_bytes = static_cast<size_t>(image.width()) * 3;
-  std::string filtered;
-  filtered.reserve((row_bytes + 1) * image.height());
+  const std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface(
+      cairo_image_surface_create(CAIRO_FORMAT_RGB24, image.width(), image.height()),
+      &cairo_surface_destroy);
+  if (cairo_surface_status(surface.get()) != CAIRO_STATUS_SUCCESS) {
+    return CairoError("creating the image", cairo_surface_status(surface.get()));
+  }
+  cairo_surface_flush(surface.get());
+  unsigned char* data = cairo_image_surface_get_data(surface.get());
+  const int stride = cairo_image_surface_get_stride(surface.get());
   for (int y = 0; y < image.height(); ++y) {
-    filtered.push_back('\0');  // filter type 0: the row as it is
-    filtered.append(reinterpret_cast<const char*>(image.pixels().data()) + y * row_bytes,
-                    row_bytes);
+    auto* row = reinterpret_cast<uint32_t*>(data + static_cast<size_t>(y) * stride);
+    for (int x = 0; x < image.width(); ++x) {
+      // RGB24: one native-endian 32-bit word per pixel, 0x00RRGGBB.
+      const Rgb pixel = image.Get(x, y);
+      row[x] = (uint32_t{pixel.r} << 16) | (uint32_t{pixel.g} << 8) | uint32_t{pixel.b};
+    }
   }
-  uLongf compressed_size = compressBound(static_cast<uLong>(filtered.size()));
-  std::string compressed(compressed_size, '\0');
-  const int result = compress2(reinterpret_cast<Bytef*>(compressed.data()), &compressed_size,
-                               reinterpret_cast<const Bytef*>(filtered.data()),
-                               static_cast<uLong>(filtered.size()), Z_BEST_COMPRESSION);
-  if (result != Z_OK) {
-    return absl::InternalError(absl::StrCat("zlib compress2 failed with code ", result));
-  }
-  compressed.resize(compressed_size);
-
-  std::string header;
-  AppendBigEndian32(header, static_cast<uint32_t>(image.width()));
-  AppendBigEndian32(header, static_cast<uint32_t>(image.height()));
-  header += {8, 2, 0, 0, 0};  // bit depth 8, colour type 2 (RGB), deflate, filter 0, no interlace
-
-  std::string png(kSignature, sizeof(kSignature) - 1);
-  AppendChunk(png, "IHDR", header);
-  AppendChunk(png, "IDAT", compressed);
-  AppendChunk(png, "IEND", "");
+  cairo_surface_mark_dirty(surface.get());
+  std::string png;
+  const cairo_status_t status =
+      cairo_surface_write_to_png_stream(surface.get(), AppendToString, &png);
+  if (status != CAIRO_STATUS_SUCCESS) return CairoError("encoding", status);
   return png;
 }
 

@@ -1,5 +1,5 @@
-// RGB images and a PNG encoder (8-bit truecolor, no interlace; zlib for the IDAT stream and the
-// chunk CRCs), for the plots of `forge results`.
+// RGB images and their PNG files (8-bit truecolour, no interlace, written by cairo through
+// libpng), for the plots of `forge results`.
 #ifndef FORGE_CLIENT_FORGE_PNG_H_
 #define FORGE_CLIENT_FORGE_PNG_H_
 
@@ -40,8 +40,8 @@ class Image {
   std::vector<uint8_t> pixels_;
 };
 
-// The PNG file of `image`: signature, IHDR (8-bit RGB), one IDAT with every row behind filter
-// byte 0, IEND. Internal error if zlib fails.
+// The PNG file of `image`: 8-bit RGB, every pixel as it is. Internal error with cairo's reason if
+// cairo fails (out of memory, for one).
 absl::StatusOr<std::string> EncodePng(const Image& image);
 
 // Encodes `image` and writes it to `path`, naming the path in errors.

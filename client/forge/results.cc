@@ -21,6 +21,7 @@
 #include "client/forge/plot.h"
 #include "client/forge/png.h"
 #include "client/forge/proto_json.h"
+#include "client/forge/task_label.h"
 #include "common/arch/arch.h"
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
@@ -132,6 +133,7 @@ struct TaskSummary {
   const TaskResults* results = nullptr;
   std::string name;  // its directory under tasks/
   std::string ops;
+  std::string label;  // its name on the plots: ops, a short digest where two tasks share them
   bool has_winner = false;
   bool predicted = false;
   double eager_us = 0;
@@ -489,26 +491,31 @@ std::vector<Winner> RegenerateAll(const GetResultsResponse& results) {
 
 std::vector<TaskSummary> SummarizeAll(const GetResultsResponse& results, const GpuArch& gpu) {
   const std::vector<std::string> names = TaskNames(results);
+  std::vector<const KernelTask*> tasks;
+  for (const TaskResults& task : results.tasks()) tasks.push_back(&task.task());
+  const std::vector<std::string> labels = TaskLabels(tasks);
   std::vector<TaskSummary> summaries;
   for (int i = 0; i < results.tasks_size(); ++i) {
     summaries.push_back(Summarize(results.tasks(i), gpu, names[i]));
+    summaries.back().label = labels[i];
   }
   return summaries;
 }
 
-Image SpeedupPlot(const std::vector<TaskSummary>& summaries, absl::string_view title) {
+absl::StatusOr<Image> SpeedupPlot(const std::vector<TaskSummary>& summaries,
+                                  absl::string_view title) {
   std::vector<SpeedupBar> bars;
   for (size_t i = 0; i < summaries.size(); ++i) {
     if (!summaries[i].has_winner) continue;
-    bars.push_back({.label = absl::StrCat("#", i + 1, " ", summaries[i].name.substr(0, 6)),
+    bars.push_back({.label = absl::StrCat("#", i + 1, " ", summaries[i].label),
                     .speedup = summaries[i].speedup_vs_eager,
                     .predicted = summaries[i].predicted});
   }
   return SpeedupChart(bars, title);
 }
 
-Image RooflinePlot(const std::vector<TaskSummary>& summaries, const GpuArch& gpu,
-                   absl::string_view title) {
+absl::StatusOr<Image> RooflinePlot(const std::vector<TaskSummary>& summaries,
+                                   const GpuArch& gpu, absl::string_view title) {
   std::vector<RooflinePoint> points;
   std::set<MathMode> modes;
   for (size_t i = 0; i < summaries.size(); ++i) {
@@ -517,6 +524,7 @@ Image RooflinePlot(const std::vector<TaskSummary>& summaries, const GpuArch& gpu
     if (!s.has_winner || task.flops() <= 0 || task.min_bytes() <= 0 || s.forge_us <= 0) continue;
     modes.insert(graph::FloorMathMode(task));
     points.push_back({.label = absl::StrCat("#", i + 1),
+                      .key = absl::StrCat("#", i + 1, " ", s.label),
                       .intensity = static_cast<double>(task.flops()) / task.min_bytes(),
                       .flops_per_second = task.flops() / (s.forge_us * 1e-6),
                       .predicted = s.predicted});
@@ -738,15 +746,19 @@ absl::StatusOr<std::vector<std::string>> WriteResultsBundle(const GetResultsResp
   FORGE_RETURN_IF_ERROR(write("report.json", RenderJson(results, gpu, summaries, winners, totals)));
 
   const std::string title_suffix = totals.predicted > 0 ? " (PREDICTED times included)" : "";
-  FORGE_RETURN_IF_ERROR(WritePng(
-      SpeedupPlot(summaries, absl::StrCat("job ", results.job().id(), " speedup", title_suffix)),
-      (root / "speedup.png").string()));
+  const std::string job_title = absl::StrCat(
+      "Job ", results.job().id(),
+      ModelName(results).empty() ? "" : absl::StrCat(" (", ModelName(results), ")"));
+  FORGE_ASSIGN_OR_RETURN(
+      const Image speedup,
+      SpeedupPlot(summaries, absl::StrCat(job_title, ": speedup over eager", title_suffix)));
+  FORGE_RETURN_IF_ERROR(WritePng(speedup, (root / "speedup.png").string()));
   written.push_back("speedup.png");
-  FORGE_RETURN_IF_ERROR(WritePng(
-      RooflinePlot(
-          summaries, gpu,
-          absl::StrCat("job ", results.job().id(), " roofline on ", gpu.name, title_suffix)),
-      (root / "roofline.png").string()));
+  FORGE_ASSIGN_OR_RETURN(
+      const Image roofline,
+      RooflinePlot(summaries, gpu,
+                   absl::StrCat(job_title, ": roofline on ", gpu.name, title_suffix)));
+  FORGE_RETURN_IF_ERROR(WritePng(roofline, (root / "roofline.png").string()));
   written.push_back("roofline.png");
   return written;
 }

@@ -1,7 +1,10 @@
 #include "common/digest/sha256.h"
 
-#include <algorithm>
-#include <cstring>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <ostream>
 
 #include "absl/status/status.h"
@@ -30,50 +33,24 @@ int HexValue(char c) {
   return -1;
 }
 
-// FIPS 180-4 section 4.2.2: the first 32 bits of the fractional parts of the cube roots of the
-// first 64 primes.
-constexpr std::array<std::uint32_t, 64> kRoundConstants = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-// FIPS 180-4 section 5.3.3: the first 32 bits of the fractional parts of the square roots of the
-// first 8 primes.
-constexpr std::array<std::uint32_t, 8> kInitialState = {
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-};
-
-constexpr std::uint32_t RotateRight(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-// The functions of FIPS 180-4 section 4.1.2.
-constexpr std::uint32_t Choose(std::uint32_t x, std::uint32_t y, std::uint32_t z) {
-  return (x & y) ^ (~x & z);
-}
-constexpr std::uint32_t Majority(std::uint32_t x, std::uint32_t y, std::uint32_t z) {
-  return (x & y) ^ (x & z) ^ (y & z);
-}
-constexpr std::uint32_t BigSigma0(std::uint32_t x) {
-  return RotateRight(x, 2) ^ RotateRight(x, 13) ^ RotateRight(x, 22);
-}
-constexpr std::uint32_t BigSigma1(std::uint32_t x) {
-  return RotateRight(x, 6) ^ RotateRight(x, 11) ^ RotateRight(x, 25);
-}
-constexpr std::uint32_t SmallSigma0(std::uint32_t x) {
-  return RotateRight(x, 7) ^ RotateRight(x, 18) ^ (x >> 3);
-}
-constexpr std::uint32_t SmallSigma1(std::uint32_t x) {
-  return RotateRight(x, 17) ^ RotateRight(x, 19) ^ (x >> 10);
+// The SHA-256 implementation, fetched from libcrypto's default provider once rather than looked up
+// again at every init (as EVP_sha256() is).
+const EVP_MD* Sha256Algorithm() {
+  static const EVP_MD* const algorithm = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return algorithm;
 }
 
-std::uint32_t LoadBigEndian32(const std::uint8_t* p) {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-         std::uint32_t{p[3]};
+// Aborts with libcrypto's error queue when `ok` is false (see sha256.h for why not a Status).
+void CheckLibcrypto(bool ok, const char* call) {
+  if (ok) return;
+  std::fprintf(stderr, "forge: SHA-256: %s failed in OpenSSL's libcrypto:", call);
+  for (unsigned long error = ERR_get_error(); error != 0; error = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(error, text, sizeof(text));
+    std::fprintf(stderr, " %s", text);
+  }
+  std::fprintf(stderr, "\n");
+  std::abort();
 }
 
 // Decodes an even number of hex digits into hex.size() / 2 bytes at `out`. `what` names the input
@@ -132,91 +109,39 @@ std::string Digest::ToHex() const {
 
 std::ostream& operator<<(std::ostream& out, const Digest& digest) { return out << digest.ToHex(); }
 
-Sha256::Sha256() { Reset(); }
+void Sha256::ContextDeleter::operator()(evp_md_ctx_st* context) const { EVP_MD_CTX_free(context); }
 
-void Sha256::Reset() {
-  state_ = kInitialState;
-  pending_size_ = 0;
-  total_bytes_ = 0;
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  CheckLibcrypto(context_ != nullptr, "EVP_MD_CTX_new");
+  CheckLibcrypto(Sha256Algorithm() != nullptr, "EVP_MD_fetch(SHA256)");
+  CheckLibcrypto(EVP_DigestInit_ex(context_.get(), Sha256Algorithm(), nullptr) == 1,
+                 "EVP_DigestInit_ex");
 }
 
-void Sha256::CompressBlock(const std::uint8_t* block) {
-  // FIPS 180-4 section 6.2.2.
-  std::array<std::uint32_t, 64> schedule;
-  for (int t = 0; t < 16; ++t) schedule[t] = LoadBigEndian32(block + 4 * t);
-  for (int t = 16; t < 64; ++t) {
-    schedule[t] = SmallSigma1(schedule[t - 2]) + schedule[t - 7] + SmallSigma0(schedule[t - 15]) +
-                  schedule[t - 16];
-  }
-  std::uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  std::uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int t = 0; t < 64; ++t) {
-    const std::uint32_t t1 = h + BigSigma1(e) + Choose(e, f, g) + kRoundConstants[t] + schedule[t];
-    const std::uint32_t t2 = BigSigma0(a) + Majority(a, b, c);
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+Sha256::Sha256(const Sha256& other) : context_(EVP_MD_CTX_new()) {
+  CheckLibcrypto(context_ != nullptr, "EVP_MD_CTX_new");
+  CheckLibcrypto(EVP_MD_CTX_copy_ex(context_.get(), other.context_.get()) == 1,
+                 "EVP_MD_CTX_copy_ex");
+}
+
+Sha256& Sha256::operator=(const Sha256& other) {
+  if (this != &other) *this = Sha256(other);
+  return *this;
 }
 
 void Sha256::Update(absl::string_view bytes) {
-  const auto* input = reinterpret_cast<const std::uint8_t*>(bytes.data());
-  std::size_t remaining = bytes.size();
-  total_bytes_ += remaining;
-  if (pending_size_ > 0) {
-    const std::size_t take = std::min(remaining, pending_.size() - pending_size_);
-    std::memcpy(pending_.data() + pending_size_, input, take);
-    pending_size_ += take;
-    input += take;
-    remaining -= take;
-    if (pending_size_ < pending_.size()) return;
-    CompressBlock(pending_.data());
-    pending_size_ = 0;
-  }
-  // Whole blocks straight from the input, without copying them through pending_.
-  for (; remaining >= pending_.size(); remaining -= pending_.size(), input += pending_.size()) {
-    CompressBlock(input);
-  }
-  std::memcpy(pending_.data(), input, remaining);
-  pending_size_ = remaining;
+  CheckLibcrypto(EVP_DigestUpdate(context_.get(), bytes.data(), bytes.size()) == 1,
+                 "EVP_DigestUpdate");
 }
 
 Digest Sha256::Finish() {
-  // FIPS 180-4 section 5.1.1: a 1 bit, zeros up to 56 bytes into the last block, then the
-  // message length in bits as a 64-bit big-endian number.
-  const std::uint64_t total_bits = total_bytes_ * 8;
-  pending_[pending_size_++] = 0x80;
-  if (pending_size_ > 56) {
-    std::fill(pending_.begin() + pending_size_, pending_.end(), 0);
-    CompressBlock(pending_.data());
-    pending_size_ = 0;
-  }
-  std::fill(pending_.begin() + pending_size_, pending_.begin() + 56, 0);
-  for (int i = 0; i < 8; ++i)
-    pending_[56 + i] = static_cast<std::uint8_t>(total_bits >> (56 - 8 * i));
-  CompressBlock(pending_.data());
-
   Digest::Bytes bytes;
-  for (int i = 0; i < 8; ++i) {
-    bytes[4 * i] = static_cast<std::uint8_t>(state_[i] >> 24);
-    bytes[4 * i + 1] = static_cast<std::uint8_t>(state_[i] >> 16);
-    bytes[4 * i + 2] = static_cast<std::uint8_t>(state_[i] >> 8);
-    bytes[4 * i + 3] = static_cast<std::uint8_t>(state_[i]);
-  }
-  Reset();
+  unsigned int size = 0;
+  CheckLibcrypto(
+      EVP_DigestFinal_ex(context_.get(), bytes.data(), &size) == 1 && size == Digest::kSize,
+      "EVP_DigestFinal_ex");
+  CheckLibcrypto(EVP_DigestInit_ex(context_.get(), Sha256Algorithm(), nullptr) == 1,
+                 "EVP_DigestInit_ex");
   return Digest(bytes);
 }
 

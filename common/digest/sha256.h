@@ -1,5 +1,10 @@
-// SHA-256 as specified in FIPS 180-4, and Digest, the 32-byte value that names content in Forge
-// (weights by digest, task and candidate digests, results-cache keys).
+// SHA-256 (FIPS 180-4), computed by OpenSSL's libcrypto, and Digest, the 32-byte value that names
+// content in Forge (weights by digest, task and candidate digests, results-cache keys).
+//
+// libcrypto is the implementation because it is faster (it uses the CPU's SHA extensions where
+// there are any: benchmarks/digest measures it) and already linked by gRPC. A libcrypto failure
+// (out of memory, no default provider) aborts the process with libcrypto's error: a digest has no
+// meaningful fallback and every caller would only pass the error on.
 #ifndef FORGE_COMMON_DIGEST_SHA256_H_
 #define FORGE_COMMON_DIGEST_SHA256_H_
 
@@ -8,11 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace forge {
 
@@ -54,23 +62,27 @@ class Digest {
 // Writes the hex form, so test failures and logs show digests readably.
 std::ostream& operator<<(std::ostream& out, const Digest& digest);
 
-// Streaming SHA-256: Update() with the input in pieces of any size, then Finish().
+// Streaming SHA-256: Update() with the input in pieces of any size, then Finish(). A copy carries
+// on from the same input so far, independently of the original; a moved-from one may only be
+// assigned to or destroyed.
 class Sha256 {
  public:
   Sha256();
+  Sha256(const Sha256& other);
+  Sha256& operator=(const Sha256& other);
+  Sha256(Sha256&&) noexcept = default;
+  Sha256& operator=(Sha256&&) noexcept = default;
+  ~Sha256() = default;
 
   void Update(absl::string_view bytes);
   // Returns the digest of everything passed to Update() and starts over with empty input.
   Digest Finish();
 
  private:
-  void Reset();
-  void CompressBlock(const std::uint8_t* block);
-
-  std::array<std::uint32_t, 8> state_;
-  std::array<std::uint8_t, 64> pending_;  // the partial block not yet compressed
-  std::size_t pending_size_;
-  std::uint64_t total_bytes_;
+  struct ContextDeleter {
+    void operator()(evp_md_ctx_st* context) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, ContextDeleter> context_;
 };
 
 // The digest of `bytes` in one call.

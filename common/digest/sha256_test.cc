@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -75,6 +76,37 @@ TEST(Sha256Test, EverySplitPointMatchesOneShot) {
     hasher.Update(absl::string_view(input).substr(split));
     EXPECT_EQ(hasher.Finish(), expected) << "split at " << split;
   }
+}
+
+// FIPS 180-2's long-message vector (NIST's "1 GiB" test): the 64-byte string below repeated
+// 16,777,216 times, streamed in 1 MiB pieces. Its bit length needs more than 32 bits.
+TEST(Sha256Test, OneGibibyteNistVector) {
+  const std::string pattern = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmno";
+  std::string piece;
+  for (int i = 0; i < (1 << 20) / 64; ++i) piece += pattern;
+  Sha256 hasher;
+  for (int i = 0; i < 1024; ++i) hasher.Update(piece);
+  EXPECT_EQ(hasher.Finish().ToHex(),
+            "50e72a0e26442fe2552dc3938ac58658228c0cbfb1d2ca872ae435266fcd055e");
+}
+
+TEST(Sha256Test, ACopyCarriesOnIndependently) {
+  Sha256 original;
+  original.Update("ab");
+  Sha256 copy(original);
+  copy.Update("c");
+  EXPECT_EQ(copy.Finish().ToHex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 assigned;
+  assigned.Update("unrelated input");
+  assigned = original;
+  original.Update("x");  // the original goes on alone
+  EXPECT_EQ(assigned.Finish(), Sha256Digest("ab"));
+  EXPECT_EQ(original.Finish(), Sha256Digest("abx"));
+
+  Sha256 moved(std::move(assigned));
+  moved.Update("abc");
+  EXPECT_EQ(moved.Finish(), Sha256Digest("abc"));
 }
 
 TEST(Sha256Test, FinishStartsOver) {
