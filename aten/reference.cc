@@ -1,7 +1,7 @@
-// The interpreter proper: the only file of this library that includes LibTorch.
-#include "compiler/reference/reference.h"
+// The interpreter proper: the only file of forge::aten that includes LibTorch.
+#include "aten/aten.h"
 
-#include "compiler/reference/aten_interpreter.h"
+#include "aten/interpreter.h"
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
@@ -27,7 +27,7 @@
 #include "common/status/status_macros.h"
 #include "compiler/graph/op_classes.h"
 
-namespace forge::reference {
+namespace forge::aten {
 namespace internal {
 
 std::string NodeWhere(const v1::Node& node) {
@@ -691,4 +691,4 @@ absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
 }
 
 }  // namespace internal
-}  // namespace forge::reference
+}  // namespace forge::aten
