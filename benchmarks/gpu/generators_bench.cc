@@ -43,6 +43,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "aten/aten.h"
 #include "common/arch/arch.h"
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
@@ -50,14 +51,11 @@
 #include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/cost.h"
 #include "compiler/graph/partition.h"
-#include "compiler/reference/reference.h"
 #include "forge/v1/graph.pb.h"
 #include "forge/v1/task.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "worker/baseline/aten_baseline.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
-#include "worker/judge/aten_reference.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/inputs.h"
 #include "worker/judge/judge.h"
@@ -329,7 +327,7 @@ struct Context {
   std::unique_ptr<gpu::Device> device;
   std::unique_ptr<compile::CompilePool> pool;
   std::unique_ptr<library::CublasLtGemm> gemm;
-  judge::ReferenceFn reference = judge::AtenFloat64Reference();
+  judge::ReferenceFn reference = aten::Float64Reference();
 };
 
 // A copy between host memory and one of the judge's buffers. Through the CUDA runtime, which
@@ -344,13 +342,13 @@ absl::Status CopyBytes(void* destination, const void* source, size_t bytes, cuda
 }
 
 // The ATen fallback as a judge candidate: each launch reads the task's inputs from the judge's
-// buffers, runs the group through ATen on CUDA (worker/baseline) on the judge's stream and writes
+// buffers, runs the group through ATen on CUDA (aten::Baseline) on the judge's stream and writes
 // what ATen produced into the judge's output buffers, in their layouts. Synchronous: the judge
 // only needs the outputs in place when the launch returns.
 judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
   return [task](gpu::Stream& stream, absl::Span<const CUdeviceptr> args) -> absl::Status {
     FORGE_RETURN_IF_ERROR(stream.Synchronize());
-    std::vector<reference::HostTensor> inputs;
+    std::vector<aten::HostTensor> inputs;
     for (int i = 0; i < task.inputs_size(); ++i) {
       const forge::v1::TensorSpec& spec = task.inputs(i);
       FORGE_ASSIGN_OR_RETURN(int element_bytes, judge::ElementBytes(spec.dtype()));
@@ -359,7 +357,7 @@ judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
         FORGE_RETURN_IF_ERROR(CopyBytes(storage.data(), reinterpret_cast<const void*>(args[i]), storage.size(),
                                         cudaMemcpyDeviceToHost, "input"));
       }
-      reference::HostTensor& input = inputs.emplace_back();
+      aten::HostTensor& input = inputs.emplace_back();
       input.dtype = spec.dtype();
       input.shape.assign(spec.shape().begin(), spec.shape().end());
       input.strides.assign(spec.strides().begin(), spec.strides().end());
@@ -370,10 +368,10 @@ judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
                     storage.data() + judge::StorageOffsetOf(spec, e) * element_bytes, element_bytes);
       }
     }
-    FORGE_ASSIGN_OR_RETURN(std::unique_ptr<baseline::AtenBaseline> aten,
-                           baseline::AtenBaseline::Create(task, inputs));
-    FORGE_RETURN_IF_ERROR(aten->Launch(stream.handle()));
-    FORGE_ASSIGN_OR_RETURN(std::vector<reference::HostTensor> outputs, aten->Outputs());
+    FORGE_ASSIGN_OR_RETURN(std::unique_ptr<aten::Baseline> baseline,
+                           aten::Baseline::Create(task, inputs));
+    FORGE_RETURN_IF_ERROR(baseline->Launch(stream.handle()));
+    FORGE_ASSIGN_OR_RETURN(std::vector<aten::HostTensor> outputs, baseline->Outputs());
     if (static_cast<int>(outputs.size()) != task.outputs_size()) {
       return absl::InternalError(absl::StrCat("the ATen baseline gave ", outputs.size(),
                                               " outputs, the task has ", task.outputs_size()));

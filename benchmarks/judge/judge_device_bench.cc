@@ -16,9 +16,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "worker/compile/compile_pool.h"
-#include "worker/judge/aten_gpu_reference.h"
 #include "worker/judge/judge.h"
 
 namespace forge::judge {
@@ -94,7 +94,7 @@ int Run(int64_t elements, int reps, bool aten_reference) {
   if (aten_reference) {
     const std::string group = absl::StrReplaceAll(kGroup, {{"ELEMENTS", absl::StrCat(elements)}});
     if (!google::protobuf::TextFormat::ParseFromString(group, task.mutable_group())) return 1;
-    reference = AtenFloat64Reference(CudaGroupRunner(0));
+    reference = aten::Float64Reference(aten::CudaGroupRunner(0));
   }
   auto comparer = DeviceComparer::Create(**device);
   if (!comparer.ok()) return 1;

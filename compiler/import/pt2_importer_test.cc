@@ -15,9 +15,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "aten/aten.h"
 #include "common/digest/sha256.h"
 #include "compiler/import/pt2_archive.h"
-#include "compiler/reference/reference.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -212,7 +212,7 @@ const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::st
 }
 
 // The values of a float32 or bfloat16 tensor (a bfloat16 is the top half of a float32).
-std::vector<float> Floats(const reference::HostTensor& tensor) {
+std::vector<float> Floats(const aten::HostTensor& tensor) {
   if (tensor.dtype == forge::v1::DTYPE_BFLOAT16) {
     std::vector<float> values(tensor.bytes.size() / sizeof(uint16_t));
     for (size_t i = 0; i < values.size(); ++i) {
@@ -257,15 +257,15 @@ TEST_P(RawArchiveImports, FunctionalAndRunsLikePyTorch) {
     for (const std::string& output : node.outputs()) defined.insert(output);
   }
 
-  std::vector<reference::HostTensor> inputs;
+  std::vector<aten::HostTensor> inputs;
   for (const forge::v1::GraphInput& input : graph.inputs()) {
     if (input.kind() != forge::v1::INPUT_KIND_USER_INPUT) continue;
     const forge::v1::TensorSpec& spec = SpecOf(graph, input.value_name());
     inputs.push_back({spec.dtype(), {spec.shape().begin(), spec.shape().end()}, {},
                       ReadFile(dir / "inputs" / absl::StrCat(inputs.size(), ".bin"))});
   }
-  auto outputs = reference::RunGraph(graph, inputs, reference::InMemoryBlobSource(imported->blobs),
-                                     reference::Precision::kNative);
+  auto outputs = aten::RunGraph(graph, inputs, aten::InMemoryBlobSource(imported->blobs),
+                                aten::Precision::kNative);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   for (size_t i = 0; i < outputs->size(); ++i) {
     SCOPED_TRACE(absl::StrCat("output ", i));

@@ -9,11 +9,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/substitute.h"
-#include "compiler/reference/reference.h"
+#include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/support/gpu_test.h"
-#include "worker/baseline/aten_baseline.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
 #include "worker/timer/kernel_metrics.h"
@@ -22,7 +21,7 @@
 namespace forge {
 namespace {
 
-using reference::HostTensor;
+using aten::HostTensor;
 
 constexpr int64_t kRows = 4096;
 constexpr int64_t kSoftmaxColumns = 8192;
@@ -120,7 +119,7 @@ class BaselineMetricsGpuTest : public forge::testing::GpuTest {
   // Times the task's baseline with the candidates' protocol; checks its output against the CPU
   // reference and its median against the bandwidth floor; prints its counters.
   void TimeAndCheck(const v1::KernelTask& task, const std::vector<HostTensor>& inputs) {
-    auto baseline = baseline::AtenBaseline::Create(task, inputs);
+    auto baseline = aten::Baseline::Create(task, inputs);
     ASSERT_TRUE(baseline.ok()) << baseline.status();
     const timer::LaunchFn launch = [&](gpu::Stream& stream) {
       return (*baseline)->Launch(stream.handle());
@@ -138,7 +137,7 @@ class BaselineMetricsGpuTest : public forge::testing::GpuTest {
 
     auto outputs = (*baseline)->Outputs();
     ASSERT_TRUE(outputs.ok()) << outputs.status();
-    auto expected = reference::RunTaskGroup(task, inputs, reference::Precision::kNative);
+    auto expected = aten::RunTaskGroup(task, inputs, aten::Precision::kNative);
     ASSERT_TRUE(expected.ok()) << expected.status();
     ASSERT_EQ(outputs->size(), 1u);
     ASSERT_EQ((*outputs)[0].bytes.size(), (*expected)[0].bytes.size());

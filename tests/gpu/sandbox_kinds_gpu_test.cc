@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
+#include "aten/aten.h"
 #include "compiler/codegen/aten_fallback.h"
 #include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/partition.h"
@@ -24,7 +25,6 @@
 #include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
-#include "worker/judge/aten_reference.h"
 #include "worker/judge/inputs.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/sandbox/sandbox.h"
@@ -136,7 +136,7 @@ const codegen::SchedulePoint kAtenPoint{codegen::AtenFallbackFamily::kTemplateNa
 TEST(SandboxKindsTasksTest, TheModelsGiveTasksTheFamiliesAndTheReferenceAccept) {
   const codegen::GemmLibraryFamily gemm_library;
   const codegen::AtenFallbackFamily aten_fallback;
-  const judge::ReferenceFn reference = judge::AtenFloat64Reference();
+  const judge::ReferenceFn reference = aten::Float64Reference();
   struct Case {
     std::string name;
     forge::v1::KernelTask task;

@@ -53,8 +53,8 @@ namespace forge::judge {
 using ReferenceRun = std::function<absl::StatusOr<std::vector<std::vector<double>>>(
     const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)>;
 
-// The judge's reference: the task's ops in float64 (compiler/reference's interpreter in
-// production; a hand-written function in tests), and optionally the same ops in the task's own
+// The judge's reference: the task's ops in float64 (aten::Float64Reference, the ATen interpreter,
+// in production; a hand-written function in tests), and optionally the same ops in the task's own
 // dtypes, as eager runs them. With the latter, tasks with bfloat16/float16/float8 tensors get
 // their tolerance widened by twice eager's own error (see CompareOutput), so that a candidate as
 // accurate as eager passes where rounded intermediates cancel.

@@ -4,7 +4,7 @@
 //
 // Every kind of candidate runs here (wire.h's CandidateKind): generated kernels from their cubin,
 // gemm_library calls through cuBLASLt (worker/library), and the ATen fallback through LibTorch's
-// CUDA kernels (worker/baseline, loaded by ChildOptions::load_aten_fallback where the child is
+// CUDA kernels (aten/'s Baseline, loaded by ChildOptions::load_aten_fallback where the child is
 // built with them).
 #ifndef FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
 #define FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
@@ -43,7 +43,7 @@ struct RunnableCandidate {
   std::string library_algorithm;
 };
 
-// Loads an ATen fallback candidate of `task` (worker/sandbox/aten_fallback.h).
+// Loads an ATen fallback candidate of `task` (aten::LoadFallback, aten/aten.h).
 using AtenFallbackLoader = std::function<absl::StatusOr<RunnableCandidate>(
     const gpu::Device& device, const forge::v1::KernelTask& task)>;
 

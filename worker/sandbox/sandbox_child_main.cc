@@ -16,12 +16,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "worker/judge/aten_reference.h"
+#include "aten/aten.h"
+#include "worker/judge/judge.h"
 #include "worker/sandbox/sandbox_child.h"
-#if FORGE_SANDBOX_CHILD_WITH_ATEN
-#include "worker/judge/aten_gpu_reference.h"
-#include "worker/sandbox/aten_fallback.h"
-#endif
 
 namespace {
 
@@ -83,10 +80,10 @@ int main(int argc, char** argv) {
   }
 #if FORGE_SANDBOX_CHILD_WITH_ATEN
   options.reference =
-      forge::judge::AtenFloat64Reference(forge::judge::CudaGroupRunner(options.gpu_ordinal));
-  options.load_aten_fallback = forge::sandbox::LoadAtenFallback;
+      forge::aten::Float64Reference(forge::aten::CudaGroupRunner(options.gpu_ordinal));
+  options.load_aten_fallback = forge::aten::LoadFallback;
 #else
-  options.reference = forge::judge::AtenFloat64Reference();
+  options.reference = forge::aten::Float64Reference();
 #endif
   return forge::sandbox::RunSandboxChild(options);
 }

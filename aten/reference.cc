@@ -1,7 +1,7 @@
-// The interpreter proper: the only file of this library that includes LibTorch.
-#include "compiler/reference/reference.h"
+// The interpreter proper: the only file of forge::aten that includes LibTorch.
+#include "aten/aten.h"
 
-#include "compiler/reference/aten_interpreter.h"
+#include "aten/interpreter.h"
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
@@ -27,7 +27,7 @@
 #include "common/status/status_macros.h"
 #include "compiler/graph/op_classes.h"
 
-namespace forge::reference {
+namespace forge::aten {
 namespace internal {
 
 std::string NodeWhere(const v1::Node& node) {
@@ -54,46 +54,41 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const v1::Node& node) {
 
 namespace {
 
+// Forge's dtypes and the ATen scalar types they are, one to one: both directions read this table.
+struct DTypeAndScalarType {
+  v1::DType dtype;
+  at::ScalarType scalar_type;
+};
+constexpr DTypeAndScalarType kScalarTypes[] = {
+    {v1::DTYPE_FLOAT64, at::kDouble},
+    {v1::DTYPE_FLOAT32, at::kFloat},
+    {v1::DTYPE_FLOAT16, at::kHalf},
+    {v1::DTYPE_BFLOAT16, at::kBFloat16},
+    {v1::DTYPE_FLOAT8_E4M3FN, at::kFloat8_e4m3fn},
+    {v1::DTYPE_FLOAT8_E5M2, at::kFloat8_e5m2},
+    {v1::DTYPE_INT8, at::kChar},
+    {v1::DTYPE_INT16, at::kShort},
+    {v1::DTYPE_INT32, at::kInt},
+    {v1::DTYPE_INT64, at::kLong},
+    {v1::DTYPE_UINT8, at::kByte},
+    {v1::DTYPE_BOOL, at::kBool},
+    {v1::DTYPE_COMPLEX64, at::kComplexFloat},
+};
+
 absl::StatusOr<at::ScalarType> ToScalarType(v1::DType dtype) {
-  switch (dtype) {
-    case v1::DTYPE_FLOAT64: return at::kDouble;
-    case v1::DTYPE_FLOAT32: return at::kFloat;
-    case v1::DTYPE_FLOAT16: return at::kHalf;
-    case v1::DTYPE_BFLOAT16: return at::kBFloat16;
-    case v1::DTYPE_FLOAT8_E4M3FN: return at::kFloat8_e4m3fn;
-    case v1::DTYPE_FLOAT8_E5M2: return at::kFloat8_e5m2;
-    case v1::DTYPE_INT8: return at::kChar;
-    case v1::DTYPE_INT16: return at::kShort;
-    case v1::DTYPE_INT32: return at::kInt;
-    case v1::DTYPE_INT64: return at::kLong;
-    case v1::DTYPE_UINT8: return at::kByte;
-    case v1::DTYPE_BOOL: return at::kBool;
-    case v1::DTYPE_COMPLEX64: return at::kComplexFloat;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", v1::DType_Name(dtype), " has no ATen scalar type"));
+  for (const DTypeAndScalarType& entry : kScalarTypes) {
+    if (entry.dtype == dtype) return entry.scalar_type;
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype ", v1::DType_Name(dtype), " has no ATen scalar type"));
 }
 
 absl::StatusOr<v1::DType> FromScalarType(at::ScalarType type) {
-  switch (type) {
-    case at::kDouble: return v1::DTYPE_FLOAT64;
-    case at::kFloat: return v1::DTYPE_FLOAT32;
-    case at::kHalf: return v1::DTYPE_FLOAT16;
-    case at::kBFloat16: return v1::DTYPE_BFLOAT16;
-    case at::kFloat8_e4m3fn: return v1::DTYPE_FLOAT8_E4M3FN;
-    case at::kFloat8_e5m2: return v1::DTYPE_FLOAT8_E5M2;
-    case at::kChar: return v1::DTYPE_INT8;
-    case at::kShort: return v1::DTYPE_INT16;
-    case at::kInt: return v1::DTYPE_INT32;
-    case at::kLong: return v1::DTYPE_INT64;
-    case at::kByte: return v1::DTYPE_UINT8;
-    case at::kBool: return v1::DTYPE_BOOL;
-    case at::kComplexFloat: return v1::DTYPE_COMPLEX64;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("ATen scalar type ", c10::toString(type), " has no Forge dtype"));
+  for (const DTypeAndScalarType& entry : kScalarTypes) {
+    if (entry.scalar_type == type) return entry.dtype;
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("ATen scalar type ", c10::toString(type), " has no Forge dtype"));
 }
 
 absl::StatusOr<at::Layout> ToLayout(v1::Layout layout) {
@@ -691,4 +686,4 @@ absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
 }
 
 }  // namespace internal
-}  // namespace forge::reference
+}  // namespace forge::aten

@@ -1,4 +1,4 @@
-#include "compiler/reference/reference.h"
+#include "aten/aten.h"
 
 #include <google/protobuf/text_format.h>
 
@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/fixtures/test_models.h"
 
-namespace forge::reference {
+namespace forge::aten {
 namespace {
 
 using ::testing::AllOf;
@@ -597,4 +597,4 @@ TEST(ReferenceErrorTest, AtenFailureNamesTheNode) {
 }
 
 }  // namespace
-}  // namespace forge::reference
+}  // namespace forge::aten

@@ -1,11 +1,11 @@
-#include "worker/judge/aten_gpu_reference.h"
-
 #include <cmath>
 #include <vector>
 
+#include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "worker/judge/inputs.h"
+#include "worker/judge/judge.h"
 
 namespace forge::judge {
 namespace {
@@ -57,9 +57,9 @@ class CudaGroupRunnerTest : public ::testing::Test {
   }
 
   // The judge's float64 reference of the task through `run_group`.
-  std::vector<double> Reference(GroupRunner run_group) {
+  std::vector<double> Reference(aten::GroupRunner run_group) {
     absl::StatusOr<std::vector<std::vector<double>>> outputs =
-        AtenFloat64Reference(std::move(run_group))(task_, inputs_);
+        aten::Float64Reference(std::move(run_group))(task_, inputs_);
     EXPECT_TRUE(outputs.ok()) << outputs.status();
     if (!outputs.ok() || outputs->size() != 1) return {};
     return (*outputs)[0];
@@ -72,8 +72,8 @@ class CudaGroupRunnerTest : public ::testing::Test {
 // On a GPU the float64 sums run in another order: agreement to float64 rounding, far below any
 // tolerance of the judge. Without one the runner falls back to the CPU and agrees exactly.
 TEST_F(CudaGroupRunnerTest, AgreesWithTheCpuReference) {
-  const std::vector<double> cpu = Reference(reference::RunTaskGroup);
-  const std::vector<double> gpu = Reference(CudaGroupRunner(0));
+  const std::vector<double> cpu = Reference(aten::RunTaskGroup);
+  const std::vector<double> gpu = Reference(aten::CudaGroupRunner(0));
   ASSERT_EQ(cpu.size(), 64u * 200u);
   ASSERT_EQ(gpu.size(), cpu.size());
   for (size_t i = 0; i < cpu.size(); ++i) {
@@ -83,13 +83,13 @@ TEST_F(CudaGroupRunnerTest, AgreesWithTheCpuReference) {
 
 TEST_F(CudaGroupRunnerTest, FallsBackToTheCpuWhenTheGpuRunFails) {
   // No machine has a GPU of this ordinal.
-  const std::vector<double> fallback = Reference(CudaGroupRunner(4096));
-  EXPECT_EQ(fallback, Reference(reference::RunTaskGroup));
+  const std::vector<double> fallback = Reference(aten::CudaGroupRunner(4096));
+  EXPECT_EQ(fallback, Reference(aten::RunTaskGroup));
 }
 
 TEST_F(CudaGroupRunnerTest, ErrorsOfTheGroupItselfStillReachTheJudge) {
   task_.mutable_group()->mutable_nodes(1)->set_op("aten::no_such_op");
-  EXPECT_FALSE(AtenFloat64Reference(CudaGroupRunner(0))(task_, inputs_).ok());
+  EXPECT_FALSE(aten::Float64Reference(aten::CudaGroupRunner(0))(task_, inputs_).ok());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The one translation unit of the baseline that includes LibTorch.
-#include "worker/baseline/aten_baseline.h"
+// The ATen baseline (Baseline): the interpreter's node loop on CUDA, on the caller's stream.
+#include "aten/aten.h"
 
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -13,11 +13,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "aten/interpreter.h"
 #include "common/status/status_macros.h"
-#include "compiler/reference/aten_interpreter.h"
 #include "worker/gpu/device.h"
 
-namespace forge::baseline {
+namespace forge::aten {
 namespace {
 
 // Each node's operator must exist as recorded and be able to run on CUDA: directly, or as a
@@ -26,10 +26,10 @@ namespace {
 absl::StatusOr<bool> CheckOperators(const v1::Graph& group) {
   bool writes_arguments = false;
   for (const v1::Node& node : group.nodes()) {
-    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, reference::internal::FindOperator(node));
+    FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, internal::FindOperator(node));
     if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          reference::internal::NodeWhere(node), ": this LibTorch has no CUDA kernel for it"));
+          internal::NodeWhere(node), ": this LibTorch has no CUDA kernel for it"));
     }
     writes_arguments |= op.schema().is_mutable();
   }
@@ -47,7 +47,7 @@ absl::Status CheckInputCount(const v1::KernelTask& task, size_t given) {
       " inputs; the task specifies ", task.inputs_size(), " and ", given, " are given"));
 }
 
-absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor& host,
+absl::Status CheckInput(const v1::TensorSpec& spec, const HostTensor& host,
                         absl::string_view where) {
   if (host.dtype != spec.dtype() ||
       !std::equal(host.shape.begin(), host.shape.end(), spec.shape().begin(), spec.shape().end())) {
@@ -61,7 +61,7 @@ absl::Status CheckInput(const v1::TensorSpec& spec, const reference::HostTensor&
 
 }  // namespace
 
-struct AtenBaseline::State {
+struct Baseline::State {
   v1::KernelTask task;
   c10::Device device;
   bool writes_arguments = false;  // a node may write its arguments (CheckOperators)
@@ -70,10 +70,10 @@ struct AtenBaseline::State {
   std::vector<at::Tensor> outputs;
 };
 
-AtenBaseline::AtenBaseline(std::unique_ptr<State> state) : state_(std::move(state)) {}
-AtenBaseline::~AtenBaseline() = default;
+Baseline::Baseline(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Baseline::~Baseline() = default;
 
-absl::StatusOr<std::unique_ptr<AtenBaseline::State>> AtenBaseline::Prepare(
+absl::StatusOr<std::unique_ptr<Baseline::State>> Baseline::Prepare(
     const v1::KernelTask& task, int device_ordinal) {
   absl::StatusOr<bool> writes_arguments = CheckOperators(task.group());
   FORGE_RETURN_IF_ERROR(Annotate(writes_arguments.status(), absl::StrCat("task ", task.digest())));
@@ -92,8 +92,8 @@ absl::StatusOr<std::unique_ptr<AtenBaseline::State>> AtenBaseline::Prepare(
             *writes_arguments, {}, {}});
 }
 
-absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
-    const v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
+absl::StatusOr<std::unique_ptr<Baseline>> Baseline::Create(
+    const v1::KernelTask& task, absl::Span<const HostTensor> inputs,
     int device_ordinal) {
   const std::string where_task = absl::StrCat("task ", task.digest());
   const v1::Graph& group = task.group();
@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
   for (int i = 0; i < group.inputs_size(); ++i) {
     const std::string& name = group.inputs(i).value_name();
     const std::string where = absl::StrCat(where_task, " input ", i, " '", name, "'");
-    FORGE_ASSIGN_OR_RETURN(at::Tensor host, reference::internal::ToTensor(inputs[i], where));
+    FORGE_ASSIGN_OR_RETURN(at::Tensor host, internal::ToTensor(inputs[i], where));
     try {
       // A synchronous copy; `to` keeps the strides of a dense layout.
       state->inputs.emplace(name, host.to(state->device));
@@ -117,10 +117,10 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::Create(
           absl::StrCat(where, ": upload failed: ", error.what_without_backtrace()));
     }
   }
-  return std::unique_ptr<AtenBaseline>(new AtenBaseline(std::move(state)));
+  return std::unique_ptr<Baseline>(new Baseline(std::move(state)));
 }
 
-absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::OnDevice(
+absl::StatusOr<std::unique_ptr<Baseline>> Baseline::OnDevice(
     const v1::KernelTask& task, absl::Span<const CUdeviceptr> inputs, int device_ordinal) {
   FORGE_RETURN_IF_ERROR(CheckInputCount(task, inputs.size()));
   FORGE_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Prepare(task, device_ordinal));
@@ -128,7 +128,7 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::OnDevice(
   for (int i = 0; i < group.inputs_size(); ++i) {
     FORGE_ASSIGN_OR_RETURN(
         at::Tensor wrapped,
-        reference::internal::WrapMemory(reinterpret_cast<void*>(inputs[i]), task.inputs(i),
+        internal::WrapMemory(reinterpret_cast<void*>(inputs[i]), task.inputs(i),
                                         state->device));
     // A group that writes its arguments gets device copies: the caller's memory stays as it was.
     if (state->writes_arguments) {
@@ -141,17 +141,17 @@ absl::StatusOr<std::unique_ptr<AtenBaseline>> AtenBaseline::OnDevice(
     }
     state->inputs.emplace(group.inputs(i).value_name(), std::move(wrapped));
   }
-  return std::unique_ptr<AtenBaseline>(new AtenBaseline(std::move(state)));
+  return std::unique_ptr<Baseline>(new Baseline(std::move(state)));
 }
 
-absl::Status AtenBaseline::Launch(CUstream stream) {
+absl::Status Baseline::Launch(CUstream stream) {
   c10::cuda::CUDAStreamGuard stream_guard(
       c10::cuda::getStreamFromExternal(stream, state_->device.index()));
   // The previous launch's outputs go back to the cache before this launch allocates.
   state_->outputs.clear();
   absl::flat_hash_map<std::string, at::Tensor> values = state_->inputs;
   const v1::Graph& group = state_->task.group();
-  FORGE_RETURN_IF_ERROR(reference::internal::RunNodes(group, state_->device, values));
+  FORGE_RETURN_IF_ERROR(internal::RunNodes(group, state_->device, values));
   for (const v1::GraphOutput& output : group.outputs()) {
     auto it = values.find(output.value_name());
     if (it == values.end()) {
@@ -163,13 +163,13 @@ absl::Status AtenBaseline::Launch(CUstream stream) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<reference::HostTensor>> AtenBaseline::Outputs() const {
-  std::vector<reference::HostTensor> outputs;
+absl::StatusOr<std::vector<HostTensor>> Baseline::Outputs() const {
+  std::vector<HostTensor> outputs;
   try {
     // The launch ran on a non-blocking stream, which the copies below would not wait for.
     c10::cuda::device_synchronize();
     for (const at::Tensor& tensor : state_->outputs) {
-      FORGE_ASSIGN_OR_RETURN(reference::HostTensor host, reference::internal::ToHost(tensor));
+      FORGE_ASSIGN_OR_RETURN(HostTensor host, internal::ToHost(tensor));
       outputs.push_back(std::move(host));
     }
   } catch (const c10::Error& error) {
@@ -179,7 +179,7 @@ absl::StatusOr<std::vector<reference::HostTensor>> AtenBaseline::Outputs() const
   return outputs;
 }
 
-absl::Status AtenBaseline::CopyOutputsTo(absl::Span<const CUdeviceptr> outputs,
+absl::Status Baseline::CopyOutputsTo(absl::Span<const CUdeviceptr> outputs,
                                          CUstream stream) const {
   const v1::KernelTask& task = state_->task;
   if (outputs.size() != state_->outputs.size() ||
@@ -195,7 +195,7 @@ absl::Status AtenBaseline::CopyOutputsTo(absl::Span<const CUdeviceptr> outputs,
     const at::Tensor& computed = state_->outputs[o];
     FORGE_ASSIGN_OR_RETURN(
         at::Tensor destination,
-        reference::internal::WrapMemory(reinterpret_cast<void*>(outputs[o]), spec,
+        internal::WrapMemory(reinterpret_cast<void*>(outputs[o]), spec,
                                         state_->device));
     // copy_ would convert a wrong dtype or broadcast a wrong shape without a word.
     if (computed.scalar_type() != destination.scalar_type() ||
@@ -215,4 +215,4 @@ absl::Status AtenBaseline::CopyOutputsTo(absl::Span<const CUdeviceptr> outputs,
   return absl::OkStatus();
 }
 
-}  // namespace forge::baseline
+}  // namespace forge::aten

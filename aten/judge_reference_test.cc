@@ -1,12 +1,12 @@
-#include "worker/judge/aten_reference.h"
-
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "worker/judge/compare.h"
 #include "worker/judge/inputs.h"
+#include "worker/judge/judge.h"
 #include "worker/judge/thread_pool.h"
 
 namespace forge::judge {
@@ -47,7 +47,7 @@ TEST(AtenFloat64ReferenceTest, RunsTheGroupInFloat64OnTheJudgesInputs) {
     ASSERT_TRUE(input.ok()) << input.status();
     inputs.push_back(*std::move(input));
   }
-  auto outputs = AtenFloat64Reference()(task, inputs);
+  auto outputs = aten::Float64Reference()(task, inputs);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   ASSERT_EQ(outputs->size(), 1u);
   ASSERT_EQ((*outputs)[0].size(), 6u);
@@ -67,7 +67,7 @@ TEST(AtenFloat64ReferenceTest, LargeTensorsCrossChunksInTheirOwnOrder) {
   std::vector<HostTensor> inputs;
   for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 1, i, 7));
   ASSERT_GT(ThreadPool::ChunkCount(inputs[0].element_count()), 2);
-  auto outputs = AtenFloat64Reference()(task, inputs);
+  auto outputs = aten::Float64Reference()(task, inputs);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   ASSERT_EQ((*outputs)[0].size(), 150000u);
   for (int i = 0; i < 150000; ++i) {
@@ -80,7 +80,7 @@ TEST(AtenFloat64ReferenceTest, RunsTheGroupInTheTasksDtypesAsItsNativeReference)
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &task));
   std::vector<HostTensor> inputs;
   for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 0, i, 11));
-  const ReferenceFn reference = AtenFloat64Reference();
+  const ReferenceFn reference = aten::Float64Reference();
   ASSERT_NE(reference.native(), nullptr);
   auto outputs = reference.native()(task, inputs);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
@@ -100,7 +100,7 @@ TEST(AtenFloat64ReferenceTest, ReportsInterpreterErrors) {
   task.mutable_group()->mutable_nodes(0)->set_op("aten::no_such_op");
   std::vector<HostTensor> inputs;
   for (int i = 0; i < 2; ++i) inputs.push_back(*DrawInput(task.inputs(i), {}, 0, i, 11));
-  EXPECT_FALSE(AtenFloat64Reference()(task, inputs).ok());
+  EXPECT_FALSE(aten::Float64Reference()(task, inputs).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The one translation unit of the GPU reference that includes LibTorch's CUDA headers.
-#include "worker/judge/aten_gpu_reference.h"
+// The judge's group runner on the GPU (CudaGroupRunner): the interpreter on a CUDA device, with
+// the CPU as its fallback.
+#include "aten/aten.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -13,23 +14,23 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "compiler/reference/aten_interpreter.h"
+#include "aten/interpreter.h"
 
-namespace forge::judge {
+namespace forge::aten {
 namespace {
 
-absl::StatusOr<std::vector<reference::HostTensor>> RunOnGpu(
-    const forge::v1::KernelTask& task, absl::Span<const reference::HostTensor> inputs,
-    reference::Precision precision, int gpu_ordinal) {
+absl::StatusOr<std::vector<HostTensor>> RunOnGpu(
+    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs,
+    Precision precision, int gpu_ordinal) {
   if (gpu_ordinal < 0 || gpu_ordinal >= c10::cuda::device_count()) {
     return absl::UnavailableError(absl::StrCat("no CUDA device ", gpu_ordinal, "; LibTorch sees ",
                                                static_cast<int>(c10::cuda::device_count())));
   }
   const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu_ordinal));
-  absl::StatusOr<std::vector<reference::HostTensor>> outputs;
+  absl::StatusOr<std::vector<HostTensor>> outputs;
   try {
     const c10::cuda::CUDAGuard guard(device);
-    outputs = reference::internal::RunTaskGroupOn(task, inputs, precision, device);
+    outputs = internal::RunTaskGroupOn(task, inputs, precision, device);
   } catch (const c10::Error& error) {
     outputs = absl::InternalError(error.what_without_backtrace());
   }
@@ -47,10 +48,10 @@ GroupRunner CudaGroupRunner(int gpu_ordinal) {
   };
   auto fallbacks = std::make_shared<Fallbacks>();
   return [gpu_ordinal, fallbacks](const forge::v1::KernelTask& task,
-                                  absl::Span<const reference::HostTensor> inputs,
-                                  reference::Precision precision)
-             -> absl::StatusOr<std::vector<reference::HostTensor>> {
-    absl::StatusOr<std::vector<reference::HostTensor>> outputs =
+                                  absl::Span<const HostTensor> inputs,
+                                  Precision precision)
+             -> absl::StatusOr<std::vector<HostTensor>> {
+    absl::StatusOr<std::vector<HostTensor>> outputs =
         RunOnGpu(task, inputs, precision, gpu_ordinal);
     if (outputs.ok()) return outputs;
     {
@@ -60,8 +61,8 @@ GroupRunner CudaGroupRunner(int gpu_ordinal) {
                 "CPU\n", task.digest().c_str(), gpu_ordinal, outputs.status().ToString().c_str());
       }
     }
-    return reference::RunTaskGroup(task, inputs, precision);
+    return RunTaskGroup(task, inputs, precision);
   };
 }
 
-}  // namespace forge::judge
+}  // namespace forge::aten

@@ -1,5 +1,5 @@
-#include "worker/sandbox/aten_fallback.h"
-
+// The ATen fallback candidate in the sandbox child (LoadFallback): a Baseline per judge launch.
+// No LibTorch here: Baseline brings it.
 #include <memory>
 #include <string>
 #include <utility>
@@ -7,25 +7,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "aten/aten.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/aten_fallback.h"
-#include "worker/baseline/aten_baseline.h"
+#include "worker/gpu/device.h"
+#include "worker/sandbox/sandbox_child.h"
 
-namespace forge::sandbox {
+namespace forge::aten {
 namespace {
 
 // What the launches of one candidate share.
-struct AtenFallbackState {
+struct FallbackState {
   const gpu::Device* device = nullptr;
   forge::v1::KernelTask task;
   // The group on the last judge launch's inputs, and that launch's output buffers.
-  std::unique_ptr<baseline::AtenBaseline> baseline;
+  std::unique_ptr<Baseline> baseline;
   std::vector<CUdeviceptr> output_buffers;
-  // Why AtenBaseline cannot run the task's group; empty while nothing says so.
+  // Why Baseline cannot run the task's group; empty while nothing says so.
   std::string unsupported;
 };
 
-absl::Status JudgeLaunch(AtenFallbackState& state, gpu::Stream& stream,
+absl::Status JudgeLaunch(FallbackState& state, gpu::Stream& stream,
                          absl::Span<const CUdeviceptr> args) {
   const forge::v1::KernelTask& task = state.task;
   // The judge's uploads and poisoning are ordered on its stream; the device copies OnDevice makes
@@ -34,9 +36,8 @@ absl::Status JudgeLaunch(AtenFallbackState& state, gpu::Stream& stream,
   state.baseline.reset();  // the previous draw's outputs go back to the cache first
   state.output_buffers.clear();
   // The group reads the judge's input buffers where they are, on the judge's stream.
-  absl::StatusOr<std::unique_ptr<baseline::AtenBaseline>> created =
-      baseline::AtenBaseline::OnDevice(task, args.first(task.inputs_size()),
-                                       state.device->properties().ordinal);
+  absl::StatusOr<std::unique_ptr<Baseline>> created =
+      Baseline::OnDevice(task, args.first(task.inputs_size()), state.device->properties().ordinal);
   if (!created.ok()) {
     // An op missing from the dispatcher, recorded with another schema, or without a CUDA kernel.
     if (absl::IsNotFound(created.status()) || absl::IsFailedPrecondition(created.status())) {
@@ -50,7 +51,7 @@ absl::Status JudgeLaunch(AtenFallbackState& state, gpu::Stream& stream,
   return state.baseline->CopyOutputsTo(state.output_buffers, stream.handle());
 }
 
-absl::Status FailWithoutJudgedLaunch(const AtenFallbackState& state) {
+absl::Status FailWithoutJudgedLaunch(const FallbackState& state) {
   return absl::FailedPreconditionError(absl::StrCat("the ATen fallback of task ",
                                                     state.task.digest(),
                                                     " has not been through the judge"));
@@ -58,13 +59,13 @@ absl::Status FailWithoutJudgedLaunch(const AtenFallbackState& state) {
 
 }  // namespace
 
-absl::StatusOr<RunnableCandidate> LoadAtenFallback(const gpu::Device& device,
-                                                   const forge::v1::KernelTask& task) {
+absl::StatusOr<sandbox::RunnableCandidate> LoadFallback(const gpu::Device& device,
+                                                        const v1::KernelTask& task) {
   FORGE_RETURN_IF_ERROR(codegen::PlanAtenFallback(task).status());
-  auto state = std::make_shared<AtenFallbackState>();
+  auto state = std::make_shared<FallbackState>();
   state->device = &device;
   state->task = task;
-  RunnableCandidate runnable;
+  sandbox::RunnableCandidate runnable;
   runnable.launch = [state](gpu::Stream& stream, absl::Span<const CUdeviceptr> args) {
     return JudgeLaunch(*state, stream, args);
   };
@@ -80,4 +81,4 @@ absl::StatusOr<RunnableCandidate> LoadAtenFallback(const gpu::Device& device,
   return runnable;
 }
 
-}  // namespace forge::sandbox
+}  // namespace forge::aten

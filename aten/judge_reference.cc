@@ -1,29 +1,31 @@
-#include "worker/judge/aten_reference.h"
-
+// The judge's reference: its host tensors through a GroupRunner, the outputs decoded to doubles.
+// No LibTorch here: the runner brings it.
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/reference/reference.h"
+#include "aten/aten.h"
 #include "worker/judge/compare.h"
+#include "worker/judge/host_tensor.h"
+#include "worker/judge/judge.h"
 #include "worker/judge/thread_pool.h"
 
-namespace forge::judge {
+namespace forge::aten {
 namespace {
 
 // The reference interpreter's form: elements row-major, the layout as strides. Gathered in the
 // pool's chunks: a first candidate of a large task converts gigabytes per draw.
-reference::HostTensor ToReference(const HostTensor& tensor, ThreadPool& pool) {
-  reference::HostTensor converted;
+HostTensor ToReference(const judge::HostTensor& tensor, judge::ThreadPool& pool) {
+  HostTensor converted;
   converted.dtype = tensor.spec.dtype();
   converted.shape.assign(tensor.spec.shape().begin(), tensor.spec.shape().end());
   converted.strides.assign(tensor.spec.strides().begin(), tensor.spec.strides().end());
-  const int64_t element_bytes = *ElementBytes(tensor.spec.dtype());
+  const int64_t element_bytes = *judge::ElementBytes(tensor.spec.dtype());
   const int64_t count = tensor.element_count();
   converted.bytes.resize(static_cast<size_t>(count * element_bytes));
   char* const out = converted.bytes.data();
   const std::byte* const in = tensor.storage.data();
-  const bool row_major = IsRowMajor(tensor.spec);
+  const bool row_major = judge::IsRowMajor(tensor.spec);
   pool.ForEachChunk(count, [&](int64_t, int64_t begin, int64_t end) {
     if (row_major) {
       std::memcpy(out + begin * element_bytes, in + begin * element_bytes,
@@ -32,16 +34,16 @@ reference::HostTensor ToReference(const HostTensor& tensor, ThreadPool& pool) {
     }
     for (int64_t i = begin; i < end; ++i) {
       std::memcpy(out + i * element_bytes,
-                  in + StorageOffsetOf(tensor.spec, i) * element_bytes,
+                  in + judge::StorageOffsetOf(tensor.spec, i) * element_bytes,
                   static_cast<size_t>(element_bytes));
     }
   });
   return converted;
 }
 
-absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tensor, int output,
-                                              ThreadPool& pool) {
-  absl::StatusOr<int> element_bytes = ElementBytes(tensor.dtype);
+absl::StatusOr<std::vector<double>> ToDoubles(const HostTensor& tensor, int output,
+                                              judge::ThreadPool& pool) {
+  absl::StatusOr<int> element_bytes = judge::ElementBytes(tensor.dtype);
   if (!element_bytes.ok()) return element_bytes.status();
   forge::v1::TensorSpec row_major;
   row_major.set_dtype(tensor.dtype);
@@ -55,22 +57,23 @@ absl::StatusOr<std::vector<double>> ToDoubles(const reference::HostTensor& tenso
         "reference output ", output, " holds ", tensor.bytes.size(), " bytes, not the ", count,
         " elements of ", forge::v1::DType_Name(tensor.dtype), " its shape has"));
   }
-  return DecodeElements(row_major,
-                        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(tensor.bytes.data()),
-                                            tensor.bytes.size()),
-                        pool);
+  return judge::DecodeElements(
+      row_major,
+      absl::MakeConstSpan(reinterpret_cast<const std::byte*>(tensor.bytes.data()),
+                          tensor.bytes.size()),
+      pool);
 }
 
 // The task's group through `run_group` at `precision`, each output decoded to doubles.
-ReferenceRun AtenReferenceAt(GroupRunner run_group, reference::Precision precision) {
+judge::ReferenceRun ReferenceAt(GroupRunner run_group, Precision precision) {
   return [run_group = std::move(run_group), precision](
-             const forge::v1::KernelTask& task,
-             absl::Span<const HostTensor> inputs) -> absl::StatusOr<std::vector<std::vector<double>>> {
-    std::vector<reference::HostTensor> converted;
+             const forge::v1::KernelTask& task, absl::Span<const judge::HostTensor> inputs)
+             -> absl::StatusOr<std::vector<std::vector<double>>> {
+    std::vector<HostTensor> converted;
     converted.reserve(inputs.size());
-    ThreadPool& pool = ThreadPool::Default();
-    for (const HostTensor& input : inputs) converted.push_back(ToReference(input, pool));
-    absl::StatusOr<std::vector<reference::HostTensor>> outputs =
+    judge::ThreadPool& pool = judge::ThreadPool::Default();
+    for (const judge::HostTensor& input : inputs) converted.push_back(ToReference(input, pool));
+    absl::StatusOr<std::vector<HostTensor>> outputs =
         run_group(task, converted, precision);
     if (!outputs.ok()) return outputs.status();
     std::vector<std::vector<double>> values;
@@ -86,9 +89,9 @@ ReferenceRun AtenReferenceAt(GroupRunner run_group, reference::Precision precisi
 
 }  // namespace
 
-ReferenceFn AtenFloat64Reference(GroupRunner run_group) {
-  return ReferenceFn(AtenReferenceAt(run_group, reference::Precision::kFloat64),
-                     AtenReferenceAt(run_group, reference::Precision::kNative));
+judge::ReferenceFn Float64Reference(GroupRunner run_group) {
+  return judge::ReferenceFn(ReferenceAt(run_group, Precision::kFloat64),
+                            ReferenceAt(run_group, Precision::kNative));
 }
 
-}  // namespace forge::judge
+}  // namespace forge::aten

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
 #include "common/status/status_macros.h"
-#include "compiler/reference/reference.h"
+#include "aten/aten.h"
 
-namespace forge::reference {
+namespace forge::aten {
 
 absl::StatusOr<std::string> DirectoryBlobSource::Read(absl::string_view sha256_hex) const {
   // Parsing first keeps a malformed name from reaching the file system as a path.
@@ -36,4 +36,4 @@ absl::StatusOr<std::string> InMemoryBlobSource::Read(absl::string_view sha256_he
   return it->second;
 }
 
-}  // namespace forge::reference
+}  // namespace forge::aten

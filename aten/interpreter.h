@@ -1,8 +1,10 @@
-// The reference interpreter's pieces for Forge code that runs task groups through ATen itself on
-// another device (the worker's ATen baseline on the GPU). Unlike reference.h, this header has
-// LibTorch types in its interface: include it only from .cc files that already pay for LibTorch.
-#ifndef FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_
-#define FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_
+// The reference interpreter's pieces that the rest of the LibTorch boundary builds on: the one
+// place where a node's operator is looked up, host tensors become ATen tensors and back, and a
+// graph's nodes run on a device (the ATen baseline and the judge's group runner run them on the
+// GPU). Unlike aten.h, this header has LibTorch types in its interface: only aten/'s .cc files
+// that already pay for LibTorch include it; the rest of Forge never does.
+#ifndef FORGE_ATEN_INTERPRETER_H_
+#define FORGE_ATEN_INTERPRETER_H_
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -15,10 +17,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "compiler/reference/reference.h"
+#include "aten/aten.h"
 #include "forge/v1/graph.pb.h"
 
-namespace forge::reference::internal {
+namespace forge::aten::internal {
 
 // "node 'name' (aten::op.overload)", the prefix of the interpreter's errors about a node.
 std::string NodeWhere(const v1::Node& node);
@@ -50,6 +52,6 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& tas
 absl::Status RunNodes(const v1::Graph& graph, c10::Device device,
                       absl::flat_hash_map<std::string, at::Tensor>& values);
 
-}  // namespace forge::reference::internal
+}  // namespace forge::aten::internal
 
-#endif  // FORGE_COMPILER_REFERENCE_ATEN_INTERPRETER_H_
+#endif  // FORGE_ATEN_INTERPRETER_H_

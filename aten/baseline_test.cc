@@ -1,5 +1,3 @@
-#include "worker/baseline/aten_baseline.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,15 +8,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/substitute.h"
+#include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/support/gpu_test.h"
 #include "worker/gpu/device.h"
 
-namespace forge::baseline {
+namespace forge::aten {
 namespace {
-
-using reference::HostTensor;
 
 // softmax over the last dim of a float32 [rows, 4] tensor, as torch.export records it; `op`
 // replaces the operator to plant errors.
@@ -58,7 +55,7 @@ HostTensor Ramp(int rows) {
 }
 
 TEST(AtenBaselineTest, AnUnknownOperatorIsNamed) {
-  auto baseline = AtenBaseline::Create(SoftmaxTask(2, "aten::no_such_op"), {Ramp(2)});
+  auto baseline = Baseline::Create(SoftmaxTask(2, "aten::no_such_op"), {Ramp(2)});
   EXPECT_EQ(baseline.status().code(), absl::StatusCode::kNotFound) << baseline.status();
   EXPECT_TRUE(absl::StrContains(baseline.status().message(), "node 'softmax'"))
       << baseline.status();
@@ -74,28 +71,28 @@ TEST(AtenBaselineTest, AnOperatorWithoutACudaKernelIsRefused) {
   auto* shape = task.mutable_group()->mutable_nodes(0)->add_arguments();
   shape->set_name("shape");
   shape->mutable_ints()->add_values(8);
-  auto baseline = AtenBaseline::Create(task, {Ramp(2)});
+  auto baseline = Baseline::Create(task, {Ramp(2)});
   EXPECT_EQ(baseline.status().code(), absl::StatusCode::kFailedPrecondition) << baseline.status();
   EXPECT_TRUE(absl::StrContains(baseline.status().message(), "no CUDA kernel"))
       << baseline.status();
 }
 
 TEST(AtenBaselineTest, InputsMustMatchTheTask) {
-  auto wrong_shape = AtenBaseline::Create(SoftmaxTask(2), {Ramp(3)});
+  auto wrong_shape = Baseline::Create(SoftmaxTask(2), {Ramp(3)});
   EXPECT_EQ(wrong_shape.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(wrong_shape.status().message(), "input 0 'x'"))
       << wrong_shape.status();
   HostTensor as_int = Ramp(2);
   as_int.dtype = v1::DTYPE_INT32;
-  EXPECT_EQ(AtenBaseline::Create(SoftmaxTask(2), {as_int}).status().code(),
+  EXPECT_EQ(Baseline::Create(SoftmaxTask(2), {as_int}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AtenBaseline::Create(SoftmaxTask(2), {}).status().code(),
+  EXPECT_EQ(Baseline::Create(SoftmaxTask(2), {}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(AtenBaselineTest, NeedsAGpuToRun) {
   if (gpu::DriverStatus().ok()) GTEST_SKIP() << "a GPU is present";
-  auto baseline = AtenBaseline::Create(SoftmaxTask(2), {Ramp(2)});
+  auto baseline = Baseline::Create(SoftmaxTask(2), {Ramp(2)});
   EXPECT_EQ(baseline.status().code(), absl::StatusCode::kUnavailable) << baseline.status();
 }
 
@@ -107,14 +104,14 @@ TEST(AtenBaselineTest, MatchesTheCpuReferenceOnTheGpu) {
   ASSERT_TRUE(stream.ok()) << stream.status();
   const v1::KernelTask task = SoftmaxTask(33);
   const std::vector<HostTensor> inputs = {Ramp(33)};
-  auto baseline = AtenBaseline::Create(task, inputs);
+  auto baseline = Baseline::Create(task, inputs);
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   for (int launch = 0; launch < 2; ++launch) {
     ASSERT_TRUE((*baseline)->Launch(stream->handle()).ok());
   }
   auto outputs = (*baseline)->Outputs();
   ASSERT_TRUE(outputs.ok()) << outputs.status();
-  auto expected = reference::RunTaskGroup(task, inputs, reference::Precision::kNative);
+  auto expected = RunTaskGroup(task, inputs, Precision::kNative);
   ASSERT_TRUE(expected.ok()) << expected.status();
   ASSERT_EQ(outputs->size(), 1u);
   const auto* got = reinterpret_cast<const float*>((*outputs)[0].bytes.data());
@@ -228,13 +225,13 @@ void RunOnGpuAndCpu(const v1::KernelTask& task, const std::vector<HostTensor>& i
   ASSERT_TRUE(device.ok()) << device.status();
   auto stream = (*device)->CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();
-  auto baseline = AtenBaseline::Create(task, inputs);
+  auto baseline = Baseline::Create(task, inputs);
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   absl::Status launched = (*baseline)->Launch(stream->handle());
   ASSERT_TRUE(launched.ok()) << launched;
   auto outputs = (*baseline)->Outputs();
   ASSERT_TRUE(outputs.ok()) << outputs.status();
-  auto expected = reference::RunTaskGroup(task, inputs, reference::Precision::kNative);
+  auto expected = RunTaskGroup(task, inputs, Precision::kNative);
   ASSERT_TRUE(expected.ok()) << expected.status();
   gpu = Elements((*outputs)[0]);
   cpu = Elements((*expected)[0]);
@@ -268,7 +265,7 @@ TEST(AtenBaselineTest, RunsOverDeviceMemoryAndCopiesOutputsThere) {
   ASSERT_TRUE(input_buffer->CopyFromHost(input.bytes.data(), input.bytes.size()).ok());
 
   const v1::KernelTask task = SoftmaxTask(kRows);
-  auto baseline = AtenBaseline::OnDevice(task, {input_buffer->address()});
+  auto baseline = Baseline::OnDevice(task, {input_buffer->address()});
   ASSERT_TRUE(baseline.ok()) << baseline.status();
   ASSERT_TRUE((*baseline)->Launch(stream->handle()).ok());
   absl::Status copied = (*baseline)->CopyOutputsTo({output_buffer->address()}, stream->handle());
@@ -276,14 +273,14 @@ TEST(AtenBaselineTest, RunsOverDeviceMemoryAndCopiesOutputsThere) {
   ASSERT_TRUE(stream->Synchronize().ok());
   std::vector<float> got(kRows * 4);
   ASSERT_TRUE(output_buffer->CopyToHost(got.data(), got.size() * sizeof(float)).ok());
-  auto expected = reference::RunTaskGroup(task, {input}, reference::Precision::kNative);
+  auto expected = RunTaskGroup(task, {input}, Precision::kNative);
   ASSERT_TRUE(expected.ok()) << expected.status();
   const std::vector<float> want = Elements((*expected)[0]);
   for (int i = 0; i < kRows * 4; ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "element " << i;
 
   v1::KernelTask declared_bfloat16 = task;
   declared_bfloat16.mutable_outputs(0)->set_dtype(v1::DTYPE_BFLOAT16);
-  auto mismatched = AtenBaseline::OnDevice(declared_bfloat16, {input_buffer->address()});
+  auto mismatched = Baseline::OnDevice(declared_bfloat16, {input_buffer->address()});
   ASSERT_TRUE(mismatched.ok()) << mismatched.status();
   ASSERT_TRUE((*mismatched)->Launch(stream->handle()).ok());
   absl::Status refused =
@@ -319,4 +316,4 @@ TEST(AtenBaselineTest, Float32ConvolutionIsNotRoundedToTf32) {
 }
 
 }  // namespace
-}  // namespace forge::baseline
+}  // namespace forge::aten
