@@ -13,16 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-ConfigSchema DaemonSchema() {
-  ConfigSchema schema;
-  schema.String("config", "", "Config file.")
-      .Duration("shutdown.grace", absl::Seconds(5), "Grace after SIGTERM.")
-      .Alias("shutdown-grace");
-  return schema;
-}
-
-const ProgramInfo kInfo{.about = "forge-test: a daemon.", .version_text = "forge-test 1.2.3\n"};
-
 struct Outcome {
   std::optional<Config> config;
   int exit_code = -1;
@@ -30,23 +20,37 @@ struct Outcome {
   std::string err;
 };
 
-Outcome Start(std::vector<std::string> args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Outcome outcome;
-  outcome.config =
-      LoadProgramConfig(DaemonSchema(), std::move(args), kInfo, out, err, &outcome.exit_code);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
+class LoadProgramConfigTest : public ::testing::Test {
+ protected:
+  LoadProgramConfigTest() {
+    schema_.String("config", "", "Config file.")
+        .Duration("shutdown.grace", absl::Seconds(5), "Grace after SIGTERM.")
+        .Alias("shutdown-grace");
+  }
 
-TEST(LoadProgramConfigTest, HelpAndVersionPrintAndEndTheProgram) {
+  // Loads schema_ from `args` as a daemon named forge-test would.
+  Outcome Start(std::vector<std::string> args) const {
+    std::ostringstream out;
+    std::ostringstream err;
+    Outcome outcome;
+    outcome.config = LoadProgramConfig(
+        schema_, std::move(args),
+        {.about = "forge-test: a daemon.", .version_text = "forge-test 1.2.3\n"}, out, err,
+        &outcome.exit_code);
+    outcome.out = out.str();
+    outcome.err = err.str();
+    return outcome;
+  }
+
+  ConfigSchema schema_;
+};
+
+TEST_F(LoadProgramConfigTest, HelpAndVersionPrintAndEndTheProgram) {
   for (const std::string help : {"--help", "-h"}) {
     Outcome outcome = Start({"--shutdown.grace=1s", help});
     EXPECT_FALSE(outcome.config.has_value());
     EXPECT_EQ(outcome.exit_code, 0);
-    EXPECT_EQ(outcome.out, "forge-test: a daemon.\n\n" + DaemonSchema().HelpText());
+    EXPECT_EQ(outcome.out, "forge-test: a daemon.\n\n" + schema_.HelpText());
   }
   Outcome version = Start({"--version", "--no-such-flag"});
   EXPECT_FALSE(version.config.has_value());
@@ -55,7 +59,7 @@ TEST(LoadProgramConfigTest, HelpAndVersionPrintAndEndTheProgram) {
   EXPECT_THAT(version.err, IsEmpty());
 }
 
-TEST(LoadProgramConfigTest, ABadConfigIsExitCodeTwoAndDeprecatedNamesAreWarnedOf) {
+TEST_F(LoadProgramConfigTest, ABadConfigIsExitCodeTwoAndDeprecatedNamesAreWarnedOf) {
   Outcome bad = Start({"--shutdown.grase=1s"});
   EXPECT_FALSE(bad.config.has_value());
   EXPECT_EQ(bad.exit_code, 2);
