@@ -62,7 +62,8 @@ ConfigSchema Schema() {
                 "How long a lease lasts without a report or a heartbeat naming it.")
       .Duration("heartbeat.interval", absl::Seconds(1),
                 "Heartbeat interval workers are told to keep (cancellations reach them this fast).")
-      .Int64("lease.max-candidates", 32, "Most candidates one lease holds.", {.min = 1, .max = 4096})
+      .Int64("lease.max-candidates", 32, "Most candidates one lease holds.",
+             {.min = 1, .max = 4096})
       .Alias("lease.max_candidates")
       .Int64("search.trials-per-task", 24,
              "Trials per searchable task for jobs that set no budget.", {.min = 1, .max = 1 << 20})

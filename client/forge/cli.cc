@@ -395,8 +395,8 @@ const std::vector<Command>& Commands() {
        RunPredict},
       {"submit",
        "upload models (only the weights the coordinator lacks) and start one job each",
-       "forge submit MODEL... [--wait] [--arch ARCH] [--budget N] [--max-seconds S] [--priority P]\n"
-       "                      [--label K=V] [--owner NAME] [--json]",
+       "forge submit MODEL... [--wait] [--arch ARCH] [--budget N] [--max-seconds S]\n"
+       "                      [--priority P] [--label K=V] [--owner NAME] [--json]",
        "Each MODEL is a .pt2 archive, a directory written by `python -m forge export` (graph.pb,\n"
        "blobs/), or a directory of such models (one job each). Weights the coordinator already\n"
        "stores are not sent again. Prints one row per model and a summary. Every job is labelled\n"
@@ -614,7 +614,8 @@ int RunForge(const std::vector<std::string>& args, std::ostream& out, std::ostre
   err << parsed.err;
   if (!parsed.command_line.has_value()) return parsed.exit_code;
   const Command& command = *FindCommand(parsed.command_line->command);
-  return command.run(Call{.command = command, .line = *parsed.command_line, .out = out, .err = err});
+  return command.run(
+      Call{.command = command, .line = *parsed.command_line, .out = out, .err = err});
 }
 
 }  // namespace forge::client

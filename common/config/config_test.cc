@@ -382,8 +382,9 @@ TEST(ConfigAliasTest, TheNewNameWinsOverTheOldInTheEnvironmentAndNewNamesWarnOfN
 }
 
 TEST(ConfigAliasTest, MisspeltFlagsAreMatchedAgainstTheNewNames) {
-  absl::StatusOr<Config> config = Config::Load(
-      RenamedSchema(), {.environment = std::vector<std::string>{}, .args = {"--shutdown.grase=1s"}});
+  absl::StatusOr<Config> config =
+      Config::Load(RenamedSchema(),
+                   {.environment = std::vector<std::string>{}, .args = {"--shutdown.grase=1s"}});
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(),
             "config: unknown flag --shutdown.grase (did you mean --shutdown.grace?)");
