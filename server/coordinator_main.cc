@@ -1,8 +1,8 @@
 // forge-coordinator: serves JobService (clients) and WorkerService (GPU workers) over gRPC, runs
 // the scheduler and the searches, keeps jobs, leases and results in Redis and weight blobs on disk,
 // and exposes /metrics. Settings come from flags, FORGE_* variables and a config file
-// (common/config); --help lists them. SIGTERM or SIGINT stops it gracefully: new calls are refused,
-// calls in flight get shutdown.grace to finish.
+// (common/config); --help lists them, --version prints the build's version. SIGTERM or SIGINT
+// stops it gracefully: new calls are refused, calls in flight get shutdown.grace to finish.
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,10 +21,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/config/config.h"
+#include "common/config/program.h"
 #include "common/logging/logging.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/metrics.h"
 #include "common/redis/redis_client.h"
+#include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "grpcpp/grpcpp.h"
 #include "server/blob_store.h"
@@ -59,10 +62,15 @@ ConfigSchema Schema() {
                 "How long a lease lasts without a report or a heartbeat naming it.")
       .Duration("heartbeat.interval", absl::Seconds(1),
                 "Heartbeat interval workers are told to keep (cancellations reach them this fast).")
-      .Int64("lease.max_candidates", 32, "Most candidates one lease holds.", {.min = 1, .max = 4096})
-      .Int64("search.trials_per_task", 24,
+      .Int64("lease.max-candidates", 32, "Most candidates one lease holds.",
+             {.min = 1, .max = 4096})
+      .Alias("lease.max_candidates")
+      .Int64("search.trials-per-task", 24,
              "Trials per searchable task for jobs that set no budget.", {.min = 1, .max = 1 << 20})
-      .Int64("search.min_trials_per_task", 4, "Least trials any task gets.", {.min = 1, .max = 1 << 20})
+      .Alias("search.trials_per_task")
+      .Int64("search.min-trials-per-task", 4, "Least trials any task gets.",
+             {.min = 1, .max = 1 << 20})
+      .Alias("search.min_trials_per_task")
       .Int64("search.seed", 1, "Seed of every search's random choices.", {.min = 0})
       .Duration("scheduler.tick", absl::Milliseconds(250),
                 "How often leases are checked for expiry, queued jobs started, searches saved.")
@@ -121,20 +129,14 @@ class JobGaugeRefresher {
 };
 
 int Run(int argc, char** argv) {
-  const ConfigSchema schema = Schema();
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::cout << "forge-coordinator: the Forge job and worker services.\n\n"
-                << schema.HelpText();
-      return 0;
-    }
-  }
-  absl::StatusOr<Config> config = Config::LoadWithConfigFile(schema, std::move(args));
-  if (!config.ok()) {
-    std::cerr << config.status().message() << "\n";
-    return 2;
-  }
+  int exit_code = 0;
+  const std::optional<Config> config = LoadProgramConfig(
+      Schema(), {argv + 1, argv + argc},
+      {.about = "forge-coordinator: the Forge job and worker services.",
+       .version_text = VersionText(
+           {.program = "forge-coordinator", .generators = codegen::GeneratorVersions()})},
+      std::cout, std::cerr, &exit_code);
+  if (!config.has_value()) return exit_code;
   if (absl::Status logging = InitLogging(LogOptionsFrom(*config)); !logging.ok()) {
     std::cerr << logging.message() << "\n";
     return 2;
@@ -176,9 +178,9 @@ int Run(int argc, char** argv) {
   scheduler_options.lease_duration = config->GetDuration("lease.duration");
   scheduler_options.heartbeat_interval = config->GetDuration("heartbeat.interval");
   scheduler_options.max_candidates_per_lease =
-      static_cast<int>(config->GetInt64("lease.max_candidates"));
-  scheduler_options.default_trials_per_task = config->GetInt64("search.trials_per_task");
-  scheduler_options.min_trials_per_task = config->GetInt64("search.min_trials_per_task");
+      static_cast<int>(config->GetInt64("lease.max-candidates"));
+  scheduler_options.default_trials_per_task = config->GetInt64("search.trials-per-task");
+  scheduler_options.min_trials_per_task = config->GetInt64("search.min-trials-per-task");
   scheduler_options.search.seed = static_cast<uint64_t>(config->GetInt64("search.seed"));
   scheduler_options.generator_versions = codegen::GeneratorVersions();
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =

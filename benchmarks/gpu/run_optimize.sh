@@ -48,7 +48,7 @@ trap cleanup EXIT
   >"$OUT/logs/redis.log" 2>&1 & pids+=($!)
 "$bin/forge-coordinator" --listen=127.0.0.1:0 --redis.port="$redis_port" \
   --blobs.dir="$work/blobs" --metrics.listen= \
-  --search.trials_per_task="${TRIALS_PER_TASK:-24}" >"$OUT/logs/coordinator.log" 2>&1 & pids+=($!)
+  --search.trials-per-task="${TRIALS_PER_TASK:-24}" >"$OUT/logs/coordinator.log" 2>&1 & pids+=($!)
 address=""
 for _ in $(seq 200); do
   address="$(sed -n 's/^forge-coordinator listening on //p' "$OUT/logs/coordinator.log" | head -1)"

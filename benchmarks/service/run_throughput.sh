@@ -33,9 +33,9 @@ trap cleanup EXIT
   >"$out/redis.log" 2>&1 & pids+=($!)
 "$bin/forge-coordinator" --listen="127.0.0.1:$grpc_port" --redis.port="$redis_port" \
   --blobs.dir="$work/blobs" --metrics.listen="127.0.0.1:$coordinator_metrics" \
-  --search.trials_per_task=100000 --lease.max_candidates=64 >"$out/coordinator.log" 2>&1 & pids+=($!)
+  --search.trials-per-task=100000 --lease.max-candidates=64 >"$out/coordinator.log" 2>&1 & pids+=($!)
 worker_flags=(--coordinator="127.0.0.1:$grpc_port" --compile-threads="$threads"
-              --metrics-port="$worker_metrics" --metrics-host=127.0.0.1
+              --metrics.port="$worker_metrics" --metrics.host=127.0.0.1
               --compile-cache-dir="$work/cubins")
 if [ "$mode" = emulated ]; then worker_flags+=(--emulate=H200); else worker_flags+=(--sandbox-child="$bin/forge-sandbox-child"); fi
 "$bin/forge-worker" "${worker_flags[@]}" >"$out/worker.log" 2>&1 & pids+=($!)

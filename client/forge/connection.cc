@@ -25,18 +25,6 @@ constexpr int kMaxReceiveBytes = 512 << 20;
 // An upload's deadline grows with its size, assuming at least this rate.
 constexpr double kSlowestUploadBytesPerSecond = 1 << 20;
 
-ConfigSchema Schema() {
-  ConfigSchema schema;
-  schema.String("config", "", "Config file; its values sit below environment and flags.")
-      .String("server", "", "Address HOST:PORT of the forge coordinator.")
-      .Bool("tls", false, "Connect with TLS instead of plaintext.")
-      .String("tls-ca", "", "PEM file of root certificates; empty: the system's.")
-      .String("token", "", "Bearer token sent as the authorization header of every call.")
-      .Duration("connect-timeout", absl::Seconds(5), "Longest wait for the connection.")
-      .Duration("timeout", absl::Seconds(30), "Deadline of each unary call.");
-  return schema;
-}
-
 std::string EnvironmentValue(const std::optional<std::vector<std::string>>& environment,
                              absl::string_view name) {
   if (!environment.has_value()) {
@@ -64,17 +52,14 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
 
 }  // namespace
 
-const std::vector<ConnectionFlag>& ConnectionFlags() {
-  static const auto* flags = new std::vector<ConnectionFlag>{
-      {"server", true, "coordinator address HOST:PORT (env FORGE_SERVER)"},
-      {"config", true, "config file (default ~/.config/forge/config; env FORGE_CONFIG)"},
-      {"tls", false, "connect with TLS (env FORGE_TLS)"},
-      {"tls-ca", true, "PEM file of the roots that sign the coordinator's certificate"},
-      {"token", true, "bearer token sent with every call; needs --tls (env FORGE_TOKEN)"},
-      {"connect-timeout", true, "give up connecting after this long (default 5s)"},
-      {"timeout", true, "deadline of each call (default 30s)"},
-  };
-  return *flags;
+void AddConnectionKeys(ConfigSchema& schema) {
+  schema.String("server", "", "coordinator address HOST:PORT")
+      .String("config", "", "config file (default ~/.config/forge/config)")
+      .Bool("tls", false, "connect with TLS")
+      .String("tls-ca", "", "PEM roots that sign the coordinator's certificate")
+      .String("token", "", "bearer token sent with every call; needs --tls")
+      .Duration("connect-timeout", absl::Seconds(5), "give up connecting after this (5s)")
+      .Duration("timeout", absl::Seconds(30), "deadline of each call but watch (30s)");
 }
 
 std::string DefaultConfigPath(const std::optional<std::vector<std::string>>& environment) {
@@ -90,10 +75,17 @@ std::string DefaultConfigPath(const std::optional<std::vector<std::string>>& env
 absl::StatusOr<ConnectionSettings> LoadConnectionSettings(
     const std::vector<std::string>& flags,
     const std::optional<std::vector<std::string>>& environment) {
-  const ConfigSchema schema = Schema();
+  ConfigSchema schema;
+  AddConnectionKeys(schema);
+  return LoadCommandConnectionSettings(schema, flags, environment);
+}
+
+absl::StatusOr<ConnectionSettings> LoadCommandConnectionSettings(
+    const ConfigSchema& schema, const std::vector<std::string>& args,
+    const std::optional<std::vector<std::string>>& environment) {
   // Flags and environment first, to learn the config file; then everything, with the file.
   FORGE_ASSIGN_OR_RETURN(Config config,
-                         Config::Load(schema, {.environment = environment, .args = flags}));
+                         Config::Load(schema, {.environment = environment, .args = args}));
   std::string file = config.GetString("config");
   if (file.empty()) {
     const std::string default_path = DefaultConfigPath(environment);
@@ -104,7 +96,7 @@ absl::StatusOr<ConnectionSettings> LoadConnectionSettings(
   }
   if (!file.empty()) {
     FORGE_ASSIGN_OR_RETURN(
-        config, Config::Load(schema, {.file = file, .environment = environment, .args = flags}));
+        config, Config::Load(schema, {.file = file, .environment = environment, .args = args}));
   }
   ConnectionSettings settings{
       .server = config.GetString("server"),

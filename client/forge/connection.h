@@ -3,13 +3,12 @@
 // and errors that name the coordinator's address, the RPC and the gRPC code.
 //
 // Settings (common/config; each source overrides the one before: default < file < env < flags):
-//   server           --server HOST:PORT        FORGE_SERVER           the coordinator's address
-//   tls              --tls                     FORGE_TLS              TLS instead of plaintext
-//   tls-ca           --tls-ca PEM              FORGE_TLS_CA           roots to check it with
-//   token            --token TOKEN             FORGE_TOKEN            sent as "authorization:
-//   Bearer" connect-timeout  --connect-timeout 5s      FORGE_CONNECT_TIMEOUT  give up connecting
-//   after timeout          --timeout 30s             FORGE_TIMEOUT          deadline of each unary
-//   call
+//   server           --server HOST:PORT    FORGE_SERVER           the coordinator's address
+//   tls              --tls                 FORGE_TLS              TLS instead of plaintext
+//   tls-ca           --tls-ca PEM          FORGE_TLS_CA           roots to check it with
+//   token            --token TOKEN         FORGE_TOKEN            sent as "authorization: Bearer"
+//   connect-timeout  --connect-timeout 5s  FORGE_CONNECT_TIMEOUT  give up connecting after
+//   timeout          --timeout 30s         FORGE_TIMEOUT          deadline of each unary call
 // The file is --config PATH (FORGE_CONFIG), else $XDG_CONFIG_HOME/forge/config, else
 // ~/.config/forge/config when it exists; e.g.
 //   server = "forge.example.com:8443"
@@ -27,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/config/config.h"
 #include "forge/v1/service.pb.h"
 
 namespace forge::client {
@@ -41,19 +41,21 @@ struct ConnectionSettings {
   absl::Duration call_timeout = absl::Seconds(30);
 };
 
-// The flag names (without "--") that LoadConnectionSettings reads; every remote command accepts
-// them. Boolean ones take no value.
-struct ConnectionFlag {
-  const char* name;
-  bool takes_value;
-  const char* help;
-};
-const std::vector<ConnectionFlag>& ConnectionFlags();
+// Declares the connection keys (config, server, tls, tls-ca, token, connect-timeout, timeout) in
+// `schema`; every remote command's schema has them.
+void AddConnectionKeys(ConfigSchema& schema);
 
-// Resolves the settings from `flags` ("--server=HOST:PORT" or "--server", "HOST:PORT"; only
-// ConnectionFlags()), `environment` ("NAME=value"; unset: this process's) and the config file.
-// InvalidArgument when a value is malformed (naming key, value and origin), when --config names an
-// unreadable file, or when no server is configured anywhere (saying where to set it).
+// Resolves the settings from the command line `args` (flags of `schema`, which has the connection
+// keys, and positional arguments), `environment` ("NAME=value"; unset: this process's) and the
+// config file. InvalidArgument when a value is malformed (naming key, value and origin), when
+// --config names an unreadable file, or when no server is configured anywhere (saying where to set
+// it).
+absl::StatusOr<ConnectionSettings> LoadCommandConnectionSettings(
+    const ConfigSchema& schema, const std::vector<std::string>& args,
+    const std::optional<std::vector<std::string>>& environment = std::nullopt);
+
+// LoadCommandConnectionSettings with a schema of the connection keys alone: `flags` are only
+// connection flags ("--server=HOST:PORT" or "--server", "HOST:PORT").
 absl::StatusOr<ConnectionSettings> LoadConnectionSettings(
     const std::vector<std::string>& flags,
     const std::optional<std::vector<std::string>>& environment = std::nullopt);

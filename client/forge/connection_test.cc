@@ -89,6 +89,24 @@ TEST_F(ConnectionSettingsTest, MistakesAreExplained) {
   EXPECT_THAT(plaintext_token.status().message(), HasSubstr("tls"));
 }
 
+TEST_F(ConnectionSettingsTest, ACommandsLineHasItsOwnFlagsAndArgumentsBesideTheConnection) {
+  WriteDefaultConfig("timeout = 7s\n");
+  ConfigSchema schema;
+  schema.Bool("json", false, "Print JSON.").FlagOnly();
+  AddConnectionKeys(schema);
+  absl::StatusOr<ConnectionSettings> settings = LoadCommandConnectionSettings(
+      schema, {"job-1", "--json", "--server=h:1"}, Environment());
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->server, "h:1");
+  EXPECT_EQ(settings->call_timeout, absl::Seconds(7));  // the default config file still counts
+
+  WriteDefaultConfig("json = true\n");
+  absl::StatusOr<ConnectionSettings> flag_in_file =
+      LoadCommandConnectionSettings(schema, {"--server=h:1"}, Environment());
+  EXPECT_EQ(flag_in_file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(flag_in_file.status().message(), HasSubstr("can only be given as a flag (--json)"));
+}
+
 TEST(JobClientTest, UnreachableCoordinatorIsUnavailableNamingTheAddress) {
   const std::string address = absl::StrCat("127.0.0.1:", testing::PickFreePort());
   const absl::Time start = absl::Now();

@@ -11,6 +11,7 @@
 #include "common/arch/arch.h"
 #include "common/dtype/dtype.h"
 #include "common/text/json.h"
+#include "common/version/version.h"
 #include "compiler/graph/cost.h"
 #include "compiler/graph/op_classes.h"
 #include "compiler/graph/partition.h"
@@ -58,7 +59,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
         ", \"bound\": ", JsonString(BoundName(row.floor.bound)),
         ", \"occurrences\": ", row.task->occurrences(), "}"));
   }
-  return absl::StrCat("{\n  \"gpu\": ", JsonString(gpu.name), ",\n  \"tasks\": [\n",
+  return absl::StrCat("{\n  \"version\": ", JsonString(FullVersion()),
+                      ",\n  \"gpu\": ", JsonString(gpu.name), ",\n  \"tasks\": [\n",
                       absl::StrJoin(tasks, ",\n"), "\n  ],\n  \"totals\": {\"tasks\": ", instances,
                       ", \"unique_tasks\": ", rows.size(), ", \"floor_us\": ",
                       absl::StrFormat("%.6g", total_floor_us), "}\n}\n");

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/forge/model.h"
+#include "common/version/version.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -44,6 +45,7 @@ TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
   google::protobuf::Struct parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok()) << *json;
   EXPECT_EQ(parsed.fields().at("gpu").string_value(), "RTX 4090");
+  EXPECT_EQ(parsed.fields().at("version").string_value(), FullVersion());
   const auto& tasks = parsed.fields().at("tasks").list_value().values();
   ASSERT_FALSE(tasks.empty());
   bool saw_attention = false;

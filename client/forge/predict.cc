@@ -14,6 +14,7 @@
 #include "common/arch/arch.h"
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
+#include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/cost.h"
 #include "compiler/graph/partition.h"
@@ -180,7 +181,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
   }
   const Totals totals = Sum(tasks);
   return absl::StrCat(
-      "{\n  \"gpu\": ", JsonString(gpu.name), ",\n  \"arch\": ", JsonString(gpu.arch),
+      "{\n  \"version\": ", JsonString(FullVersion()), ",\n  \"gpu\": ", JsonString(gpu.name),
+      ",\n  \"arch\": ", JsonString(gpu.arch),
       ",\n  \"kind\": \"predicted\",\n  \"backend\": \"emulated\",\n  \"tasks\": [\n",
       absl::StrJoin(task_items, ",\n"), "\n  ],\n  \"totals\": {\"predicted_occurrences\": ",
       totals.predicted_occurrences, ", \"aten_occurrences\": ", totals.aten_occurrences,

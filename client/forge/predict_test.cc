@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/forge/model.h"
+#include "common/version/version.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -29,6 +30,7 @@ TEST(PredictTest, LlamaBlockPredictsGemmReductionAndPointwiseRows) {
   ASSERT_TRUE(json.ok()) << json.status();
   google::protobuf::Struct parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok()) << *json;
+  EXPECT_EQ(parsed.fields().at("version").string_value(), FullVersion());
   EXPECT_EQ(parsed.fields().at("gpu").string_value(), "H200");
   EXPECT_EQ(parsed.fields().at("kind").string_value(), "predicted");
   std::set<std::string> predicted_families;

@@ -278,7 +278,8 @@ TEST_F(RemoteTest, SubmitFlagsSetTheJobsBudget) {
   EXPECT_EQ(budget.max_wall_seconds(), 30);
 
   EXPECT_EQ(RunForge({"submit", ModelPath("mlp"), "--max-seconds", "soon"}, &output), kExitUsage);
-  EXPECT_THAT(output, HasSubstr("--max-seconds \"soon\" is not an integer"));
+  EXPECT_THAT(output,
+              HasSubstr("max-seconds = \"soon\" (from flag --max-seconds): not an integer"));
 }
 
 TEST_F(RemoteTest, WatchOfACancelledJobEndsWithExitCodeOne) {

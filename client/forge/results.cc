@@ -26,6 +26,7 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
+#include "common/version/version.h"
 #include "compiler/codegen/aten_fallback.h"
 #include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/partition.h"
@@ -412,7 +413,8 @@ std::string RenderJson(const GetResultsResponse& results, const GpuArch& gpu,
     tasks.push_back(absl::StrCat(entry, "}"));
   }
   return absl::StrCat(
-      "{\n  \"job\": {\"id\": ", JsonString(job.id()), ", \"state\": ",
+      "{\n  \"version\": ", JsonString(FullVersion()), ",\n  \"job\": {\"id\": ",
+      JsonString(job.id()), ", \"state\": ",
       JsonString(absl::StripPrefix(forge::v1::JobState_Name(job.state()), "JOB_STATE_")),
       ", \"model\": ", JsonString(ModelName(results)),
       ", \"model_digest\": ", JsonString(job.model_digest()),

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/forge/model.h"
+#include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
@@ -260,6 +261,7 @@ TEST_F(ResultsTest, WritesKernelsCandidatesPlanReportsAndPlots) {
                                                "` | 2.500 | 3.000 | 0.83 |")));
   EXPECT_THAT(markdown, HasSubstr("ATen calls (no candidate passed)"));
   const Struct report = ParseJson(ReadFile(root / "report.json"));
+  EXPECT_EQ(report.fields().at("version").string_value(), FullVersion());
   const auto& end_to_end = report.fields().at("end_to_end").struct_value().fields();
   EXPECT_EQ(end_to_end.at("kind").string_value(), "MIXED (PREDICTED and MEASURED)");
   EXPECT_EQ(end_to_end.at("tasks_predicted").number_value(), 2);

@@ -16,6 +16,7 @@
 #include "common/arch/arch.h"
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
+#include "common/version/version.h"
 
 namespace forge::client {
 namespace {
@@ -131,7 +132,8 @@ std::string RenderSubmitSummary(const std::vector<SubmitOutcome>& outcomes, bool
           outcome.blobs_uploaded, ", \"bytes_uploaded\": ", outcome.bytes_uploaded,
           ", \"job\": ", ProtoJson(outcome.job, /*pretty=*/false), "}"));
     }
-    return absl::StrCat("{\"jobs\": [\n  ", absl::StrJoin(entries, ",\n  "),
+    return absl::StrCat("{\"version\": ", JsonString(FullVersion()), ", \"jobs\": [\n  ",
+                        absl::StrJoin(entries, ",\n  "),
                         "\n], \"submitted\": ", submitted, ", \"failed\": ", failed, "}\n");
   }
   std::string out = absl::StrFormat("%-40s  %-14s  %-9s  %-7s  %-22s\n", "model", "job", "state",

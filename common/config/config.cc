@@ -11,6 +11,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -18,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace forge {
@@ -60,6 +62,8 @@ absl::string_view TypeName(ConfigType type) {
       return "duration";
     case ConfigType::kEnum:
       return "enum";
+    case ConfigType::kStringList:
+      return "string list";
   }
   return "unknown";
 }
@@ -71,6 +75,11 @@ std::string FormatValue(const ConfigValue& value) {
     std::string operator()(double v) const { return absl::StrCat(v); }
     std::string operator()(bool v) const { return v ? "true" : "false"; }
     std::string operator()(absl::Duration v) const { return absl::FormatDuration(v); }
+    std::string operator()(const std::vector<std::string>& v) const {
+      return absl::StrCat("[", absl::StrJoin(v, ", ", [](std::string* out, const std::string& s) {
+                            absl::StrAppend(out, Quote(s));
+                          }), "]");
+    }
   };
   return std::visit(Formatter{}, value);
 }
@@ -111,6 +120,7 @@ std::optional<std::string> ConstraintViolation(const Key& key, const ConfigValue
       return std::nullopt;
     case ConfigType::kString:
     case ConfigType::kBool:
+    case ConfigType::kStringList:
       return std::nullopt;
   }
   return std::nullopt;
@@ -151,6 +161,9 @@ absl::StatusOr<ConfigValue> ParseValue(const Key& key, absl::string_view text) {
       value = v;
       break;
     }
+    case ConfigType::kStringList:
+      value = std::vector<std::string>(absl::StrSplit(text, ',', absl::SkipEmpty()));
+      break;
   }
   if (std::optional<std::string> violation = ConstraintViolation(key, value)) {
     return absl::InvalidArgumentError(*violation);
@@ -238,6 +251,11 @@ ConfigSchema& ConfigSchema::Add(Key key) {
     errors_.push_back(absl::StrCat("config schema: invalid key name ", Quote(key.name)));
   }
   for (const Key& existing : keys_) {
+    if (std::find(existing.aliases.begin(), existing.aliases.end(), key.name) !=
+        existing.aliases.end()) {
+      errors_.push_back(absl::StrCat("config schema: key ", Quote(key.name),
+                                     " is already an alias of ", Quote(existing.name)));
+    }
     if (existing.name == key.name) {
       errors_.push_back(absl::StrCat("config schema: key ", Quote(key.name), " is declared twice"));
     } else if (existing.env_name == key.env_name) {
@@ -304,13 +322,74 @@ ConfigSchema& ConfigSchema::Enum(std::string key, std::vector<std::string> allow
               .allowed = std::move(allowed)});
 }
 
+ConfigSchema& ConfigSchema::StringList(std::string key, std::string help) {
+  return Add({.name = std::move(key),
+              .type = ConfigType::kStringList,
+              .default_value = std::vector<std::string>{},
+              .help = std::move(help)});
+}
+
+ConfigSchema::Key* ConfigSchema::LastKey(absl::string_view modifier) {
+  if (keys_.empty()) {
+    errors_.push_back(absl::StrCat("config schema: ", modifier, " before any key"));
+    return nullptr;
+  }
+  return &keys_.back();
+}
+
+ConfigSchema& ConfigSchema::Alias(std::string old_name) {
+  Key* key = LastKey("Alias");
+  if (key == nullptr) return *this;
+  if (!IsValidKeyName(old_name)) {
+    errors_.push_back(absl::StrCat("config schema: invalid alias ", Quote(old_name)));
+    return *this;
+  }
+  for (const Key& existing : keys_) {
+    if (existing.name == old_name ||
+        std::find(existing.aliases.begin(), existing.aliases.end(), old_name) !=
+            existing.aliases.end()) {
+      errors_.push_back(absl::StrCat("config schema: alias ", Quote(old_name), " of ",
+                                     Quote(key->name), " is already taken by ",
+                                     Quote(existing.name)));
+      return *this;
+    }
+  }
+  key->aliases.push_back(std::move(old_name));
+  return *this;
+}
+
+ConfigSchema& ConfigSchema::ShortFlag(char letter) {
+  Key* key = LastKey("ShortFlag");
+  if (key == nullptr) return *this;
+  if (!absl::ascii_isalnum(letter)) {
+    errors_.push_back(absl::StrCat("config schema: short flag of ", Quote(key->name),
+                                   " is not a letter or digit"));
+  }
+  for (const Key& existing : keys_) {
+    if (existing.short_flag == letter) {
+      errors_.push_back(absl::StrCat("config schema: short flag -", std::string(1, letter),
+                                     " of ", Quote(key->name), " is already taken by ",
+                                     Quote(existing.name)));
+    }
+  }
+  key->short_flag = letter;
+  return *this;
+}
+
+ConfigSchema& ConfigSchema::FlagOnly() {
+  if (Key* key = LastKey("FlagOnly"); key != nullptr) key->flag_only = true;
+  return *this;
+}
+
 std::string ConfigSchema::HelpText() const {
   constexpr std::int64_t kLowest = std::numeric_limits<std::int64_t>::min();
   constexpr std::int64_t kHighest = std::numeric_limits<std::int64_t>::max();
   std::string text;
   for (const Key& key : keys_) {
     std::string type(TypeName(key.type));
-    if (key.type == ConfigType::kEnum) {
+    if (key.type == ConfigType::kStringList) {
+      type = "string, repeatable";
+    } else if (key.type == ConfigType::kEnum) {
       type = absl::StrCat("one of ", absl::StrJoin(key.allowed, "|"));
     } else if (key.type == ConfigType::kInt64 && key.range.min != kLowest &&
                key.range.max != kHighest) {
@@ -321,7 +400,11 @@ std::string ConfigSchema::HelpText() const {
       absl::StrAppend(&type, " <= ", key.range.max);
     }
     absl::StrAppend(&text, key.name, " (", type, "; default ", FormatValue(key.default_value),
-                    "; env ", key.env_name, ")\n    ", key.help, "\n");
+                    key.flag_only ? "; flag only" : absl::StrCat("; env ", key.env_name), ")\n    ",
+                    key.help, "\n");
+    if (!key.aliases.empty()) {
+      absl::StrAppend(&text, "    Deprecated spelling: ", absl::StrJoin(key.aliases, ", "), "\n");
+    }
   }
   return text;
 }
@@ -338,6 +421,8 @@ class ConfigLoader {
       return absl::InvalidArgumentError(absl::StrJoin(schema_.errors_, "\n"));
     for (const Key& key : schema_.keys()) {
       keys_by_name_[key.name] = &key;
+      for (const std::string& alias : key.aliases) keys_by_alias_[alias] = &key;
+      if (key.short_flag != 0) keys_by_short_flag_[key.short_flag] = &key;
       config_.entries_[key.name] = {key.type, key.default_value, "default"};
     }
     if (!sources.file.empty()) ReadFile(sources.file);
@@ -348,28 +433,37 @@ class ConfigLoader {
   }
 
  private:
-  const Key* FindKey(absl::string_view name) const {
-    auto it = keys_by_name_.find(name);
-    return it == keys_by_name_.end() ? nullptr : it->second;
+  // The key `name` names, itself or by an alias (then `*alias` is set); nullptr if none.
+  const Key* FindKey(absl::string_view name, bool* alias) const {
+    *alias = false;
+    if (auto it = keys_by_name_.find(name); it != keys_by_name_.end()) return it->second;
+    auto it = keys_by_alias_.find(name);
+    if (it == keys_by_alias_.end()) return nullptr;
+    *alias = true;
+    return it->second;
   }
 
-  // The declared key closest to a misspelt one, if it is close enough to be the likely intent.
-  const Key* ClosestKey(absl::string_view name) const {
-    const std::size_t max_distance = std::clamp<std::size_t>(name.size() / 3, 1, 2);
-    const Key* closest = nullptr;
-    std::size_t closest_distance = max_distance + 1;
-    for (const Key& key : schema_.keys()) {
-      const std::size_t distance = EditDistance(name, key.name);
-      if (distance < closest_distance) {
-        closest = &key;
-        closest_distance = distance;
-      }
-    }
-    return closest;
+  // " (did you mean PREFIX<key>?)" for the declared key closest to a misspelt one, if it is close
+  // enough to be the likely intent; else "".
+  std::string Suggestion(absl::string_view name, absl::string_view prefix,
+                         absl::string_view quote) const {
+    std::vector<std::string> names;
+    for (const Key& key : schema_.keys()) names.push_back(key.name);
+    std::optional<std::string> closest = ClosestName(name, names);
+    if (!closest.has_value()) return "";
+    return absl::StrCat(" (did you mean ", quote, prefix, *closest, quote, "?)");
+  }
+
+  void Deprecated(absl::string_view used, absl::string_view instead) {
+    config_.warnings_.push_back(absl::StrCat("config: ", used, " is deprecated, write ", instead,
+                                             " (the old name goes in the next release)"));
   }
 
   void Set(const Key& key, absl::string_view text, std::string origin) {
-    absl::StatusOr<ConfigValue> value = ParseValue(key, text);
+    absl::StatusOr<ConfigValue> value =
+        key.type == ConfigType::kStringList && absl::StartsWith(origin, "flag ")
+            ? FlagListValue(key, text)
+            : ParseValue(key, text);
     if (!value.ok()) {
       errors_.push_back(absl::StrCat("config: ", key.name, " = ", Quote(text), " (from ", origin,
                                      "): ", value.status().message()));
@@ -378,6 +472,17 @@ class ConfigLoader {
     Config::Entry& entry = config_.entries_[key.name];
     entry.value = *std::move(value);
     entry.origin = std::move(origin);
+  }
+
+  // A string list's value after one more flag: the flag's text added to those of the flags before
+  // it; the first flag replaces the values of the file and the environment.
+  ConfigValue FlagListValue(const Key& key, absl::string_view text) {
+    std::vector<std::string> values;
+    if (!lists_set_by_flags_.insert(key.name).second) {
+      values = std::get<std::vector<std::string>>(config_.entries_[key.name].value);
+    }
+    values.emplace_back(text);
+    return values;
   }
 
   void ReadFile(const std::string& path) {
@@ -437,17 +542,22 @@ class ConfigLoader {
       }
       const std::string name =
           section.empty() ? std::string(key_text) : absl::StrCat(section, ".", key_text);
-      const Key* key = FindKey(name);
+      bool alias = false;
+      const Key* key = FindKey(name, &alias);
       if (key == nullptr) {
-        const Key* closest = ClosestKey(name);
-        errors_.push_back(absl::StrCat(
-            "config: unknown key ", Quote(name), " in ", where,
-            closest ? absl::StrCat(" (did you mean ", Quote(closest->name), "?)") : ""));
+        errors_.push_back(absl::StrCat("config: unknown key ", Quote(name), " in ", where,
+                                       Suggestion(name, "", "\"")));
         continue;
       }
-      const auto [first, inserted] = first_line_of_key.emplace(name, line_number);
+      if (key->flag_only) {
+        errors_.push_back(absl::StrCat("config: ", Quote(name), " in ", where,
+                                       " can only be given as a flag (--", key->name, ")"));
+        continue;
+      }
+      if (alias) Deprecated(absl::StrCat(name, " in ", where), key->name);
+      const auto [first, inserted] = first_line_of_key.emplace(key->name, line_number);
       if (!inserted) {
-        errors_.push_back(absl::StrCat("config: duplicate key ", Quote(name), " in ", where,
+        errors_.push_back(absl::StrCat("config: duplicate key ", Quote(key->name), " in ", where,
                                        " (first set in ", path, ":", first->second, ")"));
         continue;
       }
@@ -456,15 +566,28 @@ class ConfigLoader {
   }
 
   void ReadEnvironment(const std::vector<std::string>& environment) {
-    absl::flat_hash_map<absl::string_view, const Key*> keys_by_env_name;
-    for (const Key& key : schema_.keys()) keys_by_env_name[key.env_name] = &key;
-    for (const std::string& entry : environment) {
-      const std::size_t equals = entry.find('=');
-      if (equals == std::string::npos) continue;
-      const absl::string_view name = absl::string_view(entry).substr(0, equals);
-      auto it = keys_by_env_name.find(name);
-      if (it == keys_by_env_name.end()) continue;
-      Set(*it->second, absl::string_view(entry).substr(equals + 1), absl::StrCat("env ", name));
+    // An alias's variable, where it differs from the key's, is read before the key's, so that
+    // the new spelling wins when both are set.
+    absl::flat_hash_map<std::string, const Key*> keys_by_env_name;
+    absl::flat_hash_map<std::string, const Key*> keys_by_alias_env_name;
+    for (const Key& key : schema_.keys()) {
+      if (key.flag_only) continue;
+      keys_by_env_name[key.env_name] = &key;
+      for (const std::string& alias : key.aliases) {
+        if (EnvName(alias) != key.env_name) keys_by_alias_env_name[EnvName(alias)] = &key;
+      }
+    }
+    for (const bool aliases : {true, false}) {
+      const auto& keys = aliases ? keys_by_alias_env_name : keys_by_env_name;
+      for (const std::string& entry : environment) {
+        const std::size_t equals = entry.find('=');
+        if (equals == std::string::npos) continue;
+        const std::string name = entry.substr(0, equals);
+        auto it = keys.find(name);
+        if (it == keys.end()) continue;
+        if (aliases) Deprecated(name, it->second->env_name);
+        Set(*it->second, absl::string_view(entry).substr(equals + 1), absl::StrCat("env ", name));
+      }
     }
   }
 
@@ -480,28 +603,39 @@ class ConfigLoader {
         only_positional = true;
         continue;
       }
+      const Key* key = nullptr;
+      std::string flag;  // as written, without a value
+      std::optional<std::string> inline_value;
       if (!absl::StartsWith(arg, "--")) {
-        errors_.push_back(absl::StrCat("config: unknown flag ", arg,
-                                       " (flags are written --key=value or --key value)"));
-        continue;
-      }
-      const absl::string_view body = absl::string_view(arg).substr(2);
-      const std::size_t equals = body.find('=');
-      const absl::string_view name = body.substr(0, equals);
-      const std::string flag = absl::StrCat("--", name);
-      const Key* key = FindKey(name);
-      if (key == nullptr) {
-        const Key* closest = ClosestKey(name);
-        errors_.push_back(
-            absl::StrCat("config: unknown flag ", flag,
-                         closest ? absl::StrCat(" (did you mean --", closest->name, "?)") : ""));
-        continue;
+        auto short_key = arg.size() == 2 ? keys_by_short_flag_.find(arg[1])
+                                         : keys_by_short_flag_.end();
+        if (short_key == keys_by_short_flag_.end()) {
+          errors_.push_back(absl::StrCat("config: unknown flag ", arg,
+                                         " (flags are written --key=value or --key value)"));
+          continue;
+        }
+        key = short_key->second;
+        flag = arg;
+      } else {
+        const absl::string_view body = absl::string_view(arg).substr(2);
+        const std::size_t equals = body.find('=');
+        const absl::string_view name = body.substr(0, equals);
+        flag = absl::StrCat("--", name);
+        if (equals != absl::string_view::npos) inline_value = std::string(body.substr(equals + 1));
+        bool alias = false;
+        key = FindKey(name, &alias);
+        if (key == nullptr) {
+          errors_.push_back(
+              absl::StrCat("config: unknown flag ", flag, Suggestion(name, "--", "")));
+          continue;
+        }
+        if (alias) Deprecated(flag, absl::StrCat("--", key->name));
       }
       std::string value;
-      if (equals != absl::string_view::npos) {
-        value = std::string(body.substr(equals + 1));
+      if (inline_value.has_value()) {
+        value = *std::move(inline_value);
       } else if (key->type == ConfigType::kBool) {
-        // "--dry_run" alone means true; "--dry_run false" takes the next argument only if it is a
+        // "--dry-run" alone means true; "--dry-run false" takes the next argument only if it is a
         // bool.
         const bool next_is_bool = i + 1 < args.size() && ParseBool(args[i + 1]).has_value();
         value = next_is_bool ? args[++i] : "true";
@@ -517,9 +651,27 @@ class ConfigLoader {
 
   const ConfigSchema& schema_;
   absl::flat_hash_map<std::string, const Key*> keys_by_name_;
+  absl::flat_hash_map<std::string, const Key*> keys_by_alias_;
+  absl::flat_hash_map<char, const Key*> keys_by_short_flag_;
+  absl::flat_hash_set<std::string> lists_set_by_flags_;
   Config config_;
   std::vector<std::string> errors_;
 };
+
+std::optional<std::string> ClosestName(absl::string_view name,
+                                       const std::vector<std::string>& candidates) {
+  const std::size_t max_distance = std::clamp<std::size_t>(name.size() / 3, 1, 2);
+  std::optional<std::string> closest;
+  std::size_t closest_distance = max_distance + 1;
+  for (const std::string& candidate : candidates) {
+    const std::size_t distance = EditDistance(name, candidate);
+    if (distance < closest_distance) {
+      closest = candidate;
+      closest_distance = distance;
+    }
+  }
+  return closest;
+}
 
 absl::StatusOr<Config> Config::LoadWithConfigFile(const ConfigSchema& schema,
                                                   std::vector<std::string> args) {
@@ -569,6 +721,13 @@ bool Config::GetBool(absl::string_view key) const {
 absl::Duration Config::GetDuration(absl::string_view key) const {
   return std::get<absl::Duration>(ValueOf(key, "GetDuration", {ConfigType::kDuration}));
 }
+
+const std::vector<std::string>& Config::GetStringList(absl::string_view key) const {
+  return std::get<std::vector<std::string>>(
+      ValueOf(key, "GetStringList", {ConfigType::kStringList}));
+}
+
+bool Config::IsSet(absl::string_view key) const { return Find(key, "IsSet").origin != "default"; }
 
 const std::string& Config::Origin(absl::string_view key) const {
   return Find(key, "Origin").origin;

@@ -322,6 +322,161 @@ TEST_F(ConfigTest, AllProblemsAreReportedTogetherEvenWhereOverridden) {
           "config: unknown flag --bogus"));
 }
 
+// A schema like a program's after a release renamed two keys and kept the old names as aliases.
+ConfigSchema RenamedSchema() {
+  ConfigSchema schema;
+  schema.Int64("lease.max-candidates", 32, "Most candidates per lease.")
+      .Alias("lease.max_candidates")
+      .Duration("shutdown.grace", absl::Seconds(5), "Grace after SIGTERM.")
+      .Alias("shutdown-grace")
+      .Alias("grace_period");
+  return schema;
+}
+
+TEST(ConfigAliasTest, OldNamesWorkInFlagsFilesAndTheEnvironmentWithAWarning) {
+  absl::StatusOr<Config> flags = Config::Load(
+      RenamedSchema(), {.environment = std::vector<std::string>{},
+                        .args = {"--lease.max_candidates=7", "--shutdown-grace", "2s"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->GetInt64("lease.max-candidates"), 7);
+  EXPECT_EQ(flags->GetDuration("shutdown.grace"), absl::Seconds(2));
+  EXPECT_EQ(flags->Origin("lease.max-candidates"), "flag --lease.max_candidates");
+  EXPECT_THAT(flags->warnings(),
+              ElementsAre("config: --lease.max_candidates is deprecated, write "
+                          "--lease.max-candidates (the old name goes in the next release)",
+                          "config: --shutdown-grace is deprecated, write --shutdown.grace (the "
+                          "old name goes in the next release)"));
+
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/old.conf";
+  std::ofstream(path) << "[lease]\nmax_candidates = 9\n";
+  absl::StatusOr<Config> file = Config::Load(
+      RenamedSchema(),
+      {.file = path, .environment = std::vector<std::string>{"FORGE_GRACE_PERIOD=3s"}});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->GetInt64("lease.max-candidates"), 9);
+  EXPECT_EQ(file->GetDuration("shutdown.grace"), absl::Seconds(3));
+  EXPECT_THAT(file->warnings(),
+              ElementsAre(absl::StrCat("config: lease.max_candidates in ", path,
+                                       ":2 is deprecated, write lease.max-candidates (the old "
+                                       "name goes in the next release)"),
+                          "config: FORGE_GRACE_PERIOD is deprecated, write FORGE_SHUTDOWN_GRACE "
+                          "(the old name goes in the next release)"));
+}
+
+TEST(ConfigAliasTest, TheNewNameWinsOverTheOldInTheEnvironmentAndNewNamesWarnOfNothing) {
+  absl::StatusOr<Config> config = Config::Load(
+      RenamedSchema(),
+      {.environment = std::vector<std::string>{"FORGE_SHUTDOWN_GRACE=4s", "FORGE_GRACE_PERIOD=3s"},
+       .args = {"--lease.max-candidates=5"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetDuration("shutdown.grace"), absl::Seconds(4));
+  EXPECT_EQ(config->GetInt64("lease.max-candidates"), 5);
+  EXPECT_THAT(config->warnings(), ElementsAre(::testing::HasSubstr("FORGE_GRACE_PERIOD")));
+
+  absl::StatusOr<Config> clean =
+      Config::Load(RenamedSchema(), {.environment = std::vector<std::string>{},
+                                     .args = {"--shutdown.grace=1s"}});
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  EXPECT_THAT(clean->warnings(), IsEmpty());
+}
+
+TEST(ConfigAliasTest, MisspeltFlagsAreMatchedAgainstTheNewNames) {
+  absl::StatusOr<Config> config =
+      Config::Load(RenamedSchema(),
+                   {.environment = std::vector<std::string>{}, .args = {"--shutdown.grase=1s"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "config: unknown flag --shutdown.grase (did you mean --shutdown.grace?)");
+}
+
+// The flags of one command of a CLI: repeatable, short and flag-only ones beside a setting.
+ConfigSchema CommandSchema() {
+  ConfigSchema schema;
+  schema.String("server", "", "Coordinator address.")
+      .StringList("label", "Label K=V.")
+      .FlagOnly()
+      .String("output", "", "Output directory.")
+      .ShortFlag('o')
+      .FlagOnly()
+      .Bool("json", false, "Print JSON.")
+      .FlagOnly();
+  return schema;
+}
+
+TEST(ConfigCommandTest, RepeatedListFlagsCollectEveryValueInOrder) {
+  absl::StatusOr<Config> config =
+      Config::Load(CommandSchema(), {.environment = std::vector<std::string>{},
+                                     .args = {"--label", "a=1", "job-1", "--label=b=2,c=3"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->GetStringList("label"), ElementsAre("a=1", "b=2,c=3"));
+  EXPECT_THAT(config->positional_args(), ElementsAre("job-1"));
+  EXPECT_TRUE(config->IsSet("label"));
+  EXPECT_FALSE(config->IsSet("output"));
+
+  absl::StatusOr<Config> none =
+      Config::Load(CommandSchema(), {.environment = std::vector<std::string>{}});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(none->GetStringList("label"), IsEmpty());
+}
+
+TEST(ConfigCommandTest, ListsFromTheEnvironmentAreCommaSeparatedAndFlagsReplaceThem) {
+  ConfigSchema schema;
+  schema.StringList("hosts", "Hosts.");
+  absl::StatusOr<Config> env = Config::Load(
+      schema, {.environment = std::vector<std::string>{"FORGE_HOSTS=a,b,,c"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_THAT(env->GetStringList("hosts"), ElementsAre("a", "b", "c"));
+  absl::StatusOr<Config> flags = Config::Load(
+      schema, {.environment = std::vector<std::string>{"FORGE_HOSTS=a,b"}, .args = {"--hosts=z"}});
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_THAT(flags->GetStringList("hosts"), ElementsAre("z"));
+}
+
+TEST(ConfigCommandTest, ShortFlagsTakeTheirValueLikeLongOnes) {
+  absl::StatusOr<Config> config = Config::Load(
+      CommandSchema(), {.environment = std::vector<std::string>{}, .args = {"job-1", "-o", "out"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetString("output"), "out");
+  EXPECT_EQ(config->Origin("output"), "flag -o");
+  EXPECT_THAT(config->positional_args(), ElementsAre("job-1"));
+
+  absl::StatusOr<Config> unknown = Config::Load(
+      CommandSchema(), {.environment = std::vector<std::string>{}, .args = {"-x", "-o"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(absl::StrSplit(unknown.status().message(), '\n'),
+              ElementsAre("config: unknown flag -x (flags are written --key=value or --key value)",
+                          "config: flag -o needs a value"));
+}
+
+TEST(ConfigCommandTest, FlagOnlyKeysIgnoreTheEnvironmentAndAreErrorsInAFile) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/client.conf";
+  std::ofstream(path) << "server = \"h:1\"\njson = true\n";
+  absl::StatusOr<Config> config = Config::Load(
+      CommandSchema(),
+      {.file = path, .environment = std::vector<std::string>{"FORGE_JSON=1", "FORGE_SERVER=e:2"}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            absl::StrCat("config: \"json\" in ", path,
+                         ":2 can only be given as a flag (--json)"));
+
+  absl::StatusOr<Config> env = Config::Load(
+      CommandSchema(), {.environment = std::vector<std::string>{"FORGE_JSON=1", "FORGE_LABEL=x"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_FALSE(env->GetBool("json"));
+  EXPECT_THAT(env->GetStringList("label"), IsEmpty());
+}
+
+TEST(ConfigClosestNameTest, SuggestsOnlyNamesWithinAThirdOfTheLength) {
+  const std::vector<std::string> commands = {"submit", "status", "results", "cancel"};
+  EXPECT_EQ(ClosestName("sumbit", commands), "submit");  // a swap is one edit
+  EXPECT_EQ(ClosestName("stats", commands), "status");
+  EXPECT_EQ(ClosestName("resluts", commands), "results");
+  EXPECT_EQ(ClosestName("list", commands), std::nullopt);
+  EXPECT_EQ(ClosestName("x", commands), std::nullopt);
+}
+
 TEST(ConfigDurationTest, AcceptsNumbersWithUnits) {
   const std::pair<std::string, absl::Duration> cases[] = {
       {"500ms", absl::Milliseconds(500)}, {"2s", absl::Seconds(2)},
@@ -350,6 +505,13 @@ TEST(ConfigDurationTest, RejectsNumbersWithoutUnitsAndUnknownUnits) {
   }
 }
 
+// The error lines of loading a schema with mistakes in it; none if it loads.
+std::vector<std::string> SchemaErrors(const ConfigSchema& schema) {
+  absl::StatusOr<Config> config = Config::Load(schema, {.environment = std::vector<std::string>{}});
+  if (config.ok()) return {};
+  return absl::StrSplit(config.status().message(), '\n');
+}
+
 TEST(ConfigSchemaTest, MistakesInTheSchemaAreReported) {
   ConfigSchema schema;
   schema.Int64("redis.port", 70000, "Port.", {.min = 1, .max = 65535})
@@ -360,10 +522,8 @@ TEST(ConfigSchemaTest, MistakesInTheSchemaAreReported) {
       .Enum("log.format", {"text", "json"}, "xml", "Format.")
       .Int64("pool.size", 4, "Size.", {.min = 8, .max = 2})
       .Duration("lease.timeout", absl::Seconds(-1), "Lease.");
-  absl::StatusOr<Config> config = Config::Load(schema, {.environment = std::vector<std::string>{}});
-  ASSERT_FALSE(config.ok());
   EXPECT_THAT(
-      absl::StrSplit(config.status().message(), '\n'),
+      SchemaErrors(schema),
       ElementsAre("config schema: default of redis.port (70000) is above the maximum 65535",
                   "config schema: key \"redis.port\" is declared twice",
                   "config schema: invalid key name \"bad key\"",
@@ -372,6 +532,45 @@ TEST(ConfigSchemaTest, MistakesInTheSchemaAreReported) {
                   "config schema: pool.size has an empty range [8, 2]",
                   "config schema: default of pool.size (4) is below the minimum 8",
                   "config schema: default of lease.timeout (-1s) is a negative duration"));
+}
+
+TEST(ConfigSchemaTest, MistakesInAliasesAndShortFlagsAreReported) {
+  ConfigSchema schema;
+  schema.FlagOnly()
+      .String("output", "", "Out.")
+      .ShortFlag('o')
+      .Alias("out")
+      .String("owner", "", "Owner.")
+      .ShortFlag('o')
+      .Alias("out")
+      .Alias("bad name")
+      .String("out", "", "Taken by an alias.");
+  EXPECT_THAT(
+      SchemaErrors(schema),
+      ElementsAre("config schema: FlagOnly before any key",
+                  "config schema: short flag -o of \"owner\" is already taken by \"output\"",
+                  "config schema: alias \"out\" of \"owner\" is already taken by \"output\"",
+                  "config schema: invalid alias \"bad name\"",
+                  "config schema: key \"out\" is already an alias of \"output\""));
+}
+
+TEST(ConfigSchemaTest, HelpTextNamesListsFlagOnlyKeysAndDeprecatedSpellings) {
+  EXPECT_EQ(RenamedSchema().HelpText(),
+            "lease.max-candidates (int64; default 32; env FORGE_LEASE_MAX_CANDIDATES)\n"
+            "    Most candidates per lease.\n"
+            "    Deprecated spelling: lease.max_candidates\n"
+            "shutdown.grace (duration; default 5s; env FORGE_SHUTDOWN_GRACE)\n"
+            "    Grace after SIGTERM.\n"
+            "    Deprecated spelling: shutdown-grace, grace_period\n");
+  EXPECT_EQ(CommandSchema().HelpText(),
+            "server (string; default \"\"; env FORGE_SERVER)\n"
+            "    Coordinator address.\n"
+            "label (string, repeatable; default []; flag only)\n"
+            "    Label K=V.\n"
+            "output (string; default \"\"; flag only)\n"
+            "    Output directory.\n"
+            "json (bool; default false; flag only)\n"
+            "    Print JSON.\n");
 }
 
 TEST(ConfigSchemaTest, HelpTextListsKeysTypesDefaultsAndHelp) {

@@ -610,7 +610,7 @@ class Stack:
         worker_metrics_port = free_port()
         worker_log = self.start("worker", [
             binaries["forge-worker"], *worker_args, f"--coordinator=127.0.0.1:{grpc_port}",
-            "--metrics-host=127.0.0.1", f"--metrics-port={worker_metrics_port}",
+            "--metrics.host=127.0.0.1", f"--metrics.port={worker_metrics_port}",
             f"--compile-cache-dir={self.tmp / 'cubins'}"], env=worker_env)
 
         def metrics_with_the_worker_live():

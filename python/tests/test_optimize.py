@@ -113,7 +113,7 @@ def service(tmp_path_factory):
             BINARIES["forge-coordinator"], "--listen=127.0.0.1:0", f"--redis.port={redis_port}",
             f"--blobs.dir={directory / 'blobs'}", "--metrics.listen=", "--watch.wait=100ms",
             "--scheduler.tick=100ms", "--heartbeat.interval=300ms",
-            "--search.trials_per_task=4", "--search.min_trials_per_task=2"])
+            "--search.trials-per-task=4", "--search.min-trials-per-task=2"])
         stack.address = stack.wait_for(
             lambda: (re.findall(r"listening on (127\.0\.0\.1:\d+)", log.read_text()) or [""])[0],
             "the coordinator to listen")

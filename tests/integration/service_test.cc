@@ -81,8 +81,9 @@ class ServiceTest : public ::testing::Test {
         {FORGE_COORDINATOR_BINARY, absl::StrCat("--listen=127.0.0.1:", port_),
          absl::StrCat("--redis.port=", redis_server_->port()),
          absl::StrCat("--blobs.dir=", directory_.path(), "/blobs"), "--metrics.listen=",
-         "--lease.duration=5s", "--lease.max_candidates=4", "--heartbeat.interval=300ms", "--scheduler.tick=100ms",
-         "--search.trials_per_task=4", "--search.min_trials_per_task=2", "--log.level=debug"},
+         "--lease.duration=5s", "--lease.max-candidates=4", "--heartbeat.interval=300ms",
+         "--scheduler.tick=100ms",
+         "--search.trials-per-task=4", "--search.min-trials-per-task=2", "--log.level=debug"},
         Log(name));
     ASSERT_TRUE(process.ok()) << process.status();
     coordinator_ = *std::move(process);

@@ -1,8 +1,9 @@
 // forge-worker: the GPU worker daemon. Registers with a coordinator, leases candidates, generates,
 // compiles, judges and times them on this machine's GPUs (or predicts them on emulated GPUs) and
 // reports the results. Settings come from flags, FORGE_* variables and a config file
-// (common/config); --help lists them. SIGTERM or SIGINT stops it gracefully: no more leases,
-// unstarted candidates go back to the coordinator, in-flight ones finish within shutdown-grace
+// (common/config); --help lists them, --version prints the build's version. SIGTERM or SIGINT stops
+// it gracefully: no more leases, unstarted candidates go back to the coordinator, in-flight ones
+// finish within shutdown.grace
 // and are reported, then it exits 0.
 #include <limits.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,9 +22,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/config.h"
+#include "common/config/program.h"
 #include "common/logging/logging.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/metrics.h"
+#include "common/version/version.h"
+#include "compiler/codegen/family.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/daemon/emulated_executor.h"
 #include "worker/daemon/gpu_executor.h"
@@ -51,15 +56,18 @@ ConfigSchema Schema() {
       .String("worker-id", "",
               "Id to register with; reuse it across restarts. Empty: the coordinator assigns one.")
       .String("hostname", "", "Host name to register with; empty: this machine's.")
-      .Int64("metrics-port", 0, "HTTP port of /metrics; 0 serves none.", {.min = 0, .max = 65535})
-      .String("metrics-host", "0.0.0.0", "Address /metrics listens on.")
+      .Int64("metrics.port", 0, "HTTP port of /metrics; 0 serves none.", {.min = 0, .max = 65535})
+      .Alias("metrics-port")
+      .String("metrics.host", "0.0.0.0", "Address /metrics listens on.")
+      .Alias("metrics-host")
       .String("sandbox-child", "",
               "The forge-sandbox-child executable; empty: the one next to this binary.")
       .Int64("max-candidates-per-lease", 0,
              "Most candidates per Lease call; 0: as the coordinator allows.",
              {.min = 0, .max = 100000})
-      .Duration("shutdown-grace", absl::Seconds(10),
-                "Time in-flight candidates get to finish after SIGTERM.");
+      .Duration("shutdown.grace", absl::Seconds(10),
+                "Time in-flight candidates get to finish after SIGTERM.")
+      .Alias("shutdown-grace");
   return AddLogOptions(schema);
 }
 
@@ -131,19 +139,14 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> Lanes(const Config& confi
 }
 
 int Run(int argc, char** argv) {
-  const ConfigSchema schema = Schema();
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      std::cout << "forge-worker: the Forge GPU worker daemon.\n\n" << schema.HelpText();
-      return 0;
-    }
-  }
-  absl::StatusOr<Config> config = Config::LoadWithConfigFile(schema, std::move(args));
-  if (!config.ok()) {
-    std::cerr << config.status().message() << "\n";
-    return 2;
-  }
+  int exit_code = 0;
+  const std::optional<Config> config = LoadProgramConfig(
+      Schema(), {argv + 1, argv + argc},
+      {.about = "forge-worker: the Forge GPU worker daemon.",
+       .version_text =
+           VersionText({.program = "forge-worker", .generators = codegen::GeneratorVersions()})},
+      std::cout, std::cerr, &exit_code);
+  if (!config.has_value()) return exit_code;
   if (config->GetString("coordinator").empty()) {
     std::cerr << "config: coordinator is required (--coordinator=HOST:PORT or FORGE_COORDINATOR)\n";
     return 2;
@@ -183,7 +186,7 @@ int Run(int argc, char** argv) {
        .hostname = hostname,
        .compile_threads = compile_threads,
        .max_candidates_per_lease = static_cast<int>(config->GetInt64("max-candidates-per-lease")),
-       .shutdown_grace = config->GetDuration("shutdown-grace")},
+       .shutdown_grace = config->GetDuration("shutdown.grace")},
       *std::move(lanes), registry.get());
   if (!daemon.ok()) {
     log->critical("{}", daemon.status().ToString());
@@ -191,17 +194,17 @@ int Run(int argc, char** argv) {
   }
 
   std::unique_ptr<metrics::MetricsExposer> exposer;
-  if (const int64_t metrics_port = config->GetInt64("metrics-port"); metrics_port != 0) {
+  if (const int64_t metrics_port = config->GetInt64("metrics.port"); metrics_port != 0) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsExposer>> started =
         metrics::MetricsExposer::Start(
-            absl::StrCat(config->GetString("metrics-host"), ":", metrics_port));
+            absl::StrCat(config->GetString("metrics.host"), ":", metrics_port));
     if (!started.ok()) {
       log->critical("{}", started.status().ToString());
       return 1;
     }
     exposer = *std::move(started);
     exposer->AddRegistry(registry);
-    log->info("metrics on {}:{}/metrics", config->GetString("metrics-host"), exposer->port());
+    log->info("metrics on {}:{}/metrics", config->GetString("metrics.host"), exposer->port());
   }
 
   // Run returns only after Stop, so this thread has always finished by then.
