@@ -754,28 +754,7 @@ absl::StatusOr<forge::v1::GetResultsResponse> Scheduler::Results(absl::string_vi
     }
     if (!space.empty()) {
       const TaskSearch& task = *searches_.Find(space, spec.digest());
-      out->set_candidates_measured(static_cast<int32_t>(task.measured));
-      out->set_candidates_failed(static_cast<int32_t>(task.failed));
-      for (const auto& [stage, count] : task.failures) {
-        forge::v1::FailureCount* failures = out->add_failures_by_stage();
-        failures->set_stage(stage);
-        failures->set_count(count);
-      }
-      // The ATen baseline is a candidate too: where nothing generated beats it, it is the best,
-      // so a plan never runs a task slower than eager does.
-      const bool baseline_wins = task.eager.has_value() &&
-                                 (!task.best.has_value() ||
-                                  task.best->median_us() >= task.eager->median_us());
-      if (baseline_wins) {
-        *out->mutable_best_candidate() = task.baseline;
-        *out->mutable_best() = *task.eager;
-      } else if (task.best.has_value()) {
-        *out->mutable_best_candidate() = task.best_candidate;
-        *out->mutable_best() = *task.best;
-      }
-      if (out->has_best() && task.eager.has_value()) {
-        out->mutable_best()->set_eager_median_us(task.eager->median_us());
-      }
+      task.Summarize(*out);
       if (include_all_results) {
         FORGE_ASSIGN_OR_RETURN(std::vector<Result> all, results_->ForTask(space, spec.digest()));
         for (Result& result : all) {

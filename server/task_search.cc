@@ -68,6 +68,26 @@ TaskProgress TaskSearch::Progress() const {
   return progress;
 }
 
+void TaskSearch::Summarize(forge::v1::TaskResults& out) const {
+  out.set_candidates_measured(static_cast<int32_t>(measured));
+  out.set_candidates_failed(static_cast<int32_t>(failed));
+  for (const auto& [stage, count] : failures) {
+    forge::v1::FailureCount* counted_failures = out.add_failures_by_stage();
+    counted_failures->set_stage(stage);
+    counted_failures->set_count(count);
+  }
+  const bool baseline_wins =
+      eager.has_value() && (!best.has_value() || best->median_us() >= eager->median_us());
+  if (baseline_wins) {
+    *out.mutable_best_candidate() = baseline;
+    *out.mutable_best() = *eager;
+  } else if (best.has_value()) {
+    *out.mutable_best_candidate() = best_candidate;
+    *out.mutable_best() = *best;
+  }
+  if (out.has_best() && eager.has_value()) out.mutable_best()->set_eager_median_us(eager->median_us());
+}
+
 std::string TaskSearches::Key(absl::string_view space, absl::string_view task_digest) {
   return absl::StrCat(space, "\n", task_digest);
 }

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "compiler/search/searcher.h"
+#include "forge/v1/service.pb.h"
 #include "forge/v1/task.pb.h"
 #include "server/job_budget.h"
 #include "server/lease_table.h"
@@ -63,6 +64,9 @@ struct TaskSearch {
   }
   // What the job budgets read.
   TaskProgress Progress() const;
+  // Sets the counts and the best of `out`. The ATen baseline is a candidate too: where nothing
+  // generated beats it, it is the best, so a plan never runs a task slower than eager does.
+  void Summarize(forge::v1::TaskResults& out) const;
 
   std::string space;
   forge::v1::KernelTask spec;  // without the per-model fields
