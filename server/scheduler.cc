@@ -29,6 +29,12 @@ constexpr absl::Duration kDeadWorkerMemory = absl::Hours(1);
 
 int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }
 
+JobFilter InState(forge::v1::JobState state) {
+  JobFilter filter;
+  filter.states = {state};
+  return filter;
+}
+
 JobEvent TaskEvent() {
   JobEvent event;
   *event.mutable_time() = TimeUtil::MillisecondsToTimestamp(ToMillis(absl::Now()));
@@ -83,9 +89,8 @@ absl::Status Scheduler::LoadLocked() {
   // Running jobs (queued ones start at the next tick).
   std::string token;
   do {
-    FORGE_ASSIGN_OR_RETURN(JobPage page,
-                           jobs_->ListJobs({.states = {forge::v1::JOB_STATE_RUNNING}},
-                                           JobStore::kMaxPageSize, token));
+    FORGE_ASSIGN_OR_RETURN(JobPage page, jobs_->ListJobs(InState(forge::v1::JOB_STATE_RUNNING),
+                                                         JobStore::kMaxPageSize, token));
     for (const forge::v1::Job& job : page.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
     token = page.next_page_token;
   } while (!token.empty());
@@ -679,9 +684,8 @@ absl::Status Scheduler::Tick() {
   // Queued jobs this coordinator was not told of (submitted while it was down, or elsewhere);
   // the scan reads every job, so it runs on every 20th tick only.
   if (ticks_++ % 20 == 0) {
-    FORGE_ASSIGN_OR_RETURN(JobPage queued,
-                           jobs_->ListJobs({.states = {forge::v1::JOB_STATE_QUEUED}},
-                                           JobStore::kMaxPageSize, ""));
+    FORGE_ASSIGN_OR_RETURN(JobPage queued, jobs_->ListJobs(InState(forge::v1::JOB_STATE_QUEUED),
+                                                           JobStore::kMaxPageSize, ""));
     for (const forge::v1::Job& job : queued.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
   }
   // Jobs cancelled elsewhere, and progress that needs no worker (wall budgets, cache answers).
