@@ -12,6 +12,7 @@
 #include "common/logging/logging.h"
 #include "common/status/status_macros.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/fair_share.h"
 
 namespace forge::server {
 namespace {
@@ -325,7 +326,7 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
   const std::string space = ResultSpace(*gpu);
   const int room = std::min(request.max_candidates(), options_.max_candidates_per_lease);
 
-  // Jobs this GPU may serve, by priority; equal priorities rotate.
+  // Jobs this GPU may serve, shared fairly (fair_share.h).
   std::vector<JobRun*> eligible;
   for (auto& [id, job] : running_) {
     if (job.finished) continue;
@@ -334,46 +335,17 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
     if (!job.space.empty() && job.space != space) continue;
     eligible.push_back(&job);
   }
-  std::sort(eligible.begin(), eligible.end(), [](const JobRun* a, const JobRun* b) {
-    if (a->options.priority() != b->options.priority()) {
-      return a->options.priority() > b->options.priority();
-    }
-    return a->number < b->number;
-  });
-  const uint64_t rotation = rotation_++;
-
   std::vector<std::pair<Candidate, const JobRun*>> picked;
-  size_t level_start = 0;
-  while (level_start < eligible.size() && static_cast<int>(picked.size()) < room) {
-    size_t level_end = level_start;
-    while (level_end < eligible.size() &&
-           eligible[level_end]->options.priority() == eligible[level_start]->options.priority()) {
-      ++level_end;
-    }
-    // Each call starts the level one job further on, so no job always comes first.
-    std::rotate(eligible.begin() + level_start,
-                eligible.begin() + level_start + rotation % (level_end - level_start),
-                eligible.begin() + level_end);
-    // Rounds of equal shares until the lease is full or the level has nothing more.
-    for (bool progress = true; progress && static_cast<int>(picked.size()) < room;) {
-      progress = false;
-      const int remaining = room - static_cast<int>(picked.size());
-      const int share = std::max<int>(
-          1, remaining / static_cast<int>(level_end - level_start));
-      for (size_t i = level_start; i < level_end && static_cast<int>(picked.size()) < room; ++i) {
-        JobRun& job = *eligible[i];
-        if (job.finished) continue;
+  FORGE_RETURN_IF_ERROR(ShareFairly(
+      std::move(eligible), rotation_++, room,
+      [&](JobRun& job, int most) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int> {
+        if (job.finished) return 0;
         if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
-        FORGE_ASSIGN_OR_RETURN(
-            auto taken,
-            TakeWorkLocked(job, std::min(share, room - static_cast<int>(picked.size()))));
-        if (!taken.empty()) progress = true;
+        FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
         for (auto& item : taken) picked.push_back(std::move(item));
         FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
-      }
-    }
-    level_start = level_end;
-  }
+        return static_cast<int>(taken.size());
+      }));
 
   EraseFinishedLocked();
   forge::v1::LeaseResponse response;

@@ -30,6 +30,7 @@
 //   LeaseTable      leases out with workers and the candidates held  (lease_table.h)
 //   TaskSearches    the search strategy per (space, task) and its snapshots (task_search.h)
 //   job budgets     trial targets, wall budgets, stop rules (pure)   (job_budget.h)
+//   fair shares     one lease split between jobs by priority (pure)  (fair_share.h)
 //   SchedulerStore  the Redis layout of all the above                (scheduler_store.h)
 // The Scheduler orchestrates them: it decides what is leased to whom, takes results in, and
 // writes each change through the store before it answers.
