@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/redis/transaction.h"
 #include "common/status/status_macros.h"
 #include "common/proto_io/deterministic.h"
 #include "compiler/graph/task_digest.h"
@@ -97,15 +98,6 @@ int64_t NowMillis() { return absl::ToUnixMillis(absl::Now()); }
 absl::Status UnexpectedReply(absl::string_view operation, const RedisReply& reply) {
   return absl::InternalError(
       absl::StrCat(operation, ": unexpected reply from redis: ", reply.DebugString()));
-}
-
-FieldMap ToFieldMap(const RedisReply& flat_pairs) {
-  FieldMap fields;
-  const std::vector<RedisReply>& elements = flat_pairs.elements();
-  for (size_t i = 0; i + 1 < elements.size(); i += 2) {
-    fields[elements[i].str()] = elements[i + 1].str();
-  }
-  return fields;
 }
 
 int64_t IntField(const FieldMap& fields, absl::string_view name) {
@@ -213,7 +205,6 @@ absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& op
   progress.set_best_speedup(1.0);
 
   std::vector<std::vector<std::string>> commands;
-  commands.push_back({"MULTI"});
   commands.push_back({"SET", keys::Model(model_digest), SerializeDeterministic(graph), "NX"});
   std::vector<std::string> occurrences = {"HSET", keys::JobTasks(job_id)};
   for (const KernelTask& task : tasks) {
@@ -245,18 +236,8 @@ absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& op
   commands.push_back({"ZADD", std::string(keys::kJobs), absl::StrCat(sequence->integer()), job_id});
   commands.push_back({"HINCRBY", std::string(keys::kJobsByState), queued, "1"});
   commands.push_back(std::move(event));
-  commands.push_back({"EXEC"});
-
-  // MULTI ... EXEC in one pipeline: atomic on the server, and no other caller's command can land
-  // inside the transaction although the connection is shared.
-  const std::string operation = absl::StrCat("creating ", keys::Job(job_id));
-  absl::StatusOr<std::vector<RedisReply>> replies = redis_->Pipeline(commands);
-  if (!replies.ok()) return Annotate(replies.status(), operation);
-  const RedisReply& exec = replies->back();
-  if (!exec.is_array()) return UnexpectedReply(operation, exec);
-  for (const RedisReply& reply : exec.elements()) {
-    if (reply.is_error()) return UnexpectedReply(operation, reply);
-  }
+  FORGE_RETURN_IF_ERROR(
+      Transaction(*redis_, absl::StrCat("creating ", keys::Job(job_id)), std::move(commands)));
   return GetJob(job_id);
 }
 
@@ -268,7 +249,7 @@ absl::StatusOr<Job> JobStore::GetJob(absl::string_view job_id) {
   if (reply->elements().empty()) {
     return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
   }
-  return JobFromFields(job_id, ToFieldMap(*reply));
+  return JobFromFields(job_id, HashFields(*reply));
 }
 
 absl::StatusOr<Job> JobStore::Transition(absl::string_view job_id, JobState from, JobState to,
@@ -355,7 +336,7 @@ absl::StatusOr<JobPage> JobStore::ListJobs(const JobFilter& filter, int page_siz
       const RedisReply& hash = (*hashes)[i];
       if (hash.is_error()) return UnexpectedReply(absl::StrCat("reading job ", job_id), hash);
       if (hash.elements().empty()) continue;  // listed but its record is gone
-      FORGE_ASSIGN_OR_RETURN(Job job, JobFromFields(job_id, ToFieldMap(hash)));
+      FORGE_ASSIGN_OR_RETURN(Job job, JobFromFields(job_id, HashFields(hash)));
       if (Matches(job, filter)) matches.emplace_back(std::move(job), entries[2 * i + 1].str());
     }
     max_score = absl::StrCat("(", entries.back().str());
@@ -373,7 +354,7 @@ absl::StatusOr<std::vector<KernelTask>> JobStore::GetTasks(absl::string_view job
   const std::string key = keys::JobTasks(job_id);
   absl::StatusOr<RedisReply> reply = redis_->Command({"HGETALL", key});
   if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("reading ", key));
-  const FieldMap occurrences = ToFieldMap(*reply);
+  const FieldMap occurrences = HashFields(*reply);
   std::vector<std::vector<std::string>> reads;
   std::vector<std::string> digests;
   for (const auto& [digest, count] : occurrences) {
@@ -453,7 +434,7 @@ absl::Status JobStore::RecordProgress(absl::string_view job_id, const JobProgres
 absl::StatusOr<std::map<JobState, int64_t>> JobStore::CountByState() {
   absl::StatusOr<RedisReply> reply = redis_->Command({"HGETALL", std::string(keys::kJobsByState)});
   if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("reading ", keys::kJobsByState));
-  const FieldMap counts = ToFieldMap(*reply);
+  const FieldMap counts = HashFields(*reply);
   std::map<JobState, int64_t> by_state;
   for (int value = forge::v1::JobState_MIN + 1; value <= forge::v1::JobState_MAX; ++value) {
     const JobState state = static_cast<JobState>(value);
@@ -505,7 +486,7 @@ absl::StatusOr<std::vector<JobEvent>> JobEventReader::Next(bool block) {
   for (const RedisReply& entry : reply->elements()[0].elements()[1].elements()) {
     if (entry.elements().size() != 2) return UnexpectedReply(absl::StrCat("reading ", key), entry);
     const std::string& id = entry.elements()[0].str();
-    const FieldMap fields = ToFieldMap(entry.elements()[1]);
+    const FieldMap fields = HashFields(entry.elements()[1]);
     JobEvent event;
     auto bytes = fields.find(keys::kEventField);
     if (bytes == fields.end() || !event.ParseFromString(bytes->second)) {

@@ -25,18 +25,32 @@
 // candidates no live lease holds and records those the cache already answers. One scheduler
 // serves a Redis at a time.
 //
-// Thread-safe: one mutex serializes the calls; Tick runs the time-driven part (start queued
-// jobs, expire leases, enforce wall budgets, snapshot searches) and is called periodically.
+// Parts (each with its own header and contract):
+//   WorkerRegistry  workers and when they were last seen            (worker_registry.h)
+//   LeaseTable      leases out with workers and the candidates held  (lease_table.h)
+//   TaskSearches    the search strategy per (space, task) and its snapshots (task_search.h)
+//   job budgets     trial targets, wall budgets, stop rules (pure)   (job_budget.h)
+//   fair shares     one lease split between jobs by priority (pure)  (fair_share.h)
+//   SchedulerStore  the Redis layout of all the above                (scheduler_store.h)
+// The Scheduler orchestrates them: it decides what is leased to whom, takes results in, and
+// writes each change through the store before it answers.
+//
+// Locking rule: one mutex, mutex_, guards every part and the running jobs; the parts themselves
+// are not thread-safe and are only touched with it held. The calls that touch several parts at
+// once (a report finishes tasks of every job sharing them; a cancellation drops leases and puts
+// candidates back into searches) need the parts to agree, so finer locks would have to be taken
+// together anyway. The store holds no state and RedisClient is thread-safe, so Results reads the
+// job's records from Redis before it takes the mutex. Tick runs the time-driven part (start
+// queued jobs, expire leases, enforce wall budgets, forget dead workers, snapshot searches) and
+// is called periodically.
 #ifndef FORGE_SERVER_SCHEDULER_H_
 #define FORGE_SERVER_SCHEDULER_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -47,11 +61,15 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "common/redis/redis_client.h"
-#include "compiler/search/searcher.h"
 #include "forge/v1/service.pb.h"
 #include "forge/v1/task.pb.h"
+#include "server/job_budget.h"
 #include "server/job_store.h"
+#include "server/lease_table.h"
 #include "server/result_cache.h"
+#include "server/scheduler_store.h"
+#include "server/task_search.h"
+#include "server/worker_registry.h"
 
 namespace forge::server {
 
@@ -108,50 +126,6 @@ class Scheduler {
   absl::Status Tick();
 
  private:
-  struct WorkerRecord {
-    forge::v1::WorkerStatus status;
-    absl::Time last_seen;
-  };
-  struct LeaseEntry {
-    std::string job_id;
-    std::string task_digest;
-  };
-  struct LeaseRecord {
-    std::string worker_id;
-    std::string space;
-    absl::Time deadline;
-    std::map<std::string, LeaseEntry> candidates;  // by candidate digest
-  };
-  struct TaskSearch {
-    std::string space;
-    forge::v1::KernelTask spec;
-    std::unique_ptr<search::Searcher> searcher;
-    forge::v1::Candidate baseline;
-    bool baseline_leased = false;
-    std::optional<forge::v1::Measurement> eager;
-    std::optional<forge::v1::Failure> baseline_failure;
-    std::optional<forge::v1::Measurement> best;
-    forge::v1::Candidate best_candidate;
-    std::set<std::string> counted;  // candidates whose results the counts below include
-    int64_t measured = 0;
-    int64_t failed = 0;
-    std::map<forge::v1::FailureStage, int> failures;
-    std::deque<forge::v1::Candidate> ready;  // proposed, not yet leased
-    bool dirty = false;                      // searcher changed since the last snapshot
-  };
-  struct JobRun {
-    std::string id;
-    int64_t number = 0;
-    forge::v1::JobOptions options;
-    std::string space;  // empty until a worker leases for it
-    std::string arch;   // the compile target of that worker's GPU
-    absl::Time started;
-    std::vector<forge::v1::KernelTask> tasks;  // with occurrences
-    std::map<std::string, int64_t> targets;    // empty until every baseline is in
-    std::map<std::string, forge::v1::TaskStopReason> stopped;
-    bool finished = false;  // ended; erased at the end of the current call
-  };
-
   Scheduler(RedisClient* redis, JobStore* jobs, ResultCache* results, metrics::Registry* registry,
             SchedulerOptions options);
 
@@ -159,6 +133,7 @@ class Scheduler {
   absl::Status StartJobLocked(const forge::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status BindJobLocked(JobRun& job, const std::string& space, const std::string& arch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The search of (space, task), loaded on first use with the results the cache holds.
   absl::StatusOr<TaskSearch*> TaskSearchLocked(const std::string& space, const std::string& arch,
                                                const forge::v1::KernelTask& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -167,10 +142,15 @@ class Scheduler {
       JobRun& job, int room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status RefillReadyLocked(TaskSearch& task, int64_t wanted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Takes a result (reported, or found in the cache) into the task's search, counts and best.
+  // Takes a result (reported, or found in the cache) into the task's search, counts and best,
+  // and tells every running job with the task of an improvement over eager.
   absl::Status ApplyResultLocked(TaskSearch& task, const std::string& candidate_digest,
                                  const forge::v1::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The job budgets' view of the job's tasks (its space must be bound, its searches loaded).
+  std::map<std::string, TaskProgress> ProgressLocked(const JobRun& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sets and stores the job's trial targets once every baseline is in.
   absl::Status ComputeTargetsLocked(JobRun& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Stops tasks that are done and finishes the job when all are.
   absl::Status AdvanceJobLocked(JobRun& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -182,37 +162,30 @@ class Scheduler {
   absl::Status FinishJobLocked(JobRun& job, forge::v1::JobState state, absl::string_view detail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EraseFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Releases pending candidates that are neither ready nor leased: what a call that failed
-  // midway (Redis down) had proposed or picked. Such candidates would otherwise hold their task
-  // open forever.
-  void ReleaseStrandedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Puts a leased candidate back: the search may propose it again.
+  // Puts a leased candidate back into its search: it may be proposed again.
   void ReleaseLocked(const std::string& space, const LeaseEntry& entry,
                      const std::string& candidate_digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Puts every candidate of the lease back and drops it (store first, then the table).
+  absl::Status ReleaseAndDropLeaseLocked(const std::string& lease_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status DropLeaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status SnapshotLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status SaveWorkerLocked(const WorkerRecord& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  static std::string TaskKey(absl::string_view space, absl::string_view task_digest);
 
-  RedisClient* const redis_;
   JobStore* const jobs_;
   ResultCache* const results_;
   const SchedulerOptions options_;
+  const BudgetOptions budget_;
+  SchedulerStore store_;
 
   metrics::Family<metrics::Counter>* candidates_;  // {event: leased, measured, failed, cached, ...}
   metrics::Family<metrics::Counter>* cache_lookups_;  // {outcome: hit, miss}
   metrics::Family<metrics::Gauge>* gauges_;  // {what: live_workers, frontier, leases, ...}
 
   absl::Mutex mutex_;
-  std::map<std::string, WorkerRecord> workers_ ABSL_GUARDED_BY(mutex_);
-  std::map<std::string, LeaseRecord> leases_ ABSL_GUARDED_BY(mutex_);
-  // (space, candidate digest) -> lease id, for every leased candidate.
-  std::map<std::string, std::string> leased_ ABSL_GUARDED_BY(mutex_);
+  WorkerRegistry workers_ ABSL_GUARDED_BY(mutex_);
+  LeaseTable leases_ ABSL_GUARDED_BY(mutex_);
+  TaskSearches searches_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, JobRun> running_ ABSL_GUARDED_BY(mutex_);  // by job id
-  std::map<std::string, TaskSearch> searches_ ABSL_GUARDED_BY(mutex_);  // by TaskKey
-  // Leases dropped because their jobs were cancelled, per worker, until its next heartbeat.
-  std::map<std::string, std::vector<std::string>> cancelled_leases_ ABSL_GUARDED_BY(mutex_);
   uint64_t rotation_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t ticks_ ABSL_GUARDED_BY(mutex_) = 0;
 };

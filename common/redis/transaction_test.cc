@@ -1,0 +1,84 @@
+// Transaction, CheckReply and HashFields against a real redis-server.
+#include "common/redis/transaction.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/redis_server.h"
+
+namespace forge {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+class TransactionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    redis_ = std::make_unique<RedisClient>(
+        RedisClientOptions{.host = server_->host(), .port = server_->port()});
+  }
+
+  std::string Get(const std::string& key) { return redis_->Command({"GET", key})->str(); }
+
+  std::unique_ptr<testing::RedisServer> server_;
+  std::unique_ptr<RedisClient> redis_;
+};
+
+TEST_F(TransactionTest, RunsEveryCommand) {
+  ASSERT_TRUE(Transaction(*redis_, "writing", {{"SET", "a", "1"}, {"HSET", "h", "f", "x", "g", "y"}})
+                  .ok());
+  EXPECT_EQ(Get("a"), "1");
+  absl::StatusOr<RedisReply> hash = redis_->Command({"HGETALL", "h"});
+  ASSERT_TRUE(hash.ok()) << hash.status();
+  EXPECT_THAT(HashFields(*hash), UnorderedElementsAre(Pair("f", "x"), Pair("g", "y")));
+  EXPECT_TRUE(Transaction(*redis_, "nothing", {}).ok());
+}
+
+TEST_F(TransactionTest, ACommandRefusedWhileQueuedRunsNothing) {
+  const absl::Status status =
+      Transaction(*redis_, "writing a", {{"SET", "a", "1"}, {"NO-SUCH-COMMAND"}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("writing a: transaction failed"));
+  EXPECT_TRUE(redis_->Command({"GET", "a"})->is_nil());
+}
+
+TEST_F(TransactionTest, AnErrorInsideExecFailsTheCallAfterTheOthersRan) {
+  ASSERT_TRUE(redis_->Command({"SET", "text", "not a number"}).ok());
+  const absl::Status status = Transaction(*redis_, "counting", {{"INCR", "text"}, {"SET", "b", "2"}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("counting: "));
+  EXPECT_EQ(Get("b"), "2");  // Redis has no rollback
+}
+
+TEST_F(TransactionTest, AServerThatIsDownFailsWithTheOperationNamed) {
+  server_->Stop();
+  const absl::Status status = Transaction(*redis_, "writing c", {{"SET", "c", "3"}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("writing c: "));
+  EXPECT_EQ(CheckReply("reading c", redis_->Command({"GET", "c"})).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(CheckReplyTest, AnErrorReplyIsInternalAndOtherRepliesAreOk) {
+  EXPECT_TRUE(CheckReply("reading", RedisReply::Nil()).ok());
+  const absl::Status status = CheckReply("reading", RedisReply::Error("WRONGTYPE no"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(status.message(), "reading: WRONGTYPE no");
+}
+
+TEST(HashFieldsTest, IgnoresAnUnpairedTailAndNonArrays) {
+  EXPECT_THAT(HashFields(RedisReply::Array({RedisReply::BulkString("k"), RedisReply::BulkString("v"),
+                                            RedisReply::BulkString("odd")})),
+              UnorderedElementsAre(Pair("k", "v")));
+  EXPECT_TRUE(HashFields(RedisReply::Nil()).empty());
+}
+
+}  // namespace
+}  // namespace forge
