@@ -89,6 +89,9 @@ class KernelFamily {
 // anything else.
 absl::StatusOr<int> ComputeCapabilityOf(absl::string_view target_arch);
 
+// The registry: defined in registry.cc (library forge::codegen, which links every family; a
+// family's own library links only forge::codegen_core).
+//
 // Every family, in a fixed order (generated families first, the ATen fallback last).
 const std::vector<const KernelFamily*>& AllFamilies();
 

@@ -10,8 +10,8 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
-#include "compiler/codegen/reduction.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/reduction/reduction.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/graph/cost.h"
 #include "worker/emulated/perf_model.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/graph/partition.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"

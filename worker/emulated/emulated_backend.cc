@@ -10,7 +10,7 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/cuda_expr.h"
-#include "compiler/codegen/reduction.h"
+#include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/cost.h"
 

@@ -4,10 +4,10 @@
 #include <string>
 
 #include "common/arch/arch.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
-#include "compiler/codegen/reduction.h"
+#include "compiler/codegen/reduction/reduction.h"
 #include "gtest/gtest.h"
 
 namespace forge::emulated {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
 #include "worker/baseline/aten_baseline.h"
 
 namespace forge::sandbox {

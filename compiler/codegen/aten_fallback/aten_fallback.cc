@@ -1,4 +1,4 @@
-#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
 
 #include <set>
 

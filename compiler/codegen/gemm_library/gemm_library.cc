@@ -1,4 +1,4 @@
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "compiler/codegen/cuda_expr.h"
-#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/pointwise/pointwise.h"
 
 namespace forge::codegen {
 namespace {

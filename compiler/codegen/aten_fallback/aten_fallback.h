@@ -6,8 +6,8 @@
 // Its GeneratedKernel has an empty source and kernel name (IsAtenFallback), template
 // "aten_calls", no parameters and no launch; what to run is the task itself, summarized by
 // PlanAtenFallback.
-#ifndef FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
-#define FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
+#ifndef FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_
+#define FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_
 
 #include <string>
 #include <vector>
@@ -56,4 +56,4 @@ class AtenFallbackFamily : public KernelFamily {
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
+#endif  // FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_

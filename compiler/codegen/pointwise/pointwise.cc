@@ -1,4 +1,4 @@
-#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/pointwise/pointwise.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/kernel_abi.h"
 
 namespace forge::codegen {
 namespace {
@@ -287,15 +288,6 @@ absl::StatusOr<GeneratedKernel> PointwiseFamily::Generate(const KernelTask& task
       ChunkBody(*analysis, static_cast<int>(width), index_type);
   if (!body.ok()) return body.status();
 
-  std::vector<std::string> parameters;
-  for (int i = 0; i < task.inputs_size(); ++i) {
-    parameters.push_back(absl::StrCat("const ", *StorageType(task.inputs(i).dtype()),
-                                      "* __restrict__ in", i));
-  }
-  for (int o = 0; o < task.outputs_size(); ++o) {
-    parameters.push_back(
-        absl::StrCat(*StorageType(task.outputs(o).dtype()), "* __restrict__ out", o));
-  }
   const int64_t chunks = analysis->elements / width;
   const int64_t per_block = threads * per_thread;
   const int64_t blocks = std::max<int64_t>(1, (chunks + per_block - 1) / per_block);
@@ -305,7 +297,7 @@ absl::StatusOr<GeneratedKernel> PointwiseFamily::Generate(const KernelTask& task
                   " elements; pointwise_flat, ", threads, " threads x ", per_thread, " chunks x ",
                   width, " elements.\n");
   absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
-                  kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
+                  kKernelName, "(", KernelParameterList(task), ") {\n");
   absl::StrAppend(&source, "#pragma unroll\n  for (int slot = 0; slot < ", per_thread,
                   "; ++slot) {\n");
   absl::StrAppend(&source, "    const long long chunk = ((long long)blockIdx.x * ", per_thread,

@@ -41,8 +41,8 @@
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
-#ifndef FORGE_COMPILER_CODEGEN_REDUCTION_H_
-#define FORGE_COMPILER_CODEGEN_REDUCTION_H_
+#ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
+#define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 
 #include "compiler/codegen/family.h"
 
@@ -81,4 +81,4 @@ class ReductionFamily : public KernelFamily {
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_REDUCTION_H_
+#endif  // FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
