@@ -76,6 +76,18 @@ absl::Status CheckPointInSpace(const TemplateSpace& space, const SchedulePoint& 
   return absl::OkStatus();
 }
 
+absl::StatusOr<GeneratedKernel> KernelFamily::Generate(const forge::v1::KernelTask& task,
+                                                       const SchedulePoint& point) const {
+  absl::StatusOr<LaunchPlan> plan = Plan(task, point);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::string> source = Emit(task, *plan);
+  if (!source.ok()) return source.status();
+  GeneratedKernel kernel;
+  static_cast<LaunchPlan&>(kernel) = *std::move(plan);
+  kernel.source = *std::move(source);
+  return kernel;
+}
+
 bool IsAtenFallback(const GeneratedKernel& kernel) { return kernel.source.empty(); }
 
 }  // namespace forge::codegen

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
@@ -72,6 +73,55 @@ TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {
   for (const SchedulePoint& point : points) EXPECT_TRUE(CheckPointInSpace(space, point).ok());
   EXPECT_THAT(CheckPointInSpace(space, SchedulePoint{"u", {}}).message(),
               HasSubstr("template 'u' is not 't'"));
+}
+
+// Plan is Generate without the source: the coordinator ranks points from plans alone, so a
+// plan's launch and cost hints must be the generated kernel's.
+TEST(FamilyTest, PlanIsTheGeneratedKernelWithoutItsSource) {
+  for (const KernelTask& task : {ReluTask(), SoftmaxTask(kF32, 4, 16), MatmulReluTask()}) {
+    for (const KernelFamily* family : ApplicableFamilies(task)) {
+      absl::StatusOr<std::vector<TemplateSpace>> spaces = family->ScheduleSpace(task);
+      ASSERT_TRUE(spaces.ok()) << spaces.status();
+      for (const TemplateSpace& space : *spaces) {
+        const SchedulePoint point = DefaultPoint(space);
+        absl::StatusOr<LaunchPlan> plan = family->Plan(task, point);
+        absl::StatusOr<GeneratedKernel> kernel = family->Generate(task, point);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        const std::string label = absl::StrCat(family->name(), "/", space.template_name);
+        EXPECT_EQ(plan->kernel_name, kernel->kernel_name) << label;
+        EXPECT_EQ(plan->launch.grid, kernel->launch.grid) << label;
+        EXPECT_EQ(plan->launch.block, kernel->launch.block) << label;
+        EXPECT_EQ(plan->launch.dynamic_shared_bytes, kernel->launch.dynamic_shared_bytes) << label;
+        EXPECT_EQ(plan->template_name, point.template_name) << label;
+        EXPECT_EQ(plan->parameters, point.parameters) << label;
+        EXPECT_EQ(plan->generator_version, family->generator_version()) << label;
+        EXPECT_EQ(plan->hints.executor, kernel->hints.executor) << label;
+        EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, kernel->hints.bytes_in_flight_per_thread)
+            << label;
+        absl::StatusOr<std::string> source = family->Emit(task, *plan);
+        ASSERT_TRUE(source.ok()) << source.status();
+        EXPECT_EQ(*source, kernel->source) << label;
+      }
+    }
+  }
+}
+
+// The hints say what runs the candidate, so that the cost models need no template names.
+TEST(FamilyTest, CostHintsNameTheExecutor) {
+  const auto executor = [](const KernelFamily& family, const KernelTask& task) {
+    absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+    EXPECT_TRUE(spaces.ok()) << spaces.status();
+    absl::StatusOr<LaunchPlan> plan = family.Plan(task, DefaultPoint(spaces->front()));
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan->hints.executor;
+  };
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_POINTWISE), ReluTask()),
+            Executor::kGeneratedKernel);
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_GEMM), MatmulReluTask()),
+            Executor::kCublasLt);
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_ATEN), MatmulReluTask()),
+            Executor::kAten);
 }
 
 }  // namespace

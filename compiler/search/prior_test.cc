@@ -7,7 +7,7 @@
 #include "compiler/codegen/family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 namespace forge::search {
 namespace {

@@ -103,8 +103,10 @@ class GemmLibraryFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
 };
 
 // The candidate for a valid point of the family; fails as GemmLibraryFamily::Validate does.

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
+#include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/reduction/reduction.h"
 
 namespace forge::codegen::reduction {
@@ -285,6 +287,44 @@ double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& poi
     }
   }
   return score;
+}
+
+CostHints CostHintsOf(const forge::v1::KernelTask& task, const ReductionTask& analysis,
+                      const SchedulePoint& point, const Layout& layout) {
+  CostHints hints;
+  hints.vector_width = layout.width;
+  // A cluster's chunk loops unroll kClusterChunkUnroll deep.
+  hints.unrolled_elements =
+      layout.width * (layout.cluster_blocks > 1 ? ReductionFamily::kClusterChunkUnroll : 1);
+  hints.row_cache = !layout.cache_row            ? RowCache::kNone
+                    : layout.cluster_blocks > 1 ? RowCache::kSharedMemory
+                                                : RowCache::kRegisters;
+  hints.rows_per_block = layout.rows_per_block;
+  hints.max_registers = layout.max_registers;
+  const TensorSpec* largest = LargestInput(task);  // the row tensor
+  if (largest == nullptr) return hints;
+  if (ColumnTemplate(analysis) || largest->shape_size() == 0) {
+    // One element of the row tensor per thread and step.
+    hints.bytes_in_flight_per_thread =
+        static_cast<double>(layout.width * DTypeBytes(largest->dtype()));
+    return hints;
+  }
+  // A vector of every row-sized input per step; a row cached in registers loads all of its
+  // chunks (counted over the whole row) up front.
+  const int row_bytes_per_element = InputBytesPerIndex(task, Elements(*largest));
+  const int64_t chunks_per_thread = (analysis.columns + layout.threads_per_row * layout.width - 1) /
+                                    (layout.threads_per_row * layout.width);
+  hints.bytes_in_flight_per_thread = static_cast<double>(
+      layout.width * row_bytes_per_element * (layout.cache_row ? chunks_per_thread : 1));
+  if (layout.cache_row) return hints;
+  // Without the cache, a second statistics pass and the pass writing row-shaped outputs read the
+  // row again.
+  hints.row_rereads = (LargestOutputElements(task) == Elements(*largest)) +
+                      (Parameter(point, "online_softmax", 1) == 0) +
+                      (Parameter(point, "welford", 1) == 0);
+  hints.row_bytes = static_cast<double>(analysis.columns) * row_bytes_per_element;
+  hints.row_input_bytes = static_cast<double>(Elements(*largest)) * row_bytes_per_element;
+  return hints;
 }
 
 void DefaultToBestPoint(TemplateSpace& space,

@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/generated_kernel.h"
 #include "compiler/codegen/reduction/analysis.h"
 
 namespace forge::codegen::reduction {
@@ -121,6 +122,12 @@ double RowLayoutScore(int64_t columns, int64_t chunks_per_thread, const Layout& 
 // still give about two blocks per SM of an H100-class GPU (264 blocks). No register cap: that is
 // for the search to try.
 double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& point);
+
+// The cost hints of a valid row_reduce or col_reduce point of `analysis` (an analysis of `task`)
+// with layout `layout`: its vector width and unrolled loads, where its row is cached, the bytes a
+// thread keeps in flight and, for an uncached row_reduce row, the passes that re-read it.
+CostHints CostHintsOf(const forge::v1::KernelTask& task, const ReductionTask& analysis,
+                      const SchedulePoint& point, const Layout& layout);
 
 // Sets every parameter's default_value to the point of `space` that `score` rates highest (the
 // first of equals, in EnumeratePoints order); `score` gives nullopt for an invalid point. Leaves

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype/dtype.h"
+#include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/reduction/analysis.h"
 #include "compiler/codegen/reduction/cross_entropy.h"
 #include "compiler/codegen/reduction/layout.h"
@@ -49,16 +51,6 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
   return std::vector<TemplateSpace>{space};
 }
 
-absl::StatusOr<int64_t> ReductionFamily::RowLength(const KernelTask& task) {
-  if (FindCrossEntropyNode(task) != nullptr) {
-    return absl::InvalidArgumentError("reduction: a cross_entropy task has no row_reduce rows");
-  }
-  absl::StatusOr<ReductionTask> analysis = Analyze(task);
-  if (!analysis.ok()) return analysis.status();
-  return analysis->columns;
-}
-
-
 absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
   if (const Node* node = FindCrossEntropyNode(task); node != nullptr) {
     absl::StatusOr<CrossEntropyTask> ce = reduction::AnalyzeCrossEntropy(task, *node);
@@ -85,12 +77,13 @@ absl::Status ReductionFamily::SupportsArch(const KernelTask& /*task*/, const Sch
   return absl::OkStatus();
 }
 
-absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task,
-                                                          const SchedulePoint& point) const {
-  GeneratedKernel kernel;
-  kernel.template_name = point.template_name;
-  kernel.parameters = point.parameters;
-  kernel.generator_version = std::string(generator_version());
+absl::StatusOr<LaunchPlan> ReductionFamily::Plan(const KernelTask& task,
+                                                 const SchedulePoint& point) const {
+  LaunchPlan plan;
+  plan.template_name = point.template_name;
+  plan.parameters = point.parameters;
+  plan.generator_version = std::string(generator_version());
+  const forge::v1::TensorSpec* largest = LargestInput(task);
   if (const Node* node = FindCrossEntropyNode(task); node != nullptr) {
     absl::StatusOr<CrossEntropyTask> ce = reduction::AnalyzeCrossEntropy(task, *node);
     if (!ce.ok()) return ce.status();
@@ -98,30 +91,44 @@ absl::StatusOr<GeneratedKernel> ReductionFamily::Generate(const KernelTask& task
       return status;
     }
     const Layout layout = reduction::CrossEntropyLayout(point);
-    kernel.source = reduction::CrossEntropySource(task, *ce, layout);
-    kernel.kernel_name = kCrossEntropyKernelName;
-    kernel.launch.grid = {
+    plan.kernel_name = kCrossEntropyKernelName;
+    plan.launch.grid = {
         static_cast<uint32_t>(reduction::CrossEntropyGridBlocks(*ce, layout)), 1, 1};
-    kernel.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
-    return kernel;
+    plan.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
+    plan.hints.vector_width = layout.width;
+    plan.hints.unrolled_elements = layout.width;
+    plan.hints.bytes_in_flight_per_thread =
+        static_cast<double>(layout.width * DTypeBytes(largest->dtype()));
+    return plan;
   }
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   if (absl::Status status = reduction::ValidatePoint(*analysis, point); !status.ok()) return status;
-  absl::StatusOr<std::string> source = reduction::EmitReductionKernel(*analysis, point);
-  if (!source.ok()) return source.status();
   const Layout layout = reduction::LayoutOf(*analysis, point);
   const int64_t rows_per_block = layout.rows_per_block;
-  kernel.source = *std::move(source);
-  kernel.kernel_name = kKernelName;
+  plan.kernel_name = kKernelName;
   const int64_t row_groups = layout.SharedCache()
                                  ? reduction::PersistentClusters(*analysis, layout)
                                  : (analysis->rows + rows_per_block - 1) / rows_per_block;
-  kernel.launch.grid = {static_cast<uint32_t>(row_groups * layout.cluster_blocks), 1, 1};
-  kernel.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
-  kernel.launch.dynamic_shared_bytes =
+  plan.launch.grid = {static_cast<uint32_t>(row_groups * layout.cluster_blocks), 1, 1};
+  plan.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
+  plan.launch.dynamic_shared_bytes =
       static_cast<uint32_t>(reduction::SharedCacheOf(*analysis, layout).bytes);
-  return kernel;
+  plan.hints = reduction::CostHintsOf(task, *analysis, point, layout);
+  return plan;
+}
+
+absl::StatusOr<std::string> ReductionFamily::Emit(const KernelTask& task,
+                                                  const LaunchPlan& plan) const {
+  const SchedulePoint point{plan.template_name, plan.parameters};
+  if (const Node* node = FindCrossEntropyNode(task); node != nullptr) {
+    absl::StatusOr<CrossEntropyTask> ce = reduction::AnalyzeCrossEntropy(task, *node);
+    if (!ce.ok()) return ce.status();
+    return reduction::CrossEntropySource(task, *ce, reduction::CrossEntropyLayout(point));
+  }
+  absl::StatusOr<ReductionTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  return reduction::EmitReductionKernel(*analysis, point);
 }
 
 }  // namespace forge::codegen

@@ -56,7 +56,7 @@ class ReductionFamily : public KernelFamily {
   static constexpr char kCrossEntropyTemplateName[] = "cross_entropy";
   static constexpr char kCrossEntropyKernelName[] = "forge_cross_entropy";
   // row_reduce with cluster_blocks: the chunk loops unroll this deep, so that the loads filling the
-  // shared-memory row cache are in flight together (the search's prior counts on it).
+  // shared-memory row cache are in flight together (CostHints::unrolled_elements counts it).
   static constexpr int kClusterChunkUnroll = 4;
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
@@ -68,15 +68,14 @@ class ReductionFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
   // cluster_blocks > 1 needs sm_90 or newer.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
 
-  // Elements of a row as the row_reduce and col_reduce kernels see it: the reduced dimension's
-  // size, or for layer norm over several trailing dims their product (for cost models).
-  static absl::StatusOr<int64_t> RowLength(const forge::v1::KernelTask& task);
 };
 
 }  // namespace forge::codegen

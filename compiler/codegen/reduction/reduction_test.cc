@@ -358,5 +358,30 @@ TEST(ReductionTest, RejectsWhatItCannotGenerate) {
   EXPECT_THAT(integer.message(), HasSubstr("reduces a non-floating tensor"));
 }
 
+// A plan's cost hints come from its layout: where the row is cached, what a thread's loop unrolls,
+// and how many passes read an uncached row again (a two-pass softmax's second statistics pass,
+// and the pass that writes the row-shaped output).
+TEST(ReductionTest, CostHintsFollowTheLayout) {
+  ReductionFamily family;
+  const KernelTask rows = Softmax(kF32, {8, 1000});
+  const auto plan = [&](const KernelTask& task, const SchedulePoint& point) {
+    absl::StatusOr<LaunchPlan> planned = family.Plan(task, point);
+    EXPECT_TRUE(planned.ok()) << planned.status();
+    return planned.value_or(LaunchPlan());
+  };
+  const LaunchPlan cached = plan(rows, Point(32, 1, 4, /*cache=*/1, /*online=*/1));
+  EXPECT_EQ(cached.hints.row_cache, RowCache::kRegisters);
+  EXPECT_EQ(cached.hints.row_rereads, 0);
+  EXPECT_EQ(cached.hints.unrolled_elements, 4);
+  EXPECT_EQ(plan(rows, Point(32, 1, 4, 0, 1)).hints.row_rereads, 1);
+  const LaunchPlan two_pass = plan(rows, Point(32, 1, 4, 0, 0));
+  EXPECT_EQ(two_pass.hints.row_cache, RowCache::kNone);
+  EXPECT_EQ(two_pass.hints.row_rereads, 2);
+  EXPECT_EQ(two_pass.hints.row_bytes, 1000.0 * 4);
+  const LaunchPlan cluster = plan(Softmax(kF32, {16, 393216}), ClusterPoint(8, 512, 4));
+  EXPECT_EQ(cluster.hints.row_cache, RowCache::kSharedMemory);
+  EXPECT_EQ(cluster.hints.unrolled_elements, 4 * ReductionFamily::kClusterChunkUnroll);
+}
+
 }  // namespace
 }  // namespace forge::codegen
