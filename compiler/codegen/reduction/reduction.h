@@ -41,6 +41,11 @@
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
+//
+// This folder: analysis.h (what a task reduces), layout.h (a point's layout, its constraints, its
+// cost hints and the default point), reduction_emitter.h with row_emitter.h and column_emitter.h
+// (the row_reduce and col_reduce sources), cross_entropy.h (that template whole), and the CUDA the
+// emitters embed (reduction_prelude.cuh, cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 
@@ -75,7 +80,6 @@ class ReductionFamily : public KernelFamily {
   // cluster_blocks > 1 needs sm_90 or newer.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
-
 };
 
 }  // namespace forge::codegen
