@@ -9,7 +9,7 @@
 #include "absl/types/span.h"
 #include "aten/aten.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
 #include "worker/gpu/device.h"
 #include "worker/sandbox/sandbox_child.h"
 

@@ -48,7 +48,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
 #include "compiler/codegen/family.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/graph/cost.h"
 #include "compiler/graph/partition.h"
 #include "forge/v1/graph.pb.h"

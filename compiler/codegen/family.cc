@@ -6,10 +6,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/gemm_library.h"
-#include "compiler/codegen/pointwise.h"
-#include "compiler/codegen/reduction.h"
 
 namespace forge::codegen {
 
@@ -80,36 +76,18 @@ absl::Status CheckPointInSpace(const TemplateSpace& space, const SchedulePoint& 
   return absl::OkStatus();
 }
 
-const std::vector<const KernelFamily*>& AllFamilies() {
-  static const auto* families = new std::vector<const KernelFamily*>{
-      new PointwiseFamily(), new ReductionFamily(), new GemmLibraryFamily(),
-      new AtenFallbackFamily()};
-  return *families;
-}
-
-const KernelFamily* FindFamily(forge::v1::KernelFamily kind) {
-  for (const KernelFamily* family : AllFamilies()) {
-    if (family->kind() == kind) return family;
-  }
-  return nullptr;
-}
-
-std::vector<const KernelFamily*> ApplicableFamilies(const forge::v1::KernelTask& task) {
-  std::vector<const KernelFamily*> applicable;
-  for (const KernelFamily* family : AllFamilies()) {
-    if (family->Applies(task).ok()) applicable.push_back(family);
-  }
-  return applicable;
+absl::StatusOr<GeneratedKernel> KernelFamily::Generate(const forge::v1::KernelTask& task,
+                                                       const SchedulePoint& point) const {
+  absl::StatusOr<LaunchPlan> plan = Plan(task, point);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::string> source = Emit(task, *plan);
+  if (!source.ok()) return source.status();
+  GeneratedKernel kernel;
+  static_cast<LaunchPlan&>(kernel) = *std::move(plan);
+  kernel.source = *std::move(source);
+  return kernel;
 }
 
 bool IsAtenFallback(const GeneratedKernel& kernel) { return kernel.source.empty(); }
-
-std::string GeneratorVersions() {
-  std::vector<std::string> versions;
-  for (const KernelFamily* family : AllFamilies()) {
-    versions.emplace_back(family->generator_version());
-  }
-  return absl::StrJoin(versions, "+");
-}
 
 }  // namespace forge::codegen

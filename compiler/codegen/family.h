@@ -1,9 +1,10 @@
 // Kernel families: the templates that turn a kernel task and a schedule point into a candidate.
 //
 // A family says whether it can implement a task (Applies), which schedule points it offers for it
-// (ScheduleSpace), which of those points are legal (Validate), and turns a legal point into a
-// GeneratedKernel (Generate). Generation is a pure function of (task, point): the same inputs give
-// byte-identical source, and every GeneratedKernel carries the family's generator version, which
+// (ScheduleSpace), which of those points are legal (Validate), plans a legal point's launch with
+// the cost hints of its layout (Plan: no source, what the search's prior reads) and writes the
+// plan's source (Emit); Generate is both. Generation is a pure function of (task, point): the same
+// inputs give byte-identical source, and every plan carries the family's generator version, which
 // changes whenever the generator's output does.
 //
 // The ATen fallback family is special: it applies to every task and its GeneratedKernel has no
@@ -73,9 +74,16 @@ class KernelFamily {
   // InvalidArgument naming the violated constraint otherwise (Unimplemented as Applies).
   virtual absl::Status Validate(const forge::v1::KernelTask& task,
                                 const SchedulePoint& point) const = 0;
-  // The candidate for a valid point; fails as Validate does for an invalid one.
-  virtual absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                                   const SchedulePoint& point) const = 0;
+  // The launch of a valid point and the cost hints of its layout, without its source (cheap: the
+  // coordinator plans every point of a search space); fails as Validate does for an invalid one.
+  virtual absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                          const SchedulePoint& point) const = 0;
+  // The source of `plan`, a Plan of this family for `task`.
+  virtual absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                           const LaunchPlan& plan) const = 0;
+  // The candidate for a valid point: Plan, then Emit.
+  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
+                                           const SchedulePoint& point) const;
   // OK when a valid `point` can run on `target_arch` ("sm_90"); FailedPrecondition naming the
   // hardware feature it needs otherwise. Most points run on every arch Forge compiles for.
   virtual absl::Status SupportsArch(const forge::v1::KernelTask& /*task*/,
@@ -89,6 +97,9 @@ class KernelFamily {
 // anything else.
 absl::StatusOr<int> ComputeCapabilityOf(absl::string_view target_arch);
 
+// The registry: defined in registry.cc (library forge::codegen, which links every family; a
+// family's own library links only forge::codegen_core).
+//
 // Every family, in a fixed order (generated families first, the ATen fallback last).
 const std::vector<const KernelFamily*>& AllFamilies();
 

@@ -3,49 +3,23 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace forge::codegen {
 namespace {
 
-using ::forge::codegen::testing::IntArg;
-using ::forge::codegen::testing::TaskBuilder;
-using ::forge::codegen::testing::TensorArg;
+using ::forge::codegen::testing::MatmulReluTask;
+using ::forge::codegen::testing::ReluTask;
+using ::forge::codegen::testing::SoftmaxTask;
 using ::forge::v1::KernelTask;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
-
-KernelTask ReluTask() {
-  return TaskBuilder()
-      .Input("x", kF32, {16})
-      .Node("relu", "relu", "default", {TensorArg("self", "x")}, kF32, {16})
-      .Output("relu")
-      .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
-}
-
-KernelTask SoftmaxTask() {
-  return TaskBuilder()
-      .Input("x", kF32, {4, 16})
-      .Node("softmax", "softmax", "int", {TensorArg("self", "x"), IntArg("dim", -1)}, kF32, {4, 16})
-      .Output("softmax")
-      .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
-}
-
-KernelTask MatmulTask() {
-  return TaskBuilder()
-      .Input("a", kF32, {4, 8})
-      .Input("b", kF32, {8, 2})
-      .Node("mm", "mm", "default", {TensorArg("self", "a"), TensorArg("mat2", "b")}, kF32, {4, 2})
-      .Node("relu", "relu", "default", {TensorArg("self", "mm")}, kF32, {4, 2})
-      .Output("relu")
-      .Build(forge::v1::KERNEL_FAMILY_ATEN);
-}
 
 std::vector<std::string> Names(const std::vector<const KernelFamily*>& families) {
   std::vector<std::string> names;
@@ -85,8 +59,8 @@ TEST(FamilyTest, GeneratorVersionsNameEveryFamilysVersionInRegistryOrder) {
 
 TEST(FamilyTest, ApplicableFamiliesAlwaysIncludeTheAtenFallback) {
   EXPECT_THAT(Names(ApplicableFamilies(ReluTask())), ElementsAre("pointwise", "aten"));
-  EXPECT_THAT(Names(ApplicableFamilies(SoftmaxTask())), ElementsAre("reduction", "aten"));
-  EXPECT_THAT(Names(ApplicableFamilies(MatmulTask())), ElementsAre("gemm_library", "aten"));
+  EXPECT_THAT(Names(ApplicableFamilies(SoftmaxTask(kF32, 4, 16))), ElementsAre("reduction", "aten"));
+  EXPECT_THAT(Names(ApplicableFamilies(MatmulReluTask())), ElementsAre("gemm_library", "aten"));
 }
 
 TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {
@@ -101,45 +75,53 @@ TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {
               HasSubstr("template 'u' is not 't'"));
 }
 
-TEST(AtenFallbackTest, AppliesToAnyWellFormedTaskAndGeneratesNoSource) {
-  AtenFallbackFamily family;
-  for (const KernelTask& task : {ReluTask(), SoftmaxTask(), MatmulTask()}) {
-    absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
-    ASSERT_TRUE(space.ok()) << space.status();
-    ASSERT_EQ(space->size(), 1u);
-    EXPECT_TRUE(space->front().parameters.empty());
-    absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, DefaultPoint(space->front()));
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    EXPECT_TRUE(IsAtenFallback(*kernel));
-    EXPECT_EQ(kernel->template_name, "aten_calls");
-    EXPECT_EQ(kernel->generator_version, "aten-1");
+// Plan is Generate without the source: the coordinator ranks points from plans alone, so a
+// plan's launch and cost hints must be the generated kernel's.
+TEST(FamilyTest, PlanIsTheGeneratedKernelWithoutItsSource) {
+  for (const KernelTask& task : {ReluTask(), SoftmaxTask(kF32, 4, 16), MatmulReluTask()}) {
+    for (const KernelFamily* family : ApplicableFamilies(task)) {
+      absl::StatusOr<std::vector<TemplateSpace>> spaces = family->ScheduleSpace(task);
+      ASSERT_TRUE(spaces.ok()) << spaces.status();
+      for (const TemplateSpace& space : *spaces) {
+        const SchedulePoint point = DefaultPoint(space);
+        absl::StatusOr<LaunchPlan> plan = family->Plan(task, point);
+        absl::StatusOr<GeneratedKernel> kernel = family->Generate(task, point);
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        const std::string label = absl::StrCat(family->name(), "/", space.template_name);
+        EXPECT_EQ(plan->kernel_name, kernel->kernel_name) << label;
+        EXPECT_EQ(plan->launch.grid, kernel->launch.grid) << label;
+        EXPECT_EQ(plan->launch.block, kernel->launch.block) << label;
+        EXPECT_EQ(plan->launch.dynamic_shared_bytes, kernel->launch.dynamic_shared_bytes) << label;
+        EXPECT_EQ(plan->template_name, point.template_name) << label;
+        EXPECT_EQ(plan->parameters, point.parameters) << label;
+        EXPECT_EQ(plan->generator_version, family->generator_version()) << label;
+        EXPECT_EQ(plan->hints.executor, kernel->hints.executor) << label;
+        EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, kernel->hints.bytes_in_flight_per_thread)
+            << label;
+        absl::StatusOr<std::string> source = family->Emit(task, *plan);
+        ASSERT_TRUE(source.ok()) << source.status();
+        EXPECT_EQ(*source, kernel->source) << label;
+      }
+    }
   }
-  EXPECT_THAT(family.Validate(ReluTask(), SchedulePoint{"aten_calls", {{"threads", 1}}}).message(),
-              HasSubstr("has no parameter 'threads'"));
 }
 
-TEST(AtenFallbackTest, PlanListsTheCallsInOrder) {
-  absl::StatusOr<AtenFallbackPlan> plan = PlanAtenFallback(MatmulTask());
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_THAT(plan->input_values, ElementsAre("a", "b"));
-  ASSERT_EQ(plan->calls.size(), 2u);
-  EXPECT_EQ(plan->calls[0].op, "aten::mm");
-  EXPECT_EQ(plan->calls[0].node_name, "mm");
-  EXPECT_EQ(plan->calls[1].op, "aten::relu");
-  EXPECT_THAT(plan->output_values, ElementsAre("relu"));
-}
-
-TEST(AtenFallbackTest, RejectsGroupsItCannotRun) {
-  KernelTask dangling = ReluTask();
-  dangling.mutable_group()->mutable_nodes(0)->mutable_arguments(0)->set_tensor("ghost");
-  absl::Status status = AtenFallbackFamily().Applies(dangling);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("aten::relu.default (node relu) reads 'ghost'"));
-
-  KernelTask no_schema = ReluTask();
-  no_schema.mutable_group()->mutable_nodes(0)->clear_schema();
-  EXPECT_THAT(AtenFallbackFamily().Applies(no_schema).message(),
-              HasSubstr("node 'relu' has no op or schema"));
+// The hints say what runs the candidate, so that the cost models need no template names.
+TEST(FamilyTest, CostHintsNameTheExecutor) {
+  const auto executor = [](const KernelFamily& family, const KernelTask& task) {
+    absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+    EXPECT_TRUE(spaces.ok()) << spaces.status();
+    absl::StatusOr<LaunchPlan> plan = family.Plan(task, DefaultPoint(spaces->front()));
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return plan->hints.executor;
+  };
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_POINTWISE), ReluTask()),
+            Executor::kGeneratedKernel);
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_GEMM), MatmulReluTask()),
+            Executor::kCublasLt);
+  EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_ATEN), MatmulReluTask()),
+            Executor::kAten);
 }
 
 }  // namespace

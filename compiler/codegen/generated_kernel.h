@@ -1,5 +1,6 @@
-// The contract between the generators (compiler/codegen) and the worker stages that compile, judge
-// and time a candidate (worker/compile, worker/judge, worker/timer).
+// The contract between the generators (compiler/codegen), the cost models that rank candidates
+// without compiling them (compiler/search's prior, compiler/cost) and the worker stages that
+// compile, judge and time a candidate (worker/compile, worker/judge, worker/timer).
 #ifndef FORGE_COMPILER_CODEGEN_GENERATED_KERNEL_H_
 #define FORGE_COMPILER_CODEGEN_GENERATED_KERNEL_H_
 
@@ -17,28 +18,78 @@ struct LaunchDims {
   uint32_t dynamic_shared_bytes = 0;
 };
 
-// One generated candidate, ready for NVRTC.
+// What runs a candidate.
+enum class Executor {
+  kGeneratedKernel,  // a kernel of the candidate's source, compiled with NVRTC
+  kCublasLt,         // a cuBLASLt call (then, when it has one, a generated epilogue kernel)
+  kAten,             // the task's group through ATen, node by node
+};
+
+// Where a row-reduction kernel keeps each thread's share of the row between passes.
+enum class RowCache {
+  kNone,          // re-read from memory by every pass
+  kRegisters,     // loaded into registers once (cache_row)
+  kSharedMemory,  // copied into shared memory once (cache_row in a thread block cluster)
+};
+
+// Facts about a candidate's schedule that the cost models (the search's prior, the emulated
+// backend's performance model: compiler/cost) read instead of the schedule's parameters: each
+// family computes them from its own layout, so that a model needs no template names, parameter
+// names or layout rules. Defaults describe a kernel of one scalar load per thread and step.
+struct CostHints {
+  Executor executor = Executor::kGeneratedKernel;
+  // Kernels one execution launches (the ATen fallback: one per non-view node; cuBLASLt with an
+  // epilogue kernel: 2).
+  int kernel_launches = 1;
+  // cuBLASLt with an epilogue kernel: the product goes through a scratch buffer of the outputs'
+  // size, written by the library and read back by the epilogue.
+  bool output_through_scratch = false;
+
+  // Generated kernels.
+  // Elements per vector load or store.
+  int64_t vector_width = 1;
+  // Elements a thread's main loop loads before it uses any of them: vector_width times the
+  // chunks the loop issues together (elements_per_thread; a cluster's chunk loop unrolls 4 deep).
+  int64_t unrolled_elements = 1;
+  RowCache row_cache = RowCache::kNone;
+  // Bytes of global loads a thread keeps outstanding, by the emulated backend's count: a vector of
+  // each full-size (row-sized) input per element, times the chunks it loads before use (all of
+  // them for a row cached in registers, counted over the whole row).
+  double bytes_in_flight_per_thread = 0;
+  // Row reductions that re-read their row: the passes after the first that read the row's inputs
+  // from memory again (a second statistics pass, the pass that writes row-shaped outputs); what
+  // of them misses L2 reaches DRAM. Zero for a kernel that reads its inputs once.
+  int row_rereads = 0;
+  double row_bytes = 0;         // bytes of one row of the re-read inputs
+  double row_input_bytes = 0;   // bytes of every row of them: one re-read's traffic
+  int64_t rows_per_block = 1;   // rows one block holds at once
+  // The register cap per thread the kernel asks for (__launch_bounds__); 0: the compiler's.
+  int64_t max_registers = 0;
+};
+
+// A candidate's launch, before (and without) its source: what KernelFamily::Plan computes and
+// Emit turns into source. The coordinator plans every point of a space (the prior reads the
+// plan); only the worker emits.
+struct LaunchPlan {
+  std::string kernel_name;
+  LaunchDims launch;
+  // Template within the family and the schedule point it was planned from.
+  std::string template_name;
+  std::map<std::string, int64_t> parameters;
+  // Enters the candidate digest: a change to a generator's output must bump it.
+  std::string generator_version;
+  CostHints hints;
+};
+
+// One generated candidate, ready for NVRTC: its plan and source.
 //
 // Kernel ABI: the kernel named `kernel_name` (extern "C", so unmangled) takes exactly one device
 // pointer per task input, in forge.v1.KernelTask.inputs order, then one per task output, in
 // KernelTask.outputs order, and nothing else. Shapes, strides and scalars are compile-time
 // constants in the source, because a task has fixed shapes. Every output element must be written
 // by the kernel: the judge poisons outputs with NaN before each launch.
-struct GeneratedKernel {
+struct GeneratedKernel : LaunchPlan {
   std::string source;
-  std::string kernel_name;
-  LaunchDims launch;
-  // Template within the family and the schedule point it was generated from.
-  std::string template_name;
-  std::map<std::string, int64_t> parameters;
-  // Enters the candidate digest: a change to a generator's output must bump it.
-  std::string generator_version;
-
-  // parameters[name], or `fallback` for a template without that parameter.
-  int64_t Parameter(const std::string& name, int64_t fallback) const {
-    const auto it = parameters.find(name);
-    return it == parameters.end() ? fallback : it->second;
-  }
 };
 
 }  // namespace forge::codegen

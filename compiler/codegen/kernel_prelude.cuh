@@ -1,3 +1,7 @@
+// The prelude every generated kernel starts with (KernelPrelude in cuda_expr.h): the half and
+// bfloat16 types and conversions, and the math helpers the op table's emitters call. Embedded
+// byte for byte from the line after FORGE_EMBED_BEGIN (forge_embed_cuda in CMakeLists.txt).
+// FORGE_EMBED_BEGIN
 // float16 and bfloat16 as bits, converted by PTX instructions: NVRTC does not ship
 // cuda_fp16.h / cuda_bf16.h built in, and the generated source must compile without an include
 // path. bfloat16 rounding needs sm_80 or newer.

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,11 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/family.h"
-#include "compiler/codegen/reduction.h"
-#include "compiler/codegen/gemm_library.h"
 #include "compiler/graph/cost.h"
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 namespace forge::search {
 namespace {
@@ -21,11 +18,6 @@ namespace {
 // Registers of a generated kernel that holds nothing in flight, and the hardware's per-thread cap.
 constexpr int kBaseRegisters = 32;
 constexpr int kMaxRegisters = 255;
-
-bool IsGemmLibraryCall(const codegen::GeneratedKernel& kernel) {
-  return kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
-         kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
-}
 
 bool HasDType(const forge::v1::KernelTask& task, forge::v1::DType dtype) {
   for (const auto* specs : {&task.inputs(), &task.outputs()}) {
@@ -81,66 +73,62 @@ absl::StatusOr<CostModelPrior> CostModelPrior::ForGpu(absl::string_view gpu_name
 }
 
 EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
-                                         const codegen::GeneratedKernel& kernel) {
+                                         const codegen::LaunchPlan& plan) {
+  const codegen::CostHints& hints = plan.hints;
   const double handled_per_thread =
       std::max(1.0, static_cast<double>(LargestTensorElements(task)) /
-                        LaunchedThreads(kernel.launch));
-  const double unrolled = static_cast<double>(kernel.Parameter("vector_width", 1) *
-                                              kernel.Parameter("elements_per_thread", 1));
-  const bool caches_row = kernel.Parameter("cache_row", 0) == 1;
-  // With cluster_blocks a row's chunks loop unrolled kClusterChunkUnroll deep. A cached cluster
-  // copies a thread's whole part of the row into shared memory at once (cp.async, no registers):
-  // its share of the cache is in flight.
-  const bool cluster = kernel.Parameter("cluster_blocks", 1) > 1;
-  const bool caches_in_registers = caches_row && !cluster;
-  const double chunk_unroll = cluster ? codegen::ReductionFamily::kClusterChunkUnroll : 1;
-  const double in_registers = caches_in_registers
-                                  ? handled_per_thread
-                                  : std::min(handled_per_thread, chunk_unroll * unrolled);
+                        LaunchedThreads(plan.launch));
+  // A row cached in registers is loaded whole up front; otherwise the loop's unrolled loads are
+  // in flight.
+  const double in_registers =
+      hints.row_cache == codegen::RowCache::kRegisters
+          ? handled_per_thread
+          : std::min(handled_per_thread, static_cast<double>(hints.unrolled_elements));
   EstimatedKernel estimate;
   estimate.elements_in_flight_per_thread = in_registers;
-  if (caches_row && cluster) {
-    const double block_threads = static_cast<double>(kernel.launch.block[0]) *
-                                 kernel.launch.block[1] * kernel.launch.block[2];
+  if (hints.row_cache == codegen::RowCache::kSharedMemory) {
+    // A cached cluster copies a thread's whole part of the row into shared memory at once
+    // (cp.async, no registers): its share of the cache is in flight.
+    const double block_threads = static_cast<double>(plan.launch.block[0]) *
+                                 plan.launch.block[1] * plan.launch.block[2];
     estimate.elements_in_flight_per_thread =
-        kernel.launch.dynamic_shared_bytes / block_threads / InputBytesPerIndex(task);
+        plan.launch.dynamic_shared_bytes / block_threads / InputBytesPerIndex(task);
   }
-  // A point's max_registers caps them (row_reduce asks __launch_bounds__ for the blocks per SM).
-  const int64_t max_registers = kernel.Parameter("max_registers", 0);
-  const double cap = max_registers > 0 ? static_cast<double>(max_registers) : kMaxRegisters;
+  // A point's register cap bounds them (row_reduce asks __launch_bounds__ for the blocks per SM).
+  const double cap =
+      hints.max_registers > 0 ? static_cast<double>(hints.max_registers) : kMaxRegisters;
   estimate.registers_per_thread = static_cast<int>(
       std::min<double>(cap, kBaseRegisters + std::ceil(in_registers)));
   return estimate;
 }
 
-absl::StatusOr<double> CostModelPrior::PredictSeconds(
-    const forge::v1::KernelTask& task, const codegen::GeneratedKernel& kernel) const {
-  if (codegen::IsAtenFallback(kernel)) {
+absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTask& task,
+                                                      const codegen::LaunchPlan& plan) const {
+  if (plan.hints.executor == codegen::Executor::kAten) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the prior ranks search-space points; the ATen fallback of task ", task.digest(),
         " is the baseline, not one of them"));
   }
   const double flops = static_cast<double>(task.flops());
   const double bytes = static_cast<double>(task.min_bytes());
-  if (IsGemmLibraryCall(kernel)) {
-    const int launches = kernel.kernel_name.empty() ? 1 : 2;
-    FORGE_ASSIGN_OR_RETURN(const emulated::LibraryPrediction prediction,
-                           emulated::PredictLibraryTime(gpu_, flops, bytes,
-                                                        MathModeOf(task, true), launches));
+  if (plan.hints.executor == codegen::Executor::kCublasLt) {
+    FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
+                           cost::PredictLibraryTime(gpu_, flops, bytes, MathModeOf(task, true),
+                                                    plan.hints.kernel_launches));
     return prediction.seconds;
   }
-  const EstimatedKernel estimate = Estimate(task, kernel);
-  const emulated::KernelResources resources{
+  const EstimatedKernel estimate = Estimate(task, plan);
+  const cost::KernelResources resources{
       .registers_per_thread = estimate.registers_per_thread,
-      .dynamic_shared_bytes = kernel.launch.dynamic_shared_bytes};
-  const emulated::KernelWork work{
+      .dynamic_shared_bytes = plan.launch.dynamic_shared_bytes};
+  const cost::KernelWork work{
       .flops = flops,
       .bytes_moved = bytes,
       .bytes_in_flight_per_thread =
           estimate.elements_in_flight_per_thread * InputBytesPerIndex(task),
       .math_mode = MathModeOf(task, false)};
-  FORGE_ASSIGN_OR_RETURN(const emulated::KernelPrediction prediction,
-                         emulated::PredictKernelTime(gpu_, kernel.launch, resources, work));
+  FORGE_ASSIGN_OR_RETURN(const cost::KernelPrediction prediction,
+                         cost::PredictKernelTime(gpu_, plan.launch, resources, work));
   return prediction.seconds;
 }
 

@@ -1,20 +1,22 @@
 // The search's prior: a predicted time for a schedule point, cheap enough to rank every point of
 // a space before anything is compiled (microseconds per point, no NVRTC).
 //
-// Generated kernels are predicted by the emulated backend's analytic model (perf_model.h:
-// occupancy, Little's-law bandwidth, wave quantization) from the kernel's real launch shape, with
-// two estimates standing in for what only a compile reveals:
-//  - elements in flight per thread: all the elements a thread handles when the point sets
-//    cache_row (it loads its whole share into registers up front; with cluster_blocks the share
-//    goes to shared memory through a loop unrolled 4 deep: 4 x vector_width), else vector_width x
-//    elements_per_thread (parameters a template lacks count as 1), capped by the elements it
-//    handles;
+// It reads a point's LaunchPlan (KernelFamily::Plan: no source is generated) and only its launch
+// and typed cost hints (generated_kernel.h's CostHints), never template or parameter names.
+// Generated kernels are predicted by the performance model (compiler/cost/perf_model.h:
+// occupancy, Little's-law bandwidth, wave quantization) from the plan's launch shape, with two
+// estimates standing in for what only a compile reveals:
+//  - elements in flight per thread: all the elements a thread handles when its row is cached in
+//    registers (it loads its whole share up front); a cluster's share of a row cached in shared
+//    memory (cp.async, no registers); else the elements its main loop unrolls
+//    (CostHints::unrolled_elements), capped by the elements it handles;
 //  - registers: 32 (what the generated kernels use without unrolling, per ptxas on sm_90) plus
-//    one per element in flight, capped at 255; no spills and no static shared memory.
+//    one per element in flight, capped at 255 or the plan's max_registers; no spills and no
+//    static shared memory.
 // DRAM traffic is the task's min_bytes: the model misses schedule-dependent re-reads (a second
 // pass over a row), which the search learns from outcomes instead.
-// GEMM library points (cuBLASLt) are predicted as the library call they are: the roofline over a
-// library efficiency plus one launch, and one more for an epilogue kernel.
+// cuBLASLt points are predicted as the library call they are: the roofline over a library
+// efficiency plus one launch per kernel it launches.
 #ifndef FORGE_COMPILER_SEARCH_PRIOR_H_
 #define FORGE_COMPILER_SEARCH_PRIOR_H_
 
@@ -39,16 +41,16 @@ class CostModelPrior {
   // The prior for the GPU `gpu_name` names in common/arch ("H200"); NotFound for an unknown one.
   static absl::StatusOr<CostModelPrior> ForGpu(absl::string_view gpu_name);
 
-  // Predicted seconds of one execution of `kernel`, generated for `task`. InvalidArgument for the
-  // ATen fallback (the baseline, not a point of the space); otherwise fails as the perf model
-  // does: ResourceExhausted when the launch fits no SM, InvalidArgument for a math mode the GPU
-  // lacks.
+  // Predicted seconds of one execution of `plan` (a family's plan of a point of `task`; a
+  // GeneratedKernel is one too). InvalidArgument for the ATen fallback (the baseline, not a point
+  // of the space); otherwise fails as the perf model does: ResourceExhausted when the launch fits
+  // no SM, InvalidArgument for a math mode the GPU lacks.
   absl::StatusOr<double> PredictSeconds(const forge::v1::KernelTask& task,
-                                        const codegen::GeneratedKernel& kernel) const;
+                                        const codegen::LaunchPlan& plan) const;
 
   // The figures PredictSeconds assumes for a generated (non-library) kernel.
   static EstimatedKernel Estimate(const forge::v1::KernelTask& task,
-                                  const codegen::GeneratedKernel& kernel);
+                                  const codegen::LaunchPlan& plan);
 
   const GpuArch& gpu() const { return gpu_; }
 

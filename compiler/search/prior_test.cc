@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 namespace forge::search {
 namespace {

@@ -85,9 +85,10 @@ absl::StatusOr<SearchSpace> SearchSpace::Build(const forge::v1::KernelTask& task
               ValueIndex(parameter, point.parameters.at(parameter.name)));
         }
         if (prior != nullptr) {
-          absl::StatusOr<codegen::GeneratedKernel> kernel = family->Generate(task, point);
+          // The plan only: the coordinator writes no CUDA source.
+          absl::StatusOr<codegen::LaunchPlan> plan = family->Plan(task, point);
           absl::StatusOr<double> seconds =
-              kernel.ok() ? prior->PredictSeconds(task, *kernel) : kernel.status();
+              plan.ok() ? prior->PredictSeconds(task, *plan) : plan.status();
           space_point.prior_seconds =
               seconds.ok() ? *seconds : std::numeric_limits<double>::infinity();
         }

@@ -53,8 +53,9 @@ class SearchSpace {
  public:
   // Every point of every template of the generated families that apply to `task` (the ATen
   // fallback is the baseline, not a point) that passes the family's Validate, in family,
-  // template and EnumeratePoints order; `prior` (may be null) ranks them. InvalidArgument for a
-  // task without a digest or an empty arch.
+  // template and EnumeratePoints order; `prior` (may be null) ranks them from each point's
+  // LaunchPlan (KernelFamily::Plan: no CUDA source is written). InvalidArgument for a task
+  // without a digest or an empty arch.
   static absl::StatusOr<SearchSpace> Build(const forge::v1::KernelTask& task,
                                            absl::string_view target_arch,
                                            const CostModelPrior* prior);

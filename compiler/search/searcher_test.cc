@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/graph/cost.h"
 
 namespace forge::daemon {

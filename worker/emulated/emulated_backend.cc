@@ -5,12 +5,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/cuda_expr.h"
-#include "compiler/codegen/reduction.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/cost.h"
 
@@ -18,39 +15,6 @@ namespace forge::emulated {
 namespace {
 
 constexpr std::size_t kMaxFailureLogBytes = 64 * 1024;  // task.proto: Failure.log
-
-// The largest input by element count: the row tensor of a reduction, the full-size operand of a
-// pointwise group.
-const forge::v1::TensorSpec* LargestInput(const forge::v1::KernelTask& task) {
-  const forge::v1::TensorSpec* largest = nullptr;
-  for (const forge::v1::TensorSpec& input : task.inputs()) {
-    if (largest == nullptr || graph::NumElements(input) > graph::NumElements(*largest)) {
-      largest = &input;
-    }
-  }
-  return largest;
-}
-
-std::int64_t LargestOutputElements(const forge::v1::KernelTask& task) {
-  std::int64_t largest = 0;
-  for (const forge::v1::TensorSpec& output : task.outputs()) {
-    largest = std::max(largest, graph::NumElements(output));
-  }
-  return largest;
-}
-
-// Summed element bytes of the inputs with `elements` elements: the bytes one index touches.
-int BytesPerIndex(const forge::v1::KernelTask& task, std::int64_t elements) {
-  int bytes = 0;
-  for (const forge::v1::TensorSpec& input : task.inputs()) {
-    if (graph::NumElements(input) == elements) bytes += DTypeBytes(input.dtype());
-  }
-  return bytes;
-}
-
-bool IsLibraryCall(const codegen::GeneratedKernel& kernel) {
-  return codegen::IsAtenFallback(kernel) || absl::StartsWith(kernel.template_name, "cublaslt");
-}
 
 std::string LastBytes(const std::string& text) {
   return text.size() <= kMaxFailureLogBytes ? text : text.substr(text.size() - kMaxFailureLogBytes);
@@ -87,59 +51,27 @@ forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch&
 
 }  // namespace
 
-KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
-                              const codegen::GeneratedKernel& kernel,
-                              const KernelResources& resources, const Occupancy& occupancy) {
-  KernelWork work;
+cost::KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                                    const codegen::LaunchPlan& plan,
+                                    const cost::KernelResources& resources,
+                                    const cost::Occupancy& occupancy) {
+  const codegen::CostHints& hints = plan.hints;
+  cost::KernelWork work;
   work.flops = static_cast<double>(task.flops());
   work.math_mode = graph::GeneratedKernelMathMode(task);
-  const double threads = static_cast<double>(kernel.launch.grid[0]) * kernel.launch.grid[1] *
-                         kernel.launch.grid[2] * kernel.launch.block[0] * kernel.launch.block[1] *
-                         kernel.launch.block[2];
+  const double threads = static_cast<double>(plan.launch.grid[0]) * plan.launch.grid[1] *
+                         plan.launch.grid[2] * plan.launch.block[0] * plan.launch.block[1] *
+                         plan.launch.block[2];
   work.bytes_moved = static_cast<double>(task.min_bytes()) +
                      threads * (resources.spill_store_bytes + resources.spill_load_bytes);
-
-  const forge::v1::TensorSpec* largest = LargestInput(task);
-  const std::int64_t vector_width = kernel.Parameter("vector_width", 1);
-  if (kernel.template_name == "pointwise_flat") {
-    const std::int64_t elements = LargestOutputElements(task);
-    int bytes = BytesPerIndex(task, elements);
-    if (bytes == 0) {  // nothing full-size to load: the stores are what stays in flight
-      for (const forge::v1::TensorSpec& output : task.outputs()) {
-        if (graph::NumElements(output) == elements) bytes += DTypeBytes(output.dtype());
-      }
-    }
-    work.bytes_in_flight_per_thread =
-        static_cast<double>(kernel.Parameter("elements_per_thread", 1) * vector_width * bytes);
-  } else if (kernel.template_name == "row_reduce" && largest != nullptr &&
-             largest->shape_size() > 0) {
-    const absl::StatusOr<std::int64_t> reduced = codegen::ReductionFamily::RowLength(task);
-    const std::int64_t row_length =
-        reduced.ok() ? *reduced : largest->shape(largest->shape_size() - 1);
-    const int row_bytes_per_element = BytesPerIndex(task, graph::NumElements(*largest));
-    const std::int64_t threads_per_row = kernel.Parameter("threads_per_row", 32);
-    const std::int64_t rows_per_block = kernel.Parameter("rows_per_block", 1);
-    const bool cache_row = kernel.Parameter("cache_row", 0) == 1;
-    const std::int64_t chunks_per_thread =
-        (row_length + threads_per_row * vector_width - 1) / (threads_per_row * vector_width);
-    work.bytes_in_flight_per_thread = static_cast<double>(
-        vector_width * row_bytes_per_element * (cache_row ? chunks_per_thread : 1));
-    if (!cache_row) {
-      const int extra_passes = (LargestOutputElements(task) == graph::NumElements(*largest)) +
-                               (kernel.Parameter("online_softmax", 1) == 0) +
-                               (kernel.Parameter("welford", 1) == 0);
-      const double row_bytes = static_cast<double>(row_length) * row_bytes_per_element;
-      const double resident_bytes =
-          static_cast<double>(gpu.sm_count) * occupancy.blocks_per_sm * rows_per_block * row_bytes;
-      const double l2_miss =
-          std::clamp(1.0 - static_cast<double>(gpu.l2_bytes) / resident_bytes, 0.0, 1.0);
-      const double row_input_bytes =
-          static_cast<double>(graph::NumElements(*largest)) * row_bytes_per_element;
-      work.bytes_moved += extra_passes * row_input_bytes * l2_miss;
-    }
-  } else if (largest != nullptr) {
-    work.bytes_in_flight_per_thread =
-        static_cast<double>(vector_width * DTypeBytes(largest->dtype()));
+  work.bytes_in_flight_per_thread = hints.bytes_in_flight_per_thread;
+  if (hints.row_rereads > 0) {
+    // The rows resident at once against the L2 size: the share of a re-read that misses it.
+    const double resident_bytes = static_cast<double>(gpu.sm_count) * occupancy.blocks_per_sm *
+                                  hints.rows_per_block * hints.row_bytes;
+    const double l2_miss =
+        std::clamp(1.0 - static_cast<double>(gpu.l2_bytes) / resident_bytes, 0.0, 1.0);
+    work.bytes_moved += hints.row_rereads * hints.row_input_bytes * l2_miss;
   }
   return work;
 }
@@ -155,24 +87,19 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
                                        static_cast<double>(task.min_bytes()), mode));
   EmulatedResult outcome;
 
-  if (IsLibraryCall(kernel)) {
+  if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
     // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs its
     // epilogue kernel after the matmul, through a scratch tensor written and read once more.
-    int launches = 1;
+    const int launches = kernel.hints.kernel_launches;
     double bytes = static_cast<double>(task.min_bytes());
-    if (codegen::IsAtenFallback(kernel)) {
-      launches = static_cast<int>(std::count_if(
-          task.group().nodes().begin(), task.group().nodes().end(),
-          [](const forge::v1::Node& node) { return !codegen::IsViewOp(node); }));
-    } else if (!kernel.kernel_name.empty()) {
-      launches = 2;
+    if (kernel.hints.output_through_scratch) {
       for (const forge::v1::TensorSpec& output : task.outputs()) {
         bytes += 2.0 * graph::SpannedBytes(output);
       }
     }
     FORGE_ASSIGN_OR_RETURN(
-        const LibraryPrediction prediction,
-        PredictLibraryTime(gpu, static_cast<double>(task.flops()), bytes, mode, launches));
+        const cost::LibraryPrediction prediction,
+        cost::PredictLibraryTime(gpu, static_cast<double>(task.flops()), bytes, mode, launches));
     forge::v1::Measurement* measurement =
         StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);
     measurement->mutable_metrics()->set_counters_available(false);
@@ -202,22 +129,23 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
                                        "' compiled for ", gpu.arch),
                           compiled.log);
   }
-  KernelResources resources{.registers_per_thread = report->registers,
+  cost::KernelResources resources{.registers_per_thread = report->registers,
                             .static_shared_bytes = report->shared_memory_bytes,
                             .dynamic_shared_bytes = kernel.launch.dynamic_shared_bytes,
                             .spill_store_bytes = report->spill_store_bytes,
                             .spill_load_bytes = report->spill_load_bytes};
   const std::int64_t threads_per_block = std::int64_t{kernel.launch.block[0]} *
                                          kernel.launch.block[1] * kernel.launch.block[2];
-  absl::StatusOr<Occupancy> occupancy = ComputeOccupancy(gpu, threads_per_block, resources);
+  absl::StatusOr<cost::Occupancy> occupancy =
+      cost::ComputeOccupancy(gpu, threads_per_block, resources);
   if (absl::IsResourceExhausted(occupancy.status())) {
     return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_RESOURCE_LIMIT,
                           std::string(occupancy.status().message()), compiled.log);
   }
   if (!occupancy.ok()) return occupancy.status();
-  const KernelWork work = EstimateKernelWork(gpu, task, kernel, resources, *occupancy);
-  FORGE_ASSIGN_OR_RETURN(const KernelPrediction prediction,
-                         PredictKernelTime(gpu, kernel.launch, resources, work));
+  const cost::KernelWork work = EstimateKernelWork(gpu, task, kernel, resources, *occupancy);
+  FORGE_ASSIGN_OR_RETURN(const cost::KernelPrediction prediction,
+                         cost::PredictKernelTime(gpu, kernel.launch, resources, work));
 
   forge::v1::Measurement* measurement =
       StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);

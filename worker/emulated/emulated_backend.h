@@ -1,7 +1,7 @@
 // The worker's backend where there is no GPU: the candidate is compiled for real (NVRTC for the
 // target GPU's architecture, ptxas' register/shared-memory/spill report), and the timer is
-// replaced by the performance model (perf_model.h). Every measurement it returns has kind
-// MEASUREMENT_KIND_PREDICTED and a device name that says so; nothing here was run.
+// replaced by the performance model (compiler/cost/perf_model.h). Every measurement it returns
+// has kind MEASUREMENT_KIND_PREDICTED and a device name that says so; nothing here was run.
 #ifndef FORGE_WORKER_EMULATED_EMULATED_BACKEND_H_
 #define FORGE_WORKER_EMULATED_EMULATED_BACKEND_H_
 
@@ -14,26 +14,22 @@
 #include "forge/v1/task.pb.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/compile/ptxas_report.h"
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 namespace forge::emulated {
 
-// The DRAM traffic and bytes in flight a generated kernel's schedule implies, beyond the task's
-// min_bytes:
-//  - spills: every spilled byte per thread, stored and loaded, counted as DRAM traffic (an upper
-//    bound: part of it stays in L1/L2, but the search should see spilling schedules as slower);
-//  - "row_reduce" without cache_row re-reads the row-sized inputs once per extra pass over the
-//    row (a second statistics pass when online_softmax or welford is 0, and the pass that writes
-//    a row-sized output); only the share of those re-reads that misses L2 reaches DRAM, from the
-//    rows resident at once (SMs x blocks per SM x rows per block) against the L2 size.
-// Bytes in flight per thread: "pointwise_flat" unrolls elements_per_thread chunks of
-// vector_width elements of every full-size input; "row_reduce" (a row as its kernel sees it,
-// ReductionFamily::RowLength) loads one chunk of vector_width
-// elements per row-sized input per loop step, or all its chunks when cache_row keeps them in
-// registers. Other templates: one vector_width access of the widest input.
-KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
-                              const codegen::GeneratedKernel& kernel,
-                              const KernelResources& resources, const Occupancy& occupancy);
+// The work of one launch of a generated kernel, from its plan's cost hints (CostHints: the
+// family computes them from its own layout) and ptxas' figures:
+//  - DRAM traffic: the task's min_bytes, plus every spilled byte per thread, stored and loaded (an
+//    upper bound: part of it stays in L1/L2, but the search should see spilling schedules as
+//    slower), plus the row re-reads of an uncached row reduction (CostHints::row_rereads): only
+//    the share of them that misses L2 reaches DRAM, from the rows resident at once (SMs x blocks
+//    per SM x rows per block) against the L2 size;
+//  - bytes in flight per thread: CostHints::bytes_in_flight_per_thread.
+cost::KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                                    const codegen::LaunchPlan& plan,
+                                    const cost::KernelResources& resources,
+                                    const cost::Occupancy& occupancy);
 
 struct EmulatedResult {
   // A Measurement (kind PREDICTED) or a Failure (stage COMPILE).
@@ -51,7 +47,8 @@ class EmulatedBackend {
   // "A100", "RTX 4090", ...). Generated kernels are compiled for that GPU's architecture first; a
   // source that does not compile, or a kernel that fits no SM, gives a Failure at
   // FAILURE_STAGE_COMPILE. Library candidates (the ATen fallback, cuBLASLt) are predicted from
-  // the roofline (PredictLibraryTime). Fails only for an unknown GPU or an inconsistent task.
+  // the roofline (cost::PredictLibraryTime); the kernel's cost hints say which it is. Fails only
+  // for an unknown GPU or an inconsistent task.
   absl::StatusOr<EmulatedResult> Predict(const forge::v1::KernelTask& task,
                                          const codegen::GeneratedKernel& kernel,
                                          absl::string_view gpu_name,

@@ -4,10 +4,10 @@
 #include <string>
 
 #include "common/arch/arch.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
-#include "compiler/codegen/reduction.h"
+#include "compiler/codegen/reduction/reduction.h"
 #include "gtest/gtest.h"
 
 namespace forge::emulated {
@@ -32,12 +32,16 @@ forge::v1::KernelTask ReluTask() {
   return task;
 }
 
-// A hand-written kernel with the generators' ABI; `guard` goes before it (e.g. an #error).
+// A hand-written kernel with the generators' ABI; `guard` goes before it (e.g. an #error). Its
+// cost hints are the pointwise family's for the same layout: a float4 per thread.
 codegen::GeneratedKernel ReluKernel(const std::string& guard = "") {
   codegen::GeneratedKernel kernel;
   kernel.kernel_name = "relu_kernel";
   kernel.template_name = "pointwise_flat";
   kernel.parameters = {{"elements_per_thread", 1}, {"threads_per_block", 256}, {"vector_width", 4}};
+  kernel.hints.vector_width = 4;
+  kernel.hints.unrolled_elements = 4;
+  kernel.hints.bytes_in_flight_per_thread = 4 * sizeof(float);
   kernel.source = guard + R"(
 extern "C" __global__ void relu_kernel(const float4* in, float4* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -113,9 +117,12 @@ TEST_F(EmulatedBackendTest, KernelThatFitsNoSmFailsAtCompileStage) {
 
 TEST_F(EmulatedBackendTest, AtenFallbackIsPredictedFromTheRoofline) {
   const forge::v1::KernelTask task = ReluTask();
-  // What the ATen fallback family generates: no source, the group runs node by node.
+  // What the ATen fallback family generates: no source, the group runs node by node (one node:
+  // one launch).
   codegen::GeneratedKernel kernel;
   kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
+  kernel.hints.executor = codegen::Executor::kAten;
+  kernel.hints.kernel_launches = 1;
   ASSERT_TRUE(codegen::IsAtenFallback(kernel));
 
   absl::StatusOr<EmulatedResult> outcome = backend_->Predict(task, kernel, "rtx4090", "d");
@@ -159,7 +166,6 @@ TEST(EstimateKernelWorkTest, LayerNormOverTrailingDimsRereadsItsLongRows) {
           .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
   const double row_input_bytes = 16.0 * 64 * 256 * 256 * 4;
   task.set_min_bytes(static_cast<int64_t>(2 * row_input_bytes + 2 * 64 * 256 * 256 * 4));
-  ASSERT_EQ(codegen::ReductionFamily::RowLength(task).value_or(0), 64 * 256 * 256);
   const codegen::SchedulePoint point = {"row_reduce",
                                         {{"threads_per_row", 512},
                                          {"rows_per_block", 1},
@@ -171,10 +177,13 @@ TEST(EstimateKernelWorkTest, LayerNormOverTrailingDimsRereadsItsLongRows) {
   absl::StatusOr<codegen::GeneratedKernel> kernel =
       codegen::ReductionFamily().Generate(task, point);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
+  // The plan's row is the flattened one: 4 M float32 elements of x (its only row-sized input).
+  EXPECT_EQ(kernel->hints.row_bytes, 64.0 * 256 * 256 * 4);
+  EXPECT_EQ(kernel->hints.row_rereads, 1);
   absl::StatusOr<GpuArch> h200 = FindGpu("H200");
   ASSERT_TRUE(h200.ok()) << h200.status();
-  const KernelWork work = EstimateKernelWork(*h200, task, *kernel, {.registers_per_thread = 40},
-                                             {.blocks_per_sm = 1});
+  const cost::KernelWork work = EstimateKernelWork(
+      *h200, task, *kernel, {.registers_per_thread = 40}, {.blocks_per_sm = 1});
   // Welford: one statistics pass, then the pass that writes the output reads the row again.
   EXPECT_GT(work.bytes_moved, static_cast<double>(task.min_bytes()) + 0.9 * row_input_bytes);
 }

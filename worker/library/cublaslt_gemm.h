@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "runtime/extension/cublaslt_matmul.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/judge.h"

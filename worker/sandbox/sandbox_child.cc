@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/device_draws.h"

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/aten_fallback.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "worker/timer/stats.h"
 
 namespace forge::sandbox {

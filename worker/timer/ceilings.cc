@@ -22,7 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "worker/library/cublaslt_gemm.h"
 
 namespace forge::timer {

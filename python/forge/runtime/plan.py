@@ -39,7 +39,7 @@ DTYPES = {
 
 LIBRARY_EPILOGUES = ("NONE", "BIAS", "RELU", "RELU_BIAS", "GELU", "GELU_BIAS")
 
-# codegen::DescribeCall (compiler/codegen/gemm_library.cc), e.g. "cublaslt float32 batch 1 m 128
+# codegen::DescribeCall (compiler/codegen/gemm_library/gemm_library.cc), e.g. "cublaslt float32 batch 1 m 128
 # n 688 k 256 a (input 0 ld 256 batch_stride 0) b (input 1 transposed ld 256 batch_stride 0)
 # epilogue NONE bias input -1 algo 6".
 _MATRIX = r"\(input (\d+)( transposed)? ld (\d+) batch_stride (\d+)\)"

@@ -16,8 +16,8 @@
 // Parameters: threads_per_block {128, 256, 512, 1024}, elements_per_thread {1, 2, 4, 8},
 // vector_width {1, 2, 4, 8} (elements; needs contiguous outputs, a width that divides the element
 // count and the storage offsets, and at most 16 bytes per vector access).
-#ifndef FORGE_COMPILER_CODEGEN_POINTWISE_H_
-#define FORGE_COMPILER_CODEGEN_POINTWISE_H_
+#ifndef FORGE_COMPILER_CODEGEN_POINTWISE_POINTWISE_H_
+#define FORGE_COMPILER_CODEGEN_POINTWISE_POINTWISE_H_
 
 #include "compiler/codegen/family.h"
 
@@ -37,10 +37,12 @@ class PointwiseFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
 };
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_POINTWISE_H_
+#endif  // FORGE_COMPILER_CODEGEN_POINTWISE_POINTWISE_H_

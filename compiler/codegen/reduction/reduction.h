@@ -41,8 +41,13 @@
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
-#ifndef FORGE_COMPILER_CODEGEN_REDUCTION_H_
-#define FORGE_COMPILER_CODEGEN_REDUCTION_H_
+//
+// This folder: analysis.h (what a task reduces), layout.h (a point's layout, its constraints, its
+// cost hints and the default point), reduction_emitter.h with row_emitter.h and column_emitter.h
+// (the row_reduce and col_reduce sources), cross_entropy.h (that template whole), and the CUDA the
+// emitters embed (reduction_prelude.cuh, cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
+#ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
+#define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 
 #include "compiler/codegen/family.h"
 
@@ -56,7 +61,7 @@ class ReductionFamily : public KernelFamily {
   static constexpr char kCrossEntropyTemplateName[] = "cross_entropy";
   static constexpr char kCrossEntropyKernelName[] = "forge_cross_entropy";
   // row_reduce with cluster_blocks: the chunk loops unroll this deep, so that the loads filling the
-  // shared-memory row cache are in flight together (the search's prior counts on it).
+  // shared-memory row cache are in flight together (CostHints::unrolled_elements counts it).
   static constexpr int kClusterChunkUnroll = 4;
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
@@ -68,17 +73,15 @@ class ReductionFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
   // cluster_blocks > 1 needs sm_90 or newer.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
-
-  // Elements of a row as the row_reduce and col_reduce kernels see it: the reduced dimension's
-  // size, or for layer norm over several trailing dims their product (for cost models).
-  static absl::StatusOr<int64_t> RowLength(const forge::v1::KernelTask& task);
 };
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_REDUCTION_H_
+#endif  // FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_

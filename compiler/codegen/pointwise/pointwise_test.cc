@@ -1,10 +1,10 @@
-#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/pointwise/pointwise.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

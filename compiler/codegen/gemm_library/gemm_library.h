@@ -20,8 +20,8 @@
 // launch are the epilogue kernel's (empty for "cublaslt": nothing to compile).
 //
 // float32 computes in CUBLAS_COMPUTE_32F, never TF32: the judge holds float32 to 1e-4.
-#ifndef FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_H_
-#define FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_H_
+#ifndef FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_GEMM_LIBRARY_H_
+#define FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_GEMM_LIBRARY_H_
 
 #include <cstdint>
 #include <optional>
@@ -103,8 +103,10 @@ class GemmLibraryFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
 };
 
 // The candidate for a valid point of the family; fails as GemmLibraryFamily::Validate does.
@@ -113,4 +115,4 @@ absl::StatusOr<GemmLibraryCandidate> DescribeGemmLibrary(const forge::v1::Kernel
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_H_
+#endif  // FORGE_COMPILER_CODEGEN_GEMM_LIBRARY_GEMM_LIBRARY_H_

@@ -1,4 +1,4 @@
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status/status_macros.h"
 
-namespace forge::emulated {
+namespace forge::cost {
 namespace {
 
 // ---- Occupancy rules (CUDA C++ Programming Guide, "Compute Capabilities" table, and the CUDA
@@ -240,4 +240,4 @@ absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double 
   return prediction;
 }
 
-}  // namespace forge::emulated
+}  // namespace forge::cost

@@ -1,7 +1,7 @@
 // Test support for the generators: hand-made KernelTasks shaped like the exporter's, and NVRTC
 // compiles of generated kernels through the worker's compile pool.
-#ifndef FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_
-#define FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_
+#ifndef FORGE_COMPILER_CODEGEN_TESTING_CODEGEN_TEST_UTIL_H_
+#define FORGE_COMPILER_CODEGEN_TESTING_CODEGEN_TEST_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -45,11 +45,15 @@ class TaskBuilder {
   forge::v1::KernelTask task_;
 };
 
-// One process-wide pool (2 threads) shared by the tests.
+// relu over a float32 vector of 16 (a pointwise task).
+forge::v1::KernelTask ReluTask();
+// relu(mm(a, b)), a (4, 8), b (8, 2) float32 (a GEMM task).
+forge::v1::KernelTask MatmulReluTask();
 // softmax(x, dim=-1) over a [rows, columns] tensor of `dtype`, with its flops (5 per element) and
 // min_bytes (read and write once) set.
 forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
 
+// One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
 
@@ -62,4 +66,4 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
 
 }  // namespace forge::codegen::testing
 
-#endif  // FORGE_COMPILER_CODEGEN_CODEGEN_TEST_UTIL_H_
+#endif  // FORGE_COMPILER_CODEGEN_TESTING_CODEGEN_TEST_UTIL_H_

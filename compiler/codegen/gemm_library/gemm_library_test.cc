@@ -1,4 +1,4 @@
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/graph/partition.h"
 
 namespace forge::codegen {

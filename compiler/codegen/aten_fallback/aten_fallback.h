@@ -6,8 +6,8 @@
 // Its GeneratedKernel has an empty source and kernel name (IsAtenFallback), template
 // "aten_calls", no parameters and no launch; what to run is the task itself, summarized by
 // PlanAtenFallback.
-#ifndef FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
-#define FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
+#ifndef FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_
+#define FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_
 
 #include <string>
 #include <vector>
@@ -50,10 +50,13 @@ class AtenFallbackFamily : public KernelFamily {
       const forge::v1::KernelTask& task) const override;
   absl::Status Validate(const forge::v1::KernelTask& task,
                         const SchedulePoint& point) const override;
-  absl::StatusOr<GeneratedKernel> Generate(const forge::v1::KernelTask& task,
-                                           const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  // Empty: the worker runs the group through ATen (IsAtenFallback).
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
 };
 
 }  // namespace forge::codegen
 
-#endif  // FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_H_
+#endif  // FORGE_COMPILER_CODEGEN_ATEN_FALLBACK_ATEN_FALLBACK_H_

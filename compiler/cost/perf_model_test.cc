@@ -1,11 +1,11 @@
-#include "worker/emulated/perf_model.h"
+#include "compiler/cost/perf_model.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace forge::emulated {
+namespace forge::cost {
 namespace {
 
 GpuArch Gpu(absl::string_view name) {
@@ -194,4 +194,4 @@ TEST(LibraryPredictionTest, RooflineOverEfficiencyPlusLaunches) {
 }
 
 }  // namespace
-}  // namespace forge::emulated
+}  // namespace forge::cost

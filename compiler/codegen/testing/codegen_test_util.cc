@@ -1,4 +1,4 @@
-#include "compiler/codegen/codegen_test_util.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 
 #include <cstdlib>
 #include <future>
@@ -135,6 +135,26 @@ forge::v1::KernelTask TaskBuilder::Build(forge::v1::KernelFamily family) const {
   return task;
 }
 
+forge::v1::KernelTask ReluTask() {
+  constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+  return TaskBuilder()
+      .Input("x", kF32, {16})
+      .Node("relu", "relu", "default", {TensorArg("self", "x")}, kF32, {16})
+      .Output("relu")
+      .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
+}
+
+forge::v1::KernelTask MatmulReluTask() {
+  constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+  return TaskBuilder()
+      .Input("a", kF32, {4, 8})
+      .Input("b", kF32, {8, 2})
+      .Node("mm", "mm", "default", {TensorArg("self", "a"), TensorArg("mat2", "b")}, kF32, {4, 2})
+      .Node("relu", "relu", "default", {TensorArg("self", "mm")}, kF32, {4, 2})
+      .Output("relu")
+      .Build(forge::v1::KERNEL_FAMILY_ATEN);
+}
+
 forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
   forge::v1::KernelTask task =
       TaskBuilder()
@@ -150,7 +170,9 @@ forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t 
 
 forge::compile::CompilePool& Pool() {
   static forge::compile::CompilePool* pool = [] {
-    auto created = forge::compile::CompilePool::Create({.threads = 2});
+    forge::compile::CompilePoolOptions options;
+    options.threads = 2;
+    auto created = forge::compile::CompilePool::Create(options);
     if (!created.ok()) {
       std::cerr << "compile pool: " << created.status() << "\n";
       std::abort();

@@ -1,4 +1,4 @@
-#include "compiler/codegen/gemm_library.h"
+#include "compiler/codegen/gemm_library/gemm_library.h"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "compiler/codegen/cuda_expr.h"
-#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/pointwise/pointwise.h"
 
 namespace forge::codegen {
 namespace {
@@ -576,6 +576,19 @@ absl::Status GemmLibraryFamily::Validate(const KernelTask& task, const ScheduleP
   return ValidateAgainst(*analysis, point);
 }
 
+namespace {
+
+// The epilogue kernel's point of a cublaslt_then_pointwise candidate: the pointwise family's
+// default point for the epilogue task.
+absl::StatusOr<SchedulePoint> EpiloguePoint(const GemmAnalysis& analysis) {
+  absl::StatusOr<std::vector<TemplateSpace>> spaces =
+      PointwiseFamily().ScheduleSpace(*analysis.epilogue_task);
+  if (!spaces.ok()) return spaces.status();
+  return DefaultPoint(spaces->front());
+}
+
+}  // namespace
+
 absl::StatusOr<GemmLibraryCandidate> DescribeGemmLibrary(const KernelTask& task,
                                                          const SchedulePoint& point) {
   absl::StatusOr<GemmAnalysis> analysis = Analyze(task);
@@ -586,12 +599,10 @@ absl::StatusOr<GemmLibraryCandidate> DescribeGemmLibrary(const KernelTask& task,
   candidate.gemm = analysis->call;
   candidate.gemm.algo = static_cast<int>(point.parameters.at("algo"));
   if (point.template_name == GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
-    const PointwiseFamily pointwise;
-    absl::StatusOr<std::vector<TemplateSpace>> spaces =
-        pointwise.ScheduleSpace(*analysis->epilogue_task);
-    if (!spaces.ok()) return spaces.status();
+    absl::StatusOr<SchedulePoint> epilogue_point = EpiloguePoint(*analysis);
+    if (!epilogue_point.ok()) return epilogue_point.status();
     absl::StatusOr<GeneratedKernel> kernel =
-        pointwise.Generate(*analysis->epilogue_task, DefaultPoint(spaces->front()));
+        PointwiseFamily().Generate(*analysis->epilogue_task, *epilogue_point);
     if (!kernel.ok()) return kernel.status();
     candidate.epilogue = *std::move(kernel);
     candidate.epilogue_task_inputs = analysis->epilogue_task_inputs;
@@ -599,22 +610,46 @@ absl::StatusOr<GemmLibraryCandidate> DescribeGemmLibrary(const KernelTask& task,
   return candidate;
 }
 
-absl::StatusOr<GeneratedKernel> GemmLibraryFamily::Generate(const KernelTask& task,
-                                                            const SchedulePoint& point) const {
-  absl::StatusOr<GemmLibraryCandidate> candidate = DescribeGemmLibrary(task, point);
-  if (!candidate.ok()) return candidate.status();
-  GeneratedKernel kernel;
-  if (candidate->epilogue) kernel = *candidate->epilogue;
-  std::string header = absl::StrCat("// forge library call: ", DescribeCall(candidate->gemm), "\n");
-  if (candidate->epilogue) {
-    absl::StrAppend(&header, "// epilogue kernel reads scratch, then task inputs {",
-                    absl::StrJoin(candidate->epilogue_task_inputs, ", "), "}\n");
+absl::StatusOr<LaunchPlan> GemmLibraryFamily::Plan(const KernelTask& task,
+                                                   const SchedulePoint& point) const {
+  absl::StatusOr<GemmAnalysis> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  if (absl::Status status = ValidateAgainst(*analysis, point); !status.ok()) return status;
+  LaunchPlan plan;
+  if (point.template_name == kCublasLtThenPointwiseTemplate) {
+    absl::StatusOr<SchedulePoint> epilogue_point = EpiloguePoint(*analysis);
+    if (!epilogue_point.ok()) return epilogue_point.status();
+    absl::StatusOr<LaunchPlan> epilogue =
+        PointwiseFamily().Plan(*analysis->epilogue_task, *epilogue_point);
+    if (!epilogue.ok()) return epilogue.status();
+    plan = *std::move(epilogue);
   }
-  kernel.source = header + kernel.source;
-  kernel.template_name = point.template_name;
-  kernel.parameters = point.parameters;
-  kernel.generator_version = GeneratorVersion();
-  return kernel;
+  plan.template_name = point.template_name;
+  plan.parameters = point.parameters;
+  plan.generator_version = GeneratorVersion();
+  // The library's kernels are not Forge's: only their number and the scratch buffer between the
+  // matmul and the epilogue kernel are known.
+  plan.hints = CostHints();
+  plan.hints.executor = Executor::kCublasLt;
+  if (point.template_name == kCublasLtThenPointwiseTemplate) {
+    plan.hints.kernel_launches = 2;
+    plan.hints.output_through_scratch = true;
+  }
+  return plan;
+}
+
+absl::StatusOr<std::string> GemmLibraryFamily::Emit(const KernelTask& task,
+                                                    const LaunchPlan& plan) const {
+  absl::StatusOr<GemmLibraryCandidate> candidate =
+      DescribeGemmLibrary(task, {plan.template_name, plan.parameters});
+  if (!candidate.ok()) return candidate.status();
+  std::string source = absl::StrCat("// forge library call: ", DescribeCall(candidate->gemm), "\n");
+  if (candidate->epilogue) {
+    absl::StrAppend(&source, "// epilogue kernel reads scratch, then task inputs {",
+                    absl::StrJoin(candidate->epilogue_task_inputs, ", "), "}\n",
+                    candidate->epilogue->source);
+  }
+  return source;
 }
 
 }  // namespace forge::codegen

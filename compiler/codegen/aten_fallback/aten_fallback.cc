@@ -1,5 +1,6 @@
-#include "compiler/codegen/aten_fallback.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -83,15 +84,25 @@ absl::Status AtenFallbackFamily::Validate(const forge::v1::KernelTask& task,
   return CheckPointInSpace(TemplateSpace{kTemplateName, {}}, point);
 }
 
-absl::StatusOr<GeneratedKernel> AtenFallbackFamily::Generate(const forge::v1::KernelTask& task,
-                                                             const SchedulePoint& point) const {
+absl::StatusOr<LaunchPlan> AtenFallbackFamily::Plan(const forge::v1::KernelTask& task,
+                                                    const SchedulePoint& point) const {
   if (absl::Status status = Validate(task, point); !status.ok()) return status;
-  GeneratedKernel kernel;
-  kernel.launch.grid = {0, 0, 0};
-  kernel.launch.block = {0, 0, 0};
-  kernel.template_name = kTemplateName;
-  kernel.generator_version = std::string(generator_version());
-  return kernel;
+  LaunchPlan plan;
+  plan.launch.grid = {0, 0, 0};
+  plan.launch.block = {0, 0, 0};
+  plan.template_name = kTemplateName;
+  plan.generator_version = std::string(generator_version());
+  plan.hints.executor = Executor::kAten;
+  // ATen launches a kernel per node; views launch none.
+  plan.hints.kernel_launches = static_cast<int>(
+      std::count_if(task.group().nodes().begin(), task.group().nodes().end(),
+                    [](const forge::v1::Node& node) { return !IsViewOp(node); }));
+  return plan;
+}
+
+absl::StatusOr<std::string> AtenFallbackFamily::Emit(const forge::v1::KernelTask& /*task*/,
+                                                     const LaunchPlan& /*plan*/) const {
+  return std::string();  // no source: the worker runs the group through ATen
 }
 
 }  // namespace forge::codegen

@@ -1,5 +1,6 @@
-// The emulated backend's performance model: the time a compiled kernel would take on a GPU Forge
-// does not have, from the launch shape, ptxas' resource figures and the task's work. It is an
+// The performance model: the time a kernel would take on a GPU, from the launch shape, its
+// resource figures (ptxas' for the emulated backend, estimates for the search's prior) and the
+// task's work, without running it. It is an
 // analytic roofline refined by three effects the search's parameters change:
 //  - occupancy, from the CUDA occupancy rules of the architecture (register allocation per warp,
 //    shared memory allocation granularity and per-block reservation, block and warp limits);
@@ -8,8 +9,8 @@
 //  - wave quantization: the last, partial wave of blocks costs a whole wave when the kernel is
 //    compute- or latency-bound or runs only a few waves.
 // Every constant is in perf_model.cc with its source. Results are predictions, never measurements.
-#ifndef FORGE_WORKER_EMULATED_PERF_MODEL_H_
-#define FORGE_WORKER_EMULATED_PERF_MODEL_H_
+#ifndef FORGE_COMPILER_COST_PERF_MODEL_H_
+#define FORGE_COMPILER_COST_PERF_MODEL_H_
 
 #include <cstdint>
 #include <string>
@@ -19,7 +20,7 @@
 #include "common/arch/arch.h"
 #include "compiler/codegen/generated_kernel.h"
 
-namespace forge::emulated {
+namespace forge::cost {
 
 // What ptxas reported for the kernel, plus the launch's dynamic shared memory.
 struct KernelResources {
@@ -103,6 +104,6 @@ absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double 
                                                      double bytes, MathMode mode,
                                                      int kernel_launches);
 
-}  // namespace forge::emulated
+}  // namespace forge::cost
 
-#endif  // FORGE_WORKER_EMULATED_PERF_MODEL_H_
+#endif  // FORGE_COMPILER_COST_PERF_MODEL_H_

@@ -1,4 +1,4 @@
-#include "compiler/codegen/pointwise.h"
+#include "compiler/codegen/pointwise/pointwise.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/kernel_abi.h"
 
 namespace forge::codegen {
 namespace {
@@ -274,38 +276,55 @@ absl::Status PointwiseFamily::Validate(const KernelTask& task, const SchedulePoi
   return absl::OkStatus();
 }
 
-absl::StatusOr<GeneratedKernel> PointwiseFamily::Generate(const KernelTask& task,
-                                                          const SchedulePoint& point) const {
+absl::StatusOr<LaunchPlan> PointwiseFamily::Plan(const KernelTask& task,
+                                                 const SchedulePoint& point) const {
   if (absl::Status status = Validate(task, point); !status.ok()) return status;
   absl::StatusOr<PointwiseTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   const int64_t threads = ParameterOf(point, "threads_per_block");
   const int64_t per_thread = ParameterOf(point, "elements_per_thread");
   const int64_t width = ParameterOf(point, "vector_width");
+  const int64_t chunks = analysis->elements / width;
+  const int64_t per_block = threads * per_thread;
+  const int64_t blocks = std::max<int64_t>(1, (chunks + per_block - 1) / per_block);
+
+  LaunchPlan plan;
+  plan.kernel_name = kKernelName;
+  plan.launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
+  plan.launch.block = {static_cast<uint32_t>(threads), 1, 1};
+  plan.template_name = kTemplateName;
+  plan.parameters = point.parameters;
+  plan.generator_version = std::string(generator_version());
+  // Each thread loads elements_per_thread chunks of vector_width elements of every full-size
+  // input before it uses them (of the outputs, when nothing full-size is read).
+  const int64_t elements = LargestOutputElements(task);
+  int bytes = InputBytesPerIndex(task, elements);
+  if (bytes == 0) bytes = OutputBytesPerIndex(task, elements);
+  plan.hints.vector_width = width;
+  plan.hints.unrolled_elements = width * per_thread;
+  plan.hints.bytes_in_flight_per_thread = static_cast<double>(per_thread * width * bytes);
+  return plan;
+}
+
+absl::StatusOr<std::string> PointwiseFamily::Emit(const KernelTask& task,
+                                                  const LaunchPlan& plan) const {
+  absl::StatusOr<PointwiseTask> analysis = Analyze(task);
+  if (!analysis.ok()) return analysis.status();
+  const int64_t threads = plan.parameters.at("threads_per_block");
+  const int64_t per_thread = plan.parameters.at("elements_per_thread");
+  const int64_t width = plan.parameters.at("vector_width");
   const std::string index_type = analysis->wide_index ? "long long" : "int";
   absl::StatusOr<std::vector<std::string>> body =
       ChunkBody(*analysis, static_cast<int>(width), index_type);
   if (!body.ok()) return body.status();
-
-  std::vector<std::string> parameters;
-  for (int i = 0; i < task.inputs_size(); ++i) {
-    parameters.push_back(absl::StrCat("const ", *StorageType(task.inputs(i).dtype()),
-                                      "* __restrict__ in", i));
-  }
-  for (int o = 0; o < task.outputs_size(); ++o) {
-    parameters.push_back(
-        absl::StrCat(*StorageType(task.outputs(o).dtype()), "* __restrict__ out", o));
-  }
   const int64_t chunks = analysis->elements / width;
-  const int64_t per_block = threads * per_thread;
-  const int64_t blocks = std::max<int64_t>(1, (chunks + per_block - 1) / per_block);
 
   std::string source(KernelPrelude());
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis->elements,
                   " elements; pointwise_flat, ", threads, " threads x ", per_thread, " chunks x ",
                   width, " elements.\n");
   absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", threads, ") ",
-                  kKernelName, "(", absl::StrJoin(parameters, ", "), ") {\n");
+                  kKernelName, "(", KernelParameterList(task), ") {\n");
   absl::StrAppend(&source, "#pragma unroll\n  for (int slot = 0; slot < ", per_thread,
                   "; ++slot) {\n");
   absl::StrAppend(&source, "    const long long chunk = ((long long)blockIdx.x * ", per_thread,
@@ -315,16 +334,7 @@ absl::StatusOr<GeneratedKernel> PointwiseFamily::Generate(const KernelTask& task
                   width, ";\n");
   for (const std::string& statement : *body) absl::StrAppend(&source, "    ", statement, "\n");
   absl::StrAppend(&source, "  }\n}\n");
-
-  GeneratedKernel kernel;
-  kernel.source = std::move(source);
-  kernel.kernel_name = kKernelName;
-  kernel.launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
-  kernel.launch.block = {static_cast<uint32_t>(threads), 1, 1};
-  kernel.template_name = kTemplateName;
-  kernel.parameters = point.parameters;
-  kernel.generator_version = std::string(generator_version());
-  return kernel;
+  return source;
 }
 
 }  // namespace forge::codegen

@@ -1,0 +1,153 @@
+// The reduction family's device helpers, embedded at build time into every row_reduce,
+// col_reduce and cross_entropy kernel after the shared kernel prelude (cuda_expr.h's
+// KernelPrelude: forge_max, forge_min, forge_inf, forge_fast_exp2, ForgeVec, ...), which they use.
+//
+// Row accumulators and their cross-thread combination. Every lane of a row group ends with the
+// row's result; warps of one row meet in shared memory.
+//
+// The build embeds the text after the next line, byte for byte (compiler/codegen/CMakeLists.txt,
+// forge_embed_cuda): edits below it change every reduction kernel's source, so they bump the
+// family's generator_version.
+// FORGE_EMBED_BEGIN
+
+template <typename T>
+struct ForgeSoftmaxAcc {
+  T max;
+  T sum;  // of exp(x - max)
+};
+template <typename T>
+struct ForgeWelfordAcc {
+  T count;
+  T mean;
+  T m2;  // sum of squared deviations from mean
+};
+
+template <typename T>
+__device__ __forceinline__ T forge_shfl_xor(T value, int mask) {
+  return __shfl_xor_sync(0xffffffffu, value, mask);
+}
+template <typename T>
+__device__ __forceinline__ ForgeSoftmaxAcc<T> forge_shfl_xor(ForgeSoftmaxAcc<T> value, int mask) {
+  return {forge_shfl_xor(value.max, mask), forge_shfl_xor(value.sum, mask)};
+}
+template <typename T>
+__device__ __forceinline__ ForgeWelfordAcc<T> forge_shfl_xor(ForgeWelfordAcc<T> value, int mask) {
+  return {forge_shfl_xor(value.count, mask), forge_shfl_xor(value.mean, mask),
+          forge_shfl_xor(value.m2, mask)};
+}
+
+struct ForgeSumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct ForgeMaxOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return forge_max<T>(a, b); }
+};
+struct ForgeMinOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return forge_min<T>(a, b); }
+};
+// exp of the softmax family (its sums and outputs), as 2^(x log2 e - shift log2 e) with the row's
+// shift scaled once: one FMA and (for float) one ex2 instruction, where expf takes eight.
+constexpr double kForgeLog2e = 1.4426950408889634;
+template <typename T>
+__device__ __forceinline__ T forge_exp_from(T x, T shift_log2e) {
+  return forge_fast_exp2(fma(x, T(kForgeLog2e), -shift_log2e));
+}
+// The shift of an online softmax whose max is `max`: 0 while no element is finite, so that
+// exp(-inf - shift) is 0 where -inf - -inf would be NaN.
+template <typename T>
+__device__ __forceinline__ T forge_softmax_shift_log2e(T max) {
+  return (max == -T(forge_inf()) ? T(0) : max) * T(kForgeLog2e);
+}
+struct ForgeSoftmaxOp {
+  template <typename T>
+  __device__ __forceinline__ ForgeSoftmaxAcc<T> operator()(ForgeSoftmaxAcc<T> a,
+                                                           ForgeSoftmaxAcc<T> b) const {
+    const T max = forge_max<T>(a.max, b.max);
+    const T shift_log2e = forge_softmax_shift_log2e(max);
+    return {max, a.sum * forge_exp_from(a.max, shift_log2e) +
+                     b.sum * forge_exp_from(b.max, shift_log2e)};
+  }
+};
+struct ForgeWelfordOp {
+  template <typename T>
+  __device__ __forceinline__ ForgeWelfordAcc<T> operator()(ForgeWelfordAcc<T> a,
+                                                           ForgeWelfordAcc<T> b) const {
+    const T count = a.count + b.count;
+    if (count == T(0)) return {T(0), T(0), T(0)};
+    const T delta = b.mean - a.mean;
+    const T b_share = b.count / count;
+    return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share};
+  }
+};
+
+// Adds a chunk of elements: one rescale per chunk, no branch (a data-dependent branch per element
+// splits the chunk loop, and the compiler then no longer issues the next loads early). A NaN
+// element needs no NaN-aware max: exp(NaN - shift) makes the sum, so the row, NaN as in ATen.
+template <typename T, int N>
+__device__ __forceinline__ void forge_softmax_add(ForgeSoftmaxAcc<T>& acc, const T (&x)[N]) {
+  T max = acc.max;
+#pragma unroll
+  for (int i = 0; i < N; ++i) max = fmax(max, x[i]);
+  const T shift_log2e = forge_softmax_shift_log2e(max);
+  T sum = acc.sum * forge_exp_from(acc.max, shift_log2e);
+#pragma unroll
+  for (int i = 0; i < N; ++i) sum += forge_exp_from(x[i], shift_log2e);
+  acc = {max, sum};
+}
+// Welford over a whole chunk: the chunk's own mean and squared deviations, merged into `acc` as
+// ForgeWelfordOp merges two threads' (Chan et al.). One division per chunk where adding element
+// by element took one per element, each waiting for the last (the 16 x 4 M layer norm's
+// per-element Welford ran at 33% of the DRAM floor on the H200).
+template <typename T, int N>
+__device__ __forceinline__ void forge_welford_add(ForgeWelfordAcc<T>& acc, const T (&x)[N]) {
+  T sum = x[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) sum += x[i];
+  const T chunk_mean = sum * (T(1) / T(N));
+  T chunk_m2 = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const T deviation = x[i] - chunk_mean;
+    chunk_m2 = fma(deviation, deviation, chunk_m2);
+  }
+  const T count = acc.count + T(N);
+  const T delta = chunk_mean - acc.mean;
+  const T share = T(N) / count;
+  acc.m2 += chunk_m2 + delta * delta * acc.count * share;
+  acc.mean = fma(delta, share, acc.mean);
+  acc.count = count;
+}
+
+// `scratch` holds one slot per warp of this row; unused when the row is one warp.
+template <int kThreadsPerRow, typename Acc, typename Op>
+__device__ __forceinline__ Acc forge_row_allreduce(Acc value, Op op, Acc* scratch) {
+#pragma unroll
+  for (int mask = 16; mask > 0; mask >>= 1) value = op(value, forge_shfl_xor(value, mask));
+  if (kThreadsPerRow > 32) {
+    if (threadIdx.x % 32 == 0) scratch[(threadIdx.x % kThreadsPerRow) / 32] = value;
+    __syncthreads();
+    value = scratch[0];
+#pragma unroll
+    for (int warp = 1; warp < kThreadsPerRow / 32; ++warp) value = op(value, scratch[warp]);
+    __syncthreads();
+  }
+  return value;
+}
+
+// col_reduce: the kSplit threads of one row are threadIdx.x % kRows apart; they meet in
+// `scratch` (kSplit * kRows slots) and combine in lane order, so the result is deterministic.
+template <int kSplit, int kRows, typename Acc, typename Op>
+__device__ __forceinline__ Acc forge_col_allreduce(Acc value, Op op, Acc* scratch) {
+  if (kSplit == 1) return value;
+  const int row = threadIdx.x % kRows;
+  scratch[threadIdx.x] = value;
+  __syncthreads();
+  value = scratch[row];
+#pragma unroll
+  for (int lane = 1; lane < kSplit; ++lane) value = op(value, scratch[lane * kRows + row]);
+  __syncthreads();
+  return value;
+}
