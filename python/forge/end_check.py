@@ -137,14 +137,16 @@ class EndCheck:
     reference: str  # "float64", "float32" or "eager"
     note: str
     outputs: list[OutputCheck]
-    failure: str = ""  # a failure of the whole result (output count)
+    result_failure: str = ""  # a failure of the whole result (output count)
 
     @property
     def passed(self) -> bool:
-        return not self.failure and all(o.passed for o in self.outputs)
+        return not self.result_failure and all(o.passed for o in self.outputs)
 
-    def failures(self) -> str:
-        parts = [self.failure] if self.failure else []
+    @property
+    def failure(self) -> str:
+        """Every failure, "; "-separated; empty when the check passed."""
+        parts = [self.result_failure] if self.result_failure else []
         parts += [f"output {o.index}: {o.failure}" for o in self.outputs if not o.passed]
         return "; ".join(parts)
 
@@ -152,7 +154,7 @@ class EndCheck:
         """Human-readable lines: the verdict, then per output the errors of both."""
         head = (f"end check against {self.reference}"
                 + (f" ({self.note})" if self.note else "")
-                + (": passed" if self.passed else f": FAILED: {self.failures()}"))
+                + (": passed" if self.passed else f": FAILED: {self.failure}"))
         lines = [head]
         for o in self.outputs:
             if o.eager is None and not o.optimized.worst_index and o.passed:
@@ -168,7 +170,7 @@ class EndCheck:
                 "rule": {"tolerances": {str(k).removeprefix("torch."): v
                                         for k, v in TOLERANCES.items()},
                          "eager_multiple": EAGER_MULTIPLE, "widening_cap_tolerances": WIDENING_CAP},
-                "failure": self.failures(),
+                "failure": self.failure,
                 "outputs": [dataclasses.asdict(o) for o in self.outputs]}
 
     def markdown(self) -> str:
@@ -180,7 +182,7 @@ class EndCheck:
             rows.append(f"| {o.index} | {o.dtype}{o.shape} | {o.optimized.max_abs:.3g} | "
                         f"{o.optimized.rel_norm:.3g} | {eager.max_abs:.3g} | {eager.rel_norm:.3g} "
                         f"| {o.rel_norm_bound:.3g} | {'ok' if o.passed else 'FAILED'} |")
-        verdict = "passed" if self.passed else f"FAILED: {self.failures()}"
+        verdict = "passed" if self.passed else f"FAILED: {self.failure}"
         note = f" ({self.note})" if self.note else ""
         return (f"\n## End check\n\nThe optimized module and eager against a {self.reference} run "
                 f"of the module{note}, on the example inputs: {verdict}. Data: end_check.json.\n\n"
@@ -275,7 +277,7 @@ def _check_output(index: int, optimized: torch.Tensor, eager: torch.Tensor,
     if check.mismatches:
         at = _unravel(first_mismatch, optimized.shape)
         check.passed = False
-        check.failure = (f"{check.mismatches} of {optimized.numel()} elements outside the bound, "
+        check.failure = (f"{check.mismatches} of {optimized.numel()} elements outside the tolerance, "
                          f"first at {at}: {float(flat[0][first_mismatch]):.6g} vs "
                          f"{float(flat[2][first_mismatch]):.6g} ({name})")
     elif check.optimized.rel_norm > check.rel_norm_bound:
@@ -295,7 +297,7 @@ def compare(optimized, eager, reference: Reference) -> EndCheck:
         if truth is not None and len(truth) != len(want):
             counts += f", its {reference.precision} copy {len(truth)}"
         return EndCheck(reference.precision, reference.note, [],
-                        failure=f"the optimized module returns {counts}")
+                        result_failure=f"the optimized module returns {counts}")
     outputs = [_check_output(i, g, w, None if truth is None else truth[i])
                for i, (g, w) in enumerate(zip(got, want))]
     return EndCheck(reference.precision, reference.note, outputs)

@@ -61,7 +61,7 @@ def test_a_correct_bf16_result_that_differs_from_eager_by_two_ulps_passes(decode
     ulp = torch.finfo(torch.bfloat16).eps * optimized.double().abs()
     assert float(((optimized.double() - eager.double()).abs() / ulp).max()) >= 2
     with pytest.raises(OutputMismatchError, match="against eager: FAILED: output 0: .* elements "
-                                                  "outside the bound"):
+                                                  "outside the tolerance"):
         check_outputs(optimized, eager)
     # ...while against float64 the optimized result is the more accurate of the two.
     check = end_check.compare(optimized, eager, reference)
@@ -157,9 +157,9 @@ def test_exact_dtypes_and_output_counts():
     ones = torch.ones(3)
     assert end_check.compare((index, ones), (index, ones), reference).passed
     check = end_check.compare((index + (index == 2), ones), (index, ones), reference)
-    assert check.failures() == "output 0: 1 elements differ from eager's"
+    assert check.failure == "output 0: 1 elements differ from eager's"
     check = end_check.compare((index,), (index, ones), reference)
-    assert "returns 1 tensors, the original 2" in check.failures()
+    assert "returns 1 tensors, the original 2" in check.failure
 
 
 def test_the_check_goes_into_the_bundle(decoder, tmp_path):
