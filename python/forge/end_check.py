@@ -114,7 +114,8 @@ class Error:
     worst_reference: float = 0.0
 
     def describe(self) -> str:
-        where = f", worst at {self.worst_index}: {self.worst_value:.6g} vs {self.worst_reference:.6g}"
+        where = (f", worst at {self.worst_index}: {self.worst_value:.6g} vs "
+                 f"{self.worst_reference:.6g}")
         return (f"max abs {self.max_abs:.3g}, rel norm {self.rel_norm:.3g}"
                 + (where if self.worst_index else ""))
 
@@ -277,8 +278,8 @@ def _check_output(index: int, optimized: torch.Tensor, eager: torch.Tensor,
     if check.mismatches:
         at = _unravel(first_mismatch, optimized.shape)
         check.passed = False
-        check.failure = (f"{check.mismatches} of {optimized.numel()} elements outside the tolerance, "
-                         f"first at {at}: {float(flat[0][first_mismatch]):.6g} vs "
+        check.failure = (f"{check.mismatches} of {optimized.numel()} elements outside the "
+                         f"tolerance, first at {at}: {float(flat[0][first_mismatch]):.6g} vs "
                          f"{float(flat[2][first_mismatch]):.6g} ({name})")
     elif check.optimized.rel_norm > check.rel_norm_bound:
         check.passed = False

@@ -181,11 +181,11 @@ class OptimizationJob:
         bundle = self.fetch_bundle()
         with torch.no_grad():
             expected = self.module(*self.example_inputs)
-        reference = end_check.reference_outputs(self.module, self.example_inputs)
         _, structure = pytree.tree_flatten(expected)
         optimized = load_plan(bundle, self.module, graph=self.exported.graph,
                               blobs=self.exported.blobs, output_structure=structure,
                               cuda_graphs=self.cuda_graphs)
+        reference = end_check.reference_outputs(self.module, self.example_inputs)
         hint = ("; the module is in training mode: call module.eval() before forge.optimize"
                 if self.module.training else "")
         # Twice: the first call captures the CUDA graph, the second replays it. The report keeps
@@ -239,7 +239,8 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence, *, server: str |
     JobError when the job fails or is cancelled, PlanError when the bundle cannot be built or run
     here, OutputMismatchError when the result fails the end check (forge.end_check: the result and
     eager against a float64 copy of the module; the result must be within the dtype's tolerance
-    or nearly as accurate as eager). The module is not modified: its weights are shared with the result, not copied.
+    or nearly as accurate as eager). The module is not modified: its weights are shared with the
+    result, not copied.
     """
     inputs = tuple(example_inputs)
     client = JobClient(resolve_server(server))
