@@ -167,12 +167,14 @@ class EndCheck:
         return lines
 
     def to_json(self) -> dict:
-        return {"passed": self.passed, "reference": self.reference, "note": self.note,
+        """As JSON data; non-finite floats spelled "NaN", "Infinity", "-Infinity" (as torch.export
+        does), so that the file stays valid JSON."""
+        return _json_safe({"passed": self.passed, "reference": self.reference, "note": self.note,
                 "rule": {"tolerances": {str(k).removeprefix("torch."): v
                                         for k, v in TOLERANCES.items()},
                          "eager_multiple": EAGER_MULTIPLE, "widening_cap_tolerances": WIDENING_CAP},
                 "failure": self.failure,
-                "outputs": [dataclasses.asdict(o) for o in self.outputs]}
+                "outputs": [dataclasses.asdict(o) for o in self.outputs]})
 
     def markdown(self) -> str:
         """A short report section (the bundle's report.md)."""
@@ -190,12 +192,18 @@ class EndCheck:
                 + "\n".join(rows) + "\n")
 
 
+def _json_safe(data):
+    if isinstance(data, float) and not math.isfinite(data):
+        return "NaN" if math.isnan(data) else ("Infinity" if data > 0 else "-Infinity")
+    if isinstance(data, dict):
+        return {key: _json_safe(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_json_safe(value) for value in data]
+    return data
+
+
 def _unravel(flat_index: int, shape: Sequence[int]) -> list[int]:
-    index = []
-    for size in reversed(shape):
-        index.append(flat_index % size if size else 0)
-        flat_index //= max(size, 1)
-    return index[::-1]
+    return [int(i) for i in torch.unravel_index(torch.tensor(flat_index), tuple(shape))]
 
 
 class _ErrorSums:
@@ -299,9 +307,13 @@ def compare(optimized, eager, reference: Reference) -> EndCheck:
             counts += f", its {reference.precision} copy {len(truth)}"
         return EndCheck(reference.precision, reference.note, [],
                         result_failure=f"the optimized module returns {counts}")
+    precision, note = reference.precision, reference.note
+    if truth is not None and any(t.shape != w.shape for t, w in zip(truth, want)):
+        truth, precision = None, "eager"
+        note = f"the {reference.precision} copy's outputs have other shapes than eager's"
     outputs = [_check_output(i, g, w, None if truth is None else truth[i])
                for i, (g, w) in enumerate(zip(got, want))]
-    return EndCheck(reference.precision, reference.note, outputs)
+    return EndCheck(precision, note, outputs)
 
 
 def write_to_bundle(check: EndCheck, bundle: str | pathlib.Path) -> None:
@@ -310,7 +322,7 @@ def write_to_bundle(check: EndCheck, bundle: str | pathlib.Path) -> None:
     `forge results` before the check runs; absent files are left absent)."""
     bundle = pathlib.Path(bundle)
     data = check.to_json()
-    (bundle / "end_check.json").write_text(json.dumps(data, indent=2) + "\n")
+    (bundle / "end_check.json").write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
     report_json = bundle / "report.json"
     if report_json.is_file():
         report = json.loads(report_json.read_text())

@@ -151,6 +151,15 @@ def test_float32_is_the_fallback_when_float64_cannot_run():
     assert "end check against float32 (float64 run failed" in check.summary()[0]
 
 
+def test_a_nan_result_is_reported_in_valid_json(decoder):
+    _, _, eager, optimized, reference = decoder
+    check = end_check.compare(wrong_results(optimized)["one NaN"], eager, reference)
+    assert check.outputs[0].optimized.worst_index == [5, 7]
+    data = json.loads(json.dumps(check.to_json(), allow_nan=False))
+    assert data["outputs"][0]["optimized"]["worst_value"] == "NaN"
+    assert "1 of 16384 elements outside the tolerance, first at [5, 7]: nan vs" in data["failure"]
+
+
 def test_exact_dtypes_and_output_counts():
     index = torch.arange(6)
     reference = end_check.Reference([index, torch.ones(3, dtype=torch.float64)], "float64")
