@@ -34,12 +34,13 @@ import time
 import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "python")]
 
 import torch  # noqa: E402
 
 from benchmarks.suite import problems as suite  # noqa: E402
 from benchmarks.suite import report, timing  # noqa: E402
+from forge import end_check  # noqa: E402
 
 EXIT_CONTEXT_LOST = 75
 SCHEMA_VERSION = 1
@@ -104,20 +105,22 @@ def load_forge_job(directory: str | None, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def run_mode(entry: dict, fn, timer, eager_out, reference) -> None:
+def run_mode(entry: dict, fn, timer, eager_out, reference, check_outputs=timing.check_outputs
+             ) -> None:
     """First call (its wall time is the compile time for torch.compile), output check, timing, and
     a re-check of a call made after the timed ones. Fills `entry` as it goes, so a timeout keeps
-    what was measured."""
+    what was measured. `check_outputs`: (outputs, eager's, reference or None) -> a check with
+    .passed, .failure and .to_json()."""
     with torch.no_grad():
         entry["first_call_s"], out = timing.timed_first_call(fn, timer)
-        check = timing.check_outputs(out, eager_out, reference)
+        check = check_outputs(out, eager_out, reference)
         del out
         entry["check"] = check.to_json()
         entry["correct"] = check.passed
         entry["timing"] = timer.time(fn).to_json()
         # Cloned at once: a CUDA graph's outputs are overwritten by its next replay.
         out = [t.clone() for t in timing.as_tensors(fn())]
-        recheck = timing.check_outputs(out, eager_out, reference)
+        recheck = check_outputs(out, eager_out, reference)
         entry["correct"] = check.passed and recheck.passed
         if not recheck.passed:
             entry["recheck_failure"] = recheck.failure
@@ -168,15 +171,17 @@ def run_problem(record: dict, problem: suite.Problem, args, timer, forge_plan, d
     module, inputs = problem.make(torch.device(args.device), args.small)
     record["inputs"] = [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
                         for t in inputs]
-    reference = None
+    # The reference: a float64 copy of the module (float32 where an op has no float64 kernel),
+    # computed as forge.optimize's end check computes it.
+    reference_run = end_check.Reference(None, "eager")
     with torch.no_grad():
         if args.reference == "float64":
-            module64, inputs64 = timing.float64_copy(module, inputs)
-            reference = [t.detach() for t in timing.as_tensors(module64(*inputs64))]
-            del module64, inputs64
+            reference_run = end_check.reference_outputs(module, inputs)
+            record.update(reference=reference_run.precision, reference_note=reference_run.note)
+        reference = reference_run.outputs
         eager_out = [t.detach() for t in timing.as_tensors(module(*inputs))]
         if reference is not None:
-            record["eager"]["rel_norm_error_vs_float64"] = [
+            record["eager"][f"rel_norm_error_vs_{reference_run.precision}"] = [
                 timing.relative_norm_error(e, r) for e, r in zip(eager_out, reference)]
         record["eager"]["timing"] = timer.time(lambda: module(*inputs)).to_json()
     for index in problem.static_inputs:
@@ -199,8 +204,13 @@ def run_problem(record: dict, problem: suite.Problem, args, timer, forge_plan, d
         if plans and plans[0] is None:
             forge.update(status="not run", reason="the hook has no Forge plan for this problem")
         elif plans:
+            # The Forge column: forge.optimize's end check itself (forge.end_check), so that the
+            # suite accepts exactly the plans forge.optimize accepts.
+            def forge_check(out, eager, _):
+                return end_check.compare(out, eager, reference_run)
+
             guarded(forge, lambda: run_mode(forge, lambda: plans[0](*inputs), timer, eager_out,
-                                            reference), deadline, cap_s)
+                                            reference, forge_check), deadline, cap_s)
     record["wall_s"] = time.monotonic() - started
 
 

@@ -299,12 +299,3 @@ def check_outputs(candidate, eager, reference=None) -> Check:
                                                              f"gives {len(want)}")])
     outputs = [compare_output(g, w, t) for g, w, t in zip(got, want, truth)]
     return Check(all(o.passed for o in outputs), name, outputs)
-
-
-def float64_copy(module: torch.nn.Module, inputs: Sequence[torch.Tensor]):
-    """The module and inputs in float64 (floating tensors only), for the reference."""
-    import copy
-
-    module64 = copy.deepcopy(module).double()
-    inputs64 = tuple(t.double() if t.is_floating_point() else t for t in inputs)
-    return module64, inputs64

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,16 @@ absl::StatusOr<bool> JsonRef::Bool() const {
 }
 
 absl::StatusOr<double> JsonRef::Number() const {
+  if (value_->kind_case() == Value::kStringValue) {
+    const std::string& text = value_->string_value();
+    if (text == "Infinity") return std::numeric_limits<double>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    constexpr size_t kShown = 40;
+    return Error(absl::StrCat("expected a number (or \"Infinity\", \"-Infinity\", \"NaN\"), found "
+                              "the string \"", text.substr(0, kShown),
+                              text.size() > kShown ? "...\"" : "\""));
+  }
   if (value_->kind_case() != Value::kNumberValue) return TypeError("a number");
   return value_->number_value();
 }

@@ -36,6 +36,9 @@ class JsonRef {
 
   absl::StatusOr<std::string> String() const;
   absl::StatusOr<bool> Bool() const;
+  // A float. JSON has no literal for the non-finite ones: torch.export's serializer writes them as
+  // the strings "Infinity", "-Infinity" and "NaN" (e.g. masked_fill's -inf in a causal mask),
+  // which read as those values; any other string is refused.
   absl::StatusOr<double> Number() const;
   // An integral number. JSON numbers arrive as doubles, exact up to 2^53; larger magnitudes are
   // refused except +-2^63, which is how torch's INT64_MAX / INT64_MIN sentinels (e.g. the `end` of

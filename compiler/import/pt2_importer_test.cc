@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "common/digest/sha256.h"
 #include "compiler/import/pt2_archive.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/fixtures/test_models.h"
@@ -82,6 +84,15 @@ absl::StatusOr<ImportedModel> ImportRecords(const Records& records,
   auto archive = pt2::WriteArchive(records);
   EXPECT_TRUE(archive.ok()) << archive.status();
   return ImportPt2FromBytes(*archive, "edited", options);
+}
+
+// Equal field by field, a NaN equal to a NaN (a float constant may be one).
+bool SameArgument(const forge::v1::Argument& a, const forge::v1::Argument& b) {
+  ::google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  MessageDifferencer differencer;
+  differencer.set_field_comparator(&comparator);
+  return differencer.Compare(a, b);
 }
 
 // Imported value names may differ from Python's; positions (inputs, then node outputs) pair them.
@@ -153,7 +164,7 @@ TEST_P(ImportMatchesPythonExport, SameGraphAndBlobs) {
     ASSERT_EQ(got.arguments_size(), want.arguments_size());
     for (int a = 0; a < want.arguments_size(); ++a) {
       const forge::v1::Argument renamed = names.ToPython(got.arguments(a));
-      EXPECT_TRUE(MessageDifferencer::Equals(renamed, want.arguments(a)))
+      EXPECT_TRUE(SameArgument(renamed, want.arguments(a)))
           << "imported " << renamed.ShortDebugString() << "\npython   "
           << want.arguments(a).ShortDebugString();
     }
@@ -202,6 +213,8 @@ TEST_P(ImportMatchesPythonExport, SameGraphAndBlobs) {
 // python/tests/models.py, as tests/fixtures/make_models.py names them.
 const auto kTestModels = ::testing::ValuesIn(forge::testing::kTestModelNames);
 INSTANTIATE_TEST_SUITE_P(TestModels, ImportMatchesPythonExport, kTestModels);
+const auto kNonFiniteModels = ::testing::ValuesIn(forge::testing::kNonFiniteConstantModelNames);
+INSTANTIATE_TEST_SUITE_P(NonFiniteConstants, ImportMatchesPythonExport, kNonFiniteModels);
 
 const forge::v1::TensorSpec& SpecOf(const forge::v1::Graph& graph, const std::string& value_name) {
   for (const forge::v1::Value& value : graph.values()) {
@@ -284,6 +297,36 @@ TEST_P(RawArchiveImports, FunctionalAndRunsLikePyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TestModels, RawArchiveImports, kTestModels);
+INSTANTIATE_TEST_SUITE_P(NonFiniteConstants, RawArchiveImports, kNonFiniteModels);
+
+// The float arguments of the graph's nodes with operator `op`, in order.
+std::vector<double> FloatArguments(const forge::v1::Graph& graph, const std::string& op) {
+  std::vector<double> values;
+  for (const forge::v1::Node& node : graph.nodes()) {
+    if (node.op() != op) continue;
+    for (const forge::v1::Argument& argument : node.arguments()) {
+      if (argument.has_float_value()) values.push_back(argument.float_value());
+    }
+  }
+  return values;
+}
+
+// The archive spells them "NaN", "Infinity" and "-Infinity"; they import as those values.
+TEST(ImportPt2, NonFiniteFloatConstants) {
+  auto causal = ImportPt2((ModelsDir() / "causal_mask_softmax" / "model.pt2").string());
+  ASSERT_TRUE(causal.ok()) << causal.status();
+  EXPECT_THAT(FloatArguments(causal->graph, "aten::masked_fill"),
+              ::testing::ElementsAre(-std::numeric_limits<double>::infinity()));
+
+  auto constants = ImportPt2((ModelsDir() / "nonfinite_constants" / "model.pt2").string());
+  ASSERT_TRUE(constants.ok()) << constants.status();
+  const std::vector<double> fills = FloatArguments(constants->graph, "aten::masked_fill");
+  ASSERT_EQ(fills.size(), 2);
+  EXPECT_TRUE(std::isnan(fills[0]));
+  EXPECT_EQ(fills[1], std::numeric_limits<double>::infinity());
+  EXPECT_THAT(FloatArguments(constants->graph, "aten::clamp"),
+              ::testing::ElementsAre(-std::numeric_limits<double>::infinity(), 4.0));
+}
 
 const char kModelJson[] = "models/model.json";
 const char kWeightsConfig[] = "data/weights/model_weights_config.json";
@@ -343,6 +386,17 @@ TEST(ImportPt2Errors, BadFieldNamesTheLocation) {
   EXPECT_THAT(imported.status().message(),
               AllOf(HasSubstr("models/model.json: graph_module.graph.tensor_values[\"x\"].dtype"),
                     HasSubstr("expected an integer, found a string")));
+}
+
+TEST(ImportPt2Errors, OtherStringsAreNotFloats) {
+  Records records = RecordsOf("nonfinite_constants");
+  ReplaceFirst(Record(records, kModelJson), "{\"as_float\": \"NaN\"}",
+               "{\"as_float\": \"nan\"}");
+  auto imported = ImportRecords(records);
+  EXPECT_EQ(imported.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(imported.status().message(),
+              AllOf(HasSubstr("node 'masked_fill'"), HasSubstr("as_float"),
+                    HasSubstr("found the string \"nan\"")));
 }
 
 TEST(ImportPt2Errors, UnknownArgumentKind) {

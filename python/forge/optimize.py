@@ -5,8 +5,9 @@
 
 Steps: export (forge.export), submit over gRPC (only the weights the coordinator lacks are
 uploaded), follow the job's progress (WatchJob) until it ends, fetch the result bundle with the
-forge CLI, build the bundle's extension and plan (forge.runtime.load_plan), and check that the
-result matches the original module on the example inputs within the judge's tolerances.
+forge CLI, build the bundle's extension and plan (forge.runtime.load_plan), and run the end check
+(forge.end_check) on the example inputs: the result and eager against a float64 copy of the
+module, the result within the dtype's tolerance or nearly as accurate as eager.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import torch
 from torch.utils import _pytree as pytree
 
 from forge._protos import task_pb2
+from forge import end_check
 from forge.client import ForgeError, JobClient, JobError, resolve_server, state_name
+from forge.end_check import EndCheck, Reference
 from forge.export import ExportedModel, export
 from forge.runtime import PlanModule, load_plan, read_plan
 from forge.runtime.extension import cache_directory
@@ -38,14 +41,12 @@ def _repo_cli() -> pathlib.Path:
     build = pathlib.Path(os.environ.get("FORGE_BUILD_DIR") or _REPO / "build")
     return build / "client" / "forge" / "forge"
 
-# The judge's tolerances by dtype (DESIGN.md "The judge"), one value for atol, rtol and the bound
-# on the relative norm error: |got - want| <= atol + rtol |want| per element.
-TOLERANCES = {torch.float64: 1e-7, torch.float32: 1e-4, torch.float16: 1e-2,
-              torch.bfloat16: 1e-2}
-
-
 class OutputMismatchError(ForgeError):
-    """The optimized module's outputs differ from the original's beyond the judge's tolerance."""
+    """The optimized module's outputs fail the end check (forge.end_check): `check` says how."""
+
+    def __init__(self, message: str, check: EndCheck | None = None):
+        super().__init__(message)
+        self.check = check
 
 
 def find_cli(forge_cli: str | os.PathLike | None = None) -> pathlib.Path:
@@ -84,43 +85,14 @@ def fetch_bundle(job_id: str, server: str, directory: str | os.PathLike, graph,
     return directory
 
 
-def _tensors(result) -> list[torch.Tensor]:
-    return [leaf for leaf in pytree.tree_leaves(result) if isinstance(leaf, torch.Tensor)]
-
-
-def check_outputs(got, want, *, hint: str = "") -> None:
-    """Raises OutputMismatchError unless every output of `got` matches `want` with the judge's
-    tolerances for its dtype (exactly, for integers and booleans)."""
-    got_tensors, want_tensors = _tensors(got), _tensors(want)
-    if len(got_tensors) != len(want_tensors):
-        raise OutputMismatchError(f"the optimized module returns {len(got_tensors)} tensors, the "
-                                  f"original {len(want_tensors)}")
-    for i, (g, w) in enumerate(zip(got_tensors, want_tensors)):
-        where = f"output {i}"
-        if g.shape != w.shape or g.dtype != w.dtype:
-            raise OutputMismatchError(f"{where}: {g.dtype}{list(g.shape)} where the original "
-                                      f"gives {w.dtype}{list(w.shape)}")
-        tolerance = TOLERANCES.get(w.dtype)
-        g, w = g.detach().cpu(), w.detach().cpu()
-        if tolerance is None:
-            if not torch.equal(g, w):
-                raise OutputMismatchError(f"{where}: {int((g != w).sum())} elements differ{hint}")
-            continue
-        g64, w64 = g.double(), w.double()
-        error = (g64 - w64).abs()
-        bound = tolerance + tolerance * w64.abs()
-        same_special = (g64.isnan() & w64.isnan()) | (g64.isinf() & (g64 == w64))
-        failed = ~(same_special | (error <= bound))
-        if bool(failed.any()):
-            first = tuple(int(d) for d in failed.nonzero()[0])
-            raise OutputMismatchError(
-                f"{where}: {int(failed.sum())} of {g.numel()} elements outside the tolerance "
-                f"(atol = rtol = {tolerance:g}), first at {list(first)}: {float(g64[first])} vs "
-                f"{float(w64[first])}{hint}")
-        finite = g64.isfinite() & w64.isfinite()
-        norm = float(w64[finite].norm())
-        if norm > 0 and float((g64 - w64)[finite].norm()) / norm > tolerance:
-            raise OutputMismatchError(f"{where}: relative norm error over {tolerance:g}{hint}")
+def check_outputs(got, eager, reference: Reference | None = None, *, hint: str = "") -> EndCheck:
+    """The end check (forge.end_check) of `got` against `eager`'s result and `reference` (default:
+    eager itself, the judge's comparison); raises OutputMismatchError when it fails, with `hint`
+    appended, and returns it otherwise."""
+    check = end_check.compare(got, eager, reference or end_check.Reference(None, "eager"))
+    if not check.passed:
+        raise OutputMismatchError("; ".join(check.summary()) + hint, check)
+    return check
 
 
 class _Progress:
@@ -201,8 +173,10 @@ class OptimizationJob:
                             self.forge_cli)
 
     def result(self, progress: bool | Callable = True) -> PlanModule:
-        """Waits for the job, fetches the bundle, builds the optimized module and checks it
-        against the original on the example inputs."""
+        """Waits for the job, fetches the bundle, builds the optimized module and runs the end
+        check (forge.end_check) on the example inputs: the optimized module and eager against a
+        float64 copy of the module. The check's errors go to the bundle (end_check.json, and a
+        section of report.md/report.json) and, when `progress` prints, to stderr."""
         self.wait(progress)
         bundle = self.fetch_bundle()
         with torch.no_grad():
@@ -211,16 +185,27 @@ class OptimizationJob:
         optimized = load_plan(bundle, self.module, graph=self.exported.graph,
                               blobs=self.exported.blobs, output_structure=structure,
                               cuda_graphs=self.cuda_graphs)
+        reference = end_check.reference_outputs(self.module, self.example_inputs)
         hint = ("; the module is in training mode: call module.eval() before forge.optimize"
                 if self.module.training else "")
-        # Twice: the first call captures the CUDA graph, the second replays it.
-        for _ in range(2):
-            check_outputs(optimized(*self.example_inputs), expected, hint=hint)
+        # Twice: the first call captures the CUDA graph, the second replays it. The report keeps
+        # the first failure, else the replay's check.
+        try:
+            for _ in range(2):
+                with torch.no_grad():
+                    check = check_outputs(optimized(*self.example_inputs), expected, reference,
+                                          hint=hint)
+        except OutputMismatchError as error:
+            end_check.write_to_bundle(error.check, bundle)
+            raise
+        end_check.write_to_bundle(check, bundle)
+        if progress is True:
+            sys.stderr.write(f"forge {self.id}: " + "\n".join(check.summary()) + "\n")
         return optimized
 
 
 def _target_arch(inputs: Sequence) -> str:
-    for tensor in _tensors(inputs):
+    for tensor in end_check.tensors(inputs):
         if tensor.is_cuda:
             major, minor = torch.cuda.get_device_capability(tensor.device)
             return f"sm_{major}{minor}"
@@ -252,8 +237,10 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence, *, server: str |
 
     Raises ServerError (address and gRPC code) when the coordinator is unreachable or refuses,
     JobError when the job fails or is cancelled, PlanError when the bundle cannot be built or run
-    here, OutputMismatchError when the result differs from the module's own beyond the judge's
-    tolerances. The module is not modified: its weights are shared with the result, not copied.
+    here, OutputMismatchError when the result fails the end check (forge.end_check: the result and
+    eager against a float64 copy of the module; the result must be within the dtype's tolerance
+    or nearly as accurate as eager). The module is not modified: its weights are shared with the
+    result, not copied.
     """
     inputs = tuple(example_inputs)
     client = JobClient(resolve_server(server))

@@ -78,6 +78,27 @@ class LlamaStack(nn.Module):
         return x
 
 
+class CausalMaskSoftmax(nn.Module):
+    """Attention scores under a causal mask: the future filled with -inf (masked_fill), then
+    softmax, as decoders write it. A .pt2 archive spells the -inf as the string "-Infinity"."""
+
+    def __init__(self, length=16):
+        super().__init__()
+        self.register_buffer("mask", torch.ones(length, length, dtype=torch.bool).triu(1))
+
+    def forward(self, scores):
+        return torch.softmax(scores.masked_fill(self.mask, float("-inf")), dim=-1)
+
+
+class NonFiniteConstants(nn.Module):
+    """NaN, +inf and -inf as scalar arguments, with a finite result."""
+
+    def forward(self, x):
+        no_nan = torch.nan_to_num(x.masked_fill(x < -1, float("nan")), nan=0.5)
+        decay = torch.exp(-x.masked_fill(x > 1, float("inf")))
+        return no_nan + decay.clamp(min=float("-inf"), max=4.0)
+
+
 def resnet18():
     import torchvision
 
@@ -98,5 +119,16 @@ def all_models():
         ("mixed_precision_softmax", MixedPrecisionSoftmax(), (torch.randn(8, 100).bfloat16(),)),
         ("cross_entropy", CrossEntropy(), (torch.randn(8, 10), torch.randint(0, 10, (8,)))),
         ("resnet18", resnet18(), (torch.randn(1, 3, 64, 64),)),
+    ]
+    return [(name, module.eval(), inputs) for name, module, inputs in cases]
+
+
+def nonfinite_constant_models():
+    """(name, module in eval mode, example inputs) for the models with non-finite float constants
+    (the importer's tests; not in all_models, whose models every stage runs)."""
+    torch.manual_seed(0)
+    cases = [
+        ("causal_mask_softmax", CausalMaskSoftmax(), (torch.randn(2, 4, 16, 16),)),
+        ("nonfinite_constants", NonFiniteConstants(), (torch.randn(8, 32),)),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]

@@ -6,7 +6,7 @@ import torch
 import forge
 from forge._protos import graph_pb2
 from ir_replay import replay
-from models import all_models
+from models import all_models, nonfinite_constant_models
 
 MODELS = all_models()
 
@@ -104,5 +104,11 @@ def test_cpp_model_list_matches_the_exported_models():
     import re
 
     header = pathlib.Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "test_models.h"
-    body = header.read_text().split("kTestModelNames", 1)[1]
-    assert re.findall(r'"([a-z0-9_]+)"', body) == [name for name, _, _ in MODELS]
+
+    def names(array):
+        body = header.read_text().split(f"{array} = {{", 1)[1].split("};", 1)[0]
+        return re.findall(r'"([a-z0-9_]+)"', body)
+
+    assert names("kTestModelNames") == [name for name, _, _ in MODELS]
+    assert names("kNonFiniteConstantModelNames") == [
+        name for name, _, _ in nonfinite_constant_models()]

@@ -223,6 +223,11 @@ def test_run_suite_on_cpu_with_a_forge_plan_hook(tmp_path):
     assert relu["forge_job"] == job
     assert softmax["forge"]["correct"] is False
     assert "outside the tolerance" in softmax["forge"]["check"]["failure"]
+    # The Forge column is checked by forge.optimize's end check: both errors, the bounded rule.
+    forge_check = softmax["forge"]["check"]
+    assert forge_check["reference"] == "float64" and forge_check["rule"]["widening_cap_tolerances"]
+    assert forge_check["outputs"][0]["eager"]["rel_norm"] < forge_check["outputs"][0][
+        "optimized"]["rel_norm"]
     assert matmul["forge"]["status"] == "not run"
     assert relu["compile"] == {} and relu["eager"]["timing"]["median_ms"] > 0
     markdown = (out / "suite.md").read_text()
