@@ -271,7 +271,12 @@ absl::Span<const double> DecodeTableOf(DType dtype) {
   }
 }
 
+bool EagerAccurateEnough(double eager_rel_norm_error) {
+  return eager_rel_norm_error <= kMaxTrustedEagerError;
+}
+
 double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error) {
+  if (!EagerAccurateEnough(eager_rel_norm_error)) return tolerances.rel_norm;
   return std::max(tolerances.rel_norm, 2 * eager_rel_norm_error);
 }
 
@@ -390,6 +395,13 @@ void EagerError::Merge(const EagerError& other) {
 
 std::string EagerError::Note() const {
   if (max_abs == 0) return "";
+  if (!EagerAccurateEnough(rel_norm)) {
+    return absl::StrFormat(
+        "eager's own error (ATen in the task's dtypes vs float64: max %.3g, relative norm %.3g) "
+        "exceeds %g on some draw: there eager is too far from float64 to judge by and the "
+        "tolerance was not widened",
+        max_abs, rel_norm, kMaxTrustedEagerError);
+  }
   return absl::StrFormat(
       "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max %.3g, "
       "relative norm %.3g",
@@ -436,10 +448,13 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                   " elements, the float64 reference ", reference.size());
     return result;
   }
-  const double rel_norm_bound =
-      native_reference.empty()
-          ? tolerances.rel_norm
-          : WidenedRelNormBound(tolerances, RelativeNormError(native_reference, reference, pool));
+  double rel_norm_bound = tolerances.rel_norm;
+  if (!native_reference.empty()) {
+    const double eager_error = RelativeNormError(native_reference, reference, pool);
+    rel_norm_bound = WidenedRelNormBound(tolerances, eager_error);
+    // Where eager lost the result, its values widen no element's bound either.
+    if (!EagerAccurateEnough(eager_error)) native_reference = {};
+  }
 
   std::vector<ChunkTally> tallies(ThreadPool::ChunkCount(count));
   WithCodec(dtype, [&](const auto& decode) {

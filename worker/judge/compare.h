@@ -91,7 +91,10 @@ struct OutputComparison {
 // candidate as accurate as eager must pass. So the element bound becomes
 // atol + rtol * |reference| + 2 * |native - reference| and the norm bound
 // max(rel_norm, 2 * RelativeNormError(native, reference)). A non-finite native element widens
-// nothing.
+// nothing. The widening applies only where eager is accurate enough to judge by
+// (EagerAccurateEnough): where eager loses the result (bfloat16 `(x + 65536) - 65536` is 0, an
+// error of |x|), twice its error would admit any alpha * x with alpha in (-1, 3), zeros included;
+// there the output is compared with float64 alone.
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
                                absl::Span<const double> native_reference = {},
@@ -104,8 +107,17 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                absl::Span<const double> native_reference = {},
                                ThreadPool& pool = ThreadPool::Default());
 
+// The largest relative-norm error (RelativeNormError(native, reference)) at which eager still
+// widens the tolerance. The widened norm bound is then at most 2 * 0.1 = 0.2: an output of zeros
+// (relative error 1), a flipped sign (2) or one scaled by alpha with |1 - alpha| > 0.2 fails.
+inline constexpr double kMaxTrustedEagerError = 0.1;
+// Whether eager's output, `eager_rel_norm_error` from float64, is accurate enough for its error to
+// widen the tolerance: at most kMaxTrustedEagerError (and not NaN).
+bool EagerAccurateEnough(double eager_rel_norm_error);
+
 // The relative-norm bound of an output whose tolerance is widened by eager's own error:
-// max(tolerances.rel_norm, 2 * RelativeNormError(native, reference)).
+// max(tolerances.rel_norm, 2 * RelativeNormError(native, reference)) where EagerAccurateEnough,
+// else tolerances.rel_norm.
 double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error);
 
 // CompareOutput's figures from the chunk tallies (compare_chunk.h; ThreadPool::kChunkElements
@@ -159,7 +171,9 @@ struct EagerError {
   // Accumulates the error another EagerError found (another draw's, as Add gave it).
   void Merge(const EagerError& other);
   // "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max 0.0147,
-  // relative norm 0.391"; empty when eager matched float64 exactly (nothing was widened).
+  // relative norm 0.0113"; empty when eager matched float64 exactly (nothing was widened). Where
+  // eager is not EagerAccurateEnough on some draw, the note says that eager's error widened
+  // nothing there.
   std::string Note() const;
 };
 

@@ -170,8 +170,10 @@ TEST(CompareOutputTest, LowPrecisionRoundingIsWithinTolerance) {
   EXPECT_FALSE(strict.passed);
 }
 
-// A bfloat16 sum whose terms nearly cancel (linear -> add residual): eager rounds the product to
-// bfloat16 before adding and misses the float64 value by ~0.0147, more than bfloat16's tolerance.
+// A bfloat16 sum whose terms nearly cancel at every other element (linear -> add residual): there
+// eager rounds the product to bfloat16 before adding and misses the float64 value by ~0.0147, more
+// than bfloat16's tolerance; the other elements (1 + i/64, exact in bfloat16) eager gets right, so
+// that eager's relative-norm error (~0.011) leaves it accurate enough to judge by.
 struct Cancellation {
   std::vector<double> reference;  // float64
   std::vector<double> native;     // eager's, in bfloat16
@@ -179,8 +181,13 @@ struct Cancellation {
 Cancellation CancellingSum() {
   Cancellation sums;
   for (int64_t i = 0; i < kRows * kColumns; ++i) {
+    if (i % 2 == 1) {
+      sums.reference.push_back(1 + i / 64.0);
+      sums.native.push_back(1 + i / 64.0);
+      continue;
+    }
     const double exact = 0.0164 + 0.001 * i;
-    const double eager_error = (i % 2 == 0 ? 1 : -1) * 0.0147;
+    const double eager_error = (i % 4 == 0 ? 1 : -1) * 0.0147;
     sums.reference.push_back(exact);
     sums.native.push_back(RoundToDType(forge::v1::DTYPE_BFLOAT16, exact + eager_error));
   }
@@ -211,7 +218,7 @@ TEST(CompareOutputTest, ErrorBeyondTwiceEagersStillFails) {
   // native + 3 * (native - float64) + the base tolerance: 4x eager's error plus the tolerance,
   // against an allowance of 2x plus the tolerance.
   std::vector<double> worse = sums.native;
-  for (size_t i = 0; i < worse.size(); ++i) {
+  for (size_t i = 0; i < worse.size(); i += 2) {  // the cancelling elements
     const double eager_error = sums.native[i] - sums.reference[i];
     const double base = tolerances.atol + tolerances.rtol * std::fabs(sums.reference[i]);
     worse[i] += 3 * eager_error + std::copysign(base, eager_error);
@@ -219,7 +226,7 @@ TEST(CompareOutputTest, ErrorBeyondTwiceEagersStillFails) {
   OutputComparison result = CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, worse),
                                           sums.reference, tolerances, sums.native);
   EXPECT_FALSE(result.passed);
-  EXPECT_EQ(result.mismatches, kRows * kColumns);
+  EXPECT_EQ(result.mismatches, kRows * kColumns / 2);  // the cancelling elements
   EXPECT_EQ(result.failed_index, 0);
   EXPECT_TRUE(absl::StrContains(result.failure, "2 * eager's error")) << result.failure;
 }
@@ -243,11 +250,70 @@ TEST(CompareOutputTest, WidenedNormBoundIsTwiceEagersRelativeNormError) {
   EXPECT_EQ(result.mismatches, 0);
   EXPECT_GT(result.rel_norm_error, 2 * eager_norm);
   EXPECT_TRUE(absl::StrContains(result.failure, "relative-norm error")) << result.failure;
-  // Where eager's relative norm error is larger, the same candidate passes.
-  for (double& value : native) value *= 1.1;
+  // Where eager's relative norm error is larger (still accurate enough), the same candidate passes.
+  for (double& value : native) value *= 1.06;
+  ASSERT_TRUE(EagerAccurateEnough(RelativeNormError(native, reference)));
   OutputComparison widened = CompareOutput(Candidate(forge::v1::DTYPE_FLOAT32, candidate),
                                            reference, tolerances, native);
   EXPECT_TRUE(widened.passed) << widened.failure;
+}
+
+// bfloat16 `(x + 65536) - 65536`: eager rounds x + 65536 back to 65536 and returns 0, an error of
+// |x|. Twice that error would admit alpha * x for any alpha in (-1, 3), zeros included; eager is
+// not accurate enough to judge by, so the output is held to float64 alone.
+struct LostByEager {
+  std::vector<double> reference;  // x, in float64
+  std::vector<double> native;     // 0 everywhere
+};
+LostByEager LostSum() {
+  LostByEager sums;
+  sums.reference = Reference();
+  sums.native.assign(sums.reference.size(), 0.0);
+  return sums;
+}
+
+std::vector<double> Scaled(std::vector<double> values, double alpha) {
+  for (double& value : values) value *= alpha;
+  return values;
+}
+
+TEST(CompareOutputTest, EagerThatLosesTheResultWidensNothing) {
+  const LostByEager sums = LostSum();
+  const Tolerances tolerances = DefaultTolerances(forge::v1::DTYPE_BFLOAT16);
+  EXPECT_FALSE(EagerAccurateEnough(RelativeNormError(sums.native, sums.reference)));
+  EXPECT_EQ(WidenedRelNormBound(tolerances, RelativeNormError(sums.native, sums.reference)),
+            tolerances.rel_norm);
+  // The zero output (eager's own), scaled outputs within the old (-1, 3) and a flipped sign fail.
+  for (double alpha : {0.0, -0.5, 0.5, 0.8, 1.2, 2.5, -1.0}) {
+    const OutputComparison result =
+        CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, Scaled(sums.reference, alpha)),
+                      sums.reference, tolerances, sums.native);
+    EXPECT_FALSE(result.passed) << "alpha " << alpha;
+    EXPECT_FALSE(absl::StrContains(result.failure, "eager")) << result.failure;
+  }
+  // The float64 value rounded to bfloat16 still passes.
+  std::vector<double> rounded = sums.reference;
+  for (double& value : rounded) value = RoundToDType(forge::v1::DTYPE_BFLOAT16, value);
+  const OutputComparison correct = CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, rounded),
+                                                 sums.reference, tolerances, sums.native);
+  EXPECT_TRUE(correct.passed) << correct.failure;
+  EagerError error;
+  error.Add(sums.native, sums.reference);
+  EXPECT_TRUE(absl::StrContains(error.Note(), "too far from float64 to judge by")) << error.Note();
+}
+
+TEST(CompareOutputTest, WidenedToleranceStillRejectsZeroScaledAndFlippedOutputs) {
+  // Where eager is accurate enough to widen by, a zero, a scaled or a sign-flipped output is far
+  // beyond the widened norm bound (at most 2 * kMaxTrustedEagerError).
+  const Cancellation sums = CancellingSum();
+  const Tolerances tolerances = DefaultTolerances(forge::v1::DTYPE_BFLOAT16);
+  ASSERT_TRUE(EagerAccurateEnough(RelativeNormError(sums.native, sums.reference)));
+  for (double alpha : {0.0, -1.0, 0.5, 0.7, 1.3, 2.0}) {
+    EXPECT_FALSE(CompareOutput(Candidate(forge::v1::DTYPE_BFLOAT16, Scaled(sums.reference, alpha)),
+                               sums.reference, tolerances, sums.native)
+                     .passed)
+        << "alpha " << alpha;
+  }
 }
 
 TEST(EagerErrorTest, NoteNamesTheWidening) {

@@ -21,6 +21,14 @@ using forge::v1::KernelTask;
 
 constexpr double kSpeedupLimit = 10.0;
 
+// Eager's values of output `o` for the device comparison: null without them, and where eager is
+// not accurate enough to widen the tolerance (EagerAccurateEnough), as CompareOutput decides.
+const gpu::DeviceBuffer* TrustedNative(const std::vector<gpu::DeviceBuffer>& native, int o,
+                                       const EagerError& eager) {
+  if (native.empty() || !EagerAccurateEnough(eager.rel_norm)) return nullptr;
+  return &native[o];
+}
+
 absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, forge::v1::DType dtype,
                             gpu::Stream& stream) {
   Poison poison = PoisonFor(dtype);
@@ -494,8 +502,8 @@ class JudgeRunner {
       const ReferenceFacts facts = references.Facts(o, tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
-          resident->native.empty() ? nullptr : &resident->native[o],
-          ScaledToReference(tolerances, facts.rms), stream);
+          TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
+          stream);
       if (failed_on_device(tallies.status())) return absl::OkStatus();
       const double rel_norm_bound =
           references.native.empty() ? tolerances.rel_norm
@@ -880,8 +888,7 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
           const std::vector<ChunkTally> tallies,
           device_draws_->comparer().CompareChunks(
               task_.outputs(o), output_buffers_[o], device_draw_->float64[o],
-              device_draw_->native.empty() ? nullptr : &device_draw_->native[o], tolerances,
-              *stream));
+              TrustedNative(device_draw_->native, o, facts.eager), tolerances, *stream));
       const double rel_norm_bound =
           native.empty() ? tolerances.rel_norm
                          : WidenedRelNormBound(tolerances, facts.eager.rel_norm);

@@ -7,7 +7,8 @@
 //     stream: a difference means the candidate left work running outside its stream;
 //   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
 //   - per-dtype tolerances and a relative-norm bound, widened by twice eager's own error for tasks
-//     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn); an
+//     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn) and
+//     eager is accurate enough to judge by (EagerAccurateEnough, per output and draw); an
 //     output whose reference is near constant, within itself or across draws, is flagged and the
 //     candidate must reproduce its variation;
 //   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
