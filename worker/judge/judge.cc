@@ -20,6 +20,8 @@ using forge::v1::FailureReason;
 using forge::v1::KernelTask;
 
 constexpr double kSpeedupLimit = 10.0;
+// Where adversarial draws' DrawKey indices begin (DrawKeyIndex).
+constexpr int kAdversarialKeyBase = 1 << 20;
 
 // Eager's values of output `o` for the device comparison: null without them, and where eager is
 // not accurate enough to widen the tolerance (EagerAccurateEnough), as CompareOutput decides.
@@ -226,14 +228,28 @@ class JudgeRunner {
                                         "): integers in [0, 16), its use not recognized"));
       }
     }
+    adversarial_ = ChooseAdversarialDraws(task_, domains_);
+    for (size_t j = 0; j < adversarial_.size(); ++j) {
+      const int draw = options_.draws + static_cast<int>(j);
+      evidence.add_notes(absl::StrCat("draw ", draw, ": ", DrawName(draw), " for ",
+                                      adversarial_[j].reason));
+    }
     widen_by_eager_ = reference_.native() != nullptr && HasReducedPrecisionFloat(task_);
     eager_errors_.assign(task_.outputs_size(), EagerError{});
     reference_rms_.assign(task_.outputs_size(), 0.0);
     FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_.CreateStream());
     stream_.emplace(std::move(stream));
-    for (int draw = 0; draw < options_.draws; ++draw) {
-      evidence.set_draws(draw + 1);
-      FORGE_RETURN_IF_ERROR(RunDraw(draw));
+    // The standard draws, with the adversarial ones before the last standard draw: the last draw
+    // run stays for the timer, which times standard inputs.
+    std::vector<int> order;
+    for (int draw = 0; draw + 1 < options_.draws; ++draw) order.push_back(draw);
+    for (size_t j = 0; j < adversarial_.size(); ++j) {
+      order.push_back(options_.draws + static_cast<int>(j));
+    }
+    order.push_back(options_.draws - 1);
+    for (size_t run = 0; run < order.size(); ++run) {
+      evidence.set_draws(static_cast<int>(run) + 1);
+      FORGE_RETURN_IF_ERROR(RunDraw(order[run]));
       if (!evidence.passed()) break;
     }
     for (int o = 0; o < task_.outputs_size(); ++o) {
@@ -281,7 +297,7 @@ class JudgeRunner {
     verdict.evidence.set_passed(false);
     verdict.evidence.set_failed_draw(draw);
     verdict.reason = reason;
-    verdict.detail = absl::StrCat("draw ", draw, " (", DescribeDraw(draw), "): ", detail);
+    verdict.detail = absl::StrCat("draw ", draw, " (", DrawName(draw), "): ", detail);
     verdict.evidence.add_notes(verdict.detail);
   }
 
@@ -304,7 +320,8 @@ class JudgeRunner {
     std::optional<DrawKey> key;
     CachedDraw cached;
     if (options_.draw_cache != nullptr) {
-      key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed, draw);
+      key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed,
+                        DrawKeyIndex(draw));
       // A draw resident on the device is read from there, and checked there (DeviceDraws::Get).
       const bool resident =
           options_.device_draws != nullptr && options_.device_draws->Contains(*key);
@@ -606,12 +623,42 @@ class JudgeRunner {
 
   absl::StatusOr<std::shared_ptr<const std::vector<HostTensor>>> DrawInputs(int draw) const {
     auto inputs = std::make_shared<std::vector<HostTensor>>();
+    const AdversarialDraw* adversarial = Adversarial(draw);
     for (int i = 0; i < task_.inputs_size(); ++i) {
-      FORGE_ASSIGN_OR_RETURN(HostTensor input,
-                             DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed));
+      const bool chosen =
+          adversarial != nullptr && std::find(adversarial->inputs.begin(),
+                                              adversarial->inputs.end(), i) !=
+                                        adversarial->inputs.end();
+      FORGE_ASSIGN_OR_RETURN(
+          HostTensor input,
+          chosen ? DrawAdversarialInput(task_.inputs(i), domains_[i], adversarial->kind, draw, i,
+                                        options_.seed, pool_)
+                 : DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed, pool_));
       inputs->push_back(std::move(input));
     }
     return inputs;
+  }
+
+  // The adversarial draw `draw` is; null for a standard draw.
+  const AdversarialDraw* Adversarial(int draw) const {
+    const int j = draw - options_.draws;
+    return j >= 0 && j < static_cast<int>(adversarial_.size()) ? &adversarial_[j] : nullptr;
+  }
+
+  // "uniform(-2, 2)", "adversarial: large logits: normal(0, 1000)".
+  std::string DrawName(int draw) const {
+    const AdversarialDraw* adversarial = Adversarial(draw);
+    return adversarial == nullptr
+               ? DescribeDraw(draw)
+               : absl::StrCat("adversarial: ", DescribeAdversarial(adversarial->kind));
+  }
+
+  // The draw's index in its DrawKey: adversarial draws apart from the standard draws of any
+  // JudgeOptions::draws, by their distribution.
+  int DrawKeyIndex(int draw) const {
+    const AdversarialDraw* adversarial = Adversarial(draw);
+    return adversarial == nullptr ? draw
+                                  : kAdversarialKeyBase + static_cast<int>(adversarial->kind);
   }
 
   // The float64 reference of the draw and, when the tolerance is widened by eager's error, the
@@ -747,7 +794,7 @@ class JudgeRunner {
     if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
-          " for draw ", draw, " (", DescribeDraw(draw), "): the drawn inputs are outside an op's "
+          " for draw ", draw, " (", DrawName(draw), "): the drawn inputs are outside an op's "
           "domain"));
     }
     evidence.set_max_abs_error(std::max(evidence.max_abs_error(), comparison.max_abs_error));
@@ -789,6 +836,7 @@ class JudgeRunner {
   std::unique_ptr<JudgedCandidate> result_;
   HostStaging* staging_ = nullptr;  // result_'s
   std::vector<InputDomain> domains_;
+  std::vector<AdversarialDraw> adversarial_;  // draws options_.draws on
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
   // on the device, its outputs' device copies until they are needed here.

@@ -1,6 +1,10 @@
 // The judge: runs a candidate kernel on fresh random inputs and compares its outputs with the
 // float64 reference of the task's ATen ops. What it guarantees (docs in compare.h and inputs.h):
 //   - at least 3 independent draws from more than one distribution, weights included, no zeros;
+//     then one adversarial draw per distribution the task's ops ask for (ChooseAdversarialDraws:
+//     large logits, large means, tiny variances, cancelling sums, activation kinks, zeros and
+//     subnormals, the ends of index ranges), each named in the evidence, run before the last
+//     standard draw (which the timer then runs on); a candidate must pass every draw;
 //   - every output filled with NaN before every launch, and every element must be written;
 //   - the candidate runs first and the reference second, on separate allocations per draw; the
 //     outputs are read once ordered on the launch stream and once after synchronizing every
