@@ -65,6 +65,21 @@ uint64_t PoisonElementBits(forge::v1::DType dtype, int element_bytes);
 // True when the element at `element` holds exactly the poison's bytes.
 bool IsPoison(forge::v1::DType dtype, const std::byte* element);
 
+// The poison of launch `launch` of a judge seeded with `seed`: a different pattern every launch, so
+// that a kernel cannot recognize it (test its output for the poison and compute differently) or
+// rely on what an earlier launch left behind. Even launches get a NaN with a random payload and
+// sign (any NaN encoding of the dtype, quiet or signaling; float8 e4m3 has only 0x7F and 0xFF),
+// odd ones large finite garbage of random sign (float32 and bfloat16 above 1e33, float16 above
+// 8192, float64 above 1e295, float8 near its largest value); integers and bool keep PoisonFor's
+// 0xA5 (every pattern is a valid integer). The same arguments give the same poison. float64
+// elements take a 4-byte word twice (a NaN or a finite value however the words are read).
+Poison ChoosePoison(forge::v1::DType dtype, uint64_t seed, int64_t launch);
+// The element of `element_bytes` (at most 8) bytes that `poison` fills: its words side by side,
+// read as a little-endian integer.
+uint64_t PoisonElementBits(const Poison& poison, int element_bytes);
+// "NaN 0x7f812345", "finite 0x7e9a3bc1 (1.03e+38)": the poison's element, for failure messages.
+std::string DescribePoison(forge::v1::DType dtype, const Poison& poison);
+
 struct OutputComparison {
   bool passed = true;
   int64_t element_count = 0;
@@ -76,8 +91,8 @@ struct OutputComparison {
   double rel_norm_error = 0;  // 0 when the reference's norm is 0 (then not checked)
   // Logical (row-major) index of the element the failure message names.
   std::optional<int64_t> failed_index;
-  // Why it failed, one line: "element 1003 [1, 0] never written (still holds the NaN poison);
-  // 1002000 of 1003000 elements unwritten". Empty when passed.
+  // Why it failed, one line: "element 1003 [1, 0] never written (still holds the poison, NaN
+  // 0x7fc00000); 1002000 of 1003000 elements unwritten". Empty when passed.
   std::string failure;
 };
 
@@ -95,17 +110,21 @@ struct OutputComparison {
 // (EagerAccurateEnough): where eager loses the result (bfloat16 `(x + 65536) - 65536` is 0, an
 // error of |x|), twice its error would admit any alpha * x with alpha in (-1, 3), zeros included;
 // there the output is compared with float64 alone.
+//
+// `poison` is what the output was filled with before the launch (ChoosePoison); unset: PoisonFor.
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
                                absl::Span<const double> native_reference = {},
-                               ThreadPool& pool = ThreadPool::Default());
+                               ThreadPool& pool = ThreadPool::Default(),
+                               std::optional<Poison> poison = std::nullopt);
 // The same for an output stored elsewhere (a staging buffer): `storage` holds the bytes of
 // StorageElementCount(spec) elements.
 OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                absl::Span<const std::byte> storage,
                                absl::Span<const double> reference, const Tolerances& tolerances,
                                absl::Span<const double> native_reference = {},
-                               ThreadPool& pool = ThreadPool::Default());
+                               ThreadPool& pool = ThreadPool::Default(),
+                               std::optional<Poison> poison = std::nullopt);
 
 // The largest relative-norm error (RelativeNormError(native, reference)) at which eager still
 // widens the tolerance. The widened norm bound is then at most 2 * 0.1 = 0.2: an output of zeros

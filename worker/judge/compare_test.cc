@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,63 @@ TEST(CompareOutputTest, ComputedNanIsAMismatchNotUnwritten) {
   EXPECT_EQ(result.unwritten, 0);
   EXPECT_EQ(result.mismatches, 1);
   EXPECT_TRUE(absl::StrContains(result.failure, "element 3 [0, 3]: candidate -nan")) << result.failure;
+}
+
+TEST(ChoosePoisonTest, EveryLaunchGetsAnotherPoisonNaNsAndFiniteGarbageAlternating) {
+  for (DType dtype : {forge::v1::DTYPE_FLOAT32, forge::v1::DTYPE_FLOAT64, forge::v1::DTYPE_FLOAT16,
+                      forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT8_E4M3FN,
+                      forge::v1::DTYPE_FLOAT8_E5M2}) {
+    const int element_bytes = *ElementBytes(dtype);
+    std::set<uint64_t> patterns;
+    for (int64_t launch = 0; launch < 16; ++launch) {
+      const Poison poison = ChoosePoison(dtype, 7, launch);
+      const uint64_t bits = PoisonElementBits(poison, element_bytes);
+      patterns.insert(bits);
+      std::byte element[8];
+      std::memcpy(element, &bits, sizeof(bits));
+      const double value = DecodeElement(dtype, element);
+      if (launch % 2 == 0) {
+        EXPECT_TRUE(std::isnan(value)) << forge::v1::DType_Name(dtype) << " launch " << launch;
+      } else {
+        EXPECT_TRUE(std::isfinite(value)) << forge::v1::DType_Name(dtype) << " launch " << launch;
+        EXPECT_GE(std::fabs(value), dtype == forge::v1::DTYPE_FLOAT16 ? 8192 : 256)
+            << forge::v1::DType_Name(dtype);
+      }
+      EXPECT_EQ(PoisonElementBits(ChoosePoison(dtype, 7, launch), element_bytes), bits);
+    }
+    // float8 has few NaN and large encodings; the wider dtypes hardly ever repeat a pattern.
+    EXPECT_GE(patterns.size(), element_bytes == 1 ? 4u : 12u)
+        << forge::v1::DType_Name(dtype);
+  }
+  // Integers keep the one poison: every pattern is a valid integer.
+  EXPECT_EQ(ChoosePoison(forge::v1::DTYPE_INT32, 7, 3).word, PoisonFor(forge::v1::DTYPE_INT32).word);
+}
+
+TEST(CompareOutputTest, UnwrittenElementsAreFoundUnderTheLaunchsPoison) {
+  const std::vector<double> reference = Reference();
+  for (int64_t launch : {0, 1}) {
+    const Poison poison = ChoosePoison(forge::v1::DTYPE_FLOAT32, 3, launch);
+    HostTensor candidate = Candidate(forge::v1::DTYPE_FLOAT32, reference);
+    std::memcpy(candidate.storage.data() + 4 * sizeof(float), &poison.word, sizeof(float));
+    const OutputComparison result =
+        CompareOutput(candidate, reference, DefaultTolerances(forge::v1::DTYPE_FLOAT32), {},
+                      ThreadPool::Default(), poison);
+    EXPECT_FALSE(result.passed);
+    EXPECT_EQ(result.unwritten, 1) << result.failure;
+    EXPECT_EQ(result.failed_index, 4);
+    EXPECT_TRUE(absl::StrContains(result.failure, launch == 0 ? "poison, NaN 0x" : "poison, finite"))
+        << result.failure;
+  }
+  // The quiet NaN of another launch is no poison of this one: a kernel that wrote it is wrong.
+  std::vector<bool> mask(reference.size(), true);
+  mask[2] = false;
+  const OutputComparison stale = CompareOutput(
+      Candidate(forge::v1::DTYPE_FLOAT32, reference, mask), reference,
+      DefaultTolerances(forge::v1::DTYPE_FLOAT32), {}, ThreadPool::Default(),
+      ChoosePoison(forge::v1::DTYPE_FLOAT32, 3, 1));
+  EXPECT_FALSE(stale.passed);
+  EXPECT_EQ(stale.unwritten, 0);
+  EXPECT_EQ(stale.mismatches, 1);
 }
 
 TEST(CompareOutputTest, InfinitiesMustMatch) {

@@ -248,7 +248,7 @@ absl::StatusOr<CUdeviceptr> DeviceComparer::DecodeTable(forge::v1::DType dtype) 
 absl::StatusOr<std::vector<ChunkTally>> DeviceComparer::CompareChunks(
     const forge::v1::TensorSpec& spec, const gpu::DeviceBuffer& output,
     const gpu::DeviceBuffer& reference, const gpu::DeviceBuffer* native,
-    const Tolerances& tolerances, gpu::Stream& stream) {
+    const Tolerances& tolerances, gpu::Stream& stream, std::optional<Poison> poison_filled) {
   if (!Handles(spec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("the device comparison does not handle ", DescribeSpec(spec)));
@@ -276,7 +276,8 @@ absl::StatusOr<std::vector<ChunkTally>> DeviceComparer::CompareChunks(
   CUdeviceptr output_address = output.address();
   int element_bytes_arg = element_bytes;
   int mode_arg = mode;
-  unsigned long long poison = PoisonElementBits(spec.dtype(), element_bytes);
+  unsigned long long poison =
+      PoisonElementBits(poison_filled.value_or(PoisonFor(spec.dtype())), element_bytes);
   CUdeviceptr reference_address = reference.address();
   CUdeviceptr native_address = native != nullptr ? native->address() : 0;
   long long chunk_elements = ThreadPool::kChunkElements;

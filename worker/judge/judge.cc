@@ -31,9 +31,8 @@ const gpu::DeviceBuffer* TrustedNative(const std::vector<gpu::DeviceBuffer>& nat
   return &native[o];
 }
 
-absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, forge::v1::DType dtype,
+absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, const Poison& poison,
                             gpu::Stream& stream) {
-  Poison poison = PoisonFor(dtype);
   switch (poison.word_bytes) {
     case 4:
       return buffer.Fill32(poison.word, stream);
@@ -311,6 +310,8 @@ class JudgeRunner {
   }
 
   absl::Status RunDraw(int draw) {
+    launch_ = next_launch_++;
+    draw_poisons_.clear();
     JudgedCandidate& run = *result_;
     gpu::Stream& stream = *stream_;
     JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
@@ -408,6 +409,9 @@ class JudgeRunner {
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
+    run.poisons_ = draw_poisons_;
+    run.seed_ = options_.seed;
+    run.next_launch_ = next_launch_;
     run.device_draw_ = nullptr;
     return absl::OkStatus();
   }
@@ -520,7 +524,7 @@ class JudgeRunner {
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
           TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
-          stream);
+          stream, draw_poisons_[o]);
       if (failed_on_device(tallies.status())) return absl::OkStatus();
       const double rel_norm_bound =
           references.native.empty() ? tolerances.rel_norm
@@ -552,15 +556,22 @@ class JudgeRunner {
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
+    run.poisons_ = draw_poisons_;
+    run.seed_ = options_.seed;
+    run.next_launch_ = next_launch_;
     run.device_draw_ = std::move(resident);
     run.device_draws_ = options_.device_draws;
     return absl::OkStatus();
   }
 
+  // Output `o` of this draw's launch, filled with the launch's poison (ChoosePoison, kept in
+  // draw_poisons_ for the comparisons).
   absl::StatusOr<gpu::DeviceBuffer> AllocatePoisonedOutput(int o, gpu::Stream& stream) {
     FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
     FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
-    FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
+    const Poison poison = ChoosePoison(task_.outputs(o).dtype(), options_.seed + o, launch_);
+    FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
+    draw_poisons_.push_back(poison);
     return buffer;
   }
 
@@ -733,7 +744,7 @@ class JudgeRunner {
     FORGE_RETURN_IF_ERROR(RecordComparison(
         draw, o,
         CompareOutput(spec, output, reference, ScaledToReference(tolerances, facts.rms),
-                      native_reference, pool_)));
+                      native_reference, pool_, draw_poisons_[o])));
     if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
 
     // The candidate's values as doubles only where a variation is checked (rarely).
@@ -837,6 +848,11 @@ class JudgeRunner {
   HostStaging* staging_ = nullptr;  // result_'s
   std::vector<InputDomain> domains_;
   std::vector<AdversarialDraw> adversarial_;  // draws options_.draws on
+  // The launch of the draw being run (counted from 0 in the order run), the next one's, and the
+  // poison each output of the draw was filled with.
+  int64_t launch_ = 0;
+  int64_t next_launch_ = 0;
+  std::vector<Poison> draw_poisons_;
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
   // on the device, its outputs' device copies until they are needed here.
@@ -871,8 +887,10 @@ absl::Status JudgedCandidate::Launch(gpu::Stream& stream) {
 }
 
 absl::Status JudgedCandidate::PoisonOutputs(gpu::Stream& stream) {
+  const int64_t launch = next_launch_++;
   for (int o = 0; o < static_cast<int>(output_buffers_.size()); ++o) {
-    FORGE_RETURN_IF_ERROR(FillWithPoison(output_buffers_[o], task_.outputs(o).dtype(), stream));
+    poisons_[o] = ChoosePoison(task_.outputs(o).dtype(), seed_ + o, launch);
+    FORGE_RETURN_IF_ERROR(FillWithPoison(output_buffers_[o], poisons_[o], stream));
   }
   return absl::OkStatus();
 }
@@ -936,7 +954,8 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
           const std::vector<ChunkTally> tallies,
           device_draws_->comparer().CompareChunks(
               task_.outputs(o), output_buffers_[o], device_draw_->float64[o],
-              TrustedNative(device_draw_->native, o, facts.eager), tolerances, *stream));
+              TrustedNative(device_draw_->native, o, facts.eager), tolerances, *stream,
+              poisons_[o]));
       const double rel_norm_bound =
           native.empty() ? tolerances.rel_norm
                          : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
@@ -947,7 +966,7 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
     OutputComparison comparison = CompareOutput(task_.outputs(o), output.bytes(),
                                                 references_->float64[o], tolerances, native,
-                                                *threads_);
+                                                *threads_, poisons_[o]);
     if (comparison.passed && device_comparison) {
       comparison = *device_comparison;
       comparison.failure = DescribeDeviceFailure(comparison);

@@ -5,7 +5,9 @@
 //     large logits, large means, tiny variances, cancelling sums, activation kinks, zeros and
 //     subnormals, the ends of index ranges), each named in the evidence, run before the last
 //     standard draw (which the timer then runs on); a candidate must pass every draw;
-//   - every output filled with NaN before every launch, and every element must be written;
+//   - every output filled with poison before every launch, a different one each launch
+//     (ChoosePoison: NaNs with random payloads, large finite garbage), and every element must be
+//     written;
 //   - the candidate runs first and the reference second, on separate allocations per draw; the
 //     outputs are read once ordered on the launch stream and once after synchronizing every
 //     stream: a difference means the candidate left work running outside its stream;
@@ -164,8 +166,9 @@ class JudgedCandidate {
 
   // Runs the candidate on the last draw's buffers: the timer's launch. Requires a passed verdict.
   absl::Status Launch(gpu::Stream& stream);
-  // Fills the outputs with the NaN poison again: the timer's hook before each rep, so that the
-  // re-check also proves every element was written by the timed runs.
+  // Fills the outputs with poison again, a new one each call (ChoosePoison): the timer's hook
+  // before each rep, so that the re-check also proves every element was written by the timed
+  // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
   // inputs are unchanged. The returned verdict extends verdict() with the outcome.
@@ -194,6 +197,11 @@ class JudgedCandidate {
   // The last draw's resident copy when it was judged on the device: the re-check runs there too.
   std::shared_ptr<const DeviceDraw> device_draw_;
   DeviceDraws* device_draws_ = nullptr;
+  // The poison each output holds before the launch the re-check looks at (the last draw's, then
+  // the last PoisonOutputs'), and where ChoosePoison's launches continue.
+  std::vector<Poison> poisons_;
+  uint64_t seed_ = 0;
+  int64_t next_launch_ = 0;
 };
 
 // Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten
