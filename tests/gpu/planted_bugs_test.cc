@@ -113,6 +113,11 @@ extern "C" __global__ void near_constant_as_constant(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < N) y[i] = 1000.0f;
 }
+// Right only where it finds the NaN poison of old (any NaN): a kernel that recognizes the poison.
+extern "C" __global__ void affine_unless_poisoned(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + (isnan(y[i]) ? 1.0f : 1.5f);
+}
 // Keeps the GPU busy long enough that work behind it is still pending when the judge reads.
 extern "C" __global__ void spin(long long cycles) {
   long long start = clock64();
@@ -522,6 +527,17 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
   judge::JudgeVerdict verdict = VerdictOrDie(ElementwiseTask(kRows, kColumns), escaping, affine);
   EXPECT_FALSE(verdict.passed());
   EXPECT_TRUE(absl::StrContains(verdict.detail, "outside the stream")) << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
+}
+
+TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
+  // Launch 0 fills with a NaN, launch 1 with finite garbage: the second draw fails.
+  judge::JudgeVerdict verdict =
+      VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                   Load(*elementwise_cubin_, "affine_unless_poisoned", FullGrid()), Affine(2, 1));
+  EXPECT_FALSE(verdict.passed());
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_EQ(verdict.evidence.failed_draw(), 1);
   ExpectJudgedOnDevice(verdict);
 }
 
