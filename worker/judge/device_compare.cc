@@ -236,6 +236,8 @@ absl::StatusOr<CUdeviceptr> DeviceComparer::DecodeTable(forge::v1::DType dtype) 
     absl::StatusOr<gpu::DeviceBuffer> buffer = device_.Allocate(table.size() * sizeof(double));
     absl::Status copied = buffer.ok() ? buffer->CopyFromHost(table.data(), buffer->size_bytes())
                                       : buffer.status();
+    // Landed before any stream's kernel reads it (a pageable copy may still be in flight).
+    if (copied.ok()) copied = device_.Synchronize();
     if (!copied.ok()) {
       decode_tables_.erase(entry);
       return copied;

@@ -79,10 +79,14 @@ void CopyBytes(absl::Span<const std::byte> from, absl::Span<std::byte> to, Threa
   });
 }
 
-// Uploads `host` into `buffer`, through a page-locked staging buffer when `staging` has them.
+// Uploads `host` into `buffer` so that work enqueued on `stream` afterwards reads it: from pageable
+// memory as a copy ordered on `stream` (a blocking cuMemcpyHtoD may return before the data lands,
+// and the judge's stream does not wait for it); through a page-locked staging buffer, when
+// `staging` has them, as a blocking copy, complete when it returns (the staging buffer is reused
+// right after).
 absl::Status Upload(absl::Span<const std::byte> host, gpu::DeviceBuffer& buffer,
-                    HostStaging& staging, ThreadPool& pool) {
-  if (!staging.page_locked()) return buffer.CopyFromHost(host.data(), host.size());
+                    HostStaging& staging, ThreadPool& pool, gpu::Stream& stream) {
+  if (!staging.page_locked()) return buffer.CopyFromHostAsync(host.data(), host.size(), stream);
   HostStaging::Buffer staged = staging.Acquire(host.size());
   CopyBytes(host, staged.span(), pool);
   return buffer.CopyFromHost(staged.data(), staged.size());
@@ -345,7 +349,7 @@ class JudgeRunner {
     std::vector<CUdeviceptr> args;
     for (const HostTensor& input : inputs) {
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
-      FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_));
+      FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_, stream));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
     }
