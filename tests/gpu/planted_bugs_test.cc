@@ -118,6 +118,18 @@ extern "C" __global__ void affine_unless_poisoned(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < N) y[i] = x[i] * 2.0f + (isnan(y[i]) ? 1.0f : 1.5f);
 }
+// Remembers each element's result by the input's address and replays it when called on the same
+// buffer again: right on fresh buffers, stale when new contents arrive in a buffer it has seen.
+__device__ const float* memo_input[N];
+__device__ float memo_output[N];
+extern "C" __global__ void affine_memoized_by_address(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  if (memo_input[i] == x) { y[i] = memo_output[i]; return; }
+  y[i] = x[i] * 2.0f + 1.0f;
+  memo_output[i] = y[i];
+  memo_input[i] = x;
+}
 // Keeps the GPU busy long enough that work behind it is still pending when the judge reads.
 extern "C" __global__ void spin(long long cycles) {
   long long start = clock64();
@@ -539,6 +551,15 @@ TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 1);
   ExpectJudgedOnDevice(verdict);
+}
+
+TEST_P(PlantedBugsTest, AKernelThatMemoizesByAddressIsRejected) {
+  // The last draw writes new contents into the buffers of the draw before.
+  judge::JudgeVerdict verdict = VerdictOrDie(
+      ElementwiseTask(kRows, kColumns),
+      Load(*elementwise_cubin_, "affine_memoized_by_address", FullGrid()), Affine(2, 1));
+  EXPECT_FALSE(verdict.passed());
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << verdict.detail;
 }
 
 TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {

@@ -252,6 +252,13 @@ class JudgeRunner {
     order.push_back(options_.draws - 1);
     for (size_t run = 0; run < order.size(); ++run) {
       evidence.set_draws(static_cast<int>(run) + 1);
+      // The last draw writes its inputs into the buffers of the draw before: a kernel that
+      // remembers its results by address replays the earlier draw's and fails.
+      reuse_buffers_ = run > 0 && run + 1 == order.size();
+      if (reuse_buffers_) {
+        evidence.add_notes(absl::StrCat("draw ", order[run], " ran in the buffers of draw ",
+                                        order[run - 1], ", with its own contents"));
+      }
       FORGE_RETURN_IF_ERROR(RunDraw(order[run]));
       if (!evidence.passed()) break;
     }
@@ -347,8 +354,10 @@ class JudgeRunner {
     std::vector<gpu::DeviceBuffer> input_buffers;
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<CUdeviceptr> args;
-    for (const HostTensor& input : inputs) {
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const HostTensor& input = inputs[i];
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                             ReusedOrAllocated(run.input_buffers_, i, input.storage.size()));
       FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_, stream));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
@@ -407,7 +416,13 @@ class JudgeRunner {
     clock.Lap(seconds.compare);
     if (draw == 0) first_outputs_ = std::move(outputs);
 
-    // The last passing draw stays for the timer and the re-check.
+    // The last passing draw stays for the timer and the re-check; draw 0's inputs for the
+    // re-check's run with fresh contents.
+    if (draw == 0) {
+      run.fresh_inputs_ = cached.inputs;
+      run.fresh_references_ = cached.references;
+      run.fresh_device_draw_ = nullptr;
+    }
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
     run.input_buffers_ = std::move(input_buffers);
@@ -456,8 +471,10 @@ class JudgeRunner {
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<gpu::DeviceBuffer> stream_ordered;  // the outputs as copied in stream order
     std::vector<CUdeviceptr> args;
-    for (const gpu::DeviceBuffer& pristine : resident->inputs) {
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(pristine.size_bytes()));
+    for (size_t i = 0; i < resident->inputs.size(); ++i) {
+      const gpu::DeviceBuffer& pristine = resident->inputs[i];
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                             ReusedOrAllocated(run.input_buffers_, i, pristine.size_bytes()));
       FORGE_RETURN_IF_ERROR(buffer.CopyFromDeviceAsync(pristine, stream));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
@@ -553,7 +570,12 @@ class JudgeRunner {
       return absl::OkStatus();
     }
     clock.Lap(seconds.compare);
-    if (draw == 0) first_output_copies_ = std::move(stream_ordered);
+    if (draw == 0) {
+      first_output_copies_ = std::move(stream_ordered);
+      run.fresh_inputs_ = cached.inputs;
+      run.fresh_references_ = cached.references;
+      run.fresh_device_draw_ = resident;
+    }
 
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
@@ -568,11 +590,22 @@ class JudgeRunner {
     return absl::OkStatus();
   }
 
+  // Buffer `index` of the draw before (`previous`, the candidate's) when this draw reuses its
+  // buffers and it has that size; a new allocation otherwise.
+  absl::StatusOr<gpu::DeviceBuffer> ReusedOrAllocated(std::vector<gpu::DeviceBuffer>& previous,
+                                                      size_t index, size_t bytes) {
+    if (reuse_buffers_ && index < previous.size() && previous[index].size_bytes() == bytes) {
+      return std::move(previous[index]);
+    }
+    return device_.Allocate(bytes);
+  }
+
   // Output `o` of this draw's launch, filled with the launch's poison (ChoosePoison, kept in
   // draw_poisons_ for the comparisons).
   absl::StatusOr<gpu::DeviceBuffer> AllocatePoisonedOutput(int o, gpu::Stream& stream) {
     FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
-    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
+    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                           ReusedOrAllocated(result_->output_buffers_, o, bytes));
     const Poison poison = ChoosePoison(task_.outputs(o).dtype(), options_.seed + o, launch_);
     FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
     draw_poisons_.push_back(poison);
@@ -856,6 +889,8 @@ class JudgeRunner {
   // poison each output of the draw was filled with.
   int64_t launch_ = 0;
   int64_t next_launch_ = 0;
+  // Whether the draw being run reuses the buffers of the draw before (ReusedOrAllocated).
+  bool reuse_buffers_ = false;
   std::vector<Poison> draw_poisons_;
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
@@ -899,22 +934,7 @@ absl::Status JudgedCandidate::PoisonOutputs(gpu::Stream& stream) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
-  if (!verdict_.passed()) {
-    return absl::FailedPreconditionError("only a candidate that passed the judge is re-checked");
-  }
-  JudgeVerdict verdict = verdict_;
-  auto fail = [&verdict](FailureReason reason, const std::string& detail) {
-    verdict.evidence.set_passed(false);
-    verdict.reason = reason;
-    verdict.detail = absl::StrCat("timed runs: ", detail);
-    verdict.evidence.add_notes(verdict.detail);
-    return verdict;
-  };
-  if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
-    verdict.context_lost = gpu::IsStickyError(synced);
-    return fail(ReasonForCudaError(synced), std::string(synced.message()));
-  }
+absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBuffers() {
   // With the draw resident on the device, the checks run there first; the host looks where they
   // found something.
   std::optional<gpu::Stream> stream;
@@ -939,9 +959,10 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
                            ChangedInput(inputs[i], input_buffers_[i], *staging_, *threads_));
     if (change || changed_on_device) {
-      return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
-                  absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs[i].spec),
-                               ")", change ? absl::StrCat(" at element ", change->index) : ""));
+      return Failure{forge::v1::FAILURE_REASON_WRONG_RESULT,
+                     absl::StrCat("the kernel modified input ", i, " (",
+                                  DescribeSpec(inputs[i].spec), ")",
+                                  change ? absl::StrCat(" at element ", change->index) : "")};
     }
   }
   for (int o = 0; o < task_.outputs_size(); ++o) {
@@ -976,13 +997,68 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
       comparison.failure = DescribeDeviceFailure(comparison);
     }
     if (!comparison.passed) {
-      return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
-                                           : forge::v1::FAILURE_REASON_WRONG_RESULT,
-                  absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
-                               comparison.failure));
+      return Failure{comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                              : forge::v1::FAILURE_REASON_WRONG_RESULT,
+                     absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
+                                  comparison.failure)};
     }
   }
+  return std::optional<Failure>();
+}
+
+absl::Status JudgedCandidate::RunOnFreshContents() {
+  FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_->CreateStream());
+  for (size_t i = 0; i < input_buffers_.size(); ++i) {
+    FORGE_RETURN_IF_ERROR(
+        fresh_device_draw_ != nullptr
+            ? input_buffers_[i].CopyFromDeviceAsync(fresh_device_draw_->inputs[i], stream)
+            : Upload((*fresh_inputs_)[i].storage, input_buffers_[i], *staging_, *threads_,
+                     stream));
+  }
+  inputs_ = fresh_inputs_;
+  references_ = fresh_references_;
+  device_draw_ = fresh_device_draw_;
+  FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
+  FORGE_RETURN_IF_ERROR(launch_(stream, args_));
+  FORGE_RETURN_IF_ERROR(stream.Synchronize());
+  return device_->Synchronize();
+}
+
+absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
+  if (!verdict_.passed()) {
+    return absl::FailedPreconditionError("only a candidate that passed the judge is re-checked");
+  }
+  JudgeVerdict verdict = verdict_;
+  auto fail = [&verdict](FailureReason reason, const std::string& detail) {
+    verdict.evidence.set_passed(false);
+    verdict.reason = reason;
+    verdict.detail = absl::StrCat("timed runs: ", detail);
+    verdict.evidence.add_notes(verdict.detail);
+    return verdict;
+  };
+  auto fail_with_cuda_error = [&](const absl::Status& status) {
+    verdict.context_lost = gpu::IsStickyError(status);
+    return fail(ReasonForCudaError(status), std::string(status.message()));
+  };
+  if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
+    return fail_with_cuda_error(synced);
+  }
+  FORGE_ASSIGN_OR_RETURN(std::optional<Failure> failure, CheckBuffers());
+  if (failure) return fail(failure->reason, failure->detail);
   verdict.evidence.add_notes("outputs of the timed runs re-checked");
+  if (fresh_inputs_ == nullptr || fresh_references_ == nullptr || fresh_inputs_ == inputs_) {
+    return verdict;
+  }
+  // Once more with draw 0's inputs written into the timed buffers: a kernel that remembers its
+  // results by address (or keeps them from the last run) replays the timed draw's and fails.
+  if (absl::Status ran = RunOnFreshContents(); !ran.ok()) return fail_with_cuda_error(ran);
+  FORGE_ASSIGN_OR_RETURN(failure, CheckBuffers());
+  if (failure) {
+    return fail(failure->reason,
+                absl::StrCat("run again with draw 0's inputs in the timed buffers: ",
+                             failure->detail));
+  }
+  verdict.evidence.add_notes("run again with draw 0's inputs in the timed buffers and checked");
   return verdict;
 }
 

@@ -17,7 +17,10 @@
 //     eager is accurate enough to judge by (EagerAccurateEnough, per output and draw); an
 //     output whose reference is near constant, within itself or across draws, is flagged and the
 //     candidate must reproduce its variation;
-//   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
+//   - the last draw runs in the buffers of the draw before, with its own contents, and after
+//     timing the outputs of the last timed run are checked again, then the candidate runs once
+//     more with draw 0's inputs written into the timed buffers and is checked against draw 0's
+//     reference (JudgedCandidate): results remembered by buffer address fail;
 //   - with a DrawCache, the inputs and references of a draw are computed for the first candidate
 //     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
@@ -171,12 +174,26 @@ class JudgedCandidate {
   // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
-  // inputs are unchanged. The returned verdict extends verdict() with the outcome.
+  // inputs are unchanged; then writes draw 0's inputs into the same buffers, runs the candidate
+  // once more (outputs poisoned anew) and checks that run against draw 0's reference, so that a
+  // kernel that remembers results by buffer address fails. The returned verdict extends
+  // verdict() with the outcome. Afterwards the buffers hold draw 0's inputs: Launch times those.
   absl::StatusOr<JudgeVerdict> RecheckTimedOutputs();
 
  private:
   friend class JudgeRunner;
   JudgedCandidate() = default;
+
+  struct Failure {
+    forge::v1::FailureReason reason;
+    std::string detail;
+  };
+  // The input and output checks of the buffers against inputs_ and references_ (on the device
+  // first when device_draw_ is set): the first failure, or nothing.
+  absl::StatusOr<std::optional<Failure>> CheckBuffers();
+  // Writes draw 0's inputs into the buffers (which then stand for draw 0: inputs_, references_,
+  // device_draw_), poisons the outputs and runs the candidate once, synchronized.
+  absl::Status RunOnFreshContents();
 
   JudgeVerdict verdict_;
   const gpu::Device* device_ = nullptr;
@@ -202,6 +219,11 @@ class JudgedCandidate {
   std::vector<Poison> poisons_;
   uint64_t seed_ = 0;
   int64_t next_launch_ = 0;
+  // Draw 0's inputs, references and resident copy (null when judged on the host), for
+  // RecheckTimedOutputs' run with fresh contents.
+  std::shared_ptr<const std::vector<HostTensor>> fresh_inputs_;
+  std::shared_ptr<const DrawReferences> fresh_references_;
+  std::shared_ptr<const DeviceDraw> fresh_device_draw_;
 };
 
 // Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten
