@@ -58,21 +58,28 @@ judge::ReferenceFn Affine(double scale, double shift) {
   };
 }
 
-// Softmax along the last dim, in float64.
-absl::StatusOr<std::vector<std::vector<double>>> SoftmaxReference(
-    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
+// The task's one output: its one [rows, columns] input with `row(values, columns)` applied to each
+// row in place, in float64.
+template <typename Row>
+std::vector<std::vector<double>> ByRows(const forge::v1::KernelTask& task,
+                                        absl::Span<const HostTensor> inputs, const Row& row) {
   const int64_t rows = task.inputs(0).shape(0);
   const int64_t columns = task.inputs(0).shape(1);
   std::vector<double> y = inputs[0].ToDoubles();
-  for (int64_t row = 0; row < rows; ++row) {
-    double* values = y.data() + row * columns;
+  for (int64_t r = 0; r < rows; ++r) row(y.data() + r * columns, columns);
+  return std::vector<std::vector<double>>{y};
+}
+
+// Softmax along the last dim, in float64.
+absl::StatusOr<std::vector<std::vector<double>>> SoftmaxReference(
+    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
+  return ByRows(task, inputs, [](double* values, int64_t columns) {
     double top = values[0];
     for (int64_t c = 0; c < columns; ++c) top = std::max(top, values[c]);
     double sum = 0;
     for (int64_t c = 0; c < columns; ++c) sum += values[c] = std::exp(values[c] - top);
     for (int64_t c = 0; c < columns; ++c) values[c] /= sum;
-  }
-  return std::vector<std::vector<double>>{y};
+  });
 }
 
 const char* const kElementwiseKernels = R"(
@@ -258,11 +265,7 @@ LAYER_NORM(layer_norm_eps_outside, 0, 1.0f / (sqrtf(var) + 1e-5f))
 // Layer norm along the last dim without weight and bias, eps 1e-5, in float64.
 absl::StatusOr<std::vector<std::vector<double>>> LayerNormReference(
     const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
-  const int64_t rows = task.inputs(0).shape(0);
-  const int64_t columns = task.inputs(0).shape(1);
-  std::vector<double> y = inputs[0].ToDoubles();
-  for (int64_t row = 0; row < rows; ++row) {
-    double* values = y.data() + row * columns;
+  return ByRows(task, inputs, [](double* values, int64_t columns) {
     double mean = 0;
     for (int64_t c = 0; c < columns; ++c) mean += values[c];
     mean /= columns;
@@ -270,8 +273,7 @@ absl::StatusOr<std::vector<std::vector<double>>> LayerNormReference(
     for (int64_t c = 0; c < columns; ++c) var += (values[c] - mean) * (values[c] - mean);
     var /= columns;
     for (int64_t c = 0; c < columns; ++c) values[c] = (values[c] - mean) / std::sqrt(var + 1e-5);
-  }
-  return std::vector<std::vector<double>>{y};
+  });
 }
 
 // A rows x 1003 float32 task of one node `op` reading the input as `operand`: the node makes the
@@ -413,6 +415,13 @@ class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterfac
     return judged == nullptr ? judge::JudgeVerdict() : judged->verdict();
   }
 
+  // The verdict on elementwise kernel `name` of kElementwiseKernels as y = 2x + 1 over the full
+  // grid.
+  judge::JudgeVerdict AffineVerdict(const std::string& name) {
+    return VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                        Load(*elementwise_cubin_, name, FullGrid()), Affine(2, 1));
+  }
+
   // With resident draws, every draw the verdict covers was judged on the device.
   static void ExpectJudgedOnDevice(const judge::JudgeVerdict& verdict) {
     if (GetParam() != Draws::kOnDevice) return;
@@ -448,9 +457,7 @@ TEST_P(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
 }
 
 TEST_P(PlantedBugsTest, OneRowOnlyIsRejected) {
-  judge::JudgeVerdict verdict =
-      VerdictOrDie(ElementwiseTask(kRows, kColumns),
-                   Load(*elementwise_cubin_, "affine_one_row", FullGrid()), Affine(2, 1));
+  judge::JudgeVerdict verdict = AffineVerdict("affine_one_row");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 0);
@@ -544,9 +551,7 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
 
 TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
   // Launch 0 fills with a NaN, launch 1 with finite garbage: the second draw fails.
-  judge::JudgeVerdict verdict =
-      VerdictOrDie(ElementwiseTask(kRows, kColumns),
-                   Load(*elementwise_cubin_, "affine_unless_poisoned", FullGrid()), Affine(2, 1));
+  judge::JudgeVerdict verdict = AffineVerdict("affine_unless_poisoned");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 1);
@@ -555,9 +560,7 @@ TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
 
 TEST_P(PlantedBugsTest, AKernelThatMemoizesByAddressIsRejected) {
   // The last draw writes new contents into the buffers of the draw before.
-  judge::JudgeVerdict verdict = VerdictOrDie(
-      ElementwiseTask(kRows, kColumns),
-      Load(*elementwise_cubin_, "affine_memoized_by_address", FullGrid()), Affine(2, 1));
+  judge::JudgeVerdict verdict = AffineVerdict("affine_memoized_by_address");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << verdict.detail;
 }
