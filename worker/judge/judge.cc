@@ -257,7 +257,8 @@ class JudgeRunner {
       reuse_buffers_ = run > 0 && run + 1 == order.size();
       if (reuse_buffers_) {
         evidence.add_notes(absl::StrCat("draw ", order[run], " ran in the buffers of draw ",
-                                        order[run - 1], ", with its own contents"));
+                                        order[run - 1], ", with its own inputs and draw ",
+                                        order[run - 1], "'s answer in the outputs"));
       }
       FORGE_RETURN_IF_ERROR(RunDraw(order[run]));
       if (!evidence.passed()) break;
@@ -591,23 +592,28 @@ class JudgeRunner {
   }
 
   // Buffer `index` of the draw before (`previous`, the candidate's) when this draw reuses its
-  // buffers and it has that size; a new allocation otherwise.
+  // buffers and it has that size (then `*reused` is set when given); a new allocation otherwise.
   absl::StatusOr<gpu::DeviceBuffer> ReusedOrAllocated(std::vector<gpu::DeviceBuffer>& previous,
-                                                      size_t index, size_t bytes) {
+                                                      size_t index, size_t bytes,
+                                                      bool* reused = nullptr) {
     if (reuse_buffers_ && index < previous.size() && previous[index].size_bytes() == bytes) {
+      if (reused != nullptr) *reused = true;
       return std::move(previous[index]);
     }
     return device_.Allocate(bytes);
   }
 
   // Output `o` of this draw's launch, filled with the launch's poison (ChoosePoison, kept in
-  // draw_poisons_ for the comparisons).
+  // draw_poisons_ for the comparisons), or, when it is the previous draw's buffer, holding that
+  // draw's correct answer: a kernel that leaves elements as it found them fails where the answers
+  // differ.
   absl::StatusOr<gpu::DeviceBuffer> AllocatePoisonedOutput(int o, gpu::Stream& stream) {
     FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
+    bool reused = false;
     FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
-                           ReusedOrAllocated(result_->output_buffers_, o, bytes));
+                           ReusedOrAllocated(result_->output_buffers_, o, bytes, &reused));
     const Poison poison = ChoosePoison(task_.outputs(o).dtype(), options_.seed + o, launch_);
-    FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
+    if (!reused) FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
     draw_poisons_.push_back(poison);
     return buffer;
   }

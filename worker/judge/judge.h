@@ -17,7 +17,9 @@
 //     eager is accurate enough to judge by (EagerAccurateEnough, per output and draw); an
 //     output whose reference is near constant, within itself or across draws, is flagged and the
 //     candidate must reproduce its variation;
-//   - the last draw runs in the buffers of the draw before, with its own contents, and after
+//   - the last draw runs in the buffers of the draw before, with its own inputs and its outputs
+//     holding the draw before's answer (the one launch not poisoned: a kernel that relies on
+//     stale contents fails where the answers differ), and after
 //     timing the outputs of the last timed run are checked again, then the candidate runs once
 //     more with draw 0's inputs written into the timed buffers and is checked against draw 0's
 //     reference (JudgedCandidate): results remembered by buffer address fail;
