@@ -91,7 +91,7 @@ enum class InputDomainRule {
 };
 
 // The adversarial distributions the judge adds a draw of for the op's data operands (the
-// arguments `self`, `input` and `other`), where they expose wrong-but-plausible kernels that
+// arguments `self`, `input` and `other`; kIntegerEdges for its index arguments), where they expose wrong-but-plausible kernels that
 // normal(0, 1)-like draws never do (worker/judge/inputs.h says what each draws). Bits of
 // OpEntry::adversarial.
 enum AdversarialDraw : unsigned {
@@ -108,8 +108,9 @@ enum AdversarialDraw : unsigned {
   kActivationKinks = 1u << 4,
   // +0, -0 and subnormals among normal values.
   kZerosAndSubnormals = 1u << 5,
-  // The ends of an integer input's valid range: no entry sets it; the judge adds it for every
-  // input an InputDomainRule gives a range.
+  // The ends of an index input's valid range (its InputDomainRule's), for ops that read with the
+  // index (gather, embedding, the losses' targets); not for the scatters, where repeated indices
+  // leave the result to the order of the writes.
   kIntegerEdges = 1u << 6,
 };
 

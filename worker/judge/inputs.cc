@@ -161,7 +161,8 @@ class AdversarialInference {
         draw.inputs.push_back(i);
         absl::StrAppend(&draw.reason, draw.reason.empty() ? "" : "; ", "input ", i, " (",
                         DescribeSpec(task_.inputs(i)), "): ",
-                        bit == ops::kIntegerEdges ? domains_[i].reason : reasons_[i]);
+                        reasons_[i],
+                        bit == ops::kIntegerEdges ? absl::StrCat(", ", domains_[i].reason) : "");
       }
       if (!draw.inputs.empty()) draws.push_back(std::move(draw));
     }
@@ -184,31 +185,41 @@ class AdversarialInference {
       }
     }
     for (const Argument& argument : node.arguments()) {
-      auto it = input_of_.find(TensorName(&argument));
-      if (it == input_of_.end()) continue;
-      const int i = it->second;
-      const unsigned asked =
-          entry != nullptr && IsDataOperand(argument.name()) ? entry->adversarial : 0;
-      if (reasons_[i].empty() && asked != 0) {
-        reasons_[i] = absl::StrCat(argument.name(), " of ", node.op());
+      // Data operands may get the floating distributions, other arguments the integer edges.
+      const unsigned bits = entry == nullptr                 ? 0u
+                            : IsDataOperand(argument.name()) ? entry->adversarial & ~kEdges
+                                                             : entry->adversarial & kEdges;
+      Read(TensorName(&argument), bits, argument.name(), node.op());
+      if (argument.has_optional_tensors()) {
+        for (const auto& item : argument.optional_tensors().items()) {
+          if (item.has_value_name()) Read(item.value_name(), bits, argument.name(), node.op());
+        }
       }
-      asked_[i] &= asked;
-      read_[i] = true;
     }
+  }
+
+  // Notes that `value` is read as argument `argument` of `op`, which asks for `bits`.
+  void Read(const std::string& value, unsigned bits, const std::string& argument,
+            const std::string& op) {
+    auto it = input_of_.find(value);
+    if (it == input_of_.end()) return;
+    const int i = it->second;
+    if (reasons_[i].empty() && bits != 0) reasons_[i] = absl::StrCat(argument, " of ", op);
+    asked_[i] &= bits;
+    read_[i] = true;
   }
 
   // The distributions input i gets.
   unsigned BitsOf(int i) const {
+    if (!read_[i]) return 0;
     const InputDomain& domain = domains_[i];
-    if (domain.kind == InputDomain::Kind::kIntegerRange) {
-      return IsFloatingPoint(task_.inputs(i).dtype()) ? 0u : unsigned{ops::kIntegerEdges};
-    }
-    if (domain.kind != InputDomain::Kind::kAny || !read_[i] ||
-        !IsFloatingPoint(task_.inputs(i).dtype())) {
-      return 0;
-    }
-    return asked_[i] & ~ops::kIntegerEdges;
+    const bool floating = IsFloatingPoint(task_.inputs(i).dtype());
+    if (domain.kind == InputDomain::Kind::kIntegerRange) return floating ? 0 : asked_[i] & kEdges;
+    if (domain.kind != InputDomain::Kind::kAny || !floating) return 0;
+    return asked_[i] & ~kEdges;
   }
+
+  static constexpr unsigned kEdges = ops::kIntegerEdges;
 
   const forge::v1::KernelTask& task_;
   absl::Span<const InputDomain> domains_;

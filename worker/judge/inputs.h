@@ -30,9 +30,11 @@
 //   - activation kinks: k or k + normal(0, 0.01) (half each) for k drawn from {0, 1, -1, 3, -3, 6};
 //   - zeros and subnormals: +0, -0, a subnormal of the dtype (random sign and mantissa) or
 //     normal(0, 1), a quarter each;
-//   - integer edges: the range's ends low and high - 1 (three quarters), else uniform in it.
-// An input gets a floating distribution only when every op that reads it asks for it as a data
-// operand (looking through views): an input that also feeds an op the distribution would push
+//   - integer edges: the range's ends low and high - 1 (three quarters), else uniform in it, for
+//     index inputs of ops that read with them (not the scatters: repeated indices there leave the
+//     result to the order of the writes).
+// An input gets a distribution only when every op that reads it asks for it (a floating one as a
+// data operand; looking through views): an input that also feeds an op the distribution would push
 // outside what eager computes accurately (exp of a large logit, a division by a subnormal) keeps
 // the standard draws. The draws' other inputs are drawn as standard draw `draw` is. Inputs read
 // only through ops outside the op table, or an op's intermediate results, get none: the

@@ -215,7 +215,22 @@ TEST(ChooseAdversarialDrawsTest, EachOpFamilyGetsItsDistributions) {
   EXPECT_EQ(loss[1].inputs, std::vector<int>{1});
   EXPECT_TRUE(absl::StrContains(loss[0].reason, "self of aten::cross_entropy_loss"))
       << loss[0].reason;
-  EXPECT_TRUE(absl::StrContains(loss[1].reason, "[0, 10)")) << loss[1].reason;
+  EXPECT_TRUE(absl::StrContains(loss[1].reason, "target of aten::cross_entropy_loss, target of "
+                                                "aten::cross_entropy_loss: classes [0, 10)"))
+      << loss[1].reason;
+  // Gather's index gets the edges; scatter's, whose repeated indices race, does not.
+  forge::v1::Argument dim;
+  dim.set_name("dim");
+  dim.set_int_value(1);
+  for (const char* op : {"aten::gather", "aten::scatter"}) {
+    const std::vector<AdversarialDraw> draws = AdversarialOf(TaskWithNode(
+        op, {{"x", rows}, {"i", Spec(forge::v1::DTYPE_INT64, {32, 4})}},
+        {TensorArgument("self", "x"), dim, TensorArgument("index", "i")}));
+    EXPECT_EQ(Kinds(draws), std::string(op) == "aten::gather"
+                                ? std::vector<ops::AdversarialDraw>{ops::kIntegerEdges}
+                                : std::vector<ops::AdversarialDraw>{})
+        << op;
+  }
 }
 
 TEST(ChooseAdversarialDrawsTest, EveryReaderMustAskAndViewsAreLookedThrough) {
