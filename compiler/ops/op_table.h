@@ -9,7 +9,7 @@
 //     reach the GPU through another family (reduction, GEMM library, ATen fallback);
 //   - its reference support: the domain the judge draws the op's inputs from, where random
 //     values would make the reference fail or meaningless (an index out of range, the log of a
-//     negative). The reference interpreter itself needs no entry: it runs every op its LibTorch's
+//     negative), and the adversarial distributions the judge adds draws of (AdversarialDraw). The reference interpreter itself needs no entry: it runs every op its LibTorch's
 //     dispatcher knows, by schema.
 //
 // Layering: this library is below compiler/graph, compiler/codegen and worker/judge, which read
@@ -90,6 +90,30 @@ enum class InputDomainRule {
   kPositiveSelf,
 };
 
+// The adversarial distributions the judge adds a draw of for the op's data operands (the
+// arguments `self`, `input` and `other`; kIntegerEdges for its index arguments), where they expose wrong-but-plausible kernels that
+// normal(0, 1)-like draws never do (worker/judge/inputs.h says what each draws). Bits of
+// OpEntry::adversarial.
+enum AdversarialDraw : unsigned {
+  // Logits of scale 10^3 (what the dtype represents): softmax without the max subtracted
+  // overflows.
+  kLargeLogits = 1u << 0,
+  // Rows with a large mean: a variance as E[x^2] - E[x]^2 cancels.
+  kLargeMean = 1u << 1,
+  // Rows with a tiny variance: 1 / (sqrt(var) + eps) in place of rsqrt(var + eps) shows.
+  kTinyVariance = 1u << 2,
+  // Pairs of terms that cancel, mixed signs: a sum kept in too little precision shows.
+  kCancellation = 1u << 3,
+  // Values at and near the kinks of the piecewise activations (0, +-1, +-3, 6).
+  kActivationKinks = 1u << 4,
+  // +0, -0 and subnormals among normal values.
+  kZerosAndSubnormals = 1u << 5,
+  // The ends of an index input's valid range (its InputDomainRule's), for ops that read with the
+  // index (gather, embedding, the losses' targets); not for the scatters, where repeated indices
+  // leave the result to the order of the writes.
+  kIntegerEdges = 1u << 6,
+};
+
 struct OpEntry {
   absl::string_view name = {};  // without "aten::": "add"
   // The overload this entry is for; empty: every overload without an entry of its own. An
@@ -103,6 +127,7 @@ struct OpEntry {
   ElementForm form = ElementForm::kNone;
   PointwiseEmitter emitter = nullptr;  // set exactly when form is kCompute
   InputDomainRule domain = InputDomainRule::kAny;
+  unsigned adversarial = 0;  // AdversarialDraw bits
 };
 
 // The entry of `op` ("aten::add", with its namespace) at `overload` ("Tensor"; "" is "default"):

@@ -58,21 +58,28 @@ judge::ReferenceFn Affine(double scale, double shift) {
   };
 }
 
-// Softmax along the last dim, in float64.
-absl::StatusOr<std::vector<std::vector<double>>> SoftmaxReference(
-    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
+// The task's one output: its one [rows, columns] input with `row(values, columns)` applied to each
+// row in place, in float64.
+template <typename Row>
+std::vector<std::vector<double>> ByRows(const forge::v1::KernelTask& task,
+                                        absl::Span<const HostTensor> inputs, const Row& row) {
   const int64_t rows = task.inputs(0).shape(0);
   const int64_t columns = task.inputs(0).shape(1);
   std::vector<double> y = inputs[0].ToDoubles();
-  for (int64_t row = 0; row < rows; ++row) {
-    double* values = y.data() + row * columns;
+  for (int64_t r = 0; r < rows; ++r) row(y.data() + r * columns, columns);
+  return std::vector<std::vector<double>>{y};
+}
+
+// Softmax along the last dim, in float64.
+absl::StatusOr<std::vector<std::vector<double>>> SoftmaxReference(
+    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
+  return ByRows(task, inputs, [](double* values, int64_t columns) {
     double top = values[0];
     for (int64_t c = 0; c < columns; ++c) top = std::max(top, values[c]);
     double sum = 0;
     for (int64_t c = 0; c < columns; ++c) sum += values[c] = std::exp(values[c] - top);
     for (int64_t c = 0; c < columns; ++c) values[c] /= sum;
-  }
-  return std::vector<std::vector<double>>{y};
+  });
 }
 
 const char* const kElementwiseKernels = R"(
@@ -112,6 +119,23 @@ extern "C" __global__ void near_constant(const float* x, float* y) {
 extern "C" __global__ void near_constant_as_constant(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < N) y[i] = 1000.0f;
+}
+// Right only where it finds the NaN poison of old (any NaN): a kernel that recognizes the poison.
+extern "C" __global__ void affine_unless_poisoned(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + (isnan(y[i]) ? 1.0f : 1.5f);
+}
+// Remembers each element's result by the input's address and replays it when called on the same
+// buffer again: right on fresh buffers, stale when new contents arrive in a buffer it has seen.
+__device__ const float* memo_input[N];
+__device__ float memo_output[N];
+extern "C" __global__ void affine_memoized_by_address(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  if (memo_input[i] == x) { y[i] = memo_output[i]; return; }
+  y[i] = x[i] * 2.0f + 1.0f;
+  memo_output[i] = y[i];
+  memo_input[i] = x;
 }
 // Keeps the GPU busy long enough that work behind it is still pending when the judge reads.
 extern "C" __global__ void spin(long long cycles) {
@@ -154,6 +178,118 @@ extern "C" __global__ void softmax_first_row_only(const float* x, float* y) {
 }
 )";
 
+// Softmax and layer norm (no affine, eps 1e-5) over rows of 1003, one block of 256 threads per row:
+// correct kernels with other reduction orders, and the bugs only adversarial draws show. Block
+// sums go through warp shuffles or shared memory; Reduce(v, op) combines the block's values.
+const char* const kRowKernels = R"(
+#define COLUMNS 1003
+__device__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+__device__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}
+// The block's sum (or max) through warp shuffles: every thread gets it.
+__device__ float BlockReduce(float v, bool max) {
+  __shared__ float warps[8];
+  __shared__ float total;
+  v = max ? WarpMax(v) : WarpSum(v);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float w = threadIdx.x < 8 ? warps[threadIdx.x] : (max ? __int_as_float(0xff800000) : 0.0f);
+    w = max ? WarpMax(w) : WarpSum(w);
+    if (threadIdx.x == 0) total = w;
+  }
+  __syncthreads();
+  v = total;
+  __syncthreads();
+  return v;
+}
+// Softmax with the max subtracted, warp-shuffle reductions, and each thread's exp sum kept with
+// Kahan compensation over its columns taken in reverse: another summation order that must pass.
+extern "C" __global__ void softmax_shuffle_kahan(const float* x, float* y) {
+  const float* in = x + blockIdx.x * COLUMNS;
+  float* out = y + blockIdx.x * COLUMNS;
+  float top = __int_as_float(0xff800000);
+  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) top = fmaxf(top, in[c]);
+  top = BlockReduce(top, true);
+  float sum = 0, carry = 0;
+  int last = threadIdx.x + ((COLUMNS - 1 - threadIdx.x) / blockDim.x) * blockDim.x;
+  for (int c = last; c >= 0 && threadIdx.x < COLUMNS; c -= blockDim.x) {
+    float term = expf(in[c] - top) - carry;
+    float next = sum + term;
+    carry = (next - sum) - term;
+    sum = next;
+  }
+  sum = BlockReduce(sum, false);
+  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = expf(in[c] - top) / sum;
+}
+// The bug: exp without the max subtracted, exact until a logit passes ~88.
+extern "C" __global__ void softmax_without_max(const float* x, float* y) {
+  const float* in = x + blockIdx.x * COLUMNS;
+  float* out = y + blockIdx.x * COLUMNS;
+  float sum = 0;
+  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) sum += expf(in[c]);
+  sum = BlockReduce(sum, false);
+  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = expf(in[c]) / sum;
+}
+// LAYER_NORM(name, variance, scale): mean first; `variance` from the row's sums; `scale` the
+// factor applied to x - mean.
+#define LAYER_NORM(name, variance, scale)                                         \
+  extern "C" __global__ void name(const float* x, float* y) {                   \
+    const float* in = x + blockIdx.x * COLUMNS;                                 \
+    float* out = y + blockIdx.x * COLUMNS;                                      \
+    float sum = 0, squares = 0;                                                 \
+    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) sum += in[c];       \
+    const float mean = BlockReduce(sum, false) / COLUMNS;                       \
+    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) {                   \
+      float d = in[c] - mean;                                                   \
+      squares += (variance) == 0 ? d * d : in[c] * in[c];                       \
+    }                                                                           \
+    squares = BlockReduce(squares, false) / COLUMNS;                            \
+    const float var = (variance) == 0 ? squares : squares - mean * mean;        \
+    const float factor = scale;                                                 \
+    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = (in[c] - mean) * factor; \
+  }
+// Two passes, rsqrt(var + eps): correct.
+LAYER_NORM(layer_norm, 0, rsqrtf(var + 1e-5f))
+// The bugs: E[x^2] - E[x]^2 (cancels on rows with a large mean), and 1 / (sqrt(var) + eps)
+// (wrong where var is near eps).
+LAYER_NORM(layer_norm_moments, 1, rsqrtf(var + 1e-5f))
+LAYER_NORM(layer_norm_eps_outside, 0, 1.0f / (sqrtf(var) + 1e-5f))
+)";
+
+// Layer norm along the last dim without weight and bias, eps 1e-5, in float64.
+absl::StatusOr<std::vector<std::vector<double>>> LayerNormReference(
+    const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
+  return ByRows(task, inputs, [](double* values, int64_t columns) {
+    double mean = 0;
+    for (int64_t c = 0; c < columns; ++c) mean += values[c];
+    mean /= columns;
+    double var = 0;
+    for (int64_t c = 0; c < columns; ++c) var += (values[c] - mean) * (values[c] - mean);
+    var /= columns;
+    for (int64_t c = 0; c < columns; ++c) values[c] = (values[c] - mean) / std::sqrt(var + 1e-5);
+  });
+}
+
+// A rows x 1003 float32 task of one node `op` reading the input as `operand`: the node makes the
+// judge add the op's adversarial draws (the reference stays the hand-written one).
+forge::v1::KernelTask RowTask(int64_t rows, const std::string& op, const std::string& operand) {
+  forge::v1::KernelTask task = ElementwiseTask(rows, kColumns);
+  task.set_digest(absl::StrCat("planted-", op, "-", rows));
+  forge::v1::Node* node = task.mutable_group()->add_nodes();
+  node->set_op(op);
+  forge::v1::Argument* argument = node->add_arguments();
+  argument->set_name(operand);
+  argument->set_tensor("x");
+  node->add_outputs("y");
+  return task;
+}
+
 // The GPU, the compiled kernels and how to load them, for both suites.
 class JudgeGpuTest : public ::testing::Test {
  protected:
@@ -170,14 +306,15 @@ class JudgeGpuTest : public ::testing::Test {
     // Every task on the device, however small: the tests' tasks are.
     device_draws_ = new judge::DeviceDraws(*device_, *comparer_, int64_t{4} << 30,
                                            /*min_task_bytes=*/0);
-    for (const char* source : {kElementwiseKernels, kSoftmaxKernels}) {
+    for (const char* source : {kElementwiseKernels, kSoftmaxKernels, kRowKernels}) {
       compile::CompileRequest request;
       request.source = source;
       request.arch = device_->properties().arch();
       compile::CompileResult compiled = (*pool)->Compile(request);
       ASSERT_TRUE(compiled.ok()) << compiled.status << "\n" << compiled.log;
-      (source == kElementwiseKernels ? elementwise_cubin_ : softmax_cubin_) =
-          new std::string(compiled.cubin);
+      (source == kElementwiseKernels ? elementwise_cubin_
+       : source == kSoftmaxKernels   ? softmax_cubin_
+                                     : row_cubin_) = new std::string(compiled.cubin);
     }
   }
 
@@ -237,6 +374,7 @@ class JudgeGpuTest : public ::testing::Test {
   static inline judge::DeviceDraws* device_draws_ = nullptr;
   static inline std::string* elementwise_cubin_ = nullptr;
   static inline std::string* softmax_cubin_ = nullptr;
+  static inline std::string* row_cubin_ = nullptr;
 };
 
 // Where the judge finds a task's draws: computed for each candidate, in the draw cache, or in the
@@ -277,6 +415,13 @@ class PlantedBugsTest : public JudgeGpuTest, public ::testing::WithParamInterfac
     return judged == nullptr ? judge::JudgeVerdict() : judged->verdict();
   }
 
+  // The verdict on elementwise kernel `name` of kElementwiseKernels as y = 2x + 1 over the full
+  // grid.
+  judge::JudgeVerdict AffineVerdict(const std::string& name) {
+    return VerdictOrDie(ElementwiseTask(kRows, kColumns),
+                        Load(*elementwise_cubin_, name, FullGrid()), Affine(2, 1));
+  }
+
   // With resident draws, every draw the verdict covers was judged on the device.
   static void ExpectJudgedOnDevice(const judge::JudgeVerdict& verdict) {
     if (GetParam() != Draws::kOnDevice) return;
@@ -312,9 +457,7 @@ TEST_P(PlantedBugsTest, CorrectKernelPassesAndSurvivesTiming) {
 }
 
 TEST_P(PlantedBugsTest, OneRowOnlyIsRejected) {
-  judge::JudgeVerdict verdict =
-      VerdictOrDie(ElementwiseTask(kRows, kColumns),
-                   Load(*elementwise_cubin_, "affine_one_row", FullGrid()), Affine(2, 1));
+  judge::JudgeVerdict verdict = AffineVerdict("affine_one_row");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_EQ(verdict.evidence.failed_draw(), 0);
@@ -406,6 +549,22 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
   ExpectJudgedOnDevice(verdict);
 }
 
+TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
+  // Launch 0 fills with a NaN, launch 1 with finite garbage: the second draw fails.
+  judge::JudgeVerdict verdict = AffineVerdict("affine_unless_poisoned");
+  EXPECT_FALSE(verdict.passed());
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
+  EXPECT_EQ(verdict.evidence.failed_draw(), 1);
+  ExpectJudgedOnDevice(verdict);
+}
+
+TEST_P(PlantedBugsTest, AKernelThatMemoizesByAddressIsRejected) {
+  // The last draw writes new contents into the buffers of the draw before.
+  judge::JudgeVerdict verdict = AffineVerdict("affine_memoized_by_address");
+  EXPECT_FALSE(verdict.passed());
+  EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << verdict.detail;
+}
+
 TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {
   constexpr int64_t kSoftmaxRows = 256;
   forge::v1::KernelTask task = ElementwiseTask(kSoftmaxRows, kColumns);
@@ -417,6 +576,44 @@ TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {
   EXPECT_EQ(first_row.reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
   EXPECT_TRUE(absl::StrContains(first_row.detail, "element 1003 [1, 0] never written"))
       << first_row.detail;
+}
+
+TEST_P(PlantedBugsTest, SoftmaxWithoutTheMaxFailsOnLargeLogits) {
+  constexpr int64_t kSoftmaxRows = 256;
+  const forge::v1::KernelTask task = RowTask(kSoftmaxRows, "aten::_softmax", "self");
+  for (const char* correct : {"softmax_shuffle_kahan"}) {
+    judge::JudgeVerdict verdict =
+        VerdictOrDie(task, Load(*row_cubin_, correct, kSoftmaxRows), SoftmaxReference);
+    EXPECT_TRUE(verdict.passed()) << correct << ": " << verdict.detail;
+    EXPECT_EQ(verdict.evidence.draws(), 4) << correct;  // 3 standard, 1 adversarial
+  }
+  std::unique_ptr<judge::JudgedCandidate> original =
+      JudgeOrDie(task, Load(*softmax_cubin_, "softmax", kSoftmaxRows), SoftmaxReference);
+  ASSERT_NE(original, nullptr);
+  EXPECT_TRUE(original->verdict().passed()) << original->verdict().detail;
+  ExpectSurvivesTiming(*original);
+  judge::JudgeVerdict bug = VerdictOrDie(
+      task, Load(*row_cubin_, "softmax_without_max", kSoftmaxRows), SoftmaxReference);
+  EXPECT_FALSE(bug.passed());
+  EXPECT_EQ(bug.evidence.failed_draw(), 3);
+  EXPECT_TRUE(absl::StrContains(bug.detail, "adversarial: large logits")) << bug.detail;
+}
+
+TEST_P(PlantedBugsTest, LayerNormBugsFailOnLargeMeansAndTinyVariances) {
+  constexpr int64_t kNormRows = 256;
+  const forge::v1::KernelTask task = RowTask(kNormRows, "aten::native_layer_norm", "input");
+  judge::JudgeVerdict correct =
+      VerdictOrDie(task, Load(*row_cubin_, "layer_norm", kNormRows), LayerNormReference);
+  EXPECT_TRUE(correct.passed()) << correct.detail;
+  EXPECT_EQ(correct.evidence.draws(), 5);  // 3 standard, large mean, tiny variance
+  judge::JudgeVerdict moments = VerdictOrDie(
+      task, Load(*row_cubin_, "layer_norm_moments", kNormRows), LayerNormReference);
+  EXPECT_FALSE(moments.passed());
+  EXPECT_TRUE(absl::StrContains(moments.detail, "adversarial: large mean")) << moments.detail;
+  judge::JudgeVerdict eps = VerdictOrDie(
+      task, Load(*row_cubin_, "layer_norm_eps_outside", kNormRows), LayerNormReference);
+  EXPECT_FALSE(eps.passed());
+  EXPECT_TRUE(absl::StrContains(eps.detail, "adversarial: tiny variance")) << eps.detail;
 }
 
 // The draw cache across the candidates of a task.

@@ -25,6 +25,7 @@ namespace {
   X(cuCtxSetCurrent, 4000) X(cuCtxSynchronize, 2000) X(cuMemGetInfo, 3020)                     \
   X(cuMemAlloc, 3020) X(cuMemFree, 3020) X(cuMemcpyHtoD, 3020) X(cuMemcpyDtoH, 3020)           \
   X(cuMemcpyDtoHAsync, 3020) X(cuMemcpyDtoDAsync, 3020) X(cuMemsetD32Async, 3020)              \
+  X(cuMemcpyHtoDAsync, 3020)                                                                   \
   X(cuMemsetD16Async, 3020) X(cuMemsetD8Async, 3020) X(cuStreamCreate, 2000)                   \
   X(cuStreamDestroy, 4000) X(cuStreamSynchronize, 2000) X(cuEventCreate, 2000)                 \
   X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)                   \
@@ -211,6 +212,15 @@ absl::Status DeviceBuffer::CopyFromHost(const void* host, size_t bytes) {
   }
   return CudaStatus(D().fn_cuMemcpyHtoD(address_, host, bytes),
                     absl::StrCat("cuMemcpyHtoD(", bytes, " bytes)"));
+}
+
+absl::Status DeviceBuffer::CopyFromHostAsync(const void* host, size_t bytes, Stream& stream) {
+  if (bytes != size_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("copy of ", bytes, " bytes into a device buffer of ",
+                                                   size_bytes_, " bytes"));
+  }
+  return CudaStatus(D().fn_cuMemcpyHtoDAsync(address_, host, bytes, stream.handle()),
+                    absl::StrCat("cuMemcpyHtoDAsync(", bytes, " bytes)"));
 }
 
 absl::Status DeviceBuffer::CopyToHost(void* host, size_t bytes) const {

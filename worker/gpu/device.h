@@ -71,9 +71,18 @@ class DeviceBuffer {
   CUdeviceptr address() const { return address_; }
   size_t size_bytes() const { return size_bytes_; }
 
-  // Blocking copies of the whole buffer; `host` must hold size_bytes().
+  // Blocking copies of the whole buffer; `host` must hold size_bytes(). From pageable memory,
+  // CopyFromHost may return before the data reaches the device (cuMemcpyHtoD returns once it is
+  // staged), and work on a non-blocking stream is not ordered after it: a kernel launched there
+  // right away can read the buffer's old contents. Use CopyFromHostAsync on the stream the
+  // buffer's reader runs on.
   absl::Status CopyFromHost(const void* host, size_t bytes);
   absl::Status CopyToHost(void* host, size_t bytes) const;
+  // A copy from host ordered on `stream`: work enqueued on `stream` after it reads the new
+  // contents. From pageable memory, `host` is staged before the call returns and may then be
+  // reused; from page-locked memory, `host` must stay unchanged until `stream` has reached the
+  // copy.
+  absl::Status CopyFromHostAsync(const void* host, size_t bytes, Stream& stream);
   // A copy to host ordered on `stream` (it waits for the stream's earlier work); returns once the
   // copy is enqueued, so synchronize `stream` before reading `host`.
   absl::Status CopyToHostAsync(void* host, size_t bytes, Stream& stream) const;

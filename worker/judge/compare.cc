@@ -169,12 +169,6 @@ auto WithCodec(DType dtype, const Visit& visit) {
   }
 }
 
-// The poison of `dtype` as its element's bits.
-template <typename Bits>
-Bits PoisonBits(DType dtype) {
-  return static_cast<Bits>(PoisonElementBits(dtype, sizeof(Bits)));
-}
-
 // Calls visit(offset_of) with a function from logical index to storage offset (in elements).
 template <typename Visit>
 auto WithOffsets(const forge::v1::TensorSpec& spec, const Visit& visit) {
@@ -271,7 +265,12 @@ absl::Span<const double> DecodeTableOf(DType dtype) {
   }
 }
 
+bool EagerAccurateEnough(double eager_rel_norm_error) {
+  return eager_rel_norm_error <= kMaxTrustedEagerError;
+}
+
 double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error) {
+  if (!EagerAccurateEnough(eager_rel_norm_error)) return tolerances.rel_norm;
   return std::max(tolerances.rel_norm, 2 * eager_rel_norm_error);
 }
 
@@ -332,7 +331,10 @@ Poison PoisonFor(DType dtype) {
 }
 
 uint64_t PoisonElementBits(DType dtype, int element_bytes) {
-  const Poison poison = PoisonFor(dtype);
+  return PoisonElementBits(PoisonFor(dtype), element_bytes);
+}
+
+uint64_t PoisonElementBits(const Poison& poison, int element_bytes) {
   std::byte element[sizeof(uint64_t)] = {};
   for (int offset = 0; offset < element_bytes; offset += poison.word_bytes) {
     std::memcpy(element + offset, &poison.word, poison.word_bytes);
@@ -340,6 +342,66 @@ uint64_t PoisonElementBits(DType dtype, int element_bytes) {
   uint64_t bits = 0;
   std::memcpy(&bits, element, element_bytes);
   return bits;
+}
+
+Poison ChoosePoison(DType dtype, uint64_t seed, int64_t launch) {
+  // splitmix64 of the seed and the launch: nearby launches give unrelated patterns.
+  uint64_t state = seed ^ (static_cast<uint64_t>(launch) * 0x9E3779B97F4A7C15ull);
+  auto next = [&state] {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const bool nan = launch % 2 == 0;
+  // A NaN: every exponent bit set, a non-zero random payload below it. Garbage: an exponent drawn
+  // from the top ones below all-ones (`lowest_exponent` up), a random mantissa. Both with a random
+  // sign; `bits` wide, `mantissa_bits` of mantissa.
+  auto pattern = [&](int bits, int mantissa_bits, uint32_t lowest_exponent) {
+    const uint32_t sign = static_cast<uint32_t>(next() & 1) << (bits - 1);
+    const uint32_t all_ones = (uint32_t{1} << (bits - 1 - mantissa_bits)) - 1;
+    const uint32_t mantissa_mask = (uint32_t{1} << mantissa_bits) - 1;
+    if (nan) {
+      const uint32_t payload = static_cast<uint32_t>(next() % mantissa_mask) + 1;
+      return sign | (all_ones << mantissa_bits) | payload;
+    }
+    const uint32_t exponent =
+        lowest_exponent + static_cast<uint32_t>(next() % (all_ones - lowest_exponent));
+    return sign | (exponent << mantissa_bits) | (static_cast<uint32_t>(next()) & mantissa_mask);
+  };
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT32:
+      return {4, pattern(32, 23, 0xF0)};
+    case forge::v1::DTYPE_FLOAT64:
+      // The high word decides: its 20 mantissa bits and the low word (the same word, non-zero)
+      // form the payload of a NaN, or the mantissa of a finite value.
+      return {4, pattern(32, 20, 0x7E0)};
+    case forge::v1::DTYPE_FLOAT16:
+      return {2, pattern(16, 10, 0x1C)};
+    case forge::v1::DTYPE_BFLOAT16:
+      return {2, pattern(16, 7, 0xF0)};
+    case forge::v1::DTYPE_FLOAT8_E4M3FN: {
+      // NaN is S.1111.111 alone; garbage 256 to 448 (exponent 15, mantissa not all ones).
+      const uint32_t sign = static_cast<uint32_t>(next() & 1) << 7;
+      return {1, sign | (nan ? 0x7Fu : 0x78u | static_cast<uint32_t>(next() % 7))};
+    }
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return {1, pattern(8, 2, 0x1D)};
+    default:
+      return PoisonFor(dtype);
+  }
+}
+
+std::string DescribePoison(DType dtype, const Poison& poison) {
+  absl::StatusOr<int> element_bytes = ElementBytes(dtype);
+  if (!element_bytes.ok()) return "";
+  const uint64_t bits = PoisonElementBits(poison, *element_bytes);
+  std::byte element[sizeof(uint64_t)];
+  std::memcpy(element, &bits, sizeof(bits));
+  const double value = DecodeElement(dtype, element);
+  if (std::isnan(value)) return absl::StrFormat("NaN 0x%0*x", 2 * *element_bytes, bits);
+  return absl::StrFormat("finite 0x%0*x (%.3g)", 2 * *element_bytes, bits, value);
 }
 
 bool IsPoison(DType dtype, const std::byte* element) {
@@ -390,6 +452,13 @@ void EagerError::Merge(const EagerError& other) {
 
 std::string EagerError::Note() const {
   if (max_abs == 0) return "";
+  if (!EagerAccurateEnough(rel_norm)) {
+    return absl::StrFormat(
+        "eager's own error (ATen in the task's dtypes vs float64: max %.3g, relative norm %.3g) "
+        "exceeds %g on some draw: there eager is too far from float64 to judge by and the "
+        "tolerance was not widened",
+        max_abs, rel_norm, kMaxTrustedEagerError);
+  }
   return absl::StrFormat(
       "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max %.3g, "
       "relative norm %.3g",
@@ -398,16 +467,19 @@ std::string EagerError::Note() const {
 
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
-                               absl::Span<const double> native_reference, ThreadPool& pool) {
+                               absl::Span<const double> native_reference, ThreadPool& pool,
+                               std::optional<Poison> poison) {
   return CompareOutput(candidate.spec, candidate.storage, reference, tolerances, native_reference,
-                       pool);
+                       pool, poison);
 }
 
 OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                absl::Span<const std::byte> storage,
                                absl::Span<const double> reference, const Tolerances& tolerances,
-                               absl::Span<const double> native_reference, ThreadPool& pool) {
+                               absl::Span<const double> native_reference, ThreadPool& pool,
+                               std::optional<Poison> poison) {
   OutputComparison result;
+  const Poison filled = poison.value_or(PoisonFor(spec.dtype()));
   const DType dtype = spec.dtype();
   const int64_t count = ElementCount(spec);
   result.element_count = count;
@@ -436,18 +508,21 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                   " elements, the float64 reference ", reference.size());
     return result;
   }
-  const double rel_norm_bound =
-      native_reference.empty()
-          ? tolerances.rel_norm
-          : WidenedRelNormBound(tolerances, RelativeNormError(native_reference, reference, pool));
+  double rel_norm_bound = tolerances.rel_norm;
+  if (!native_reference.empty()) {
+    const double eager_error = RelativeNormError(native_reference, reference, pool);
+    rel_norm_bound = WidenedRelNormBound(tolerances, eager_error);
+    // Where eager lost the result, its values widen no element's bound either.
+    if (!EagerAccurateEnough(eager_error)) native_reference = {};
+  }
 
   std::vector<ChunkTally> tallies(ThreadPool::ChunkCount(count));
   WithCodec(dtype, [&](const auto& decode) {
     using Bits = typename std::decay_t<decltype(decode)>::Bits;
-    const Bits poison = PoisonBits<Bits>(dtype);
+    const Bits poison_bits = static_cast<Bits>(PoisonElementBits(filled, sizeof(Bits)));
     WithOffsets(spec, [&](const auto& offset_of) {
       pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
-        tallies[chunk] = CompareChunk(decode, offset_of, poison, storage.data(), reference,
+        tallies[chunk] = CompareChunk(decode, offset_of, poison_bits, storage.data(), reference,
                                       tolerances, native_reference, begin, end);
       });
     });
@@ -464,7 +539,8 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
   if (first_unwritten != kNoIndex) {
     result.failed_index = first_unwritten;
     result.failure = absl::StrCat(where(first_unwritten),
-                                  " never written (still holds the NaN poison); ", result.unwritten,
+                                  " never written (still holds the poison, ",
+                                  DescribePoison(dtype, filled), "); ", result.unwritten,
                                   " of ", count, " elements unwritten");
   } else if (first_mismatch != kNoIndex) {
     const int64_t i = first_mismatch;

@@ -65,6 +65,21 @@ uint64_t PoisonElementBits(forge::v1::DType dtype, int element_bytes);
 // True when the element at `element` holds exactly the poison's bytes.
 bool IsPoison(forge::v1::DType dtype, const std::byte* element);
 
+// The poison of launch `launch` of a judge seeded with `seed`: a different pattern every launch, so
+// that a kernel cannot recognize it (test its output for the poison and compute differently) or
+// rely on what an earlier launch left behind. Even launches get a NaN with a random payload and
+// sign (any NaN encoding of the dtype, quiet or signaling; float8 e4m3 has only 0x7F and 0xFF),
+// odd ones large finite garbage of random sign (float32 and bfloat16 above 1e33, float16 above
+// 8192, float64 above 1e295, float8 near its largest value); integers and bool keep PoisonFor's
+// 0xA5 (every pattern is a valid integer). The same arguments give the same poison. float64
+// elements take a 4-byte word twice (a NaN or a finite value however the words are read).
+Poison ChoosePoison(forge::v1::DType dtype, uint64_t seed, int64_t launch);
+// The element of `element_bytes` (at most 8) bytes that `poison` fills: its words side by side,
+// read as a little-endian integer.
+uint64_t PoisonElementBits(const Poison& poison, int element_bytes);
+// "NaN 0x7f812345", "finite 0x7e9a3bc1 (1.03e+38)": the poison's element, for failure messages.
+std::string DescribePoison(forge::v1::DType dtype, const Poison& poison);
+
 struct OutputComparison {
   bool passed = true;
   int64_t element_count = 0;
@@ -76,8 +91,8 @@ struct OutputComparison {
   double rel_norm_error = 0;  // 0 when the reference's norm is 0 (then not checked)
   // Logical (row-major) index of the element the failure message names.
   std::optional<int64_t> failed_index;
-  // Why it failed, one line: "element 1003 [1, 0] never written (still holds the NaN poison);
-  // 1002000 of 1003000 elements unwritten". Empty when passed.
+  // Why it failed, one line: "element 1003 [1, 0] never written (still holds the poison, NaN
+  // 0x7fc00000); 1002000 of 1003000 elements unwritten". Empty when passed.
   std::string failure;
 };
 
@@ -91,21 +106,37 @@ struct OutputComparison {
 // candidate as accurate as eager must pass. So the element bound becomes
 // atol + rtol * |reference| + 2 * |native - reference| and the norm bound
 // max(rel_norm, 2 * RelativeNormError(native, reference)). A non-finite native element widens
-// nothing.
+// nothing. The widening applies only where eager is accurate enough to judge by
+// (EagerAccurateEnough): where eager loses the result (bfloat16 `(x + 65536) - 65536` is 0, an
+// error of |x|), twice its error would admit any alpha * x with alpha in (-1, 3), zeros included;
+// there the output is compared with float64 alone.
+//
+// `poison` is what the output was filled with before the launch (ChoosePoison); unset: PoisonFor.
 OutputComparison CompareOutput(const HostTensor& candidate, absl::Span<const double> reference,
                                const Tolerances& tolerances,
                                absl::Span<const double> native_reference = {},
-                               ThreadPool& pool = ThreadPool::Default());
+                               ThreadPool& pool = ThreadPool::Default(),
+                               std::optional<Poison> poison = std::nullopt);
 // The same for an output stored elsewhere (a staging buffer): `storage` holds the bytes of
 // StorageElementCount(spec) elements.
 OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
                                absl::Span<const std::byte> storage,
                                absl::Span<const double> reference, const Tolerances& tolerances,
                                absl::Span<const double> native_reference = {},
-                               ThreadPool& pool = ThreadPool::Default());
+                               ThreadPool& pool = ThreadPool::Default(),
+                               std::optional<Poison> poison = std::nullopt);
+
+// The largest relative-norm error (RelativeNormError(native, reference)) at which eager still
+// widens the tolerance. The widened norm bound is then at most 2 * 0.1 = 0.2: an output of zeros
+// (relative error 1), a flipped sign (2) or one scaled by alpha with |1 - alpha| > 0.2 fails.
+inline constexpr double kMaxTrustedEagerError = 0.1;
+// Whether eager's output, `eager_rel_norm_error` from float64, is accurate enough for its error to
+// widen the tolerance: at most kMaxTrustedEagerError (and not NaN).
+bool EagerAccurateEnough(double eager_rel_norm_error);
 
 // The relative-norm bound of an output whose tolerance is widened by eager's own error:
-// max(tolerances.rel_norm, 2 * RelativeNormError(native, reference)).
+// max(tolerances.rel_norm, 2 * RelativeNormError(native, reference)) where EagerAccurateEnough,
+// else tolerances.rel_norm.
 double WidenedRelNormBound(const Tolerances& tolerances, double eager_rel_norm_error);
 
 // CompareOutput's figures from the chunk tallies (compare_chunk.h; ThreadPool::kChunkElements
@@ -159,7 +190,9 @@ struct EagerError {
   // Accumulates the error another EagerError found (another draw's, as Add gave it).
   void Merge(const EagerError& other);
   // "tolerance widened by eager's own error (ATen in the task's dtypes vs float64): max 0.0147,
-  // relative norm 0.391"; empty when eager matched float64 exactly (nothing was widened).
+  // relative norm 0.0113"; empty when eager matched float64 exactly (nothing was widened). Where
+  // eager is not EagerAccurateEnough on some draw, the note says that eager's error widened
+  // nothing there.
   std::string Note() const;
 };
 

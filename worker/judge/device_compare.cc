@@ -236,6 +236,8 @@ absl::StatusOr<CUdeviceptr> DeviceComparer::DecodeTable(forge::v1::DType dtype) 
     absl::StatusOr<gpu::DeviceBuffer> buffer = device_.Allocate(table.size() * sizeof(double));
     absl::Status copied = buffer.ok() ? buffer->CopyFromHost(table.data(), buffer->size_bytes())
                                       : buffer.status();
+    // Landed before any stream's kernel reads it (a pageable copy may still be in flight).
+    if (copied.ok()) copied = device_.Synchronize();
     if (!copied.ok()) {
       decode_tables_.erase(entry);
       return copied;
@@ -248,7 +250,7 @@ absl::StatusOr<CUdeviceptr> DeviceComparer::DecodeTable(forge::v1::DType dtype) 
 absl::StatusOr<std::vector<ChunkTally>> DeviceComparer::CompareChunks(
     const forge::v1::TensorSpec& spec, const gpu::DeviceBuffer& output,
     const gpu::DeviceBuffer& reference, const gpu::DeviceBuffer* native,
-    const Tolerances& tolerances, gpu::Stream& stream) {
+    const Tolerances& tolerances, gpu::Stream& stream, std::optional<Poison> poison_filled) {
   if (!Handles(spec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("the device comparison does not handle ", DescribeSpec(spec)));
@@ -276,7 +278,8 @@ absl::StatusOr<std::vector<ChunkTally>> DeviceComparer::CompareChunks(
   CUdeviceptr output_address = output.address();
   int element_bytes_arg = element_bytes;
   int mode_arg = mode;
-  unsigned long long poison = PoisonElementBits(spec.dtype(), element_bytes);
+  unsigned long long poison =
+      PoisonElementBits(poison_filled.value_or(PoisonFor(spec.dtype())), element_bytes);
   CUdeviceptr reference_address = reference.address();
   CUdeviceptr native_address = native != nullptr ? native->address() : 0;
   long long chunk_elements = ThreadPool::kChunkElements;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -38,13 +39,13 @@ class DeviceComparer {
 
   // The tallies CompareOutput computes on the host, one per ThreadPool::kChunkElements elements:
   // `output` (stored as `spec`, which Handles) against `reference` (one double per element) and,
-  // when not null, eager's `native` values. Synchronizes `stream`.
-  absl::StatusOr<std::vector<ChunkTally>> CompareChunks(const forge::v1::TensorSpec& spec,
-                                                        const gpu::DeviceBuffer& output,
-                                                        const gpu::DeviceBuffer& reference,
-                                                        const gpu::DeviceBuffer* native,
-                                                        const Tolerances& tolerances,
-                                                        gpu::Stream& stream);
+  // when not null, eager's `native` values. `poison` is what the output was filled with before
+  // the launch (ChoosePoison); unset: PoisonFor. Synchronizes `stream`.
+  absl::StatusOr<std::vector<ChunkTally>> CompareChunks(
+      const forge::v1::TensorSpec& spec, const gpu::DeviceBuffer& output,
+      const gpu::DeviceBuffer& reference, const gpu::DeviceBuffer* native,
+      const Tolerances& tolerances, gpu::Stream& stream,
+      std::optional<Poison> poison = std::nullopt);
 
   // Whether the first `bytes` bytes of `a` and `b` are equal. Synchronizes `stream`.
   absl::StatusOr<bool> Equal(const gpu::DeviceBuffer& a, const gpu::DeviceBuffer& b,

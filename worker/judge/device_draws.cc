@@ -8,10 +8,12 @@
 namespace forge::judge {
 namespace {
 
+// A buffer holding `bytes` from `data`, copied in the order of `stream` (whose later work, the
+// fingerprints and the candidates' copies, reads it).
 absl::StatusOr<gpu::DeviceBuffer> UploadBytes(const gpu::Device& device, const void* data,
-                                              size_t bytes) {
+                                              size_t bytes, gpu::Stream& stream) {
   FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device.Allocate(bytes));
-  if (bytes > 0) FORGE_RETURN_IF_ERROR(buffer.CopyFromHost(data, bytes));
+  if (bytes > 0) FORGE_RETURN_IF_ERROR(buffer.CopyFromHostAsync(data, bytes, stream));
   return buffer;
 }
 
@@ -35,11 +37,13 @@ absl::StatusOr<std::vector<uint64_t>> DeviceDraws::FingerprintsOf(const DeviceDr
   return fingerprints;
 }
 
-absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Upload(const CachedDraw& draw) {
+absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Upload(const CachedDraw& draw,
+                                                                      gpu::Stream& stream) {
   auto uploaded = std::make_shared<DeviceDraw>();
   for (const HostTensor& input : *draw.inputs) {
     FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
-                           UploadBytes(device_, input.storage.data(), input.storage.size()));
+                           UploadBytes(device_, input.storage.data(), input.storage.size(),
+                                       stream));
     uploaded->inputs.push_back(std::move(buffer));
   }
   for (const auto& [host, device] :
@@ -47,7 +51,8 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Upload(const Cach
         std::pair{&draw.references->native, &uploaded->native}}) {
     for (const std::vector<double>& output : *host) {
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
-                             UploadBytes(device_, output.data(), output.size() * sizeof(double)));
+                             UploadBytes(device_, output.data(), output.size() * sizeof(double),
+                                         stream));
       device->push_back(std::move(buffer));
     }
   }
@@ -82,7 +87,7 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Get(const DrawKey
         stats_.capacity_bytes, " bytes"));
   }
   MakeRoomLocked(bytes);
-  FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> uploaded, Upload(draw));
+  FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> uploaded, Upload(draw, stream));
   FORGE_ASSIGN_OR_RETURN(std::vector<uint64_t> fingerprints, FingerprintsOf(*uploaded, stream));
   resident_[key] = Resident{uploaded, std::move(fingerprints), bytes, ++uses_};
   ++stats_.uploads;

@@ -83,7 +83,8 @@ class DeviceDraws {
 
   absl::StatusOr<std::vector<uint64_t>> FingerprintsOf(const DeviceDraw& draw,
                                                        gpu::Stream& stream);
-  absl::StatusOr<std::shared_ptr<const DeviceDraw>> Upload(const CachedDraw& draw);
+  absl::StatusOr<std::shared_ptr<const DeviceDraw>> Upload(const CachedDraw& draw,
+                                                           gpu::Stream& stream);
   // Drops least recently used draws until `incoming` more bytes fit.
   void MakeRoomLocked(int64_t incoming) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 

@@ -1,5 +1,6 @@
 #include "worker/judge/inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -169,6 +170,169 @@ TEST(InferInputDomainsTest, RunningVarianceIsPositive) {
   std::vector<InputDomain> domains = InferInputDomains(task);
   EXPECT_EQ(domains[0].kind, InputDomain::Kind::kAny);
   EXPECT_EQ(domains[1].kind, InputDomain::Kind::kPositive);
+}
+
+// The kinds of `draws`, in order.
+std::vector<ops::AdversarialDraw> Kinds(const std::vector<AdversarialDraw>& draws) {
+  std::vector<ops::AdversarialDraw> kinds;
+  for (const AdversarialDraw& draw : draws) kinds.push_back(draw.kind);
+  return kinds;
+}
+
+std::vector<AdversarialDraw> AdversarialOf(const forge::v1::KernelTask& task) {
+  return ChooseAdversarialDraws(task, InferInputDomains(task));
+}
+
+TEST(ChooseAdversarialDrawsTest, EachOpFamilyGetsItsDistributions) {
+  const forge::v1::TensorSpec rows = Spec(forge::v1::DTYPE_FLOAT32, {32, 10});
+  EXPECT_EQ(Kinds(AdversarialOf(
+                TaskWithNode("aten::_softmax", {{"x", rows}}, {TensorArgument("self", "x")}))),
+            std::vector<ops::AdversarialDraw>{ops::kLargeLogits});
+  EXPECT_EQ(Kinds(AdversarialOf(TaskWithNode("aten::native_layer_norm", {{"x", rows}},
+                                             {TensorArgument("input", "x")}))),
+            (std::vector<ops::AdversarialDraw>{ops::kLargeMean, ops::kTinyVariance}));
+  EXPECT_EQ(Kinds(AdversarialOf(
+                TaskWithNode("aten::sum", {{"x", rows}}, {TensorArgument("self", "x")}))),
+            (std::vector<ops::AdversarialDraw>{ops::kCancellation, ops::kZerosAndSubnormals}));
+  EXPECT_EQ(Kinds(AdversarialOf(
+                TaskWithNode("aten::relu", {{"x", rows}}, {TensorArgument("self", "x")}))),
+            (std::vector<ops::AdversarialDraw>{ops::kActivationKinks, ops::kZerosAndSubnormals}));
+  // A GEMM asks for none; exp neither (a large logit overflows in eager too).
+  EXPECT_TRUE(AdversarialOf(TaskWithNode("aten::mm", {{"a", rows}, {"b", rows}},
+                                         {TensorArgument("self", "a"), TensorArgument("mat2", "b")}))
+                  .empty());
+  EXPECT_TRUE(
+      AdversarialOf(TaskWithNode("aten::exp", {{"x", rows}}, {TensorArgument("self", "x")}))
+          .empty());
+  // Cross-entropy: large logits for its scores, the ends of the class range for its targets.
+  const std::vector<AdversarialDraw> loss = AdversarialOf(TaskWithNode(
+      "aten::cross_entropy_loss",
+      {{"logits", rows}, {"labels", Spec(forge::v1::DTYPE_INT64, {32})}},
+      {TensorArgument("self", "logits"), TensorArgument("target", "labels")}));
+  ASSERT_EQ(Kinds(loss),
+            (std::vector<ops::AdversarialDraw>{ops::kLargeLogits, ops::kIntegerEdges}));
+  EXPECT_EQ(loss[0].inputs, std::vector<int>{0});
+  EXPECT_EQ(loss[1].inputs, std::vector<int>{1});
+  EXPECT_TRUE(absl::StrContains(loss[0].reason, "self of aten::cross_entropy_loss"))
+      << loss[0].reason;
+  EXPECT_TRUE(absl::StrContains(loss[1].reason, "target of aten::cross_entropy_loss, target of "
+                                                "aten::cross_entropy_loss: classes [0, 10)"))
+      << loss[1].reason;
+  // Gather's index gets the edges; scatter's, whose repeated indices race, does not.
+  forge::v1::Argument dim;
+  dim.set_name("dim");
+  dim.set_int_value(1);
+  for (const char* op : {"aten::gather", "aten::scatter"}) {
+    const std::vector<AdversarialDraw> draws = AdversarialOf(TaskWithNode(
+        op, {{"x", rows}, {"i", Spec(forge::v1::DTYPE_INT64, {32, 4})}},
+        {TensorArgument("self", "x"), dim, TensorArgument("index", "i")}));
+    EXPECT_EQ(Kinds(draws), std::string(op) == "aten::gather"
+                                ? std::vector<ops::AdversarialDraw>{ops::kIntegerEdges}
+                                : std::vector<ops::AdversarialDraw>{})
+        << op;
+  }
+}
+
+TEST(ChooseAdversarialDrawsTest, EveryReaderMustAskAndViewsAreLookedThrough) {
+  const forge::v1::TensorSpec rows = Spec(forge::v1::DTYPE_FLOAT32, {32, 10});
+  // x -> view -> softmax: the view passes x on.
+  forge::v1::KernelTask viewed =
+      TaskWithNode("aten::view", {{"x", rows}}, {TensorArgument("self", "x")});
+  viewed.mutable_group()->mutable_nodes(0)->add_outputs("v");
+  forge::v1::Node* softmax = viewed.mutable_group()->add_nodes();
+  softmax->set_op("aten::_softmax");
+  *softmax->add_arguments() = TensorArgument("self", "v");
+  EXPECT_EQ(Kinds(AdversarialOf(viewed)), std::vector<ops::AdversarialDraw>{ops::kLargeLogits});
+  // x read by softmax and by exp: exp does not ask, so x keeps the standard draws.
+  forge::v1::KernelTask shared = viewed;
+  forge::v1::Node* exp = shared.mutable_group()->add_nodes();
+  exp->set_op("aten::exp");
+  *exp->add_arguments() = TensorArgument("self", "x");
+  EXPECT_TRUE(AdversarialOf(shared).empty());
+  // relu(x) + y: x gets the kinks (both readers ask for zeros; only relu for kinks: not x).
+  forge::v1::KernelTask sum =
+      TaskWithNode("aten::relu", {{"x", rows}, {"y", rows}}, {TensorArgument("self", "x")});
+  sum.mutable_group()->mutable_nodes(0)->add_outputs("r");
+  forge::v1::Node* add = sum.mutable_group()->add_nodes();
+  add->set_op("aten::add");
+  *add->add_arguments() = TensorArgument("self", "r");
+  *add->add_arguments() = TensorArgument("other", "x");
+  const std::vector<AdversarialDraw> draws = AdversarialOf(sum);
+  ASSERT_EQ(Kinds(draws), std::vector<ops::AdversarialDraw>{ops::kZerosAndSubnormals});
+  EXPECT_EQ(draws[0].inputs, std::vector<int>{0});  // y is read by nothing
+}
+
+std::vector<double> Adversarial(forge::v1::DType dtype, ops::AdversarialDraw kind,
+                                InputDomain domain = {}) {
+  absl::StatusOr<HostTensor> drawn =
+      DrawAdversarialInput(Spec(dtype, {64, 64}), domain, kind, 3, 0, 11);
+  EXPECT_TRUE(drawn.ok()) << drawn.status();
+  return drawn.ok() ? drawn->ToDoubles() : std::vector<double>{};
+}
+
+TEST(DrawAdversarialInputTest, DrawsHaveTheNamedProperties) {
+  // Large logits: scale 1000, every value finite in float16 (65504) too.
+  std::vector<double> logits = Adversarial(forge::v1::DTYPE_FLOAT32, ops::kLargeLogits);
+  EXPECT_NEAR(StandardDeviation(logits), 1000, 50);
+  for (double value : Adversarial(forge::v1::DTYPE_FLOAT16, ops::kLargeLogits)) {
+    ASSERT_TRUE(std::isfinite(value));
+  }
+  EXPECT_GT(*std::max_element(logits.begin(), logits.end()), 100);  // exp overflows float32
+  // Large mean, tiny variance.
+  std::vector<double> shifted = Adversarial(forge::v1::DTYPE_FLOAT32, ops::kLargeMean);
+  EXPECT_NEAR(Mean(shifted), 256, 0.1);
+  EXPECT_NEAR(StandardDeviation(shifted), 1, 0.05);
+  std::vector<double> narrow = Adversarial(forge::v1::DTYPE_FLOAT32, ops::kTinyVariance);
+  EXPECT_NEAR(StandardDeviation(narrow), 1e-3, 1e-4);
+  // Cancellation: each pair sums to normal(0, 1) from terms of scale 8, signs mixed.
+  std::vector<double> pairs = Adversarial(forge::v1::DTYPE_FLOAT32, ops::kCancellation);
+  std::vector<double> pair_sums;
+  int negative = 0;
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    pair_sums.push_back(pairs[i] + pairs[i + 1]);
+    negative += pairs[i] < 0;
+  }
+  EXPECT_NEAR(StandardDeviation(pairs), 8, 0.5);
+  EXPECT_NEAR(StandardDeviation(pair_sums), 1, 0.1);
+  EXPECT_NEAR(negative, pair_sums.size() / 2, pair_sums.size() / 10);
+  // Kinks: half exactly at one, the rest within 0.1 of one.
+  int at_kink = 0;
+  for (double value : Adversarial(forge::v1::DTYPE_FLOAT32, ops::kActivationKinks)) {
+    double nearest = 1e9;
+    for (double kink : {0.0, 1.0, -1.0, 3.0, -3.0, 6.0}) {
+      nearest = std::min(nearest, std::fabs(value - kink));
+    }
+    ASSERT_LT(nearest, 0.1) << value;
+    at_kink += nearest == 0;
+  }
+  EXPECT_NEAR(at_kink, 64 * 64 / 2, 64 * 64 / 10);
+  // Zeros of both signs and subnormals, in every floating dtype.
+  for (forge::v1::DType dtype : {forge::v1::DTYPE_FLOAT32, forge::v1::DTYPE_FLOAT16,
+                                 forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT64}) {
+    int positive_zeros = 0, negative_zeros = 0, subnormals = 0;
+    for (double value : Adversarial(dtype, ops::kZerosAndSubnormals)) {
+      if (value == 0) (std::signbit(value) ? negative_zeros : positive_zeros)++;
+      if (value != 0 && std::fabs(value) < 1e-30 && dtype != forge::v1::DTYPE_FLOAT16) ++subnormals;
+      if (dtype == forge::v1::DTYPE_FLOAT16 && value != 0 && std::fabs(value) < 6.1e-5) ++subnormals;
+    }
+    EXPECT_GT(positive_zeros, 800) << forge::v1::DType_Name(dtype);
+    EXPECT_GT(negative_zeros, 800) << forge::v1::DType_Name(dtype);
+    EXPECT_GT(subnormals, 800) << forge::v1::DType_Name(dtype);
+  }
+  // Integer edges: mostly the ends of the range, never outside it.
+  InputDomain classes{InputDomain::Kind::kIntegerRange, {0, 10}, "classes"};
+  int ends = 0;
+  for (double value : Adversarial(forge::v1::DTYPE_INT64, ops::kIntegerEdges, classes)) {
+    ASSERT_TRUE(value >= 0 && value < 10) << value;
+    ends += value == 0 || value == 9;
+  }
+  EXPECT_GT(ends, 64 * 64 * 7 / 10);
+  // A distribution that does not suit the input is refused.
+  EXPECT_FALSE(DrawAdversarialInput(Spec(forge::v1::DTYPE_INT64, {4}), classes,
+                                    ops::kLargeLogits, 3, 0, 1)
+                   .ok());
+  // Reproducible.
+  EXPECT_EQ(Adversarial(forge::v1::DTYPE_FLOAT32, ops::kLargeMean), shifted);
 }
 
 }  // namespace

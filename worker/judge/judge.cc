@@ -20,10 +20,19 @@ using forge::v1::FailureReason;
 using forge::v1::KernelTask;
 
 constexpr double kSpeedupLimit = 10.0;
+// Where adversarial draws' DrawKey indices begin (DrawKeyIndex).
+constexpr int kAdversarialKeyBase = 1 << 20;
 
-absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, forge::v1::DType dtype,
+// Eager's values of output `o` for the device comparison: null without them, and where eager is
+// not accurate enough to widen the tolerance (EagerAccurateEnough), as CompareOutput decides.
+const gpu::DeviceBuffer* TrustedNative(const std::vector<gpu::DeviceBuffer>& native, int o,
+                                       const EagerError& eager) {
+  if (native.empty() || !EagerAccurateEnough(eager.rel_norm)) return nullptr;
+  return &native[o];
+}
+
+absl::Status FillWithPoison(gpu::DeviceBuffer& buffer, const Poison& poison,
                             gpu::Stream& stream) {
-  Poison poison = PoisonFor(dtype);
   switch (poison.word_bytes) {
     case 4:
       return buffer.Fill32(poison.word, stream);
@@ -70,10 +79,14 @@ void CopyBytes(absl::Span<const std::byte> from, absl::Span<std::byte> to, Threa
   });
 }
 
-// Uploads `host` into `buffer`, through a page-locked staging buffer when `staging` has them.
+// Uploads `host` into `buffer` so that work enqueued on `stream` afterwards reads it: from pageable
+// memory as a copy ordered on `stream` (a blocking cuMemcpyHtoD may return before the data lands,
+// and the judge's stream does not wait for it); through a page-locked staging buffer, when
+// `staging` has them, as a blocking copy, complete when it returns (the staging buffer is reused
+// right after).
 absl::Status Upload(absl::Span<const std::byte> host, gpu::DeviceBuffer& buffer,
-                    HostStaging& staging, ThreadPool& pool) {
-  if (!staging.page_locked()) return buffer.CopyFromHost(host.data(), host.size());
+                    HostStaging& staging, ThreadPool& pool, gpu::Stream& stream) {
+  if (!staging.page_locked()) return buffer.CopyFromHostAsync(host.data(), host.size(), stream);
   HostStaging::Buffer staged = staging.Acquire(host.size());
   CopyBytes(host, staged.span(), pool);
   return buffer.CopyFromHost(staged.data(), staged.size());
@@ -218,14 +231,36 @@ class JudgeRunner {
                                         "): integers in [0, 16), its use not recognized"));
       }
     }
+    adversarial_ = ChooseAdversarialDraws(task_, domains_);
+    for (size_t j = 0; j < adversarial_.size(); ++j) {
+      const int draw = options_.draws + static_cast<int>(j);
+      evidence.add_notes(absl::StrCat("draw ", draw, ": ", DrawName(draw), " for ",
+                                      adversarial_[j].reason));
+    }
     widen_by_eager_ = reference_.native() != nullptr && HasReducedPrecisionFloat(task_);
     eager_errors_.assign(task_.outputs_size(), EagerError{});
     reference_rms_.assign(task_.outputs_size(), 0.0);
     FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_.CreateStream());
     stream_.emplace(std::move(stream));
-    for (int draw = 0; draw < options_.draws; ++draw) {
-      evidence.set_draws(draw + 1);
-      FORGE_RETURN_IF_ERROR(RunDraw(draw));
+    // The standard draws, with the adversarial ones before the last standard draw: the last draw
+    // run stays for the timer, which times standard inputs.
+    std::vector<int> order;
+    for (int draw = 0; draw + 1 < options_.draws; ++draw) order.push_back(draw);
+    for (size_t j = 0; j < adversarial_.size(); ++j) {
+      order.push_back(options_.draws + static_cast<int>(j));
+    }
+    order.push_back(options_.draws - 1);
+    for (size_t run = 0; run < order.size(); ++run) {
+      evidence.set_draws(static_cast<int>(run) + 1);
+      // The last draw writes its inputs into the buffers of the draw before: a kernel that
+      // remembers its results by address replays the earlier draw's and fails.
+      reuse_buffers_ = run > 0 && run + 1 == order.size();
+      if (reuse_buffers_) {
+        evidence.add_notes(absl::StrCat("draw ", order[run], " ran in the buffers of draw ",
+                                        order[run - 1], ", with its own inputs and draw ",
+                                        order[run - 1], "'s answer in the outputs"));
+      }
+      FORGE_RETURN_IF_ERROR(RunDraw(order[run]));
       if (!evidence.passed()) break;
     }
     for (int o = 0; o < task_.outputs_size(); ++o) {
@@ -273,7 +308,7 @@ class JudgeRunner {
     verdict.evidence.set_passed(false);
     verdict.evidence.set_failed_draw(draw);
     verdict.reason = reason;
-    verdict.detail = absl::StrCat("draw ", draw, " (", DescribeDraw(draw), "): ", detail);
+    verdict.detail = absl::StrCat("draw ", draw, " (", DrawName(draw), "): ", detail);
     verdict.evidence.add_notes(verdict.detail);
   }
 
@@ -287,6 +322,8 @@ class JudgeRunner {
   }
 
   absl::Status RunDraw(int draw) {
+    launch_ = next_launch_++;
+    draw_poisons_.clear();
     JudgedCandidate& run = *result_;
     gpu::Stream& stream = *stream_;
     JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
@@ -296,7 +333,8 @@ class JudgeRunner {
     std::optional<DrawKey> key;
     CachedDraw cached;
     if (options_.draw_cache != nullptr) {
-      key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed, draw);
+      key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed,
+                        DrawKeyIndex(draw));
       // A draw resident on the device is read from there, and checked there (DeviceDraws::Get).
       const bool resident =
           options_.device_draws != nullptr && options_.device_draws->Contains(*key);
@@ -317,9 +355,11 @@ class JudgeRunner {
     std::vector<gpu::DeviceBuffer> input_buffers;
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<CUdeviceptr> args;
-    for (const HostTensor& input : inputs) {
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(input.storage.size()));
-      FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const HostTensor& input = inputs[i];
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                             ReusedOrAllocated(run.input_buffers_, i, input.storage.size()));
+      FORGE_RETURN_IF_ERROR(Upload(input.storage, buffer, *staging_, pool_, stream));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
     }
@@ -377,12 +417,21 @@ class JudgeRunner {
     clock.Lap(seconds.compare);
     if (draw == 0) first_outputs_ = std::move(outputs);
 
-    // The last passing draw stays for the timer and the re-check.
+    // The last passing draw stays for the timer and the re-check; draw 0's inputs for the
+    // re-check's run with fresh contents.
+    if (draw == 0) {
+      run.fresh_inputs_ = cached.inputs;
+      run.fresh_references_ = cached.references;
+      run.fresh_device_draw_ = nullptr;
+    }
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
+    run.poisons_ = draw_poisons_;
+    run.seed_ = options_.seed;
+    run.next_launch_ = next_launch_;
     run.device_draw_ = nullptr;
     return absl::OkStatus();
   }
@@ -423,8 +472,10 @@ class JudgeRunner {
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<gpu::DeviceBuffer> stream_ordered;  // the outputs as copied in stream order
     std::vector<CUdeviceptr> args;
-    for (const gpu::DeviceBuffer& pristine : resident->inputs) {
-      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(pristine.size_bytes()));
+    for (size_t i = 0; i < resident->inputs.size(); ++i) {
+      const gpu::DeviceBuffer& pristine = resident->inputs[i];
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                             ReusedOrAllocated(run.input_buffers_, i, pristine.size_bytes()));
       FORGE_RETURN_IF_ERROR(buffer.CopyFromDeviceAsync(pristine, stream));
       args.push_back(buffer.address());
       input_buffers.push_back(std::move(buffer));
@@ -494,8 +545,8 @@ class JudgeRunner {
       const ReferenceFacts facts = references.Facts(o, tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
-          resident->native.empty() ? nullptr : &resident->native[o],
-          ScaledToReference(tolerances, facts.rms), stream);
+          TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
+          stream, draw_poisons_[o]);
       if (failed_on_device(tallies.status())) return absl::OkStatus();
       const double rel_norm_bound =
           references.native.empty() ? tolerances.rel_norm
@@ -520,22 +571,50 @@ class JudgeRunner {
       return absl::OkStatus();
     }
     clock.Lap(seconds.compare);
-    if (draw == 0) first_output_copies_ = std::move(stream_ordered);
+    if (draw == 0) {
+      first_output_copies_ = std::move(stream_ordered);
+      run.fresh_inputs_ = cached.inputs;
+      run.fresh_references_ = cached.references;
+      run.fresh_device_draw_ = resident;
+    }
 
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
     run.input_buffers_ = std::move(input_buffers);
     run.output_buffers_ = std::move(output_buffers);
     run.args_ = std::move(args);
+    run.poisons_ = draw_poisons_;
+    run.seed_ = options_.seed;
+    run.next_launch_ = next_launch_;
     run.device_draw_ = std::move(resident);
     run.device_draws_ = options_.device_draws;
     return absl::OkStatus();
   }
 
+  // Buffer `index` of the draw before (`previous`, the candidate's) when this draw reuses its
+  // buffers and it has that size (then `*reused` is set when given); a new allocation otherwise.
+  absl::StatusOr<gpu::DeviceBuffer> ReusedOrAllocated(std::vector<gpu::DeviceBuffer>& previous,
+                                                      size_t index, size_t bytes,
+                                                      bool* reused = nullptr) {
+    if (reuse_buffers_ && index < previous.size() && previous[index].size_bytes() == bytes) {
+      if (reused != nullptr) *reused = true;
+      return std::move(previous[index]);
+    }
+    return device_.Allocate(bytes);
+  }
+
+  // Output `o` of this draw's launch, filled with the launch's poison (ChoosePoison, kept in
+  // draw_poisons_ for the comparisons), or, when it is the previous draw's buffer, holding that
+  // draw's correct answer: a kernel that leaves elements as it found them fails where the answers
+  // differ.
   absl::StatusOr<gpu::DeviceBuffer> AllocatePoisonedOutput(int o, gpu::Stream& stream) {
     FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.outputs(o)));
-    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
-    FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, task_.outputs(o).dtype(), stream));
+    bool reused = false;
+    FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
+                           ReusedOrAllocated(result_->output_buffers_, o, bytes, &reused));
+    const Poison poison = ChoosePoison(task_.outputs(o).dtype(), options_.seed + o, launch_);
+    if (!reused) FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
+    draw_poisons_.push_back(poison);
     return buffer;
   }
 
@@ -598,12 +677,42 @@ class JudgeRunner {
 
   absl::StatusOr<std::shared_ptr<const std::vector<HostTensor>>> DrawInputs(int draw) const {
     auto inputs = std::make_shared<std::vector<HostTensor>>();
+    const AdversarialDraw* adversarial = Adversarial(draw);
     for (int i = 0; i < task_.inputs_size(); ++i) {
-      FORGE_ASSIGN_OR_RETURN(HostTensor input,
-                             DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed));
+      const bool chosen =
+          adversarial != nullptr && std::find(adversarial->inputs.begin(),
+                                              adversarial->inputs.end(), i) !=
+                                        adversarial->inputs.end();
+      FORGE_ASSIGN_OR_RETURN(
+          HostTensor input,
+          chosen ? DrawAdversarialInput(task_.inputs(i), domains_[i], adversarial->kind, draw, i,
+                                        options_.seed, pool_)
+                 : DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed, pool_));
       inputs->push_back(std::move(input));
     }
     return inputs;
+  }
+
+  // The adversarial draw `draw` is; null for a standard draw.
+  const AdversarialDraw* Adversarial(int draw) const {
+    const int j = draw - options_.draws;
+    return j >= 0 && j < static_cast<int>(adversarial_.size()) ? &adversarial_[j] : nullptr;
+  }
+
+  // "uniform(-2, 2)", "adversarial: large logits: normal(0, 1000)".
+  std::string DrawName(int draw) const {
+    const AdversarialDraw* adversarial = Adversarial(draw);
+    return adversarial == nullptr
+               ? DescribeDraw(draw)
+               : absl::StrCat("adversarial: ", DescribeAdversarial(adversarial->kind));
+  }
+
+  // The draw's index in its DrawKey: adversarial draws apart from the standard draws of any
+  // JudgeOptions::draws, by their distribution.
+  int DrawKeyIndex(int draw) const {
+    const AdversarialDraw* adversarial = Adversarial(draw);
+    return adversarial == nullptr ? draw
+                                  : kAdversarialKeyBase + static_cast<int>(adversarial->kind);
   }
 
   // The float64 reference of the draw and, when the tolerance is widened by eager's error, the
@@ -678,7 +787,7 @@ class JudgeRunner {
     FORGE_RETURN_IF_ERROR(RecordComparison(
         draw, o,
         CompareOutput(spec, output, reference, ScaledToReference(tolerances, facts.rms),
-                      native_reference, pool_)));
+                      native_reference, pool_, draw_poisons_[o])));
     if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
 
     // The candidate's values as doubles only where a variation is checked (rarely).
@@ -739,7 +848,7 @@ class JudgeRunner {
     if (comparison.element_count > 0 && comparison.nan_reference == comparison.element_count) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the reference of task ", task_.digest(), " is NaN everywhere in ", OutputName(o),
-          " for draw ", draw, " (", DescribeDraw(draw), "): the drawn inputs are outside an op's "
+          " for draw ", draw, " (", DrawName(draw), "): the drawn inputs are outside an op's "
           "domain"));
     }
     evidence.set_max_abs_error(std::max(evidence.max_abs_error(), comparison.max_abs_error));
@@ -781,6 +890,14 @@ class JudgeRunner {
   std::unique_ptr<JudgedCandidate> result_;
   HostStaging* staging_ = nullptr;  // result_'s
   std::vector<InputDomain> domains_;
+  std::vector<AdversarialDraw> adversarial_;  // draws options_.draws on
+  // The launch of the draw being run (counted from 0 in the order run), the next one's, and the
+  // poison each output of the draw was filled with.
+  int64_t launch_ = 0;
+  int64_t next_launch_ = 0;
+  // Whether the draw being run reuses the buffers of the draw before (ReusedOrAllocated).
+  bool reuse_buffers_ = false;
+  std::vector<Poison> draw_poisons_;
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
   // on the device, its outputs' device copies until they are needed here.
@@ -815,28 +932,15 @@ absl::Status JudgedCandidate::Launch(gpu::Stream& stream) {
 }
 
 absl::Status JudgedCandidate::PoisonOutputs(gpu::Stream& stream) {
+  const int64_t launch = next_launch_++;
   for (int o = 0; o < static_cast<int>(output_buffers_.size()); ++o) {
-    FORGE_RETURN_IF_ERROR(FillWithPoison(output_buffers_[o], task_.outputs(o).dtype(), stream));
+    poisons_[o] = ChoosePoison(task_.outputs(o).dtype(), seed_ + o, launch);
+    FORGE_RETURN_IF_ERROR(FillWithPoison(output_buffers_[o], poisons_[o], stream));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
-  if (!verdict_.passed()) {
-    return absl::FailedPreconditionError("only a candidate that passed the judge is re-checked");
-  }
-  JudgeVerdict verdict = verdict_;
-  auto fail = [&verdict](FailureReason reason, const std::string& detail) {
-    verdict.evidence.set_passed(false);
-    verdict.reason = reason;
-    verdict.detail = absl::StrCat("timed runs: ", detail);
-    verdict.evidence.add_notes(verdict.detail);
-    return verdict;
-  };
-  if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
-    verdict.context_lost = gpu::IsStickyError(synced);
-    return fail(ReasonForCudaError(synced), std::string(synced.message()));
-  }
+absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBuffers() {
   // With the draw resident on the device, the checks run there first; the host looks where they
   // found something.
   std::optional<gpu::Stream> stream;
@@ -861,9 +965,10 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
                            ChangedInput(inputs[i], input_buffers_[i], *staging_, *threads_));
     if (change || changed_on_device) {
-      return fail(forge::v1::FAILURE_REASON_WRONG_RESULT,
-                  absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(inputs[i].spec),
-                               ")", change ? absl::StrCat(" at element ", change->index) : ""));
+      return Failure{forge::v1::FAILURE_REASON_WRONG_RESULT,
+                     absl::StrCat("the kernel modified input ", i, " (",
+                                  DescribeSpec(inputs[i].spec), ")",
+                                  change ? absl::StrCat(" at element ", change->index) : "")};
     }
   }
   for (int o = 0; o < task_.outputs_size(); ++o) {
@@ -880,8 +985,8 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
           const std::vector<ChunkTally> tallies,
           device_draws_->comparer().CompareChunks(
               task_.outputs(o), output_buffers_[o], device_draw_->float64[o],
-              device_draw_->native.empty() ? nullptr : &device_draw_->native[o], tolerances,
-              *stream));
+              TrustedNative(device_draw_->native, o, facts.eager), tolerances, *stream,
+              poisons_[o]));
       const double rel_norm_bound =
           native.empty() ? tolerances.rel_norm
                          : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
@@ -892,19 +997,74 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
     FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
     OutputComparison comparison = CompareOutput(task_.outputs(o), output.bytes(),
                                                 references_->float64[o], tolerances, native,
-                                                *threads_);
+                                                *threads_, poisons_[o]);
     if (comparison.passed && device_comparison) {
       comparison = *device_comparison;
       comparison.failure = DescribeDeviceFailure(comparison);
     }
     if (!comparison.passed) {
-      return fail(comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
-                                           : forge::v1::FAILURE_REASON_WRONG_RESULT,
-                  absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
-                               comparison.failure));
+      return Failure{comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                              : forge::v1::FAILURE_REASON_WRONG_RESULT,
+                     absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
+                                  comparison.failure)};
     }
   }
+  return std::optional<Failure>();
+}
+
+absl::Status JudgedCandidate::RunOnFreshContents() {
+  FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_->CreateStream());
+  for (size_t i = 0; i < input_buffers_.size(); ++i) {
+    FORGE_RETURN_IF_ERROR(
+        fresh_device_draw_ != nullptr
+            ? input_buffers_[i].CopyFromDeviceAsync(fresh_device_draw_->inputs[i], stream)
+            : Upload((*fresh_inputs_)[i].storage, input_buffers_[i], *staging_, *threads_,
+                     stream));
+  }
+  inputs_ = fresh_inputs_;
+  references_ = fresh_references_;
+  device_draw_ = fresh_device_draw_;
+  FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
+  FORGE_RETURN_IF_ERROR(launch_(stream, args_));
+  FORGE_RETURN_IF_ERROR(stream.Synchronize());
+  return device_->Synchronize();
+}
+
+absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
+  if (!verdict_.passed()) {
+    return absl::FailedPreconditionError("only a candidate that passed the judge is re-checked");
+  }
+  JudgeVerdict verdict = verdict_;
+  auto fail = [&verdict](FailureReason reason, const std::string& detail) {
+    verdict.evidence.set_passed(false);
+    verdict.reason = reason;
+    verdict.detail = absl::StrCat("timed runs: ", detail);
+    verdict.evidence.add_notes(verdict.detail);
+    return verdict;
+  };
+  auto fail_with_cuda_error = [&](const absl::Status& status) {
+    verdict.context_lost = gpu::IsStickyError(status);
+    return fail(ReasonForCudaError(status), std::string(status.message()));
+  };
+  if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
+    return fail_with_cuda_error(synced);
+  }
+  FORGE_ASSIGN_OR_RETURN(std::optional<Failure> failure, CheckBuffers());
+  if (failure) return fail(failure->reason, failure->detail);
   verdict.evidence.add_notes("outputs of the timed runs re-checked");
+  if (fresh_inputs_ == nullptr || fresh_references_ == nullptr || fresh_inputs_ == inputs_) {
+    return verdict;
+  }
+  // Once more with draw 0's inputs written into the timed buffers: a kernel that remembers its
+  // results by address (or keeps them from the last run) replays the timed draw's and fails.
+  if (absl::Status ran = RunOnFreshContents(); !ran.ok()) return fail_with_cuda_error(ran);
+  FORGE_ASSIGN_OR_RETURN(failure, CheckBuffers());
+  if (failure) {
+    return fail(failure->reason,
+                absl::StrCat("run again with draw 0's inputs in the timed buffers: ",
+                             failure->detail));
+  }
+  verdict.evidence.add_notes("run again with draw 0's inputs in the timed buffers and checked");
   return verdict;
 }
 

@@ -1,16 +1,28 @@
 // The judge: runs a candidate kernel on fresh random inputs and compares its outputs with the
 // float64 reference of the task's ATen ops. What it guarantees (docs in compare.h and inputs.h):
 //   - at least 3 independent draws from more than one distribution, weights included, no zeros;
-//   - every output filled with NaN before every launch, and every element must be written;
+//     then one adversarial draw per distribution the task's ops ask for (ChooseAdversarialDraws:
+//     large logits, large means, tiny variances, cancelling sums, activation kinks, zeros and
+//     subnormals, the ends of index ranges), each named in the evidence, run before the last
+//     standard draw (which the timer then runs on); a candidate must pass every draw;
+//   - every output filled with poison before every launch, a different one each launch
+//     (ChoosePoison: NaNs with random payloads, large finite garbage), and every element must be
+//     written;
 //   - the candidate runs first and the reference second, on separate allocations per draw; the
 //     outputs are read once ordered on the launch stream and once after synchronizing every
 //     stream: a difference means the candidate left work running outside its stream;
 //   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
 //   - per-dtype tolerances and a relative-norm bound, widened by twice eager's own error for tasks
-//     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn); an
+//     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn) and
+//     eager is accurate enough to judge by (EagerAccurateEnough, per output and draw); an
 //     output whose reference is near constant, within itself or across draws, is flagged and the
 //     candidate must reproduce its variation;
-//   - after timing, the outputs of the last timed run are checked again (JudgedCandidate);
+//   - the last draw runs in the buffers of the draw before, with its own inputs and its outputs
+//     holding the draw before's answer (the one launch not poisoned: a kernel that relies on
+//     stale contents fails where the answers differ), and after
+//     timing the outputs of the last timed run are checked again, then the candidate runs once
+//     more with draw 0's inputs written into the timed buffers and is checked against draw 0's
+//     reference (JudgedCandidate): results remembered by buffer address fail;
 //   - with a DrawCache, the inputs and references of a draw are computed for the first candidate
 //     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
@@ -159,16 +171,31 @@ class JudgedCandidate {
 
   // Runs the candidate on the last draw's buffers: the timer's launch. Requires a passed verdict.
   absl::Status Launch(gpu::Stream& stream);
-  // Fills the outputs with the NaN poison again: the timer's hook before each rep, so that the
-  // re-check also proves every element was written by the timed runs.
+  // Fills the outputs with poison again, a new one each call (ChoosePoison): the timer's hook
+  // before each rep, so that the re-check also proves every element was written by the timed
+  // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
-  // inputs are unchanged. The returned verdict extends verdict() with the outcome.
+  // inputs are unchanged; then writes draw 0's inputs into the same buffers, runs the candidate
+  // once more (outputs poisoned anew) and checks that run against draw 0's reference, so that a
+  // kernel that remembers results by buffer address fails. The returned verdict extends
+  // verdict() with the outcome. Afterwards the buffers hold draw 0's inputs: Launch times those.
   absl::StatusOr<JudgeVerdict> RecheckTimedOutputs();
 
  private:
   friend class JudgeRunner;
   JudgedCandidate() = default;
+
+  struct Failure {
+    forge::v1::FailureReason reason;
+    std::string detail;
+  };
+  // The input and output checks of the buffers against inputs_ and references_ (on the device
+  // first when device_draw_ is set): the first failure, or nothing.
+  absl::StatusOr<std::optional<Failure>> CheckBuffers();
+  // Writes draw 0's inputs into the buffers (which then stand for draw 0: inputs_, references_,
+  // device_draw_), poisons the outputs and runs the candidate once, synchronized.
+  absl::Status RunOnFreshContents();
 
   JudgeVerdict verdict_;
   const gpu::Device* device_ = nullptr;
@@ -189,6 +216,16 @@ class JudgedCandidate {
   // The last draw's resident copy when it was judged on the device: the re-check runs there too.
   std::shared_ptr<const DeviceDraw> device_draw_;
   DeviceDraws* device_draws_ = nullptr;
+  // The poison each output holds before the launch the re-check looks at (the last draw's, then
+  // the last PoisonOutputs'), and where ChoosePoison's launches continue.
+  std::vector<Poison> poisons_;
+  uint64_t seed_ = 0;
+  int64_t next_launch_ = 0;
+  // Draw 0's inputs, references and resident copy (null when judged on the host), for
+  // RecheckTimedOutputs' run with fresh contents.
+  std::shared_ptr<const std::vector<HostTensor>> fresh_inputs_;
+  std::shared_ptr<const DrawReferences> fresh_references_;
+  std::shared_ptr<const DeviceDraw> fresh_device_draw_;
 };
 
 // Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten
