@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <exception>
 #include <set>
 #include <utility>
 
@@ -92,7 +93,9 @@ absl::Status Scheduler::LoadLocked() {
   do {
     FORGE_ASSIGN_OR_RETURN(JobPage page, jobs_->ListJobs(InState(forge::v1::JOB_STATE_RUNNING),
                                                          JobStore::kMaxPageSize, token));
-    for (const forge::v1::Job& job : page.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
+    for (const forge::v1::Job& job : page.jobs) {
+      FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id(), [&] { return StartJobLocked(job); }));
+    }
     token = page.next_page_token;
   } while (!token.empty());
   UpdateGaugesLocked();
@@ -134,6 +137,10 @@ absl::Status Scheduler::StartJobLocked(const forge::v1::Job& job) {
   }
   const std::string id = run.id;
   JobRun& stored = running_[id] = std::move(run);
+  if (stored.tasks.empty()) {
+    // A graph of no operations (e.g. an identity module): nothing to search, done at once.
+    return FinishJobLocked(stored, forge::v1::JOB_STATE_DONE, "the graph has no operations to search");
+  }
   if (!stored.space.empty()) {
     for (const KernelTask& task : stored.tasks) {
       FORGE_RETURN_IF_ERROR(TaskSearchLocked(stored.space, stored.arch, task).status());
@@ -340,11 +347,15 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
       std::move(eligible), rotation_++, room,
       [&](JobRun& job, int most) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int> {
         if (job.finished) return 0;
-        if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
-        FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
-        for (auto& item : taken) picked.push_back(std::move(item));
-        FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
-        return static_cast<int>(taken.size());
+        int count = 0;
+        FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id, [&]() -> absl::Status {
+          if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
+          FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
+          count = static_cast<int>(taken.size());
+          for (auto& item : taken) picked.push_back(std::move(item));
+          return AdvanceJobLocked(job);
+        }));
+        return count;
       }));
 
   EraseFinishedLocked();
@@ -518,7 +529,9 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   }
   FORGE_RETURN_IF_ERROR(store_.SaveWorker(*worker));
   // A result can finish tasks of every job that shares them, not only of the lease's jobs.
-  for (auto& [id, job] : running_) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
+  for (auto& [id, job] : running_) {
+    FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(id, [&] { return AdvanceJobLocked(job); }));
+  }
   EraseFinishedLocked();
   UpdateGaugesLocked();
   return response;
@@ -592,6 +605,13 @@ absl::Status Scheduler::FinishJobLocked(JobRun& job, forge::v1::JobState state,
   if (!moved.ok() && !absl::IsAborted(moved.status())) return moved.status();
   // Callers may be iterating over the running jobs: the record goes at EraseFinishedLocked.
   job.finished = true;
+  ReleaseUnwantedLocked();
+  LogWithFields(*GetLogger("scheduler"), spdlog::level::info, "job finished",
+                {{"job", job.id}, {"state", forge::v1::JobState_Name(state)}});
+  return searches_.Snapshot(/*all=*/false);
+}
+
+void Scheduler::ReleaseUnwantedLocked() {
   // Ready candidates no running job wants any more go back to their searches.
   std::set<std::pair<std::string, std::string>> wanted;  // (space, task digest)
   for (const auto& [id, other] : running_) {
@@ -601,9 +621,30 @@ absl::Status Scheduler::FinishJobLocked(JobRun& job, forge::v1::JobState state,
   for (auto& [key, task] : searches_.all()) {
     if (!wanted.contains({task.space, task.spec.digest()})) task.ReleaseReady();
   }
-  LogWithFields(*GetLogger("scheduler"), spdlog::level::info, "job finished",
-                {{"job", job.id}, {"state", forge::v1::JobState_Name(state)}});
-  return searches_.Snapshot(/*all=*/false);
+}
+
+absl::Status Scheduler::ContainJobFailureLocked(const std::string& job_id,
+                                                absl::FunctionRef<absl::Status()> step) {
+  absl::Status status;
+  try {
+    status = step();
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
+  if (status.ok() || absl::IsUnavailable(status)) return status;
+  const std::string reason = absl::StrCat("the scheduler could not run this job: ", status.ToString());
+  LogWithFields(*GetLogger("scheduler"), spdlog::level::warn, "job failed",
+                {{"job", job_id}, {"error", status.ToString()}});
+  // The job is QUEUED (failed on its first start) or RUNNING; Aborted means it ended meanwhile.
+  for (const forge::v1::JobState from : {forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_QUEUED}) {
+    absl::StatusOr<forge::v1::Job> moved =
+        jobs_->Transition(job_id, from, forge::v1::JOB_STATE_FAILED, reason);
+    if (moved.ok()) break;
+    if (!absl::IsAborted(moved.status())) return moved.status();
+  }
+  if (auto run = running_.find(job_id); run != running_.end()) run->second.finished = true;
+  ReleaseUnwantedLocked();
+  return absl::OkStatus();
 }
 
 void Scheduler::EraseFinishedLocked() {
@@ -616,7 +657,8 @@ void Scheduler::JobSubmitted(absl::string_view job_id) {
   absl::MutexLock lock(&mutex_);
   absl::StatusOr<forge::v1::Job> job = jobs_->GetJob(job_id);
   if (job.ok() && job->state() == forge::v1::JOB_STATE_QUEUED) {
-    absl::Status started = StartJobLocked(*job);
+    absl::Status started =
+        ContainJobFailureLocked(job->id(), [&] { return StartJobLocked(*job); });
     if (!started.ok()) {
       GetLogger("scheduler")->warn("starting {}: {}", std::string(job_id), started.ToString());
     }
@@ -658,7 +700,9 @@ absl::Status Scheduler::Tick() {
   if (ticks_++ % 20 == 0) {
     FORGE_ASSIGN_OR_RETURN(JobPage queued, jobs_->ListJobs(InState(forge::v1::JOB_STATE_QUEUED),
                                                            JobStore::kMaxPageSize, ""));
-    for (const forge::v1::Job& job : queued.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
+    for (const forge::v1::Job& job : queued.jobs) {
+      FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id(), [&] { return StartJobLocked(job); }));
+    }
   }
   // Jobs cancelled elsewhere, and progress that needs no worker (wall budgets, cache answers).
   std::vector<std::string> ids;
@@ -670,7 +714,10 @@ absl::Status Scheduler::Tick() {
       continue;
     }
     auto run = running_.find(id);
-    if (run != running_.end()) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(run->second));
+    if (run != running_.end()) {
+      FORGE_RETURN_IF_ERROR(
+          ContainJobFailureLocked(id, [&] { return AdvanceJobLocked(run->second); }));
+    }
   }
   // Forget workers long dead: from Redis first, so that a failed write keeps them in both.
   for (const std::string& id : workers_.Dead(now, kDeadWorkerMemory)) {

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_store.h"
+#include "server/redis_keys.h"
 #include "server/result_cache.h"
 #include "tests/support/redis_server.h"
 
@@ -90,7 +91,10 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::string Submit(const std::string& model, int priority = 0, int64_t trials = 0) {
-    const forge::v1::Graph graph = LoadModel(model);
+    return SubmitGraph(LoadModel(model), priority, trials);
+  }
+
+  std::string SubmitGraph(const forge::v1::Graph& graph, int priority = 0, int64_t trials = 0) {
     absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
     EXPECT_TRUE(partition.ok()) << partition.status();
     forge::v1::JobOptions options;
@@ -363,6 +367,67 @@ TEST_F(SchedulerTest, CancellingAJobDropsItsLeasesAtTheNextHeartbeat) {
 
   heartbeat.set_worker_id("worker-unknown");
   EXPECT_TRUE(scheduler_->Heartbeat(heartbeat)->register_again());
+}
+
+}  // namespace
+}  // namespace forge::server
+
+namespace forge::server {
+namespace {
+
+// What forge.optimize(nn.Identity()) sends: the input is the output, no operation.
+forge::v1::Graph IdentityGraph() {
+  forge::v1::Graph graph;
+  forge::v1::Value* value = graph.add_values();
+  value->set_name("x");
+  value->mutable_tensor()->set_dtype(forge::v1::DTYPE_FLOAT32);
+  value->mutable_tensor()->add_shape(4);
+  value->mutable_tensor()->add_strides(1);
+  forge::v1::GraphInput* input = graph.add_inputs();
+  input->set_kind(forge::v1::INPUT_KIND_USER_INPUT);
+  input->set_value_name("x");
+  forge::v1::GraphOutput* output = graph.add_outputs();
+  output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
+  output->set_value_name("x");
+  return graph;
+}
+
+// A job of no tasks used to write an HSET without fields, after which every tick, lease and
+// restart failed; it is DONE at once and the scheduler keeps working.
+TEST_F(SchedulerTest, AJobOfNoTasksIsDoneAtOnceAndTheSchedulerKeepsWorking) {
+  const std::string worker = RegisterWorker();
+  const std::string empty = SubmitGraph(IdentityGraph());
+  EXPECT_EQ(StateOf(empty), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(jobs_->GetJob(empty)->progress().tasks_total(), 0);
+  ASSERT_TRUE(scheduler_->Tick().ok());
+
+  const std::string job = Submit("softmax");
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(empty, false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_THAT(results->tasks(), IsEmpty());
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
+// One job whose stored state does not load (here a task spec gone from Redis) fails with the
+// reason; a restart, ticks and leases carry on with the other jobs.
+TEST_F(SchedulerTest, AJobWhoseStateDoesNotLoadFailsAloneAndARestartCarriesOn) {
+  const std::string worker = RegisterWorker();
+  const std::string broken = Submit("layer_norm_gelu");
+  const std::string healthy = Submit("softmax");
+  ASSERT_TRUE(
+      redis_->Command({"HSET", keys::JobTasks(broken), "no-such-task", "1"})
+          .ok());
+
+  Restart();
+  EXPECT_EQ(StateOf(broken), forge::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(jobs_->GetJob(broken)->error(), ::testing::HasSubstr("no-such-task"));
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(healthy), forge::v1::JOB_STATE_DONE);
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
 }
 
 }  // namespace
