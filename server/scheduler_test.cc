@@ -392,6 +392,59 @@ forge::v1::Graph IdentityGraph() {
   return graph;
 }
 
+// `torch.relu(x) * 1.0001` repeated `links` times, as torch.export writes it.
+forge::v1::Graph PointwiseChain(int links) {
+  forge::v1::Graph graph = IdentityGraph();
+  graph.mutable_values(0)->mutable_tensor()->set_shape(0, 4096);
+  std::string last = "x";
+  auto add_node = [&](const std::string& name, const std::string& op, const std::string& overload,
+                      const std::string& schema) {
+    forge::v1::Value* value = graph.add_values();
+    *value = graph.values(0);
+    value->set_name(name);
+    forge::v1::Node* node = graph.add_nodes();
+    node->set_name(name);
+    node->set_op(op);
+    node->set_overload(overload);
+    node->set_schema(schema);
+    node->add_outputs(name);
+    forge::v1::Argument* self = node->add_arguments();
+    self->set_name("self");
+    self->set_tensor(last);
+    last = name;
+    return node;
+  };
+  for (int i = 0; i < links; ++i) {
+    add_node(absl::StrCat("relu_", i), "aten::relu", "default", "aten::relu(Tensor self) -> Tensor");
+    forge::v1::Argument* other =
+        add_node(absl::StrCat("mul_", i), "aten::mul", "Tensor",
+                 "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")
+            ->add_arguments();
+    other->set_name("other");
+    other->set_float_value(1.0001);
+  }
+  graph.mutable_outputs(0)->set_value_name(last);
+  return graph;
+}
+
+// 2,000 links used to overflow the coordinator's stack (recursive expression emission), at every
+// restart too: long chains are split into several tasks and the job finishes.
+TEST_F(SchedulerTest, ALongPointwiseChainIsSplitAndFinishes) {
+  const forge::v1::Graph chain = PointwiseChain(2000);
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(chain);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  EXPECT_GT(partition->tasks.size(), 1);
+  for (const forge::v1::KernelTask& task : partition->tasks) {
+    EXPECT_LE(task.group().nodes_size(), graph::kMaxFusedNodes);
+  }
+  const std::string worker = RegisterWorker();
+  const std::string job = SubmitGraph(chain);
+  RunToCompletion(worker, 5000);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
 // A job of no tasks used to write an HSET without fields, after which every tick, lease and
 // restart failed; it is DONE at once and the scheduler keeps working.
 TEST_F(SchedulerTest, AJobOfNoTasksIsDoneAtOnceAndTheSchedulerKeepsWorking) {
