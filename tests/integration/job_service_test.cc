@@ -327,6 +327,66 @@ TEST_F(JobServiceTest, RejectsMalformedGraphNamingTheNode) {
   EXPECT_THAT(status.error_message(), HasSubstr("graph rejected"));
 }
 
+// Intake validation (server/intake.h) over gRPC: each bad input is refused with a message naming
+// the field, nothing is stored, and the model itself is still accepted.
+TEST_F(JobServiceTest, RejectsInvalidInputAtIntakeNamingTheField) {
+  auto refused = [&](const Graph& graph, const JobOptions& options) {
+    forge::v1::SubmitJobResponse response;
+    grpc::Status status = Submit(graph, options, {}, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    return status.error_message();
+  };
+  Graph negative = model_.graph;
+  negative.mutable_values(0)->mutable_tensor()->set_shape(0, -2);
+  EXPECT_THAT(refused(negative, {}), HasSubstr(absl::StrCat(
+                                         "graph rejected: value '", negative.values(0).name(),
+                                         "': tensor.shape[0] is -2")));
+  Graph overflowing = model_.graph;
+  overflowing.mutable_values(0)->mutable_tensor()->clear_strides();
+  overflowing.mutable_values(0)->mutable_tensor()->clear_shape();
+  overflowing.mutable_values(0)->mutable_tensor()->add_shape(int64_t{1} << 32);
+  overflowing.mutable_values(0)->mutable_tensor()->add_shape(int64_t{1} << 32);
+  EXPECT_THAT(refused(overflowing, {}), HasSubstr("overflows int64"));
+  Graph lying = model_.graph;
+  for (forge::v1::GraphInput& input : *lying.mutable_inputs()) {
+    if (input.has_data()) {
+      input.mutable_data()->set_size_bytes(50 << 20);
+      break;
+    }
+  }
+  EXPECT_THAT(refused(lying, {}), HasSubstr("data.size_bytes is 52428800"));
+  Graph garbage = model_.graph;
+  garbage.mutable_nodes(0)->set_schema("not a schema");
+  EXPECT_THAT(refused(garbage, {}), HasSubstr("schema \"not a schema\""));
+  JobOptions greedy;
+  greedy.set_priority(1'000'000);
+  EXPECT_THAT(refused(model_.graph, greedy), HasSubstr("options.priority is 1000000"));
+  EXPECT_THAT(List({}).jobs(), IsEmpty());
+  EXPECT_EQ(SubmitModel().state(), forge::v1::JOB_STATE_QUEUED);
+}
+
+// What forge.optimize(nn.Identity()) sends: no operation, no task. The job is DONE at once and
+// the coordinator keeps serving, a restarted one too.
+TEST_F(JobServiceTest, AGraphOfNoTasksIsDoneAndTheCoordinatorKeepsServing) {
+  Graph identity;
+  *identity.add_values() = model_.graph.values(0);
+  identity.add_inputs()->set_value_name(identity.values(0).name());
+  identity.add_outputs()->set_value_name(identity.values(0).name());
+  forge::v1::SubmitJobResponse response;
+  grpc::Status status = Submit(identity, {}, {}, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  Job job;
+  ASSERT_TRUE(GetJob(response.job().id(), &job).ok());
+  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.progress().tasks_total(), 0);
+  const Job model = SubmitModel();
+  EXPECT_FALSE(model.id().empty());
+  coordinator_.reset();
+  coordinator_ = std::make_unique<Coordinator>(*redis_server_, BlobDirectory());
+  ASSERT_TRUE(GetJob(model.id(), &job).ok());
+  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_RUNNING);
+}
+
 TEST_F(JobServiceTest, WorkerServiceRefusesMalformedAndForeignRequestsWithClearCodes) {
   forge::v1::WorkerService::Stub& workers = coordinator_->worker_stub();
   auto call = [](auto method, const auto& request, auto* response) {
