@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging/logging.h"
+#include "common/speedup/speedup.h"
 #include "common/status/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/fair_share.h"
@@ -418,36 +420,58 @@ absl::Status Scheduler::DropLeaseLocked(const std::string& lease_id) {
 
 absl::Status Scheduler::ApplyResultLocked(TaskSearch& task, const std::string& candidate_digest,
                                           const Result& result) {
-  const TaskSearch::Applied applied = task.Apply(candidate_digest, result);
-  if (applied.improved) {
-    absl::StatusOr<Candidate> candidate = results_->GetCandidate(candidate_digest);
-    if (candidate.ok()) task.best_candidate = *std::move(candidate);
+  // A result becomes the best only with its whole candidate at hand and made by this build's
+  // generators: the cache holds other builds' results too, whose kernels cannot be rebuilt here.
+  std::optional<Candidate> candidate;
+  if (task.WouldImprove(candidate_digest, result)) {
+    absl::StatusOr<Candidate> stored = results_->GetCandidate(candidate_digest);
+    if (stored.ok() && MadeByThisBuild(*stored)) candidate = *std::move(stored);
   }
+  const TaskSearch::Applied applied =
+      task.Apply(candidate_digest, result, /*may_be_best=*/candidate.has_value());
+  if (applied.improved) task.best_candidate = *std::move(candidate);
   // Only a candidate faster than eager improves the task: until one is, the baseline is best.
-  if (!applied.improved || !applied.speedup.has_value() || *applied.speedup <= 1.0) {
-    return absl::OkStatus();
-  }
-  // Every running job with this task hears of the improvement.
+  const bool faster =
+      applied.improved && applied.speedup.has_value() && *applied.speedup > 1.0;
+  // Every running job with this task hears of the improvement, and of its new whole-model
+  // estimate (a baseline coming in changes it too).
   for (auto& [id, job] : running_) {
-    if (job.finished || job.space != task.space || job.stopped.contains(task.spec.digest())) {
-      continue;
-    }
+    if (job.finished || job.space != task.space) continue;
     const bool has_task =
         std::any_of(job.tasks.begin(), job.tasks.end(),
                     [&](const KernelTask& t) { return t.digest() == task.spec.digest(); });
     if (!has_task) continue;
+    const double speedup = WholeModelSpeedupLocked(job);
+    const bool announce = faster && !job.stopped.contains(task.spec.digest());
+    if (!announce && speedup == job.reported_speedup) continue;
     JobEvent event = TaskEvent();
-    auto* improved_event = event.mutable_task_improved();
-    improved_event->set_task_digest(task.spec.digest());
-    improved_event->set_candidate_digest(candidate_digest);
-    improved_event->set_median_us(result.measurement().median_us());
-    improved_event->set_speedup_vs_eager(*applied.speedup);
-    improved_event->set_kind(result.measurement().kind());
-    JobProgress best;
-    best.set_best_speedup(*applied.speedup);
-    FORGE_RETURN_IF_ERROR(jobs_->RecordProgress(id, best, &event));
+    if (announce) {
+      auto* improved_event = event.mutable_task_improved();
+      improved_event->set_task_digest(task.spec.digest());
+      improved_event->set_candidate_digest(candidate_digest);
+      improved_event->set_median_us(result.measurement().median_us());
+      improved_event->set_speedup_vs_eager(*applied.speedup);
+      improved_event->set_kind(result.measurement().kind());
+    }
+    JobProgress progress;
+    progress.set_best_speedup(speedup);
+    FORGE_RETURN_IF_ERROR(jobs_->RecordProgress(id, progress, announce ? &event : nullptr));
+    job.reported_speedup = speedup;
   }
   return absl::OkStatus();
+}
+
+double Scheduler::WholeModelSpeedupLocked(const JobRun& job) {
+  ModelTimes times;
+  for (const KernelTask& spec : job.tasks) {
+    const TaskSearch* search = searches_.Find(job.space, spec.digest());
+    if (search == nullptr) continue;  // not loaded yet: not timed either
+    forge::v1::TaskResults summary;
+    search->Summarize(summary);
+    summary.mutable_task()->set_occurrences(spec.occurrences());
+    AddTask(summary, times);
+  }
+  return times.Speedup();
 }
 
 absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(

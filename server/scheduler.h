@@ -151,6 +151,9 @@ class Scheduler {
   absl::Status ApplyResultLocked(TaskSearch& task, const std::string& candidate_digest,
                                  const forge::v1::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // JobProgress.best_speedup: the whole-model estimate over the job's tasks searched so far
+  // (common/speedup, as the report computes it), not the best single task's.
+  double WholeModelSpeedupLocked(const JobRun& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The job budgets' view of the job's tasks (its space must be bound, its searches loaded).
   std::map<std::string, TaskProgress> ProgressLocked(const JobRun& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

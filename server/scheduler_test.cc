@@ -3,6 +3,7 @@
 // candidates (a deterministic "time" per schedule), so every outcome is checkable.
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -15,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
 #include "compiler/codegen/family.h"
+#include "common/speedup/speedup.h"
 #include "compiler/graph/partition.h"
+#include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_store.h"
@@ -443,6 +446,57 @@ TEST_F(SchedulerTest, ALongPointwiseChainIsSplitAndFinishes) {
   EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
   Restart();
   EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
+// JobProgress.best_speedup is the whole-model estimate the report states (common/speedup), not
+// the best single task's.
+TEST_F(SchedulerTest, BestSpeedupIsTheWholeModelEstimate) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("llama_block");
+  RunToCompletion(worker, 2000);
+  ASSERT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_GT(results->tasks_size(), 1);
+  double best_task = 0;
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    best_task = std::max(best_task, task.best().eager_median_us() / task.best().median_us());
+  }
+  const double whole = SumModelTimes(results->tasks()).Speedup();
+  EXPECT_LT(whole, best_task) << "the tasks' speedups differ in this model";
+  EXPECT_NEAR(jobs_->GetJob(job)->progress().best_speedup(), whole, 1e-5 * whole);  // as stored
+}
+
+// The results cache spans generator versions. A faster result of a candidate another build made
+// (an older Redis) is never a task's best: this build could not regenerate its kernel.
+TEST_F(SchedulerTest, AResultThisBuildCannotRegenerateNeverBecomesTheBest) {
+  const std::string worker = RegisterWorker();
+  const std::string first = Submit("softmax");
+  RunToCompletion(worker);
+  ASSERT_EQ(StateOf(first), forge::v1::JOB_STATE_DONE);
+  const forge::v1::TaskResults before = scheduler_->Results(first, false)->tasks(0);
+  ASSERT_NE(before.best_candidate().family(), forge::v1::KERNEL_FAMILY_ATEN);
+
+  Candidate old = before.best_candidate();
+  old.set_generator_version("reduction-3");
+  old.set_digest(search::CandidateDigest(old));
+  ASSERT_TRUE(redis_->Command({"SET", keys::Candidate(old.digest()), old.SerializeAsString()}).ok());
+  Result fast = ResultFor(old);
+  fast.mutable_measurement()->set_median_us(1.0);
+  ASSERT_TRUE(results_->PutIfAbsent("predicted:H200", old, fast, first).ok());
+
+  Restart();
+  const std::string second = Submit("softmax");
+  RunToCompletion(worker);
+  ASSERT_EQ(StateOf(second), forge::v1::JOB_STATE_DONE);
+  const forge::v1::TaskResults after = scheduler_->Results(second, true)->tasks(0);
+  bool cached = false;
+  for (const Result& result : after.results()) {
+    cached = cached || result.measurement().candidate_digest() == old.digest();
+  }
+  EXPECT_TRUE(cached) << "the old result is in the cache and counted";
+  EXPECT_EQ(after.best_candidate().digest(), before.best_candidate().digest());
+  EXPECT_EQ(after.best().median_us(), before.best().median_us());
 }
 
 // A job of no tasks used to write an HSET without fields, after which every tick, lease and
