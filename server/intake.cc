@@ -35,7 +35,8 @@ bool IsQualifiedName(absl::string_view op) {
 
 // The schema's form: "namespace::name[.overload](arguments) -> returns", brackets balanced.
 absl::Status CheckSchema(const Node& node) {
-  const std::string where = absl::StrCat("node '", node.name(), "': schema \"", node.schema(), "\"");
+  const std::string where =
+      absl::StrCat("node '", node.name(), "': schema \"", node.schema(), "\"");
   const absl::string_view schema = node.schema();
   const size_t open = schema.find('(');
   if (open == absl::string_view::npos) {
@@ -78,7 +79,8 @@ absl::Status CheckSchema(const Node& node) {
   }
   const absl::string_view rest = absl::StripAsciiWhitespace(schema.substr(close + 1));
   if (!absl::StartsWith(rest, "->") || absl::StripAsciiWhitespace(rest.substr(2)).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": no \"-> returns\" after the arguments"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": no \"-> returns\" after the arguments"));
   }
   return absl::OkStatus();
 }
@@ -94,9 +96,8 @@ absl::Status CheckValue(const forge::v1::Value& value, const IntakeLimits& limit
   const TensorSpec& spec = value.tensor();
   if (!forge::v1::DType_IsValid(spec.dtype()) || spec.dtype() == forge::v1::DTYPE_UNSPECIFIED ||
       DTypeBytes(spec.dtype()) <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": tensor.dtype ", static_cast<int>(spec.dtype()),
-                     " is not a dtype Forge knows"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": tensor.dtype ", static_cast<int>(spec.dtype()), " is not a dtype Forge knows"));
   }
   if (!forge::v1::Layout_IsValid(spec.layout())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -139,9 +140,9 @@ absl::Status CheckValue(const forge::v1::Value& value, const IntakeLimits& limit
   }
   int64_t bytes = 0;
   if (!MultiplyChecked(span, DTypeBytes(spec.dtype()), &bytes) || bytes > limits.max_tensor_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": ", elements, " elements of ", DTypeName(spec.dtype()),
-        " exceed the limit of ", limits.max_tensor_bytes, " bytes per tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", elements, " elements of ",
+                                                   DTypeName(spec.dtype()), " exceed the limit of ",
+                                                   limits.max_tensor_bytes, " bytes per tensor"));
   }
   return absl::OkStatus();
 }
@@ -162,12 +163,11 @@ absl::StatusOr<int64_t> CheckedElements(const TensorSpec& spec) {
   int64_t elements = 1;
   for (int d = 0; d < spec.shape_size(); ++d) {
     if (spec.shape(d) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor.shape[", d, "] is ", spec.shape(d), "; dimensions must not be negative"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor.shape[", d, "] is ", spec.shape(d),
+                                                     "; dimensions must not be negative"));
     }
     if (!MultiplyChecked(elements, spec.shape(d), &elements)) {
-      return absl::InvalidArgumentError(
-          "the element count of tensor.shape overflows int64");
+      return absl::InvalidArgumentError("the element count of tensor.shape overflows int64");
     }
   }
   return elements;
@@ -176,9 +176,8 @@ absl::StatusOr<int64_t> CheckedElements(const TensorSpec& spec) {
 absl::Status ValidateGraph(const Graph& graph, const IntakeLimits& limits) {
   const size_t graph_bytes = graph.ByteSizeLong();
   if (graph_bytes > static_cast<size_t>(limits.max_graph_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("the graph is ", graph_bytes,
-                                                   " bytes; the limit is ",
-                                                   limits.max_graph_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the graph is ", graph_bytes, " bytes; the limit is ", limits.max_graph_bytes));
   }
   if (graph.nodes_size() > limits.max_nodes) {
     return absl::InvalidArgumentError(absl::StrCat("the graph has ", graph.nodes_size(),
@@ -202,21 +201,22 @@ absl::Status ValidateGraph(const Graph& graph, const IntakeLimits& limits) {
     const int64_t wanted = *CheckedElements(*spec->second) * DTypeBytes(spec->second->dtype());
     const forge::v1::TensorData& data = input.data();
     if (data.size_bytes() != wanted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": data.size_bytes is ", data.size_bytes(), " but the declared tensor holds ",
-          wanted, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": data.size_bytes is ", data.size_bytes(),
+                       " but the declared tensor holds ", wanted, " bytes"));
     }
-    if (!data.inline_bytes().empty() && static_cast<int64_t>(data.inline_bytes().size()) != wanted) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": data.inline_bytes is ",
-                                                     data.inline_bytes().size(),
-                                                     " bytes but the declared tensor holds ",
-                                                     wanted));
+    if (!data.inline_bytes().empty() &&
+        static_cast<int64_t>(data.inline_bytes().size()) != wanted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": data.inline_bytes is ", data.inline_bytes().size(),
+                       " bytes but the declared tensor holds ", wanted));
     }
     weight_bytes += wanted;  // each term is at most max_tensor_bytes; the sum is checked at once
     if (weight_bytes > limits.max_weight_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("the graph's data (parameters, buffers, "
-                                                     "constants) exceeds the limit of ",
-                                                     limits.max_weight_bytes, " bytes per job"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the graph's data (parameters, buffers, "
+                       "constants) exceeds the limit of ",
+                       limits.max_weight_bytes, " bytes per job"));
     }
   }
   return absl::OkStatus();
@@ -226,13 +226,13 @@ absl::Status ValidateJobOptions(const forge::v1::JobOptions& options, const Inta
   const forge::v1::JobBudget& budget = options.budget();
   if (budget.max_candidate_trials() < 0 || budget.max_wall_seconds() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "options.budget must not be negative (max_candidate_trials ",
-        budget.max_candidate_trials(), ", max_wall_seconds ", budget.max_wall_seconds(), ")"));
+        "options.budget must not be negative (max_candidate_trials ", budget.max_candidate_trials(),
+        ", max_wall_seconds ", budget.max_wall_seconds(), ")"));
   }
   if (budget.max_candidate_trials() > limits.max_candidate_trials) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.budget.max_candidate_trials is ", budget.max_candidate_trials(),
-        "; the limit is ", limits.max_candidate_trials));
+    return absl::InvalidArgumentError(absl::StrCat("options.budget.max_candidate_trials is ",
+                                                   budget.max_candidate_trials(), "; the limit is ",
+                                                   limits.max_candidate_trials));
   }
   if (budget.max_wall_seconds() > limits.max_wall_seconds) {
     return absl::InvalidArgumentError(absl::StrCat("options.budget.max_wall_seconds is ",
@@ -241,8 +241,7 @@ absl::Status ValidateJobOptions(const forge::v1::JobOptions& options, const Inta
   }
   if (options.priority() > limits.max_priority || options.priority() < -limits.max_priority) {
     return absl::InvalidArgumentError(absl::StrCat("options.priority is ", options.priority(),
-                                                   "; it must lie within +-",
-                                                   limits.max_priority));
+                                                   "; it must lie within +-", limits.max_priority));
   }
   return absl::OkStatus();
 }

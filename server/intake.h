@@ -14,9 +14,9 @@
 //     op. Ops Forge has no generator for are fine: they run as ATen tasks. A node may leave the
 //     schema empty;
 //   - every input with data (parameters, buffers, constants; the digest's form is the blob
-//     store's to check): size_bytes equal to what the declared tensor holds (elements x dtype bytes, the
-//     row-major contiguous form TensorData stores), inline bytes (when present) of that size, and
-//     the sum over the graph within max_weight_bytes.
+//     store's to check): size_bytes equal to what the declared tensor holds (elements x dtype
+//     bytes, the row-major contiguous form TensorData stores), inline bytes (when present) of that
+//     size, and the sum over the graph within max_weight_bytes.
 // ValidateJobOptions checks the budget (not negative, within the caps) and the priority (within
 // +-max_priority).
 // Errors are InvalidArgument and name the field: "value 'x': shape[1] is -3; ...".

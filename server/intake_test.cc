@@ -55,8 +55,7 @@ class IntakeTest : public ::testing::Test {
   }
 
   // The model with `change` applied, as ValidateGraph sees it.
-  absl::Status Changed(const std::function<void(Graph&)>& change,
-                       const IntakeLimits& limits = {}) {
+  absl::Status Changed(const std::function<void(Graph&)>& change, const IntakeLimits& limits = {}) {
     Graph graph = model_;
     change(graph);
     return ValidateGraph(graph, limits);
@@ -96,9 +95,9 @@ TEST_F(IntakeTest, RefusesBadShapesNamingTheValue) {
               HasSubstr("tensor.strides overflow int64"));
   EXPECT_THAT(shaped({1'000'000'000'000}, {}).message(),
               HasSubstr("exceed the limit of 68719476736 bytes per tensor"));
-  EXPECT_THAT(Changed([](Graph& g) { g.mutable_values(0)->mutable_tensor()->add_strides(1); })
-                  .message(),
-              HasSubstr("tensor.strides for"));
+  EXPECT_THAT(
+      Changed([](Graph& g) { g.mutable_values(0)->mutable_tensor()->add_strides(1); }).message(),
+      HasSubstr("tensor.strides for"));
   EXPECT_THAT(Changed([](Graph& g) {
                 g.mutable_values(0)->mutable_tensor()->set_strides(0, -1);
               }).message(),
@@ -106,20 +105,21 @@ TEST_F(IntakeTest, RefusesBadShapesNamingTheValue) {
 }
 
 TEST_F(IntakeTest, RefusesUnknownDtypesAndLayouts) {
-  EXPECT_THAT(Changed([](Graph& g) {
-                g.mutable_values(1)->mutable_tensor()->set_dtype(static_cast<forge::v1::DType>(977));
-              }).message(),
-              HasSubstr(absl::StrCat("value '", model_.values(1).name(),
-                                     "': tensor.dtype 977 is not a dtype Forge knows")));
+  EXPECT_THAT(
+      Changed([](Graph& g) {
+        g.mutable_values(1)->mutable_tensor()->set_dtype(static_cast<forge::v1::DType>(977));
+      }).message(),
+      HasSubstr(absl::StrCat("value '", model_.values(1).name(),
+                             "': tensor.dtype 977 is not a dtype Forge knows")));
   EXPECT_THAT(Changed([](Graph& g) {
                 g.mutable_values(1)->mutable_tensor()->set_dtype(forge::v1::DTYPE_UNSPECIFIED);
               }).message(),
               HasSubstr("tensor.dtype 0"));
-  EXPECT_THAT(Changed([](Graph& g) {
-                g.mutable_values(1)->mutable_tensor()->set_layout(
-                    static_cast<forge::v1::Layout>(99));
-              }).message(),
-              HasSubstr("tensor.layout 99"));
+  EXPECT_THAT(
+      Changed([](Graph& g) {
+        g.mutable_values(1)->mutable_tensor()->set_layout(static_cast<forge::v1::Layout>(99));
+      }).message(),
+      HasSubstr("tensor.layout 99"));
 }
 
 TEST_F(IntakeTest, UnknownOpsPassButGarbageSchemasAreRefused) {

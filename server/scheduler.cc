@@ -141,7 +141,8 @@ absl::Status Scheduler::StartJobLocked(const forge::v1::Job& job) {
   JobRun& stored = running_[id] = std::move(run);
   if (stored.tasks.empty()) {
     // A graph of no operations (e.g. an identity module): nothing to search, done at once.
-    return FinishJobLocked(stored, forge::v1::JOB_STATE_DONE, "the graph has no operations to search");
+    return FinishJobLocked(stored, forge::v1::JOB_STATE_DONE,
+                           "the graph has no operations to search");
   }
   if (!stored.space.empty()) {
     for (const KernelTask& task : stored.tasks) {
@@ -431,8 +432,7 @@ absl::Status Scheduler::ApplyResultLocked(TaskSearch& task, const std::string& c
       task.Apply(candidate_digest, result, /*may_be_best=*/candidate.has_value());
   if (applied.improved) task.best_candidate = *std::move(candidate);
   // Only a candidate faster than eager improves the task: until one is, the baseline is best.
-  const bool faster =
-      applied.improved && applied.speedup.has_value() && *applied.speedup > 1.0;
+  const bool faster = applied.improved && applied.speedup.has_value() && *applied.speedup > 1.0;
   // Every running job with this task hears of the improvement, and of its new whole-model
   // estimate (a baseline coming in changes it too).
   for (auto& [id, job] : running_) {
@@ -656,11 +656,13 @@ absl::Status Scheduler::ContainJobFailureLocked(const std::string& job_id,
     status = absl::InternalError(absl::StrCat("exception: ", e.what()));
   }
   if (status.ok() || absl::IsUnavailable(status)) return status;
-  const std::string reason = absl::StrCat("the scheduler could not run this job: ", status.ToString());
+  const std::string reason =
+      absl::StrCat("the scheduler could not run this job: ", status.ToString());
   LogWithFields(*GetLogger("scheduler"), spdlog::level::warn, "job failed",
                 {{"job", job_id}, {"error", status.ToString()}});
   // The job is QUEUED (failed on its first start) or RUNNING; Aborted means it ended meanwhile.
-  for (const forge::v1::JobState from : {forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_QUEUED}) {
+  for (const forge::v1::JobState from :
+       {forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_QUEUED}) {
     absl::StatusOr<forge::v1::Job> moved =
         jobs_->Transition(job_id, from, forge::v1::JOB_STATE_FAILED, reason);
     if (moved.ok()) break;
@@ -681,8 +683,7 @@ void Scheduler::JobSubmitted(absl::string_view job_id) {
   absl::MutexLock lock(&mutex_);
   absl::StatusOr<forge::v1::Job> job = jobs_->GetJob(job_id);
   if (job.ok() && job->state() == forge::v1::JOB_STATE_QUEUED) {
-    absl::Status started =
-        ContainJobFailureLocked(job->id(), [&] { return StartJobLocked(*job); });
+    absl::Status started = ContainJobFailureLocked(job->id(), [&] { return StartJobLocked(*job); });
     if (!started.ok()) {
       GetLogger("scheduler")->warn("starting {}: {}", std::string(job_id), started.ToString());
     }

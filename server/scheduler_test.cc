@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
-#include "compiler/codegen/family.h"
 #include "common/speedup/speedup.h"
+#include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
@@ -418,11 +418,11 @@ forge::v1::Graph PointwiseChain(int links) {
     return node;
   };
   for (int i = 0; i < links; ++i) {
-    add_node(absl::StrCat("relu_", i), "aten::relu", "default", "aten::relu(Tensor self) -> Tensor");
-    forge::v1::Argument* other =
-        add_node(absl::StrCat("mul_", i), "aten::mul", "Tensor",
-                 "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")
-            ->add_arguments();
+    add_node(absl::StrCat("relu_", i), "aten::relu", "default",
+             "aten::relu(Tensor self) -> Tensor");
+    forge::v1::Argument* other = add_node(absl::StrCat("mul_", i), "aten::mul", "Tensor",
+                                          "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor")
+                                     ->add_arguments();
     other->set_name("other");
     other->set_float_value(1.0001);
   }
@@ -480,7 +480,8 @@ TEST_F(SchedulerTest, AResultThisBuildCannotRegenerateNeverBecomesTheBest) {
   Candidate old = before.best_candidate();
   old.set_generator_version("reduction-3");
   old.set_digest(search::CandidateDigest(old));
-  ASSERT_TRUE(redis_->Command({"SET", keys::Candidate(old.digest()), old.SerializeAsString()}).ok());
+  ASSERT_TRUE(
+      redis_->Command({"SET", keys::Candidate(old.digest()), old.SerializeAsString()}).ok());
   Result fast = ResultFor(old);
   fast.mutable_measurement()->set_median_us(1.0);
   ASSERT_TRUE(results_->PutIfAbsent("predicted:H200", old, fast, first).ok());
@@ -524,9 +525,7 @@ TEST_F(SchedulerTest, AJobWhoseStateDoesNotLoadFailsAloneAndARestartCarriesOn) {
   const std::string worker = RegisterWorker();
   const std::string broken = Submit("layer_norm_gelu");
   const std::string healthy = Submit("softmax");
-  ASSERT_TRUE(
-      redis_->Command({"HSET", keys::JobTasks(broken), "no-such-task", "1"})
-          .ok());
+  ASSERT_TRUE(redis_->Command({"HSET", keys::JobTasks(broken), "no-such-task", "1"}).ok());
 
   Restart();
   EXPECT_EQ(StateOf(broken), forge::v1::JOB_STATE_FAILED);

@@ -77,16 +77,20 @@ TEST(TaskSearchTest, TakesResultsIntoCountsBestAndTheSearcher) {
 
   const std::vector<Candidate> proposed = search.searcher->Propose(4);
   ASSERT_EQ(proposed.size(), 4u);
-  TaskSearch::Applied fast = search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true);
+  TaskSearch::Applied fast =
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true);
   EXPECT_TRUE(fast.improved);
   EXPECT_EQ(fast.speedup, 2.0);
   EXPECT_TRUE(search.dirty);
   // The same result again counts once.
-  EXPECT_FALSE(search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
-  TaskSearch::Applied slow = search.Apply(proposed[1].digest(), Measured(proposed[1].digest(), 200), true);
+  EXPECT_FALSE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
+  TaskSearch::Applied slow =
+      search.Apply(proposed[1].digest(), Measured(proposed[1].digest(), 200), true);
   EXPECT_FALSE(slow.improved);
   EXPECT_EQ(slow.speedup, 0.5);
-  EXPECT_EQ(search.Apply(proposed[2].digest(), Failed(proposed[2].digest()), true).speedup, std::nullopt);
+  EXPECT_EQ(search.Apply(proposed[2].digest(), Failed(proposed[2].digest()), true).speedup,
+            std::nullopt);
   EXPECT_EQ(search.measured, 2);
   EXPECT_EQ(search.failed, 1);
   EXPECT_EQ(search.failures[forge::v1::FAILURE_STAGE_COMPILE], 1);
@@ -130,11 +134,13 @@ TEST(TaskSearchTest, OnlyCandidatesThisBuildCanRegenerateBecomeTheBest) {
   EXPECT_FALSE(search.Apply(old.digest(), Measured(old.digest(), 10), false).improved);
   EXPECT_FALSE(search.best.has_value());
   EXPECT_EQ(search.measured, 1);
-  EXPECT_TRUE(search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
+  EXPECT_TRUE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
   EXPECT_EQ(search.best->median_us(), 50);
   EXPECT_FALSE(search.WouldImprove(proposed[0].digest(), Measured(proposed[0].digest(), 40)))
       << "counted already";
-  EXPECT_FALSE(search.WouldImprove(search.baseline.digest(), Measured(search.baseline.digest(), 1)));
+  EXPECT_FALSE(
+      search.WouldImprove(search.baseline.digest(), Measured(search.baseline.digest(), 1)));
 }
 
 TEST(TaskSearchTest, TheBaselineIsBestUntilACandidateBeatsIt) {
@@ -142,7 +148,8 @@ TEST(TaskSearchTest, TheBaselineIsBestUntilACandidateBeatsIt) {
   search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100), true);
   const std::vector<Candidate> proposed = search.searcher->Propose(1);
   ASSERT_EQ(proposed.size(), 1u);
-  EXPECT_TRUE(search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 120), true).improved);
+  EXPECT_TRUE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 120), true).improved);
   forge::v1::TaskResults out;
   search.Summarize(out);
   EXPECT_EQ(out.best_candidate().digest(), search.baseline.digest());

@@ -15,8 +15,7 @@ void AddTask(const forge::v1::TaskResults& task, ModelTimes& times) {
   ++times.timed;
 }
 
-ModelTimes SumModelTimes(
-    const google::protobuf::RepeatedPtrField<forge::v1::TaskResults>& tasks) {
+ModelTimes SumModelTimes(const google::protobuf::RepeatedPtrField<forge::v1::TaskResults>& tasks) {
   ModelTimes times;
   for (const forge::v1::TaskResults& task : tasks) AddTask(task, times);
   return times;

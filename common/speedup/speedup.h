@@ -23,8 +23,7 @@ struct ModelTimes {
 // One task's share of the sums (no effect for a task without a best).
 void AddTask(const forge::v1::TaskResults& task, ModelTimes& times);
 
-ModelTimes SumModelTimes(
-    const google::protobuf::RepeatedPtrField<forge::v1::TaskResults>& tasks);
+ModelTimes SumModelTimes(const google::protobuf::RepeatedPtrField<forge::v1::TaskResults>& tasks);
 
 }  // namespace forge
 

@@ -15,7 +15,7 @@ forge::v1::TaskResults Task(int occurrences, double eager_us, double best_us) {
 
 TEST(SpeedupTest, WholeModelWeighsTasksByTimeAndOccurrences) {
   google::protobuf::RepeatedPtrField<forge::v1::TaskResults> tasks;
-  *tasks.Add() = Task(1, 100, 25);  // 4x on a small task
+  *tasks.Add() = Task(1, 100, 25);   // 4x on a small task
   *tasks.Add() = Task(3, 300, 300);  // no gain on the big one, three times
   tasks.Add();                       // not timed yet
   const ModelTimes times = SumModelTimes(tasks);

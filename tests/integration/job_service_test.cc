@@ -338,9 +338,9 @@ TEST_F(JobServiceTest, RejectsInvalidInputAtIntakeNamingTheField) {
   };
   Graph negative = model_.graph;
   negative.mutable_values(0)->mutable_tensor()->set_shape(0, -2);
-  EXPECT_THAT(refused(negative, {}), HasSubstr(absl::StrCat(
-                                         "graph rejected: value '", negative.values(0).name(),
-                                         "': tensor.shape[0] is -2")));
+  EXPECT_THAT(refused(negative, {}),
+              HasSubstr(absl::StrCat("graph rejected: value '", negative.values(0).name(),
+                                     "': tensor.shape[0] is -2")));
   Graph overflowing = model_.graph;
   overflowing.mutable_values(0)->mutable_tensor()->clear_strides();
   overflowing.mutable_values(0)->mutable_tensor()->clear_shape();
