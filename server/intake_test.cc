@@ -3,6 +3,7 @@
 #include "server/intake.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -64,9 +65,15 @@ class IntakeTest : public ::testing::Test {
   Graph model_;
 };
 
-TEST_F(IntakeTest, AcceptsARealModel) {
-  EXPECT_TRUE(ValidateGraph(model_, {}).ok()) << ValidateGraph(model_, {});
-  EXPECT_TRUE(ValidateGraph(LoadModel("resnet18"), {}).ok());
+TEST_F(IntakeTest, AcceptsEveryTestModel) {
+  int models = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::getenv("FORGE_TEST_MODELS"))) {
+    if (!std::filesystem::exists(entry.path() / "graph.pb")) continue;
+    ++models;
+    const absl::Status status = ValidateGraph(LoadModel(entry.path().filename().string()), {});
+    EXPECT_TRUE(status.ok()) << entry.path() << ": " << status;
+  }
+  EXPECT_GE(models, 10);
 }
 
 TEST_F(IntakeTest, RefusesBadShapesNamingTheValue) {
