@@ -111,14 +111,9 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::string RegisterWorker(const std::string& id = "") {
-    forge::v1::RegisterRequest request;
+    forge::v1::RegisterRequest request =
+        forge::testing::EmulatedWorker(codegen::GeneratorVersions());
     request.set_worker_id(id);
-    request.set_hostname("test-host");
-    request.set_generator_version(codegen::GeneratorVersions());
-    forge::v1::GpuInfo* gpu = request.add_gpus();
-    gpu->set_name("H200");
-    gpu->set_arch("sm_90");
-    gpu->set_emulated(true);
     absl::StatusOr<forge::v1::RegisterResponse> response = scheduler_->Register(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return response->worker_id();

@@ -695,11 +695,11 @@ int WaitForListeningPort(const std::string& log_path) {
 TEST_F(JobServiceTest, ALongChainDoesNotCrashTheCoordinatorBinary) {
   std::string log_path = absl::StrCat(directory_.path(), "/coordinator.log");
   auto start = [&]() {
-    absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(
-        {FORGE_COORDINATOR_BINARY, "--listen=127.0.0.1:0",
-         absl::StrCat("--redis.port=", redis_server_->port()), "--blobs.dir=" + BlobDirectory(),
-         "--metrics.listen="},
-        log_path);
+    absl::StatusOr<testing::Subprocess> process =
+        testing::Subprocess::Start({FORGE_COORDINATOR_BINARY, "--listen=127.0.0.1:0",
+                                    absl::StrCat("--redis.port=", redis_server_->port()),
+                                    "--blobs.dir=" + BlobDirectory(), "--metrics.listen="},
+                                   log_path);
     EXPECT_TRUE(process.ok()) << process.status();
     return process;
   };
@@ -724,17 +724,13 @@ TEST_F(JobServiceTest, ALongChainDoesNotCrashTheCoordinatorBinary) {
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_GT(submitted.job().progress().tasks_total(), 1) << "the chain is split into tasks";
-  forge::v1::RegisterRequest registration;
-  registration.set_hostname("test-host");
-  registration.set_generator_version(codegen::GeneratorVersions());
-  forge::v1::GpuInfo* gpu = registration.add_gpus();
-  gpu->set_name("H200");
-  gpu->set_arch("sm_90");
-  gpu->set_emulated(true);
   forge::v1::RegisterResponse registered;
   {
     grpc::ClientContext context;
-    ASSERT_TRUE(workers->Register(&context, registration, &registered).ok());
+    ASSERT_TRUE(
+        workers
+            ->Register(&context, testing::EmulatedWorker(codegen::GeneratorVersions()), &registered)
+            .ok());
   }
   forge::v1::LeaseRequest lease;
   lease.set_worker_id(registered.worker_id());

@@ -56,4 +56,15 @@ forge::v1::Graph PointwiseChain(int links) {
   return graph;
 }
 
+forge::v1::RegisterRequest EmulatedWorker(const std::string& generator_versions) {
+  forge::v1::RegisterRequest request;
+  request.set_hostname("test-host");
+  request.set_generator_version(generator_versions);
+  forge::v1::GpuInfo* gpu = request.add_gpus();
+  gpu->set_name("H200");
+  gpu->set_arch("sm_90");
+  gpu->set_emulated(true);
+  return request;
+}
+
 }  // namespace forge::testing
