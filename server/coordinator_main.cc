@@ -75,7 +75,21 @@ ConfigSchema Schema() {
       .Duration("scheduler.tick", absl::Milliseconds(250),
                 "How often leases are checked for expiry, queued jobs started, searches saved.")
       .Duration("shutdown.grace", absl::Seconds(5),
-                "Time calls in flight get to finish after SIGTERM.");
+                "Time calls in flight get to finish after SIGTERM.")
+      .Int64("intake.max-graph-bytes", IntakeLimits().max_graph_bytes,
+             "Largest serialized graph SubmitJob accepts.", {.min = 1, .max = kMaxMessageBytes})
+      .Int64("intake.max-nodes", IntakeLimits().max_nodes, "Most nodes of a submitted graph.",
+             {.min = 1})
+      .Int64("intake.max-tensor-bytes", IntakeLimits().max_tensor_bytes,
+             "Largest tensor (bytes its strides span) of a submitted graph.", {.min = 1})
+      .Int64("intake.max-weight-bytes", IntakeLimits().max_weight_bytes,
+             "Most bytes of parameters, buffers and constants per job.", {.min = 0})
+      .Int64("intake.max-trials", IntakeLimits().max_candidate_trials,
+             "Largest options.budget.max_candidate_trials a job may ask for.", {.min = 1})
+      .Int64("intake.max-wall-seconds", IntakeLimits().max_wall_seconds,
+             "Largest options.budget.max_wall_seconds a job may ask for.", {.min = 1})
+      .Int64("intake.max-priority", IntakeLimits().max_priority,
+             "Jobs' priorities must lie within plus or minus this.", {.min = 0, .max = 1 << 30});
   return AddLogOptions(schema);
 }
 
@@ -189,8 +203,18 @@ int Run(int argc, char** argv) {
     log->critical("loading the scheduler: {}", scheduler.status().ToString());
     return 1;
   }
+  const IntakeLimits intake{
+      .max_graph_bytes = config->GetInt64("intake.max-graph-bytes"),
+      .max_nodes = config->GetInt64("intake.max-nodes"),
+      .max_tensor_bytes = config->GetInt64("intake.max-tensor-bytes"),
+      .max_weight_bytes = config->GetInt64("intake.max-weight-bytes"),
+      .max_candidate_trials = config->GetInt64("intake.max-trials"),
+      .max_wall_seconds = config->GetInt64("intake.max-wall-seconds"),
+      .max_priority = static_cast<int32_t>(config->GetInt64("intake.max-priority"))};
   JobService service(&jobs, blobs->get(), scheduler->get(), registry.get(),
-                     {.watch_redis = redis_options, .watch_wait = config->GetDuration("watch.wait")});
+                     {.watch_redis = redis_options,
+                      .watch_wait = config->GetDuration("watch.wait"),
+                      .intake = intake});
   WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get());
   SchedulerTicker ticker(scheduler->get(), config->GetDuration("scheduler.tick"));
   absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =

@@ -43,6 +43,7 @@ struct JobRun {
   std::map<std::string, int64_t> targets;    // empty until every baseline is in
   std::map<std::string, forge::v1::TaskStopReason> stopped;
   bool finished = false;  // ended; erased at the end of the current call
+  double reported_speedup = 1.0;  // the best_speedup last written to the job's progress
 };
 
 // What the budget reads of one task's search in the job's space.

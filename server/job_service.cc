@@ -94,12 +94,10 @@ absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>*
     return absl::InvalidArgumentError("SubmitJob: the first message must be the header");
   }
   const forge::v1::SubmitJobHeader header = std::move(*request.mutable_header());
-  const forge::v1::JobBudget& budget = header.options().budget();
-  if (budget.max_candidate_trials() < 0 || budget.max_wall_seconds() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SubmitJob: options.budget must not be negative (max_candidate_trials ",
-        budget.max_candidate_trials(), ", max_wall_seconds ", budget.max_wall_seconds(), ")"));
-  }
+  FORGE_RETURN_IF_ERROR(
+      Annotate(ValidateJobOptions(header.options(), options_.intake), "SubmitJob"));
+  FORGE_RETURN_IF_ERROR(
+      Annotate(ValidateGraph(header.graph(), options_.intake), "SubmitJob: graph rejected"));
   absl::StatusOr<graph::PartitionResult> partition = graph::Partition(header.graph());
   if (!partition.ok()) return Annotate(partition.status(), "SubmitJob: graph rejected");
   FORGE_ASSIGN_OR_RETURN(auto named_blobs, BlobsNamedBy(header.graph()));

@@ -1,4 +1,5 @@
-// forge.v1.JobService over the job and blob stores: model intake (blobs, validation, partition),
+// forge.v1.JobService over the job and blob stores: model intake (validation against
+// JobServiceOptions::intake, see intake.h; blobs; partition),
 // job state, WatchJob's event stream, listing and cancellation; results and the fleet come from
 // the scheduler.
 //
@@ -18,6 +19,7 @@
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/blob_store.h"
+#include "server/intake.h"
 #include "server/job_store.h"
 #include "server/scheduler.h"
 
@@ -31,6 +33,8 @@ struct JobServiceOptions {
   RedisClientOptions watch_redis;
   // Longest a WatchJob call blocks in Redis before it looks whether the caller is still there.
   absl::Duration watch_wait = absl::Seconds(1);
+  // What SubmitJob accepts (intake.h).
+  IntakeLimits intake;
 };
 
 class JobService final : public forge::v1::JobService::Service {

@@ -54,16 +54,16 @@ end
 return {2, redis.call('XADD', KEYS[2], '*', unpack(entry))}
 )lua";
 
-// Adds counters, keeps the larger best speedup and appends the event (if any) with the progress
-// after the change. KEYS: job hash, event stream. ARGV: now (ms), event bytes ("" for none),
-// best speedup, then (counter name, increment) pairs. Returns 0 for a missing job, 1 otherwise.
+// Adds counters, sets the best speedup when one is given (> 0) and appends the event (if any)
+// with the progress after the change. KEYS: job hash, event stream. ARGV: now (ms), event bytes
+// ("" for none), best speedup, then (counter name, increment) pairs. Returns 0 for a missing job,
+// 1 otherwise.
 constexpr char kProgressScript[] = R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 for i = 4, #ARGV, 2 do
   if ARGV[i + 1] ~= '0' then redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 end
-local best = tonumber(redis.call('HGET', KEYS[1], 'best_speedup') or '1')
-if tonumber(ARGV[3]) > best then redis.call('HSET', KEYS[1], 'best_speedup', ARGV[3]) end
+if tonumber(ARGV[3]) > 0 then redis.call('HSET', KEYS[1], 'best_speedup', ARGV[3]) end
 redis.call('HSET', KEYS[1], 'updated_ms', ARGV[1])
 if ARGV[2] ~= '' then
   local entry = {'event', ARGV[2]}

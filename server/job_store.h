@@ -79,7 +79,8 @@ class JobStore {
   // The graph a job was submitted with, by Job.model_digest.
   absl::StatusOr<forge::v1::Graph> GetModel(absl::string_view model_digest);
 
-  // Adds `delta`'s counters to the job's progress (best_speedup: the larger of the two wins) and,
+  // Adds `delta`'s counters to the job's progress (best_speedup, the whole-model estimate, is
+  // replaced when `delta` sets it above 0: it may go down as more tasks are timed) and,
   // when `event` is set, appends it to the job's stream with the progress after the change; one
   // script, so an event always carries the counters it caused. NotFound for an unknown job.
   absl::Status RecordProgress(absl::string_view job_id, const forge::v1::JobProgress& delta,

@@ -1,6 +1,8 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <exception>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging/logging.h"
+#include "common/speedup/speedup.h"
 #include "common/status/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/fair_share.h"
@@ -92,7 +95,9 @@ absl::Status Scheduler::LoadLocked() {
   do {
     FORGE_ASSIGN_OR_RETURN(JobPage page, jobs_->ListJobs(InState(forge::v1::JOB_STATE_RUNNING),
                                                          JobStore::kMaxPageSize, token));
-    for (const forge::v1::Job& job : page.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
+    for (const forge::v1::Job& job : page.jobs) {
+      FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id(), [&] { return StartJobLocked(job); }));
+    }
     token = page.next_page_token;
   } while (!token.empty());
   UpdateGaugesLocked();
@@ -134,6 +139,11 @@ absl::Status Scheduler::StartJobLocked(const forge::v1::Job& job) {
   }
   const std::string id = run.id;
   JobRun& stored = running_[id] = std::move(run);
+  if (stored.tasks.empty()) {
+    // A graph of no operations (e.g. an identity module): nothing to search, done at once.
+    return FinishJobLocked(stored, forge::v1::JOB_STATE_DONE,
+                           "the graph has no operations to search");
+  }
   if (!stored.space.empty()) {
     for (const KernelTask& task : stored.tasks) {
       FORGE_RETURN_IF_ERROR(TaskSearchLocked(stored.space, stored.arch, task).status());
@@ -340,11 +350,15 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
       std::move(eligible), rotation_++, room,
       [&](JobRun& job, int most) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<int> {
         if (job.finished) return 0;
-        if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
-        FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
-        for (auto& item : taken) picked.push_back(std::move(item));
-        FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
-        return static_cast<int>(taken.size());
+        int count = 0;
+        FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id, [&]() -> absl::Status {
+          if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
+          FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
+          count = static_cast<int>(taken.size());
+          for (auto& item : taken) picked.push_back(std::move(item));
+          return AdvanceJobLocked(job);
+        }));
+        return count;
       }));
 
   EraseFinishedLocked();
@@ -407,36 +421,57 @@ absl::Status Scheduler::DropLeaseLocked(const std::string& lease_id) {
 
 absl::Status Scheduler::ApplyResultLocked(TaskSearch& task, const std::string& candidate_digest,
                                           const Result& result) {
-  const TaskSearch::Applied applied = task.Apply(candidate_digest, result);
-  if (applied.improved) {
-    absl::StatusOr<Candidate> candidate = results_->GetCandidate(candidate_digest);
-    if (candidate.ok()) task.best_candidate = *std::move(candidate);
+  // A result becomes the best only with its whole candidate at hand and made by this build's
+  // generators: the cache holds other builds' results too, whose kernels cannot be rebuilt here.
+  std::optional<Candidate> candidate;
+  if (task.WouldImprove(candidate_digest, result)) {
+    absl::StatusOr<Candidate> stored = results_->GetCandidate(candidate_digest);
+    if (stored.ok() && MadeByThisBuild(*stored)) candidate = *std::move(stored);
   }
+  const TaskSearch::Applied applied =
+      task.Apply(candidate_digest, result, /*may_be_best=*/candidate.has_value());
+  if (applied.improved) task.best_candidate = *std::move(candidate);
   // Only a candidate faster than eager improves the task: until one is, the baseline is best.
-  if (!applied.improved || !applied.speedup.has_value() || *applied.speedup <= 1.0) {
-    return absl::OkStatus();
-  }
-  // Every running job with this task hears of the improvement.
+  const bool faster = applied.improved && applied.speedup.has_value() && *applied.speedup > 1.0;
+  // Every running job with this task hears of the improvement, and of its new whole-model
+  // estimate (a baseline coming in changes it too).
   for (auto& [id, job] : running_) {
-    if (job.finished || job.space != task.space || job.stopped.contains(task.spec.digest())) {
-      continue;
-    }
+    if (job.finished || job.space != task.space) continue;
     const bool has_task =
         std::any_of(job.tasks.begin(), job.tasks.end(),
                     [&](const KernelTask& t) { return t.digest() == task.spec.digest(); });
     if (!has_task) continue;
+    const double speedup = WholeModelSpeedupLocked(job);
+    const bool announce = faster && !job.stopped.contains(task.spec.digest());
+    if (!announce && speedup == job.reported_speedup) continue;
     JobEvent event = TaskEvent();
-    auto* improved_event = event.mutable_task_improved();
-    improved_event->set_task_digest(task.spec.digest());
-    improved_event->set_candidate_digest(candidate_digest);
-    improved_event->set_median_us(result.measurement().median_us());
-    improved_event->set_speedup_vs_eager(*applied.speedup);
-    improved_event->set_kind(result.measurement().kind());
-    JobProgress best;
-    best.set_best_speedup(*applied.speedup);
-    FORGE_RETURN_IF_ERROR(jobs_->RecordProgress(id, best, &event));
+    if (announce) {
+      auto* improved_event = event.mutable_task_improved();
+      improved_event->set_task_digest(task.spec.digest());
+      improved_event->set_candidate_digest(candidate_digest);
+      improved_event->set_median_us(result.measurement().median_us());
+      improved_event->set_speedup_vs_eager(*applied.speedup);
+      improved_event->set_kind(result.measurement().kind());
+    }
+    JobProgress progress;
+    progress.set_best_speedup(speedup);
+    FORGE_RETURN_IF_ERROR(jobs_->RecordProgress(id, progress, announce ? &event : nullptr));
+    job.reported_speedup = speedup;
   }
   return absl::OkStatus();
+}
+
+double Scheduler::WholeModelSpeedupLocked(const JobRun& job) {
+  ModelTimes times;
+  for (const KernelTask& spec : job.tasks) {
+    const TaskSearch* search = searches_.Find(job.space, spec.digest());
+    if (search == nullptr) continue;  // not loaded yet: not timed either
+    forge::v1::TaskResults summary;
+    search->Summarize(summary);
+    summary.mutable_task()->set_occurrences(spec.occurrences());
+    AddTask(summary, times);
+  }
+  return times.Speedup();
 }
 
 absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
@@ -518,7 +553,9 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   }
   FORGE_RETURN_IF_ERROR(store_.SaveWorker(*worker));
   // A result can finish tasks of every job that shares them, not only of the lease's jobs.
-  for (auto& [id, job] : running_) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(job));
+  for (auto& [id, job] : running_) {
+    FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(id, [&] { return AdvanceJobLocked(job); }));
+  }
   EraseFinishedLocked();
   UpdateGaugesLocked();
   return response;
@@ -592,6 +629,13 @@ absl::Status Scheduler::FinishJobLocked(JobRun& job, forge::v1::JobState state,
   if (!moved.ok() && !absl::IsAborted(moved.status())) return moved.status();
   // Callers may be iterating over the running jobs: the record goes at EraseFinishedLocked.
   job.finished = true;
+  ReleaseUnwantedLocked();
+  LogWithFields(*GetLogger("scheduler"), spdlog::level::info, "job finished",
+                {{"job", job.id}, {"state", forge::v1::JobState_Name(state)}});
+  return searches_.Snapshot(/*all=*/false);
+}
+
+void Scheduler::ReleaseUnwantedLocked() {
   // Ready candidates no running job wants any more go back to their searches.
   std::set<std::pair<std::string, std::string>> wanted;  // (space, task digest)
   for (const auto& [id, other] : running_) {
@@ -601,9 +645,32 @@ absl::Status Scheduler::FinishJobLocked(JobRun& job, forge::v1::JobState state,
   for (auto& [key, task] : searches_.all()) {
     if (!wanted.contains({task.space, task.spec.digest()})) task.ReleaseReady();
   }
-  LogWithFields(*GetLogger("scheduler"), spdlog::level::info, "job finished",
-                {{"job", job.id}, {"state", forge::v1::JobState_Name(state)}});
-  return searches_.Snapshot(/*all=*/false);
+}
+
+absl::Status Scheduler::ContainJobFailureLocked(const std::string& job_id,
+                                                absl::FunctionRef<absl::Status()> step) {
+  absl::Status status;
+  try {
+    status = step();
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
+  if (status.ok() || absl::IsUnavailable(status)) return status;
+  const std::string reason =
+      absl::StrCat("the scheduler could not run this job: ", status.ToString());
+  LogWithFields(*GetLogger("scheduler"), spdlog::level::warn, "job failed",
+                {{"job", job_id}, {"error", status.ToString()}});
+  // The job is QUEUED (failed on its first start) or RUNNING; Aborted means it ended meanwhile.
+  for (const forge::v1::JobState from :
+       {forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_QUEUED}) {
+    absl::StatusOr<forge::v1::Job> moved =
+        jobs_->Transition(job_id, from, forge::v1::JOB_STATE_FAILED, reason);
+    if (moved.ok()) break;
+    if (!absl::IsAborted(moved.status())) return moved.status();
+  }
+  if (auto run = running_.find(job_id); run != running_.end()) run->second.finished = true;
+  ReleaseUnwantedLocked();
+  return absl::OkStatus();
 }
 
 void Scheduler::EraseFinishedLocked() {
@@ -616,7 +683,7 @@ void Scheduler::JobSubmitted(absl::string_view job_id) {
   absl::MutexLock lock(&mutex_);
   absl::StatusOr<forge::v1::Job> job = jobs_->GetJob(job_id);
   if (job.ok() && job->state() == forge::v1::JOB_STATE_QUEUED) {
-    absl::Status started = StartJobLocked(*job);
+    absl::Status started = ContainJobFailureLocked(job->id(), [&] { return StartJobLocked(*job); });
     if (!started.ok()) {
       GetLogger("scheduler")->warn("starting {}: {}", std::string(job_id), started.ToString());
     }
@@ -658,7 +725,9 @@ absl::Status Scheduler::Tick() {
   if (ticks_++ % 20 == 0) {
     FORGE_ASSIGN_OR_RETURN(JobPage queued, jobs_->ListJobs(InState(forge::v1::JOB_STATE_QUEUED),
                                                            JobStore::kMaxPageSize, ""));
-    for (const forge::v1::Job& job : queued.jobs) FORGE_RETURN_IF_ERROR(StartJobLocked(job));
+    for (const forge::v1::Job& job : queued.jobs) {
+      FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id(), [&] { return StartJobLocked(job); }));
+    }
   }
   // Jobs cancelled elsewhere, and progress that needs no worker (wall budgets, cache answers).
   std::vector<std::string> ids;
@@ -670,7 +739,10 @@ absl::Status Scheduler::Tick() {
       continue;
     }
     auto run = running_.find(id);
-    if (run != running_.end()) FORGE_RETURN_IF_ERROR(AdvanceJobLocked(run->second));
+    if (run != running_.end()) {
+      FORGE_RETURN_IF_ERROR(
+          ContainJobFailureLocked(id, [&] { return AdvanceJobLocked(run->second); }));
+    }
   }
   // Forget workers long dead: from Redis first, so that a failed write keeps them in both.
   for (const std::string& id : workers_.Dead(now, kDeadWorkerMemory)) {

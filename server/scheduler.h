@@ -23,7 +23,10 @@
 // renewed (heartbeats renew the leases they name) by its deadline returns its candidates to the
 // search. A restarted coordinator reloads workers, leases, jobs and searches, releases pending
 // candidates no live lease holds and records those the cache already answers. One scheduler
-// serves a Redis at a time.
+// serves a Redis at a time. A failure that belongs to one job (its stored state does not load,
+// its tasks cannot be searched, a generator fails or throws on them) fails that job with the
+// reason and the scheduler carries on with the others, at a restart too; only Redis being
+// unavailable fails the call. A job of no tasks is DONE as soon as it starts.
 //
 // Parts (each with its own header and contract):
 //   WorkerRegistry  workers and when they were last seen            (worker_registry.h)
@@ -54,6 +57,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -147,6 +151,9 @@ class Scheduler {
   absl::Status ApplyResultLocked(TaskSearch& task, const std::string& candidate_digest,
                                  const forge::v1::Result& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // JobProgress.best_speedup: the whole-model estimate over the job's tasks searched so far
+  // (common/speedup, as the report computes it), not the best single task's.
+  double WholeModelSpeedupLocked(const JobRun& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The job budgets' view of the job's tasks (its space must be bound, its searches loaded).
   std::map<std::string, TaskProgress> ProgressLocked(const JobRun& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -162,6 +169,14 @@ class Scheduler {
   absl::Status FinishJobLocked(JobRun& job, forge::v1::JobState state, absl::string_view detail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EraseFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ready candidates that no running job wants any more go back to their searches.
+  void ReleaseUnwantedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Runs one job's `step`. A failure of that job's own state or work (any error but Unavailable,
+  // which means Redis itself is out, or an exception) fails the job with the reason and returns
+  // OK, so that one job never stops the scheduler, its ticks, leases or restarts.
+  absl::Status ContainJobFailureLocked(const std::string& job_id,
+                                       absl::FunctionRef<absl::Status()> step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Puts a leased candidate back into its search: it may be proposed again.
   void ReleaseLocked(const std::string& space, const LeaseEntry& entry,
                      const std::string& candidate_digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

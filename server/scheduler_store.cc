@@ -200,6 +200,7 @@ absl::Status SchedulerStore::BindJob(const std::string& job_id, const std::strin
 
 absl::Status SchedulerStore::SaveTargets(const std::string& job_id,
                                          const std::map<std::string, int64_t>& targets) {
+  if (targets.empty()) return absl::OkStatus();  // HSET needs a field: nothing to write
   const std::string key = keys::JobSearch(job_id);
   std::vector<std::string> hash = {"HSET", key};
   for (const auto& [task_digest, target] : targets) {

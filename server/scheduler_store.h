@@ -87,6 +87,7 @@ class SchedulerStore {
   absl::Status SetJobStarted(const std::string& job_id, int64_t started_ms);
   absl::Status BindJob(const std::string& job_id, const std::string& space,
                        const std::string& arch);
+  // An empty map writes nothing (a job of no tasks has no targets).
   absl::Status SaveTargets(const std::string& job_id, const std::map<std::string, int64_t>& targets);
   absl::Status SaveStop(const std::string& job_id, const std::string& task_digest,
                         forge::v1::TaskStopReason reason);

@@ -3,6 +3,7 @@
 // candidates (a deterministic "time" per schedule), so every outcome is checkable.
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -14,12 +15,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/digest/sha256.h"
+#include "common/speedup/speedup.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/partition.h"
+#include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_store.h"
+#include "server/redis_keys.h"
 #include "server/result_cache.h"
+#include "tests/support/hostile_graphs.h"
 #include "tests/support/redis_server.h"
 
 namespace forge::server {
@@ -90,7 +95,10 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::string Submit(const std::string& model, int priority = 0, int64_t trials = 0) {
-    const forge::v1::Graph graph = LoadModel(model);
+    return SubmitGraph(LoadModel(model), priority, trials);
+  }
+
+  std::string SubmitGraph(const forge::v1::Graph& graph, int priority = 0, int64_t trials = 0) {
     absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
     EXPECT_TRUE(partition.ok()) << partition.status();
     forge::v1::JobOptions options;
@@ -103,14 +111,9 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::string RegisterWorker(const std::string& id = "") {
-    forge::v1::RegisterRequest request;
+    forge::v1::RegisterRequest request =
+        forge::testing::EmulatedWorker(codegen::GeneratorVersions());
     request.set_worker_id(id);
-    request.set_hostname("test-host");
-    request.set_generator_version(codegen::GeneratorVersions());
-    forge::v1::GpuInfo* gpu = request.add_gpus();
-    gpu->set_name("H200");
-    gpu->set_arch("sm_90");
-    gpu->set_emulated(true);
     absl::StatusOr<forge::v1::RegisterResponse> response = scheduler_->Register(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return response->worker_id();
@@ -363,6 +366,118 @@ TEST_F(SchedulerTest, CancellingAJobDropsItsLeasesAtTheNextHeartbeat) {
 
   heartbeat.set_worker_id("worker-unknown");
   EXPECT_TRUE(scheduler_->Heartbeat(heartbeat)->register_again());
+}
+
+}  // namespace
+}  // namespace forge::server
+
+namespace forge::server {
+namespace {
+
+// 2,000 links used to overflow the coordinator's stack (recursive expression emission), at every
+// restart too: long chains are split into several tasks and the job finishes.
+TEST_F(SchedulerTest, ALongPointwiseChainIsSplitAndFinishes) {
+  const forge::v1::Graph chain = forge::testing::PointwiseChain(2000);
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(chain);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  EXPECT_GT(partition->tasks.size(), 1);
+  for (const forge::v1::KernelTask& task : partition->tasks) {
+    EXPECT_LE(task.group().nodes_size(), graph::kMaxFusedNodes);
+  }
+  const std::string worker = RegisterWorker();
+  const std::string job = SubmitGraph(chain);
+  RunToCompletion(worker, 5000);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
+// JobProgress.best_speedup is the whole-model estimate the report states (common/speedup), not
+// the best single task's.
+TEST_F(SchedulerTest, BestSpeedupIsTheWholeModelEstimate) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("llama_block");
+  RunToCompletion(worker, 2000);
+  ASSERT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_GT(results->tasks_size(), 1);
+  double best_task = 0;
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    best_task = std::max(best_task, task.best().eager_median_us() / task.best().median_us());
+  }
+  const double whole = SumModelTimes(results->tasks()).Speedup();
+  EXPECT_LT(whole, best_task) << "the tasks' speedups differ in this model";
+  EXPECT_NEAR(jobs_->GetJob(job)->progress().best_speedup(), whole, 1e-5 * whole);  // as stored
+}
+
+// The results cache spans generator versions. A faster result of a candidate another build made
+// (an older Redis) is never a task's best: this build could not regenerate its kernel.
+TEST_F(SchedulerTest, AResultThisBuildCannotRegenerateNeverBecomesTheBest) {
+  const std::string worker = RegisterWorker();
+  const std::string first = Submit("softmax");
+  RunToCompletion(worker);
+  ASSERT_EQ(StateOf(first), forge::v1::JOB_STATE_DONE);
+  const forge::v1::TaskResults before = scheduler_->Results(first, false)->tasks(0);
+  ASSERT_NE(before.best_candidate().family(), forge::v1::KERNEL_FAMILY_ATEN);
+
+  Candidate old = before.best_candidate();
+  old.set_generator_version("reduction-3");
+  old.set_digest(search::CandidateDigest(old));
+  ASSERT_TRUE(
+      redis_->Command({"SET", keys::Candidate(old.digest()), old.SerializeAsString()}).ok());
+  Result fast = ResultFor(old);
+  fast.mutable_measurement()->set_median_us(1.0);
+  ASSERT_TRUE(results_->PutIfAbsent("predicted:H200", old, fast, first).ok());
+
+  Restart();
+  const std::string second = Submit("softmax");
+  RunToCompletion(worker);
+  ASSERT_EQ(StateOf(second), forge::v1::JOB_STATE_DONE);
+  const forge::v1::TaskResults after = scheduler_->Results(second, true)->tasks(0);
+  bool cached = false;
+  for (const Result& result : after.results()) {
+    cached = cached || result.measurement().candidate_digest() == old.digest();
+  }
+  EXPECT_TRUE(cached) << "the old result is in the cache and counted";
+  EXPECT_EQ(after.best_candidate().digest(), before.best_candidate().digest());
+  EXPECT_EQ(after.best().median_us(), before.best().median_us());
+}
+
+// A job of no tasks used to write an HSET without fields, after which every tick, lease and
+// restart failed; it is DONE at once and the scheduler keeps working.
+TEST_F(SchedulerTest, AJobOfNoTasksIsDoneAtOnceAndTheSchedulerKeepsWorking) {
+  const std::string worker = RegisterWorker();
+  const std::string empty = SubmitGraph(forge::testing::IdentityGraph());
+  EXPECT_EQ(StateOf(empty), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(jobs_->GetJob(empty)->progress().tasks_total(), 0);
+  ASSERT_TRUE(scheduler_->Tick().ok());
+
+  const std::string job = Submit("softmax");
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(empty, false);
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_THAT(results->tasks(), IsEmpty());
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
+// One job whose stored state does not load (here a task spec gone from Redis) fails with the
+// reason; a restart, ticks and leases carry on with the other jobs.
+TEST_F(SchedulerTest, AJobWhoseStateDoesNotLoadFailsAloneAndARestartCarriesOn) {
+  const std::string worker = RegisterWorker();
+  const std::string broken = Submit("layer_norm_gelu");
+  const std::string healthy = Submit("softmax");
+  ASSERT_TRUE(redis_->Command({"HSET", keys::JobTasks(broken), "no-such-task", "1"}).ok());
+
+  Restart();
+  EXPECT_EQ(StateOf(broken), forge::v1::JOB_STATE_FAILED);
+  EXPECT_THAT(jobs_->GetJob(broken)->error(), ::testing::HasSubstr("no-such-task"));
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(healthy), forge::v1::JOB_STATE_DONE);
+  Restart();
+  EXPECT_TRUE(scheduler_->Tick().ok());
 }
 
 }  // namespace

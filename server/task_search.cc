@@ -14,7 +14,19 @@ namespace forge::server {
 using ::forge::v1::Candidate;
 using ::forge::v1::Result;
 
-TaskSearch::Applied TaskSearch::Apply(const std::string& candidate_digest, const Result& result) {
+bool MadeByThisBuild(const Candidate& candidate) {
+  const codegen::KernelFamily* family = codegen::FindFamily(candidate.family());
+  return family != nullptr && candidate.generator_version() == family->generator_version();
+}
+
+bool TaskSearch::WouldImprove(const std::string& candidate_digest, const Result& result) const {
+  return candidate_digest != baseline.digest() && !counted.contains(candidate_digest) &&
+         result.has_measurement() &&
+         (!best.has_value() || result.measurement().median_us() < best->median_us());
+}
+
+TaskSearch::Applied TaskSearch::Apply(const std::string& candidate_digest, const Result& result,
+                                      bool may_be_best) {
   Applied applied;
   if (candidate_digest == baseline.digest()) {
     baseline_leased = false;
@@ -36,7 +48,7 @@ TaskSearch::Applied TaskSearch::Apply(const std::string& candidate_digest, const
     ++failed;
     ++failures[result.failure().stage()];
   }
-  applied.improved = result.has_measurement() &&
+  applied.improved = may_be_best && result.has_measurement() &&
                      (!best.has_value() || result.measurement().median_us() < best->median_us());
   if (applied.improved) best = result.measurement();
   return applied;

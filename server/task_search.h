@@ -47,13 +47,24 @@
 
 namespace forge::server {
 
+// Whether this build's generators made `candidate` (its family exists here at the same generator
+// version), so that the kernel can be generated again from it.
+bool MadeByThisBuild(const forge::v1::Candidate& candidate);
+
 struct TaskSearch {
   struct Applied {
     bool improved = false;          // the result is the task's new best
     std::optional<double> speedup;  // eager time / its time, when both are known
   };
 
-  Applied Apply(const std::string& candidate_digest, const forge::v1::Result& result);
+  // Takes a result into the counts and the searcher. It becomes the task's best only when it is
+  // the fastest measurement so far and `may_be_best`: the caller checked that this build can
+  // regenerate its candidate (MadeByThisBuild; the results cache spans generator versions).
+  Applied Apply(const std::string& candidate_digest, const forge::v1::Result& result,
+                bool may_be_best);
+  // Whether Apply would make the result the new best if it may be: the caller looks the
+  // candidate up only then.
+  bool WouldImprove(const std::string& candidate_digest, const forge::v1::Result& result) const;
   // Puts back a candidate that was leased and not evaluated: the search may propose it again.
   void Release(const std::string& candidate_digest);
   // Puts every ready candidate back into the searcher.

@@ -68,7 +68,7 @@ TaskSearch NewSearch(const forge::v1::KernelTask& task) {
 TEST(TaskSearchTest, TakesResultsIntoCountsBestAndTheSearcher) {
   TaskSearch search = NewSearch(SoftmaxTask());
   search.baseline_leased = true;
-  EXPECT_FALSE(search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100))
+  EXPECT_FALSE(search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100), true)
                    .improved);
   EXPECT_FALSE(search.baseline_leased);
   EXPECT_TRUE(search.Progress().baseline_in);
@@ -77,16 +77,20 @@ TEST(TaskSearchTest, TakesResultsIntoCountsBestAndTheSearcher) {
 
   const std::vector<Candidate> proposed = search.searcher->Propose(4);
   ASSERT_EQ(proposed.size(), 4u);
-  TaskSearch::Applied fast = search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50));
+  TaskSearch::Applied fast =
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true);
   EXPECT_TRUE(fast.improved);
   EXPECT_EQ(fast.speedup, 2.0);
   EXPECT_TRUE(search.dirty);
   // The same result again counts once.
-  EXPECT_FALSE(search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50)).improved);
-  TaskSearch::Applied slow = search.Apply(proposed[1].digest(), Measured(proposed[1].digest(), 200));
+  EXPECT_FALSE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
+  TaskSearch::Applied slow =
+      search.Apply(proposed[1].digest(), Measured(proposed[1].digest(), 200), true);
   EXPECT_FALSE(slow.improved);
   EXPECT_EQ(slow.speedup, 0.5);
-  EXPECT_EQ(search.Apply(proposed[2].digest(), Failed(proposed[2].digest())).speedup, std::nullopt);
+  EXPECT_EQ(search.Apply(proposed[2].digest(), Failed(proposed[2].digest()), true).speedup,
+            std::nullopt);
   EXPECT_EQ(search.measured, 2);
   EXPECT_EQ(search.failed, 1);
   EXPECT_EQ(search.failures[forge::v1::FAILURE_STAGE_COMPILE], 1);
@@ -113,12 +117,39 @@ TEST(TaskSearchTest, TakesResultsIntoCountsBestAndTheSearcher) {
   EXPECT_EQ(out.best().eager_median_us(), 100);
 }
 
+// The results cache spans generator versions: a faster result whose candidate this build cannot
+// regenerate is counted but never becomes the best.
+TEST(TaskSearchTest, OnlyCandidatesThisBuildCanRegenerateBecomeTheBest) {
+  TaskSearch search = NewSearch(SoftmaxTask());
+  search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100), true);
+  const std::vector<Candidate> proposed = search.searcher->Propose(2);
+  ASSERT_EQ(proposed.size(), 2u);
+  EXPECT_TRUE(MadeByThisBuild(proposed[0]));
+  Candidate old = proposed[1];
+  old.set_generator_version("reduction-3");
+  old.set_digest(search::CandidateDigest(old));
+  EXPECT_FALSE(MadeByThisBuild(old));
+
+  EXPECT_TRUE(search.WouldImprove(old.digest(), Measured(old.digest(), 10)));
+  EXPECT_FALSE(search.Apply(old.digest(), Measured(old.digest(), 10), false).improved);
+  EXPECT_FALSE(search.best.has_value());
+  EXPECT_EQ(search.measured, 1);
+  EXPECT_TRUE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 50), true).improved);
+  EXPECT_EQ(search.best->median_us(), 50);
+  EXPECT_FALSE(search.WouldImprove(proposed[0].digest(), Measured(proposed[0].digest(), 40)))
+      << "counted already";
+  EXPECT_FALSE(
+      search.WouldImprove(search.baseline.digest(), Measured(search.baseline.digest(), 1)));
+}
+
 TEST(TaskSearchTest, TheBaselineIsBestUntilACandidateBeatsIt) {
   TaskSearch search = NewSearch(SoftmaxTask());
-  search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100));
+  search.Apply(search.baseline.digest(), Measured(search.baseline.digest(), 100), true);
   const std::vector<Candidate> proposed = search.searcher->Propose(1);
   ASSERT_EQ(proposed.size(), 1u);
-  EXPECT_TRUE(search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 120)).improved);
+  EXPECT_TRUE(
+      search.Apply(proposed[0].digest(), Measured(proposed[0].digest(), 120), true).improved);
   forge::v1::TaskResults out;
   search.Summarize(out);
   EXPECT_EQ(out.best_candidate().digest(), search.baseline.digest());
@@ -150,7 +181,7 @@ class TaskSearchesTest : public ::testing::Test {
         kSpace, kArch, task_, leases,
         [&](TaskSearch& task, const std::string& digest, const Result& result) {
           if (applied != nullptr) applied->push_back(digest);
-          task.Apply(digest, result);
+          task.Apply(digest, result, true);
           return absl::OkStatus();
         });
     EXPECT_TRUE(search.ok()) << search.status();

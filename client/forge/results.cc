@@ -24,6 +24,7 @@
 #include "client/forge/task_label.h"
 #include "common/arch/arch.h"
 #include "common/dtype/dtype.h"
+#include "common/speedup/speedup.h"
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
 #include "common/version/version.h"
@@ -219,20 +220,21 @@ struct Totals {
   }
 };
 
+// Eager and Forge sums as the job's best_speedup states them (common/speedup), plus the floor.
 Totals Sum(const std::vector<TaskSummary>& summaries) {
   Totals totals;
+  ModelTimes times;
   for (const TaskSummary& summary : summaries) {
-    if (!summary.has_winner) {
-      ++totals.untimed;
-      continue;
-    }
+    AddTask(*summary.results, times);
+    if (!summary.has_winner) continue;
     const int occurrences = std::max(summary.results->task().occurrences(), 1);
-    totals.eager_us += occurrences * summary.eager_us;
-    totals.forge_us += occurrences * summary.forge_us;
     totals.floor_us += occurrences * summary.floor_us;
-    ++totals.timed;
     if (summary.predicted) ++totals.predicted;
   }
+  totals.eager_us = times.eager_us;
+  totals.forge_us = times.best_us;
+  totals.timed = times.timed;
+  totals.untimed = times.untimed;
   return totals;
 }
 

@@ -192,7 +192,7 @@ std::string JobView::Frame(int width, int max_rows) const {
       progress.tasks_total(), progress.candidates_leased(),
       budget > 0 ? absl::StrCat(" of ", budget) : "", progress.candidates_completed(),
       progress.candidates_failed(), CandidatesPerSecond());
-  absl::StrAppendFormat(&out, "best task so far: %.2fx over eager%s\n", progress.best_speedup(),
+  absl::StrAppendFormat(&out, "whole model so far: %.2fx over eager%s\n", progress.best_speedup(),
                         AnyPredicted() ? " (PREDICTED times included)" : "");
   absl::StrAppendFormat(&out, "%-12s  %-9s  %-22s  %s\n", "task", "family", "status", "best");
   int rows = 0;

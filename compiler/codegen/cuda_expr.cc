@@ -412,6 +412,19 @@ Index ElementEmitter::Broadcast(const Index& index, const std::vector<int64_t>& 
 absl::StatusOr<Term> ElementEmitter::Emit(absl::string_view value, const Index& index) {
   const std::string key = absl::StrCat(value, "@", Join(index));
   if (auto it = computed_.find(key); it != computed_.end()) return it->second;
+  if (depth_ >= kMaxEmitDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "value '", value, "' of task ", view_.task().digest(), " is more than ", kMaxEmitDepth,
+        " operations deep; the generators do not fuse chains that long"));
+  }
+  ++depth_;
+  absl::StatusOr<Term> term = EmitUncached(value, index);
+  --depth_;
+  if (term.ok()) computed_[key] = *term;
+  return term;
+}
+
+absl::StatusOr<Term> ElementEmitter::EmitUncached(absl::string_view value, const Index& index) {
   absl::StatusOr<std::optional<Term>> provided = resolver_(value, index, *this);
   if (!provided.ok()) return provided.status();
   Term term;
@@ -438,7 +451,6 @@ absl::StatusOr<Term> ElementEmitter::Emit(absl::string_view value, const Index& 
     if (!emitted.ok()) return emitted.status();
     term = *std::move(emitted);
   }
-  computed_[key] = term;
   return term;
 }
 

@@ -125,8 +125,12 @@ std::string ElementOffset(const Index& index, const forge::v1::TensorSpec& spec,
 // supplies; every other value must come from a pointwise or view node: the op table
 // (compiler/ops/op_table.h) says how, by the entry's element form and CUDA emitter. Within one
 // emitter, asking twice for the same value at the same index reuses the first variable.
+// Emission recurses along the chain of producers; a chain deeper than kMaxEmitDepth is an
+// InvalidArgument error, not a stack overflow (the partitioner keeps fused groups far shorter).
 class ElementEmitter {
  public:
+  static constexpr int kMaxEmitDepth = 1024;
+
   // Returns the element of `value` at `index` if the family provides it (a load, a variable),
   // std::nullopt to let the emitter compute it from its producer, or an error.
   using Resolver = std::function<absl::StatusOr<std::optional<Term>>(
@@ -151,6 +155,7 @@ class ElementEmitter {
   static Index Broadcast(const Index& index, const std::vector<int64_t>& from_shape);
 
  private:
+  absl::StatusOr<Term> EmitUncached(absl::string_view value, const Index& index);
   absl::StatusOr<Term> EmitView(const forge::v1::Node& node, ops::ElementForm form,
                                 const Index& index);
   absl::StatusOr<Term> EmitPointwise(const forge::v1::Node& node, ops::PointwiseEmitter emitter,
@@ -164,6 +169,7 @@ class ElementEmitter {
   std::map<std::string, Term> computed_;        // "value@i0,i1" -> term
   std::map<std::string, std::string> indices_;  // index expression -> variable
   int next_variable_ = 0;
+  int depth_ = 0;  // Emit calls under way
 };
 
 }  // namespace forge::codegen

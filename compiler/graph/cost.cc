@@ -114,7 +114,9 @@ bool HasFloat64(const forge::v1::KernelTask& task) {
 
 std::int64_t NumElements(const TensorSpec& spec) {
   std::int64_t elements = 1;
-  for (std::int64_t size : spec.shape()) elements *= size;
+  for (std::int64_t size : spec.shape()) {
+    if (__builtin_mul_overflow(elements, size, &elements)) return kSaturated;
+  }
   return elements;
 }
 
@@ -124,11 +126,17 @@ std::int64_t SpannedBytes(const TensorSpec& spec) {
   if (elements > 0 && spec.strides_size() == spec.shape_size()) {
     std::int64_t last_offset = 0;
     for (int i = 0; i < spec.shape_size(); ++i) {
-      last_offset += (spec.shape(i) - 1) * std::llabs(spec.strides(i));
+      std::int64_t reach = 0;
+      if (__builtin_mul_overflow(spec.shape(i) - 1, std::llabs(spec.strides(i)), &reach) ||
+          __builtin_add_overflow(last_offset, reach, &last_offset)) {
+        last_offset = kSaturated - 1;
+        break;
+      }
     }
     spanned = std::min(elements, last_offset + 1);
   }
-  return spanned * DTypeBytes(spec.dtype());
+  std::int64_t bytes = 0;
+  return __builtin_mul_overflow(spanned, DTypeBytes(spec.dtype()), &bytes) ? kSaturated : bytes;
 }
 
 absl::StatusOr<TaskCost> ComputeTaskCost(const Graph& group) {

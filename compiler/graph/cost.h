@@ -4,6 +4,7 @@
 #define FORGE_COMPILER_GRAPH_COST_H_
 
 #include <cstdint>
+#include <limits>
 
 #include "absl/status/statusor.h"
 #include "common/arch/arch.h"
@@ -17,7 +18,9 @@ struct TaskCost {
   std::int64_t min_bytes = 0;
 };
 
-// Elements of a tensor (1 for a 0-d tensor).
+// Elements of a tensor (1 for a 0-d tensor). Both counts saturate at kSaturated rather than
+// wrap around when they overflow int64 (SubmitJob refuses such shapes: server/intake.h).
+inline constexpr std::int64_t kSaturated = std::numeric_limits<std::int64_t>::max();
 std::int64_t NumElements(const forge::v1::TensorSpec& spec);
 
 // Bytes of storage a tensor spans: its strides decide, so an expanded (stride 0) tensor spans

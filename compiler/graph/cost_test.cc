@@ -35,6 +35,15 @@ TEST(SpannedBytesTest, FollowsStrides) {
   EXPECT_EQ(SpannedBytes(Spec(forge::v1::DTYPE_FLOAT64, {}, {})), 8);
 }
 
+// [2^32, 2^32] used to wrap around to 0 elements; counts saturate instead.
+TEST(SpannedBytesTest, SaturatesInsteadOfOverflowing) {
+  constexpr std::int64_t kHuge = std::int64_t{1} << 32;
+  EXPECT_EQ(NumElements(Spec(forge::v1::DTYPE_FLOAT32, {kHuge, kHuge}, {kHuge, 1})), kSaturated);
+  EXPECT_EQ(SpannedBytes(Spec(forge::v1::DTYPE_FLOAT32, {kHuge, kHuge}, {kHuge, 1})), kSaturated);
+  EXPECT_EQ(SpannedBytes(Spec(forge::v1::DTYPE_FLOAT32, {kHuge / 2, kHuge / 2}, {kHuge / 2, 1})),
+            kSaturated);
+}
+
 TEST(ComputeTaskCostTest, GemmWithEpilogue) {
   // [8,64] x [256,64]^T -> [8,256], then a bias-free relu.
   const forge::v1::Graph group = Parse(R"pb(

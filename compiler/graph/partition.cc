@@ -98,19 +98,28 @@ class Partitioner {
 
   // The non-view nodes that read `value`, directly or through views; `escapes` turns true when
   // the value or a view of it is a graph output.
+  // (Iterative: the client chooses how long a chain of views is.)
   void ComputeReaders(const std::string& value, NodeSet* readers, bool* escapes) const {
-    if (graph_outputs_.contains(value)) *escapes = true;
-    auto it = readers_.find(value);
-    if (it == readers_.end()) return;
-    for (int reader : it->second) {
-      if (!IsView(reader)) {
-        readers->insert(reader);
-        continue;
-      }
-      for (const std::string& output : nodes_[reader]->outputs()) {
-        ComputeReaders(output, readers, escapes);
+    std::vector<const std::string*> pending = {&value};
+    while (!pending.empty()) {
+      const std::string& next = *pending.back();
+      pending.pop_back();
+      if (graph_outputs_.contains(next)) *escapes = true;
+      auto it = readers_.find(next);
+      if (it == readers_.end()) continue;
+      for (int reader : it->second) {
+        if (!IsView(reader)) {
+          readers->insert(reader);
+          continue;
+        }
+        for (const std::string& output : nodes_[reader]->outputs()) pending.push_back(&output);
       }
     }
+  }
+
+  // Whether `group` may take `more` nodes (kMaxFusedNodes, views not counted).
+  bool HasRoom(int group, std::size_t more = 1) const {
+    return groups_[group].nodes.size() + more <= static_cast<std::size_t>(kMaxFusedNodes);
   }
 
   std::vector<std::string> UsedOutputs(int node) const {
@@ -314,6 +323,7 @@ void Partitioner::AbsorbPrologue(int group, int reduction) {
     for (const std::string& arg : args_[consumer]) {
       const int producer = RootProducer(arg);
       if (producer == kGraphInput || group_of_[producer] >= 0 || !IsPointwise(producer)) continue;
+      if (!HasRoom(group)) return;
       bool only_feeds_group = true;
       for (const std::string& output : UsedOutputs(producer)) {
         NodeSet readers;
@@ -343,7 +353,7 @@ void Partitioner::AbsorbEpilogue(int group, int anchor) {
     ComputeReaders(used.front(), &readers, &escapes);
     if (escapes || readers.size() != 1) return;
     const int consumer = *readers.begin();
-    if (!IsPointwise(consumer) || group_of_[consumer] >= 0) return;
+    if (!IsPointwise(consumer) || group_of_[consumer] >= 0 || !HasRoom(group)) return;
     NodeSet members = Members(group);
     members.insert(consumer);
     if (WouldCreateCycle(members)) return;
@@ -368,7 +378,8 @@ void Partitioner::GroupPointwise() {
     // First try to merge every producing pointwise group; then each alone.
     NodeSet all = {node};
     for (int group : candidates) all.merge(Members(group));
-    if (candidates.size() > 1 && !WouldCreateCycle(all)) {
+    if (candidates.size() > 1 && all.size() <= static_cast<std::size_t>(kMaxFusedNodes) &&
+        !WouldCreateCycle(all)) {
       const int target = candidates.front();
       for (std::size_t i = 1; i < candidates.size(); ++i) {
         Group& source = groups_[candidates[i]];
@@ -381,6 +392,7 @@ void Partitioner::GroupPointwise() {
     }
     bool placed = false;
     for (int group : candidates) {
+      if (!HasRoom(group)) continue;
       NodeSet members = Members(group);
       members.insert(node);
       if (!WouldCreateCycle(members)) {

@@ -18,6 +18,8 @@
 //     output; otherwise it joins the group that produced its input; a view of a graph input read
 //     by several groups becomes an ATEN task of its own (an ATen view call: no data moves).
 // "Reads through views": when deciding single use, views are transparent.
+// Size: a group takes at most kMaxFusedNodes nodes other than views; a longer chain continues in
+// a new group (a client chooses how long a chain is, and generators walk it).
 // Every node lands in exactly one group. Identical groups (same task digest) share one task.
 #ifndef FORGE_COMPILER_GRAPH_PARTITION_H_
 #define FORGE_COMPILER_GRAPH_PARTITION_H_
@@ -41,6 +43,8 @@ struct TaskInstance {
   std::vector<std::string> input_values;
   std::vector<std::string> output_values;
 };
+
+inline constexpr int kMaxFusedNodes = 256;
 
 struct PartitionResult {
   // Distinct tasks, in the order of their first instance; occurrences counts the instances.

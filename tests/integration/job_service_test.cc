@@ -34,6 +34,7 @@
 #include "server/result_cache.h"
 #include "server/scheduler.h"
 #include "server/worker_service.h"
+#include "tests/support/hostile_graphs.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/subprocess.h"
 
@@ -325,6 +326,66 @@ TEST_F(JobServiceTest, RejectsMalformedGraphNamingTheNode) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr(node->name()));
   EXPECT_THAT(status.error_message(), HasSubstr("graph rejected"));
+}
+
+// Intake validation (server/intake.h) over gRPC: each bad input is refused with a message naming
+// the field, nothing is stored, and the model itself is still accepted.
+TEST_F(JobServiceTest, RejectsInvalidInputAtIntakeNamingTheField) {
+  auto refused = [&](const Graph& graph, const JobOptions& options) {
+    forge::v1::SubmitJobResponse response;
+    grpc::Status status = Submit(graph, options, {}, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    return status.error_message();
+  };
+  Graph negative = model_.graph;
+  negative.mutable_values(0)->mutable_tensor()->set_shape(0, -2);
+  EXPECT_THAT(refused(negative, {}),
+              HasSubstr(absl::StrCat("graph rejected: value '", negative.values(0).name(),
+                                     "': tensor.shape[0] is -2")));
+  Graph overflowing = model_.graph;
+  overflowing.mutable_values(0)->mutable_tensor()->clear_strides();
+  overflowing.mutable_values(0)->mutable_tensor()->clear_shape();
+  overflowing.mutable_values(0)->mutable_tensor()->add_shape(int64_t{1} << 32);
+  overflowing.mutable_values(0)->mutable_tensor()->add_shape(int64_t{1} << 32);
+  EXPECT_THAT(refused(overflowing, {}), HasSubstr("overflows int64"));
+  Graph lying = model_.graph;
+  for (forge::v1::GraphInput& input : *lying.mutable_inputs()) {
+    if (input.has_data()) {
+      input.mutable_data()->set_size_bytes(50 << 20);
+      break;
+    }
+  }
+  EXPECT_THAT(refused(lying, {}), HasSubstr("data.size_bytes is 52428800"));
+  Graph garbage = model_.graph;
+  garbage.mutable_nodes(0)->set_schema("not a schema");
+  EXPECT_THAT(refused(garbage, {}), HasSubstr("schema \"not a schema\""));
+  JobOptions greedy;
+  greedy.set_priority(1'000'000);
+  EXPECT_THAT(refused(model_.graph, greedy), HasSubstr("options.priority is 1000000"));
+  EXPECT_THAT(List({}).jobs(), IsEmpty());
+  EXPECT_EQ(SubmitModel().state(), forge::v1::JOB_STATE_QUEUED);
+}
+
+// What forge.optimize(nn.Identity()) sends: no operation, no task. The job is DONE at once and
+// the coordinator keeps serving, a restarted one too.
+TEST_F(JobServiceTest, AGraphOfNoTasksIsDoneAndTheCoordinatorKeepsServing) {
+  Graph identity;
+  *identity.add_values() = model_.graph.values(0);
+  identity.add_inputs()->set_value_name(identity.values(0).name());
+  identity.add_outputs()->set_value_name(identity.values(0).name());
+  forge::v1::SubmitJobResponse response;
+  grpc::Status status = Submit(identity, {}, {}, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  Job job;
+  ASSERT_TRUE(GetJob(response.job().id(), &job).ok());
+  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.progress().tasks_total(), 0);
+  const Job model = SubmitModel();
+  EXPECT_FALSE(model.id().empty());
+  coordinator_.reset();
+  coordinator_ = std::make_unique<Coordinator>(*redis_server_, BlobDirectory());
+  ASSERT_TRUE(GetJob(model.id(), &job).ok());
+  EXPECT_EQ(job.state(), forge::v1::JOB_STATE_RUNNING);
 }
 
 TEST_F(JobServiceTest, WorkerServiceRefusesMalformedAndForeignRequestsWithClearCodes) {
@@ -626,6 +687,98 @@ int WaitForListeningPort(const std::string& log_path) {
   }
   ADD_FAILURE() << "no listening line in " << log_path << ":\n" << ReadFile(log_path);
   return 0;
+}
+
+// A chain of 2,000 `relu(x) * 1.0001` used to overflow the real coordinator's stack as soon as a
+// worker leased work for it, and again at every start (the job is reloaded). The binary now
+// leases that job's work, keeps serving, and starts again over the same Redis.
+TEST_F(JobServiceTest, ALongChainDoesNotCrashTheCoordinatorBinary) {
+  std::string log_path = absl::StrCat(directory_.path(), "/coordinator.log");
+  auto start = [&]() {
+    absl::StatusOr<testing::Subprocess> process =
+        testing::Subprocess::Start({FORGE_COORDINATOR_BINARY, "--listen=127.0.0.1:0",
+                                    absl::StrCat("--redis.port=", redis_server_->port()),
+                                    "--blobs.dir=" + BlobDirectory(), "--metrics.listen="},
+                                   log_path);
+    EXPECT_TRUE(process.ok()) << process.status();
+    return process;
+  };
+  absl::StatusOr<testing::Subprocess> process = start();
+  ASSERT_TRUE(process.ok());
+  int port = WaitForListeningPort(log_path);
+  ASSERT_GT(port, 0);
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  auto jobs = forge::v1::JobService::NewStub(channel);
+  auto workers = forge::v1::WorkerService::NewStub(channel);
+
+  forge::v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext context;
+    auto writer = jobs->SubmitJob(&context, &submitted);
+    forge::v1::SubmitJobRequest request;
+    *request.mutable_header()->mutable_graph() = testing::PointwiseChain(2000);
+    ASSERT_TRUE(writer->Write(request));
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_GT(submitted.job().progress().tasks_total(), 1) << "the chain is split into tasks";
+  forge::v1::RegisterResponse registered;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        workers
+            ->Register(&context, testing::EmulatedWorker(codegen::GeneratorVersions()), &registered)
+            .ok());
+  }
+  forge::v1::LeaseRequest lease;
+  lease.set_worker_id(registered.worker_id());
+  lease.set_max_candidates(32);
+  lease.set_target_arch("sm_90");
+  // The baselines, then (their predicted times reported) candidates of the searches.
+  for (int round = 0; round < 3; ++round) {
+    forge::v1::LeaseResponse leased;
+    {
+      grpc::ClientContext context;
+      grpc::Status status = workers->Lease(&context, lease, &leased);
+      ASSERT_TRUE(status.ok()) << status.error_message() << "; log:\n" << ReadFile(log_path);
+    }
+    ASSERT_GT(leased.candidates_size(), 0) << "round " << round;
+    forge::v1::ReportRequest report;
+    report.set_worker_id(registered.worker_id());
+    report.set_lease_id(leased.lease_id());
+    for (const forge::v1::Candidate& candidate : leased.candidates()) {
+      forge::v1::Measurement* measured = report.add_results()->mutable_measurement();
+      measured->set_candidate_digest(candidate.digest());
+      measured->set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
+      measured->set_median_us(candidate.family() == forge::v1::KERNEL_FAMILY_ATEN ? 100 : 50);
+    }
+    grpc::ClientContext context;
+    forge::v1::ReportResponse reported;
+    grpc::Status status = workers->Report(&context, report, &reported);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reported.accepted(), leased.candidates_size());
+  }
+  ASSERT_EQ(process->Wait(std::chrono::milliseconds(0)), -1) << ReadFile(log_path);
+  EXPECT_EQ(WIFEXITED(process->Kill(SIGTERM)), true);
+
+  // A restart reloads the running job and serves.
+  log_path = absl::StrCat(directory_.path(), "/restarted.log");
+  process = start();
+  ASSERT_TRUE(process.ok());
+  port = WaitForListeningPort(log_path);
+  ASSERT_GT(port, 0) << ReadFile(log_path);
+  jobs = forge::v1::JobService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  forge::v1::GetJobRequest request;
+  request.set_job_id(submitted.job().id());
+  forge::v1::GetJobResponse response;
+  ASSERT_TRUE(jobs->GetJob(&context, request, &response).ok());
+  EXPECT_THAT(response.job().state(),
+              ::testing::AnyOf(forge::v1::JOB_STATE_RUNNING, forge::v1::JOB_STATE_DONE))
+      << response.job().error();
 }
 
 TEST_F(JobServiceTest, CoordinatorBinaryServesMetricsAndStopsOnSigterm) {
