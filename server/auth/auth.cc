@@ -1,8 +1,6 @@
 #include "server/auth/auth.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/digest/sha256.h"
 #include "common/status/status_macros.h"
+#include "common/tls/tls.h"
 
 namespace forge::server {
 namespace {
@@ -48,15 +47,6 @@ absl::Status ParseCap(absl::string_view field, Caller& grant) {
         "\"", field, "\": caps are max-priority, max-trials and max-wall-seconds"));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadText(const std::string& path, absl::string_view what) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  if (!file || !(text << file.rdbuf())) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
-  }
-  return text.str();
 }
 
 // OK when `value` is within `cap` (0: no cap). For budgets `zero_is_unlimited`: 0 asks for no
@@ -118,7 +108,7 @@ absl::StatusOr<Authenticator> Authenticator::Parse(absl::string_view text,
 }
 
 absl::StatusOr<Authenticator> Authenticator::FromFile(const std::string& path) {
-  FORGE_ASSIGN_OR_RETURN(std::string text, ReadText(path, "token file"));
+  FORGE_ASSIGN_OR_RETURN(std::string text, ReadPemFile(path, "token file"));
   return Parse(text, path);
 }
 
@@ -209,11 +199,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
       : tls.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                 : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  FORGE_ASSIGN_OR_RETURN(pair.private_key, ReadText(tls.key, "tls.key"));
-  FORGE_ASSIGN_OR_RETURN(pair.cert_chain, ReadText(tls.cert, "tls.cert"));
+  FORGE_ASSIGN_OR_RETURN(pair.private_key, ReadPemFile(tls.key, "tls.key"));
+  FORGE_ASSIGN_OR_RETURN(pair.cert_chain, ReadPemFile(tls.cert, "tls.cert"));
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!tls.client_ca.empty()) {
-    FORGE_ASSIGN_OR_RETURN(options.pem_root_certs, ReadText(tls.client_ca, "tls.client-ca"));
+    FORGE_ASSIGN_OR_RETURN(options.pem_root_certs, ReadPemFile(tls.client_ca, "tls.client-ca"));
   }
   return grpc::SslServerCredentials(options);
 }
