@@ -54,6 +54,14 @@ class Service:
         self.processes.append((process, log))
         return log
 
+    def start_redis(self, redis_server) -> int:
+        """A redis-server on a free loopback port, data in the directory; returns the port."""
+        port = free_port()
+        self.start("redis", [redis_server, "--port", port, "--bind", "127.0.0.1",
+                             "--dir", self.directory, "--save", ""])
+        self.wait_for(lambda: accepts(port), "redis-server")
+        return port
+
     def wait_for(self, condition, what, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -105,10 +113,7 @@ def service(tmp_path_factory):
     directory = tmp_path_factory.mktemp("service")
     stack = Service(directory)
     try:
-        redis_port = free_port()
-        stack.start("redis", [redis_server, "--port", redis_port, "--bind", "127.0.0.1",
-                              "--dir", directory, "--save", ""])
-        stack.wait_for(lambda: accepts(redis_port), "redis-server")
+        redis_port = stack.start_redis(redis_server)
         log = stack.start("coordinator", [
             BINARIES["forge-coordinator"], "--listen=127.0.0.1:0", f"--redis.port={redis_port}",
             f"--blobs.dir={directory / 'blobs'}", "--metrics.listen=", "--watch.wait=100ms",
@@ -318,10 +323,7 @@ def test_the_sdk_reaches_a_tls_coordinator_with_its_token(tmp_path, monkeypatch)
     (tmp_path / "tokens").write_text("sdk-submit-token-00001 dana submit\n")
     stack = Service(tmp_path)
     try:
-        redis_port = free_port()
-        stack.start("redis", [redis_server, "--port", redis_port, "--bind", "127.0.0.1",
-                              "--dir", tmp_path, "--save", ""])
-        stack.wait_for(lambda: accepts(redis_port), "redis-server")
+        redis_port = stack.start_redis(redis_server)
         port = free_port()
         stack.start("coordinator", [
             BINARIES["forge-coordinator"], f"--listen=127.0.0.1:{port}",
