@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -29,6 +30,7 @@ namespace forge {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kAlice[] = "alice-submit-token-0001";
 constexpr char kBob[] = "bob-submit-token-000001";
@@ -320,6 +322,31 @@ TEST_F(SecurityTest, WorkerOverTlsWithItsTokenProducesAttributedResults) {
     }
   }
   EXPECT_GT(attributed, 0);
+}
+
+TEST_F(SecurityTest, TheCliSpeaksTlsWithItsToken) {
+  // The exit status of `forge jobs --json` with `flags`; its output in `output`.
+  int runs = 0;
+  auto forge_jobs = [&](std::vector<std::string> flags, std::string* output) {
+    std::vector<std::string> argv = {FORGE_CLI_BINARY, "jobs", "--json", "--server", Address()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const std::string name = absl::StrCat("cli-", ++runs);
+    absl::StatusOr<testing::Subprocess> cli =
+        testing::Subprocess::Start(argv, absl::StrCat(dir_.path(), "/", name, ".log"));
+    EXPECT_TRUE(cli.ok());
+    const int status = cli->Wait(std::chrono::seconds(30));
+    *output = Log(name);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_TRUE(Submit(kAlice).ok());
+  const std::string ca = absl::StrCat("--tls-ca=", dir_.path(), "/ca.pem");
+  std::string output;
+  EXPECT_EQ(forge_jobs({"--tls", ca, absl::StrCat("--token=", kAlice)}, &output), 0) << output;
+  EXPECT_THAT(output, HasSubstr("alice"));
+  EXPECT_EQ(forge_jobs({"--tls", ca, absl::StrCat("--token=", kBob)}, &output), 0) << output;
+  EXPECT_THAT(output, Not(HasSubstr("alice"))) << "bob sees none of alice's jobs";
+  EXPECT_NE(forge_jobs({"--tls", ca}, &output), 0);
+  EXPECT_THAT(output, HasSubstr("UNAUTHENTICATED"));
 }
 
 TEST_F(SecurityTest, WrongCaAndPlaintextFail) {
