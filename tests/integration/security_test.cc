@@ -55,26 +55,37 @@ class SecurityTest : public ::testing::Test {
         " -subj /CN=forge-test-ca && openssl req ", ec,
         " -keyout server.key -out server.csr -subj /CN=localhost && openssl x509 -req",
         " -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1",
-        " -extfile san.ext && openssl req -x509 ", ec,
+        " -extfile san.ext && openssl req ", ec,
+        " -keyout client.key -out client.csr -subj /CN=forge-test-client && openssl x509 -req",
+        " -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1",
+        " && openssl req -x509 ", ec,
         " -keyout other.key -out other.pem -days 1 -subj /CN=other-ca) >openssl.log 2>&1");
     ASSERT_EQ(std::system(("(" + script).c_str()), 0) << "openssl failed; see " << d;
-    WriteFile(d + "/tokens", absl::StrCat("# test tokens\n", kAlice, " alice submit max-priority=5\n",
-                                          kBob, " bob submit\n", kReader, " carol read\n", kAdmin,
-                                          " root admin\n", kWorkerA, " gpu-a worker\n", kWorkerB,
-                                          " gpu-b worker\n"));
+    WriteFile(d + "/tokens",
+              absl::StrCat("# test tokens\n", kAlice, " alice submit max-priority=5\n", kBob,
+                           " bob submit\n", kReader, " carol read\n", kAdmin, " root admin\n",
+                           kWorkerA, " gpu-a worker\n", kWorkerB, " gpu-b worker\n"));
     absl::StatusOr<std::unique_ptr<testing::RedisServer>> redis = testing::RedisServer::Start();
     ASSERT_TRUE(redis.ok()) << redis.status();
     redis_ = *std::move(redis);
+    StartCoordinator({});
+  }
+
+  // Serves on a fresh port, with `extra` flags.
+  void StartCoordinator(std::vector<std::string> extra) {
+    const std::string d = dir_.path();
     port_ = testing::PickFreePort();
-    absl::StatusOr<testing::Subprocess> process = testing::Subprocess::Start(
-        {FORGE_COORDINATOR_BINARY, absl::StrCat("--listen=127.0.0.1:", port_),
-         absl::StrCat("--redis.port=", redis_->port()), "--redis.timeout=500ms",
-         absl::StrCat("--blobs.dir=", d, "/blobs"), "--metrics.listen=",
-         absl::StrCat("--tls.cert=", d, "/server.pem"), absl::StrCat("--tls.key=", d, "/server.key"),
-         absl::StrCat("--auth.tokens=", d, "/tokens"), "--health.interval=100ms",
-         "--search.trials-per-task=2", "--search.min-trials-per-task=1",
-         "--scheduler.tick=100ms", "--log.level=debug"},
-        d + "/coordinator.log");
+    std::vector<std::string> argv = {
+        FORGE_COORDINATOR_BINARY, absl::StrCat("--listen=127.0.0.1:", port_),
+        absl::StrCat("--redis.port=", redis_->port()), "--redis.timeout=500ms",
+        absl::StrCat("--blobs.dir=", d, "/blobs"), "--metrics.listen=",
+        absl::StrCat("--tls.cert=", d, "/server.pem"), absl::StrCat("--tls.key=", d, "/server.key"),
+        absl::StrCat("--auth.tokens=", d, "/tokens"), "--health.interval=100ms",
+        "--search.trials-per-task=2", "--search.min-trials-per-task=1",
+        "--scheduler.tick=100ms", "--log.level=debug"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    absl::StatusOr<testing::Subprocess> process =
+        testing::Subprocess::Start(argv, d + "/coordinator.log");
     ASSERT_TRUE(process.ok()) << process.status();
     coordinator_ = *std::move(process);
     ASSERT_TRUE(testing::WaitForPort(port_, std::chrono::seconds(20))) << Log("coordinator");
@@ -94,9 +105,16 @@ class SecurityTest : public ::testing::Test {
   std::string Address() const { return absl::StrCat("localhost:", port_); }
 
   // A TLS channel to the coordinator trusting `ca` ("ca" or "other"), with `token` when set.
-  std::shared_ptr<grpc::Channel> Channel(const std::string& token, const std::string& ca = "ca") {
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ClientCredentials(
-        {.tls = true, .ca_file = absl::StrCat(dir_.path(), "/", ca, ".pem"), .token = token});
+  // With the client certificate client.pem when `client_cert`.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& token, const std::string& ca = "ca",
+                                         bool client_cert = false) {
+    const std::string d = dir_.path();
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        ClientCredentials({.tls = true,
+                           .ca_file = absl::StrCat(d, "/", ca, ".pem"),
+                           .cert_file = client_cert ? d + "/client.pem" : "",
+                           .key_file = client_cert ? d + "/client.key" : "",
+                           .token = token});
     EXPECT_TRUE(credentials.ok()) << credentials.status();
     return grpc::CreateChannel(Address(), *credentials);
   }
@@ -360,6 +378,25 @@ TEST_F(SecurityTest, WrongCaAndPlaintextFail) {
   EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return plaintext->ListJobs(c, r, p); },
                  v1::ListJobsRequest(), &listed),
             grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
+  coordinator_->Kill(SIGKILL);
+  const std::string d = dir_.path();
+  StartCoordinator({absl::StrCat("--tls.client-ca=", d, "/ca.pem"), "--tls.require-client-cert"});
+  v1::ListJobsResponse listed;
+  for (const bool client_cert : {false, true}) {
+    auto stub = v1::JobService::NewStub(Channel(kAdmin, "ca", client_cert));
+    EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return stub->ListJobs(c, r, p); },
+                   v1::ListJobsRequest(), &listed),
+              client_cert ? grpc::StatusCode::OK : grpc::StatusCode::UNAVAILABLE)
+        << "client certificate: " << client_cert << Log("coordinator");
+  }
+  // The certificate proves the connection, the token still decides: none is refused.
+  auto anonymous = v1::JobService::NewStub(Channel("", "ca", true));
+  EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return anonymous->ListJobs(c, r, p); },
+                 v1::ListJobsRequest(), &listed),
+            grpc::StatusCode::UNAUTHENTICATED);
 }
 
 TEST_F(SecurityTest, HealthIsNotServingWhileRedisIsDownAndProbeSaysSo) {
