@@ -3,6 +3,12 @@
 // and exposes /metrics. Settings come from flags, FORGE_* variables and a config file
 // (common/config); --help lists them, --version prints the build's version. SIGTERM or SIGINT
 // stops it gracefully: new calls are refused, calls in flight get shutdown.grace to finish.
+//
+// Security (docs/ARCHITECTURE.md, "Security model"): TLS with tls.cert/tls.key (mTLS with
+// tls.client-ca), bearer tokens from auth.tokens (server/auth/auth.h). Without TLS it listens only
+// on loopback unless --insecure; without tokens every caller is anonymous (warned at start). The
+// grpc.health.v1 service is NOT_SERVING while Redis is unreachable; --probe=HOST:PORT checks it
+// (exit 0 when SERVING) with the same TLS settings, for container probes.
 #include <pthread.h>
 #include <signal.h>
 
@@ -26,10 +32,13 @@
 #include "common/metrics/exposer.h"
 #include "common/metrics/metrics.h"
 #include "common/redis/redis_client.h"
+#include "common/tls/tls.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "grpcpp/grpcpp.h"
+#include "server/auth/auth.h"
 #include "server/blob_store.h"
+#include "server/health/health.h"
 #include "server/job_service.h"
 #include "server/job_store.h"
 #include "server/result_cache.h"
@@ -47,6 +56,19 @@ ConfigSchema Schema() {
   schema.String("config", "", "Path of a config file; its values sit below env and flags.")
       .String("listen", "127.0.0.1:0",
               "gRPC address HOST:PORT; port 0 picks a free one (printed at startup).")
+      .String("tls.cert", "", "PEM certificate chain to serve TLS with; empty: plaintext.")
+      .String("tls.key", "", "PEM private key of tls.cert.")
+      .String("tls.client-ca", "",
+              "PEM roots of client certificates (mTLS); a presented certificate must verify.")
+      .Bool("tls.require-client-cert", false, "Refuse clients without a certificate (mTLS).")
+      .Bool("insecure", false, "Allow plaintext gRPC on a non-loopback listen address.")
+      .String("auth.tokens", "",
+              "Token file: lines \"TOKEN OWNER ROLE [caps]\"; empty: no authentication.")
+      .Duration("health.interval", absl::Seconds(1), "How often Redis is pinged for health.")
+      .String("probe", "",
+              "Check the health of the coordinator at HOST:PORT and exit (0: SERVING).")
+      .String("probe.ca", "", "PEM roots that sign the coordinator's certificate, for --probe.")
+      .String("probe.server-name", "", "Name to check the certificate against, for --probe.")
       .String("redis.host", "127.0.0.1", "Host of Redis.")
       .Int64("redis.port", 6379, "TCP port of Redis.", {.min = 1, .max = 65535})
       .String("redis.password", "", "Password for Redis AUTH; empty for none.")
@@ -142,6 +164,35 @@ class JobGaugeRefresher {
   std::thread thread_;
 };
 
+// --probe: the exit code of a health check (0 SERVING, 1 otherwise), for container probes. Over
+// TLS when probe.ca is set; with tls.cert/tls.key as the client certificate when mTLS is on.
+int Probe(const Config& config) {
+  const bool tls = !config.GetString("probe.ca").empty();
+  const bool mtls = tls && !config.GetString("tls.client-ca").empty();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials({.tls = tls,
+                         .ca_file = config.GetString("probe.ca"),
+                         .cert_file = mtls ? config.GetString("tls.cert") : "",
+                         .key_file = mtls ? config.GetString("tls.key") : ""});
+  if (!credentials.ok()) {
+    std::cerr << credentials.status().message() << "\n";
+    return 1;
+  }
+  grpc::ChannelArguments arguments;
+  if (const std::string& name = config.GetString("probe.server-name"); !name.empty()) {
+    arguments.SetSslTargetNameOverride(name);
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(config.GetString("probe"), *credentials, arguments);
+  absl::StatusOr<bool> serving = CheckHealth(*channel, absl::Seconds(5));
+  if (!serving.ok()) {
+    std::cerr << serving.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << (*serving ? "SERVING" : "NOT_SERVING") << std::endl;
+  return *serving ? 0 : 1;
+}
+
 int Run(int argc, char** argv) {
   int exit_code = 0;
   const std::optional<Config> config = LoadProgramConfig(
@@ -155,7 +206,40 @@ int Run(int argc, char** argv) {
     std::cerr << logging.message() << "\n";
     return 2;
   }
+  if (!config->GetString("probe").empty()) return Probe(*config);
   auto log = GetLogger("coordinator");
+
+  // Credentials before anything else starts, so that a bad setting fails fast.
+  const std::string listen = config->GetString("listen");
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentials(
+      {.cert = config->GetString("tls.cert"),
+       .key = config->GetString("tls.key"),
+       .client_ca = config->GetString("tls.client-ca"),
+       .require_client_cert = config->GetBool("tls.require-client-cert")},
+      listen, config->GetBool("insecure"));
+  if (!credentials.ok()) {
+    log->critical("{}", std::string(credentials.status().message()));
+    return 2;
+  }
+  const bool tls = !config->GetString("tls.cert").empty();
+  if (!tls) {
+    log->warn("serving plaintext gRPC on {}: anyone who can reach it can read the traffic; set "
+              "tls.cert and tls.key outside loopback development",
+              listen);
+  }
+  Authenticator auth;
+  if (const std::string& tokens = config->GetString("auth.tokens"); !tokens.empty()) {
+    absl::StatusOr<Authenticator> loaded = Authenticator::FromFile(tokens);
+    if (!loaded.ok()) {
+      log->critical("{}", std::string(loaded.status().message()));
+      return 2;
+    }
+    auth = *std::move(loaded);
+    log->info("authentication on: {} token(s) from {}", auth.size(), tokens);
+  } else {
+    log->warn("no auth.tokens: every caller is anonymous and may submit, read and cancel any job "
+              "and act as any worker (loopback development only)");
+  }
 
   // Every thread started from here on inherits the mask, so the signals reach only sigwait below.
   sigset_t stop_signals;
@@ -214,8 +298,9 @@ int Run(int argc, char** argv) {
   JobService service(&jobs, blobs->get(), scheduler->get(), registry.get(),
                      {.watch_redis = redis_options,
                       .watch_wait = config->GetDuration("watch.wait"),
-                      .intake = intake});
-  WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get());
+                      .intake = intake,
+                      .auth = auth});
+  WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get(), auth);
   SchedulerTicker ticker(scheduler->get(), config->GetDuration("scheduler.tick"));
   absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =
       registry->AddGauge({"forge_coordinator_jobs", "Jobs by state, as recorded in Redis.", {}});
@@ -238,10 +323,10 @@ int Run(int argc, char** argv) {
     exposer->AddRegistry(registry);
   }
 
-  const std::string listen = config->GetString("listen");
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(&service);
   builder.RegisterService(&worker_service);
@@ -250,6 +335,7 @@ int Run(int argc, char** argv) {
     log->critical("cannot listen on {}", listen);
     return 1;
   }
+  RedisHealthWatcher health(server.get(), &redis, config->GetDuration("health.interval"));
   const std::string host(listen.substr(0, listen.rfind(':')));
   const std::string address = absl::StrCat(host, ":", port);
   // On stdout for whoever started the process (tests, scripts) to read the chosen ports.
@@ -259,6 +345,8 @@ int Run(int argc, char** argv) {
   }
   LogWithFields(*log, spdlog::level::info, "started",
                 {{"listen", address},
+                 {"tls", tls},
+                 {"auth", auth.open() ? "none" : "tokens"},
                  {"redis", redis.address()},
                  {"blobs", config->GetString("blobs.dir")},
                  {"metrics_port", exposer != nullptr ? exposer->port() : 0}});

@@ -18,6 +18,10 @@ namespace {
 using ::forge::v1::Job;
 using ::forge::v1::JobEvent;
 
+// The roles that may submit and cancel, and those that may read.
+constexpr std::initializer_list<Role> kSubmitters = {Role::kSubmit, Role::kAdmin};
+constexpr std::initializer_list<Role> kReaders = {Role::kRead, Role::kSubmit, Role::kAdmin};
+
 metrics::Family<metrics::Counter>* RegisterRpcCounter(metrics::Registry* registry) {
   absl::StatusOr<metrics::Family<metrics::Counter>*> family = registry->AddCounter(
       {"forge_coordinator_rpcs_total", "JobService and WorkerService calls answered, by method and status code.", {}});
@@ -70,9 +74,23 @@ grpc::Status JobService::Finish(absl::string_view method, const absl::Status& st
   return ToGrpcStatus(status);
 }
 
-grpc::Status JobService::MissingBlobs(grpc::ServerContext*,
+absl::StatusOr<Caller> JobService::Authorize(const grpc::ServerContext& context,
+                                             std::initializer_list<Role> roles,
+                                             absl::string_view job_id) {
+  FORGE_ASSIGN_OR_RETURN(Caller caller, options_.auth.Authorize(context, roles));
+  if (!job_id.empty() && !caller.SeesAll()) {
+    FORGE_ASSIGN_OR_RETURN(const Job job, jobs_->GetJob(job_id));
+    FORGE_RETURN_IF_ERROR(CheckOwner(caller, job.options().owner(), job_id));
+  }
+  return caller;
+}
+
+grpc::Status JobService::MissingBlobs(grpc::ServerContext* context,
                                       const forge::v1::MissingBlobsRequest* request,
                                       forge::v1::MissingBlobsResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authorize(*context, kSubmitters, ""); !caller.ok()) {
+    return Finish("MissingBlobs", caller.status());
+  }
   const std::vector<std::string> digests(request->sha256().begin(), request->sha256().end());
   absl::StatusOr<std::vector<std::string>> missing = blobs_->Missing(digests);
   if (missing.ok()) {
@@ -81,19 +99,28 @@ grpc::Status JobService::MissingBlobs(grpc::ServerContext*,
   return Finish("MissingBlobs", missing.status());
 }
 
-grpc::Status JobService::SubmitJob(grpc::ServerContext*,
+grpc::Status JobService::SubmitJob(grpc::ServerContext* context,
                                    grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
                                    forge::v1::SubmitJobResponse* response) {
-  return Finish("SubmitJob", Submit(reader, response));
+  absl::StatusOr<Caller> caller = Authorize(*context, kSubmitters, "");
+  return Finish("SubmitJob", caller.ok() ? Submit(*caller, reader, response) : caller.status());
 }
 
-absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
+absl::Status JobService::Submit(const Caller& caller,
+                                grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
                                 forge::v1::SubmitJobResponse* response) {
   forge::v1::SubmitJobRequest request;
   if (!reader->Read(&request) || !request.has_header()) {
     return absl::InvalidArgumentError("SubmitJob: the first message must be the header");
   }
-  const forge::v1::SubmitJobHeader header = std::move(*request.mutable_header());
+  forge::v1::SubmitJobHeader header = std::move(*request.mutable_header());
+  // The owner comes from the credential, not from what the client filled in.
+  if (caller.authenticated) header.mutable_options()->set_owner(caller.owner);
+  const forge::v1::JobBudget& budget = header.options().budget();
+  FORGE_RETURN_IF_ERROR(Annotate(CheckCaps(caller, header.options().priority(),
+                                           budget.max_candidate_trials(),
+                                           budget.max_wall_seconds()),
+                                 "SubmitJob"));
   FORGE_RETURN_IF_ERROR(
       Annotate(ValidateJobOptions(header.options(), options_.intake), "SubmitJob"));
   FORGE_RETURN_IF_ERROR(
@@ -151,8 +178,13 @@ absl::Status JobService::Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>*
   return absl::OkStatus();
 }
 
-grpc::Status JobService::GetJob(grpc::ServerContext*, const forge::v1::GetJobRequest* request,
+grpc::Status JobService::GetJob(grpc::ServerContext* context,
+                                const forge::v1::GetJobRequest* request,
                                 forge::v1::GetJobResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authorize(*context, kReaders, request->job_id());
+      !caller.ok()) {
+    return Finish("GetJob", caller.status());
+  }
   absl::StatusOr<Job> job = jobs_->GetJob(request->job_id());
   if (job.ok()) *response->mutable_job() = *std::move(job);
   return Finish("GetJob", job.status());
@@ -161,7 +193,8 @@ grpc::Status JobService::GetJob(grpc::ServerContext*, const forge::v1::GetJobReq
 grpc::Status JobService::WatchJob(grpc::ServerContext* context,
                                   const forge::v1::WatchJobRequest* request,
                                   grpc::ServerWriter<JobEvent>* writer) {
-  return Finish("WatchJob", Watch(context, *request, writer));
+  absl::StatusOr<Caller> caller = Authorize(*context, kReaders, request->job_id());
+  return Finish("WatchJob", caller.ok() ? Watch(context, *request, writer) : caller.status());
 }
 
 absl::Status JobService::Watch(grpc::ServerContext* context,
@@ -192,9 +225,13 @@ absl::Status JobService::Watch(grpc::ServerContext* context,
   return absl::CancelledError("WatchJob: the caller went away");
 }
 
-grpc::Status JobService::CancelJob(grpc::ServerContext*,
+grpc::Status JobService::CancelJob(grpc::ServerContext* context,
                                    const forge::v1::CancelJobRequest* request,
                                    forge::v1::CancelJobResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authorize(*context, kSubmitters, request->job_id());
+      !caller.ok()) {
+    return Finish("CancelJob", caller.status());
+  }
   absl::StatusOr<Job> job = jobs_->Cancel(request->job_id(), request->reason());
   if (job.ok()) {
     scheduler_->JobCancelled(job->id());
@@ -205,13 +242,24 @@ grpc::Status JobService::CancelJob(grpc::ServerContext*,
   return Finish("CancelJob", job.status());
 }
 
-grpc::Status JobService::ListJobs(grpc::ServerContext*, const forge::v1::ListJobsRequest* request,
+grpc::Status JobService::ListJobs(grpc::ServerContext* context,
+                                  const forge::v1::ListJobsRequest* request,
                                   forge::v1::ListJobsResponse* response) {
+  absl::StatusOr<Caller> caller = Authorize(*context, kReaders, "");
+  if (!caller.ok()) return Finish("ListJobs", caller.status());
   JobFilter filter;
+  filter.owner = request->owner();
+  if (!caller->SeesAll()) {
+    if (!filter.owner.empty() && filter.owner != caller->owner) {
+      return Finish("ListJobs", absl::PermissionDeniedError(absl::StrCat(
+                                    "ListJobs: \"", caller->owner,
+                                    "\" may not list the jobs of \"", filter.owner, "\"")));
+    }
+    filter.owner = caller->owner;
+  }
   for (int state : request->states()) {
     filter.states.push_back(static_cast<forge::v1::JobState>(state));
   }
-  filter.owner = request->owner();
   filter.labels.insert(request->labels().begin(), request->labels().end());
   absl::StatusOr<JobPage> page =
       jobs_->ListJobs(filter, request->page_size(), request->page_token());
@@ -222,18 +270,25 @@ grpc::Status JobService::ListJobs(grpc::ServerContext*, const forge::v1::ListJob
   return Finish("ListJobs", page.status());
 }
 
-grpc::Status JobService::GetResults(grpc::ServerContext*,
+grpc::Status JobService::GetResults(grpc::ServerContext* context,
                                     const forge::v1::GetResultsRequest* request,
                                     forge::v1::GetResultsResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authorize(*context, kReaders, request->job_id());
+      !caller.ok()) {
+    return Finish("GetResults", caller.status());
+  }
   absl::StatusOr<forge::v1::GetResultsResponse> results =
       scheduler_->Results(request->job_id(), request->include_all_results());
   if (results.ok()) *response = *std::move(results);
   return Finish("GetResults", results.status());
 }
 
-grpc::Status JobService::ListWorkers(grpc::ServerContext*,
+grpc::Status JobService::ListWorkers(grpc::ServerContext* context,
                                      const forge::v1::ListWorkersRequest* request,
                                      forge::v1::ListWorkersResponse* response) {
+  if (absl::StatusOr<Caller> caller = Authorize(*context, kReaders, ""); !caller.ok()) {
+    return Finish("ListWorkers", caller.status());
+  }
   absl::StatusOr<std::vector<forge::v1::WorkerStatus>> workers =
       scheduler_->Workers(request->include_dead());
   if (workers.ok()) {

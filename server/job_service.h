@@ -3,6 +3,13 @@
 // job state, WatchJob's event stream, listing and cancellation; results and the fleet come from
 // the scheduler.
 //
+// Access (options.auth): SubmitJob and MissingBlobs need role submit or admin, CancelJob too;
+// GetJob, WatchJob, ListJobs, GetResults and ListWorkers need read, submit or admin. A submitted
+// job's owner is the caller's (the owner the client names is replaced), and its priority and
+// budget must fit the caller's caps; a caller other than admin reads, lists and cancels only its
+// own owner's jobs (ListJobs naming another owner is PERMISSION_DENIED). With open auth every
+// caller passes and keeps the owner it names.
+//
 // Every RPC turns the stores' absl::Status into the gRPC status of the same code with the same
 // message (Unavailable while Redis is down, naming it), and counts itself in
 // forge_coordinator_rpcs_total{method, code}.
@@ -18,6 +25,7 @@
 #include "common/redis/redis_client.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/auth/auth.h"
 #include "server/blob_store.h"
 #include "server/intake.h"
 #include "server/job_store.h"
@@ -35,6 +43,8 @@ struct JobServiceOptions {
   absl::Duration watch_wait = absl::Seconds(1);
   // What SubmitJob accepts (intake.h).
   IntakeLimits intake;
+  // Who may call what (server/auth/auth.h); open by default: every caller anonymous.
+  Authenticator auth;
 };
 
 class JobService final : public forge::v1::JobService::Service {
@@ -69,7 +79,12 @@ class JobService final : public forge::v1::JobService::Service {
   metrics::Family<metrics::Counter>* rpc_counter() const { return rpcs_; }
 
  private:
-  absl::Status Submit(grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
+  // The caller of `context` when it holds one of `roles` and, for a non-empty `job_id`, may see
+  // that job. Every RPC starts with it.
+  absl::StatusOr<Caller> Authorize(const grpc::ServerContext& context,
+                                   std::initializer_list<Role> roles, absl::string_view job_id);
+  absl::Status Submit(const Caller& caller,
+                      grpc::ServerReader<forge::v1::SubmitJobRequest>* reader,
                       forge::v1::SubmitJobResponse* response);
   absl::Status Watch(grpc::ServerContext* context, const forge::v1::WatchJobRequest& request,
                      grpc::ServerWriter<forge::v1::JobEvent>* writer);

@@ -6,6 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "common/logging/logging.h"
+#include "common/status/status_macros.h"
 
 #include "server/job_service.h"
 
@@ -29,8 +30,18 @@ metrics::Family<metrics::Histogram>* RegisterLatency(metrics::Registry* registry
 }  // namespace
 
 WorkerService::WorkerService(Scheduler* scheduler, metrics::Family<metrics::Counter>* rpcs,
-                             metrics::Registry* registry)
-    : scheduler_(scheduler), rpcs_(rpcs), latency_(RegisterLatency(registry)) {}
+                             metrics::Registry* registry, Authenticator auth)
+    : scheduler_(scheduler),
+      rpcs_(rpcs),
+      latency_(RegisterLatency(registry)),
+      auth_(std::move(auth)) {}
+
+absl::StatusOr<Caller> WorkerService::Authorize(const grpc::ServerContext& context,
+                                                absl::string_view worker_id) const {
+  FORGE_ASSIGN_OR_RETURN(Caller caller, auth_.Authorize(context, {Role::kWorker}));
+  FORGE_RETURN_IF_ERROR(CheckWorkerId(caller, worker_id));
+  return caller;
+}
 
 template <typename Response>
 grpc::Status WorkerService::Finish(absl::string_view method, absl::Time started,
@@ -44,30 +55,60 @@ grpc::Status WorkerService::Finish(absl::string_view method, absl::Time started,
   return ToGrpcStatus(result.status());
 }
 
-grpc::Status WorkerService::Register(grpc::ServerContext*,
+grpc::Status WorkerService::Register(grpc::ServerContext* context,
                                      const forge::v1::RegisterRequest* request,
                                      forge::v1::RegisterResponse* response) {
   const absl::Time started = absl::Now();
-  return Finish("Register", started, scheduler_->Register(*request), response);
+  absl::StatusOr<Caller> caller = auth_.Authorize(*context, {Role::kWorker});
+  forge::v1::RegisterRequest bound = *request;
+  // A worker that asks for no id gets its identity as its id.
+  if (caller.ok() && caller->authenticated && bound.worker_id().empty()) {
+    bound.set_worker_id(caller->owner);
+  }
+  const absl::Status allowed =
+      caller.ok() ? CheckWorkerId(*caller, bound.worker_id()) : caller.status();
+  if (!allowed.ok()) {
+    return Finish<forge::v1::RegisterResponse>("Register", started, allowed, response);
+  }
+  return Finish("Register", started, scheduler_->Register(bound), response);
 }
 
-grpc::Status WorkerService::Heartbeat(grpc::ServerContext*,
+grpc::Status WorkerService::Heartbeat(grpc::ServerContext* context,
                                       const forge::v1::HeartbeatRequest* request,
                                       forge::v1::HeartbeatResponse* response) {
   const absl::Time started = absl::Now();
+  absl::StatusOr<Caller> caller = Authorize(*context, request->worker_id());
+  if (!caller.ok()) {
+    return Finish<forge::v1::HeartbeatResponse>("Heartbeat", started, caller.status(), response);
+  }
   return Finish("Heartbeat", started, scheduler_->Heartbeat(*request), response);
 }
 
-grpc::Status WorkerService::Lease(grpc::ServerContext*, const forge::v1::LeaseRequest* request,
+grpc::Status WorkerService::Lease(grpc::ServerContext* context,
+                                  const forge::v1::LeaseRequest* request,
                                   forge::v1::LeaseResponse* response) {
   const absl::Time started = absl::Now();
+  absl::StatusOr<Caller> caller = Authorize(*context, request->worker_id());
+  if (!caller.ok()) {
+    return Finish<forge::v1::LeaseResponse>("Lease", started, caller.status(), response);
+  }
   return Finish("Lease", started, scheduler_->Lease(*request), response);
 }
 
-grpc::Status WorkerService::Report(grpc::ServerContext*, const forge::v1::ReportRequest* request,
+grpc::Status WorkerService::Report(grpc::ServerContext* context,
+                                   const forge::v1::ReportRequest* request,
                                    forge::v1::ReportResponse* response) {
   const absl::Time started = absl::Now();
-  return Finish("Report", started, scheduler_->Report(*request), response);
+  absl::StatusOr<Caller> caller = Authorize(*context, request->worker_id());
+  if (!caller.ok()) {
+    return Finish<forge::v1::ReportResponse>("Report", started, caller.status(), response);
+  }
+  // Provenance: the results carry the identity that reported them, not a field the worker fills.
+  forge::v1::ReportRequest attributed = *request;
+  for (forge::v1::Result& result : *attributed.mutable_results()) {
+    result.set_worker_identity(caller->authenticated ? caller->owner : "");
+  }
+  return Finish("Report", started, scheduler_->Report(attributed), response);
 }
 
 }  // namespace forge::server

@@ -1,6 +1,13 @@
 // forge.v1.WorkerService over the scheduler: GPU worker daemons register, heartbeat, lease
 // candidates and report results. Statuses keep the scheduler's codes; every call is counted in
 // forge_coordinator_rpcs_total{method, code} like JobService's.
+//
+// Access: every call needs a token of role worker (server/auth/auth.h), whose owner is the worker
+// identity; the request's worker_id must be that identity or start with "IDENTITY/" (Register
+// with no id gets the identity itself), so a worker cannot heartbeat, lease or report as another
+// (and the scheduler refuses reports for leases its id does not hold). Each reported result's
+// worker_identity is set to the identity, replacing what the worker sent. With open auth anyone
+// may call as any worker id, and worker_identity is left empty.
 #ifndef FORGE_SERVER_WORKER_SERVICE_H_
 #define FORGE_SERVER_WORKER_SERVICE_H_
 
@@ -10,6 +17,7 @@
 #include "common/metrics/metrics.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "server/auth/auth.h"
 #include "server/scheduler.h"
 
 namespace forge::server {
@@ -18,9 +26,10 @@ class WorkerService final : public forge::v1::WorkerService::Service {
  public:
   // `scheduler` must outlive the service; `rpcs` is the coordinator's RPC counter family. The
   // registry gets forge_coordinator_worker_rpc_seconds{method}: time spent answering, which is
-  // mostly the scheduler's Redis round trips (aborts if it has the family already).
+  // mostly the scheduler's Redis round trips (aborts if it has the family already). `auth` says who
+  // may call (open: anyone).
   WorkerService(Scheduler* scheduler, metrics::Family<metrics::Counter>* rpcs,
-                metrics::Registry* registry);
+                metrics::Registry* registry, Authenticator auth = {});
 
   grpc::Status Register(grpc::ServerContext* context, const forge::v1::RegisterRequest* request,
                         forge::v1::RegisterResponse* response) override;
@@ -32,6 +41,9 @@ class WorkerService final : public forge::v1::WorkerService::Service {
                       forge::v1::ReportResponse* response) override;
 
  private:
+  // The worker identity of `context`, checked to own `worker_id`.
+  absl::StatusOr<Caller> Authorize(const grpc::ServerContext& context,
+                                   absl::string_view worker_id) const;
   template <typename Response>
   grpc::Status Finish(absl::string_view method, absl::Time started,
                       absl::StatusOr<Response> result, Response* response);
@@ -39,6 +51,7 @@ class WorkerService final : public forge::v1::WorkerService::Service {
   Scheduler* const scheduler_;
   metrics::Family<metrics::Counter>* const rpcs_;
   metrics::Family<metrics::Histogram>* const latency_;
+  const Authenticator auth_;
 };
 
 }  // namespace forge::server

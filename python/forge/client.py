@@ -107,10 +107,42 @@ def _job_service_methods(channel) -> types.SimpleNamespace:
     )
 
 
+def channel_credentials(grpc, tls: bool | None, tls_ca: str | None, token: str | None):
+    """gRPC channel credentials for the arguments or their FORGE_* variables; None: plaintext."""
+    if tls is None:
+        tls = os.environ.get("FORGE_TLS", "").lower() in ("1", "true", "yes")
+    tls_ca = tls_ca or os.environ.get("FORGE_TLS_CA") or None
+    token = token or os.environ.get("FORGE_TOKEN") or None
+    if not tls:
+        if token:
+            raise ForgeError("a token is configured (token= or FORGE_TOKEN) but TLS is off: "
+                             "refusing to send it in plaintext; pass tls=True or set FORGE_TLS=1")
+        return None
+    roots = None
+    if tls_ca:
+        try:
+            with open(tls_ca, "rb") as pem:
+                roots = pem.read()
+        except OSError as err:
+            raise ForgeError(f"cannot read tls_ca file {tls_ca}: {err}") from err
+    credentials = grpc.ssl_channel_credentials(root_certificates=roots)
+    if token:
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.access_token_call_credentials(token))
+    return credentials
+
+
 class JobClient:
     """JobService calls on one channel. Unary calls have `timeout` seconds as their deadline."""
 
-    def __init__(self, server: str | None = None, *, timeout: float = 30.0):
+    def __init__(self, server: str | None = None, *, timeout: float = 30.0,
+                 tls: bool | None = None, tls_ca: str | None = None, token: str | None = None):
+        """Connects to `server` (else $FORGE_SERVER, else DEFAULT_SERVER).
+
+        tls (else $FORGE_TLS in 1/true/yes) uses TLS, checked against the PEM roots in the file
+        tls_ca (else $FORGE_TLS_CA, else the system's); token (else $FORGE_TOKEN) is sent as
+        "authorization: Bearer TOKEN" on every call and needs TLS, as in the forge CLI.
+        """
         try:
             grpc = importlib.import_module("grpc")
         except ImportError as err:
@@ -121,9 +153,12 @@ class JobClient:
         self._grpc = grpc
         self.address = resolve_server(server)
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(self.address, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        credentials = channel_credentials(grpc, tls, tls_ca, token)
+        self._channel = (grpc.secure_channel(self.address, credentials, options=options)
+                         if credentials is not None
+                         else grpc.insecure_channel(self.address, options=options))
         self._stub = _job_service_methods(self._channel)
 
     def close(self) -> None:

@@ -502,7 +502,9 @@ ALL_OPTIONS = ["--set", "metrics.serviceMonitor.enabled=true",
                "--set", "metrics.grafanaDashboard.enabled=true",
                "--set", "redis.auth.enabled=true", "--set", "redis.auth.password=test",
                "--set", "worker.emulate=H200",
-               "--set", "coordinator.blobs.persistence.enabled=false"]
+               "--set", "coordinator.blobs.persistence.enabled=false",
+               "--set", "security.tlsSecret=forge-tls", "--set", "security.tokensSecret=forge-tokens",
+               "--set", "security.workerTokenSecret=forge-worker-token"]
 
 
 def helm_template(helm, *args):

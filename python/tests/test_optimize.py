@@ -54,6 +54,14 @@ class Service:
         self.processes.append((process, log))
         return log
 
+    def start_redis(self, redis_server) -> int:
+        """A redis-server on a free loopback port, data in the directory; returns the port."""
+        port = free_port()
+        self.start("redis", [redis_server, "--port", port, "--bind", "127.0.0.1",
+                             "--dir", self.directory, "--save", ""])
+        self.wait_for(lambda: accepts(port), "redis-server")
+        return port
+
     def wait_for(self, condition, what, timeout=30):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -105,10 +113,7 @@ def service(tmp_path_factory):
     directory = tmp_path_factory.mktemp("service")
     stack = Service(directory)
     try:
-        redis_port = free_port()
-        stack.start("redis", [redis_server, "--port", redis_port, "--bind", "127.0.0.1",
-                              "--dir", directory, "--save", ""])
-        stack.wait_for(lambda: accepts(redis_port), "redis-server")
+        redis_port = stack.start_redis(redis_server)
         log = stack.start("coordinator", [
             BINARIES["forge-coordinator"], "--listen=127.0.0.1:0", f"--redis.port={redis_port}",
             f"--blobs.dir={directory / 'blobs'}", "--metrics.listen=", "--watch.wait=100ms",
@@ -297,3 +302,50 @@ def test_outputs_are_checked_with_the_judges_tolerances():
         check_outputs(dict(close, y=torch.ones(4, 4)), want)
     with pytest.raises(OutputMismatchError, match="returns 2 tensors, the original 3"):
         check_outputs([want["y"], want["half"]], want)
+
+
+def test_the_sdk_reaches_a_tls_coordinator_with_its_token(tmp_path, monkeypatch):
+    grpc_or_skip()
+    redis_server = os.environ.get("FORGE_REDIS_SERVER") or shutil.which("redis-server")
+    if not BINARIES["forge-coordinator"].is_file() or not redis_server or \
+            not shutil.which("openssl"):
+        pytest.skip("needs forge-coordinator, redis-server and openssl")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"]
+    (tmp_path / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for command in (["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
+                     "-subj", "/CN=forge-test-ca"],
+                    ["req", *ec, "-keyout", "server.key", "-out", "server.csr",
+                     "-subj", "/CN=localhost"],
+                    ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                     "-CAcreateserial", "-out", "server.pem", "-days", "1",
+                     "-extfile", "san.ext"]):
+        subprocess.run(["openssl", *command], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "tokens").write_text("sdk-submit-token-00001 dana submit\n")
+    stack = Service(tmp_path)
+    try:
+        redis_port = stack.start_redis(redis_server)
+        port = free_port()
+        stack.start("coordinator", [
+            BINARIES["forge-coordinator"], f"--listen=127.0.0.1:{port}",
+            f"--redis.port={redis_port}", f"--blobs.dir={tmp_path / 'blobs'}",
+            "--metrics.listen=", f"--tls.cert={tmp_path / 'server.pem'}",
+            f"--tls.key={tmp_path / 'server.key'}", f"--auth.tokens={tmp_path / 'tokens'}"])
+        stack.wait_for(lambda: accepts(port), "the coordinator to listen")
+        address = f"localhost:{port}"
+        ca = str(tmp_path / "ca.pem")
+        with JobClient(address, tls=True, tls_ca=ca, token="sdk-submit-token-00001") as client:
+            client.ping()
+        monkeypatch.setenv("FORGE_TLS", "1")
+        monkeypatch.setenv("FORGE_TLS_CA", ca)
+        monkeypatch.setenv("FORGE_TOKEN", "sdk-submit-token-00001")
+        with JobClient(address) as client:  # the same from the environment
+            client.ping()
+        monkeypatch.delenv("FORGE_TOKEN")
+        with JobClient(address) as client, pytest.raises(forge.ServerError) as error:
+            client.ping()
+        assert error.value.code == "UNAUTHENTICATED"
+        monkeypatch.setenv("FORGE_TLS", "0")
+        with pytest.raises(forge.ForgeError, match="refusing to send it in plaintext"):
+            JobClient(address, token="sdk-submit-token-00001")
+    finally:
+        stack.stop()

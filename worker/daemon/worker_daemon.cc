@@ -231,7 +231,10 @@ class WorkerDaemon::Impl {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, min_ms);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
     stub_ = WorkerService::NewStub(grpc::CreateCustomChannel(
-        options_.coordinator, grpc::InsecureChannelCredentials(), args));
+        options_.coordinator,
+        options_.credentials != nullptr ? options_.credentials
+                                        : grpc::InsecureChannelCredentials(),
+        args));
   }
 
   void Run();

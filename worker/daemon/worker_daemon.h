@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
+#include "grpcpp/security/credentials.h"
 #include "worker/daemon/executor.h"
 
 namespace forge::daemon {
@@ -48,6 +49,8 @@ namespace forge::daemon {
 struct WorkerDaemonOptions {
   // The coordinator's WorkerService, "host:port".
   std::string coordinator;
+  // How to reach it (TLS, client certificate, the worker's token: common/tls); null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   // The id to ask for (a restarted daemon reuses its old one); empty: the coordinator picks.
   std::string worker_id;
   std::string hostname;

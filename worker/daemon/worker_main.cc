@@ -26,6 +26,7 @@
 #include "common/logging/logging.h"
 #include "common/metrics/exposer.h"
 #include "common/metrics/metrics.h"
+#include "common/tls/tls.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "worker/compile/compile_pool.h"
@@ -56,6 +57,11 @@ ConfigSchema Schema() {
       .String("worker-id", "",
               "Id to register with; reuse it across restarts. Empty: the coordinator assigns one.")
       .String("hostname", "", "Host name to register with; empty: this machine's.")
+      .Bool("tls", false, "Reach the coordinator over TLS.")
+      .String("tls-ca", "", "PEM roots that sign the coordinator's certificate; empty: system's.")
+      .String("tls-cert", "", "PEM client certificate, when the coordinator wants one (mTLS).")
+      .String("tls-key", "", "PEM private key of tls-cert.")
+      .String("token", "", "The worker's bearer token (role worker); needs tls.")
       .Int64("metrics.port", 0, "HTTP port of /metrics; 0 serves none.", {.min = 0, .max = 65535})
       .Alias("metrics-port")
       .String("metrics.host", "0.0.0.0", "Address /metrics listens on.")
@@ -177,11 +183,22 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials({.tls = config->GetBool("tls"),
+                         .ca_file = config->GetString("tls-ca"),
+                         .cert_file = config->GetString("tls-cert"),
+                         .key_file = config->GetString("tls-key"),
+                         .token = config->GetString("token")});
+  if (!credentials.ok()) {
+    log->critical("{}", credentials.status().ToString());
+    return 2;
+  }
   auto registry = std::make_shared<metrics::Registry>();
   std::string hostname = config->GetString("hostname");
   if (hostname.empty()) hostname = ThisHostname();
   absl::StatusOr<std::unique_ptr<WorkerDaemon>> daemon = WorkerDaemon::Create(
       {.coordinator = config->GetString("coordinator"),
+       .credentials = *credentials,
        .worker_id = config->GetString("worker-id"),
        .hostname = hostname,
        .compile_threads = compile_threads,
