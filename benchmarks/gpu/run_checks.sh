@@ -20,11 +20,11 @@ import collections, json, sys
 verdicts = collections.Counter()
 for line in open(sys.argv[1]):
     problem = json.loads(line)
-    for task in problem.get("tasks", []):
-            for point in task.get("points", []):
-            verdicts[(point.get("family", "?"), point.get("status", "?"))] += 1
     if problem.get("error"):
         verdicts[(problem.get("family", "?"), "problem error")] += 1
+    for task in problem.get("tasks", []):
+        for point in task.get("points", []):
+            verdicts[(point.get("family", "?"), point.get("status", "?"))] += 1
 for (family, verdict), count in sorted(verdicts.items()):
     print(f"validate: {family:14s} {verdict:12s} {count}")
 PY

@@ -116,7 +116,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-7");
+  EXPECT_EQ(first->generator_version, "reduction-8");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;

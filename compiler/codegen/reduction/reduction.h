@@ -66,7 +66,7 @@ class ReductionFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-7"; }
+  absl::string_view generator_version() const override { return "reduction-8"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

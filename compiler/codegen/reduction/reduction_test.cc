@@ -101,7 +101,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-7");
+  EXPECT_EQ(first->generator_version, "reduction-8");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
