@@ -57,9 +57,14 @@ __device__ __forceinline__ T forge_exp_from(T x, T shift_log2e) {
 }
 // The shift of an online softmax whose max is `max`: 0 while no element is finite, so that
 // exp(-inf - shift) is 0 where -inf - -inf would be NaN.
+// The product is rounded on its own (__fmul_rn / __dmul_rn are never contracted into an FMA): a
+// shift is subtracted from another in forge_softmax_rescale, and contracting that into
+// fma(max, log2 e, -shift) would bring back the rounding error the difference cancels.
+__device__ __forceinline__ float forge_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double forge_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 template <typename T>
 __device__ __forceinline__ T forge_softmax_shift_log2e(T max) {
-  return (max == -T(forge_inf()) ? T(0) : max) * T(kForgeLog2e);
+  return forge_mul_rn(max == -T(forge_inf()) ? T(0) : max, T(kForgeLog2e));
 }
 // What a sum of exps taken with the shift of `old_max` is multiplied by to have the shift
 // `shift_log2e`: 2^(old shift - new shift), the difference of the two shifts as rounded, so that

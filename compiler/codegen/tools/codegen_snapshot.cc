@@ -3,6 +3,8 @@
 // builds' outputs compare with `diff`: a refactor of the generators must leave them identical.
 //
 //   codegen_snapshot GRAPH.pb|DIR ... > snapshot.tsv
+//   codegen_snapshot --source=TEXT GRAPH.pb|DIR ...   (also prints the source of every line that
+//                                                      contains TEXT, after that line)
 //
 // A DIR argument stands for every graph.pb and judge_graph.pb below it (problems.py export,
 // tests/fixtures/make_models.py). Lines are sorted; each reads
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/digest/sha256.h"
 #include "compiler/codegen/family.h"
@@ -55,7 +58,7 @@ std::string OneLine(std::string text) {
   return text;
 }
 
-int Run(const std::vector<std::string>& arguments) {
+int Run(const std::vector<std::string>& arguments, const std::string& source_filter) {
   std::vector<std::string> lines;
   for (const std::string& file : GraphFiles(arguments)) {
     std::ifstream in(file, std::ios::binary);
@@ -99,6 +102,9 @@ int Run(const std::vector<std::string>& arguments) {
                 prefix, Sha256Hex(kernel->source), "\t", kernel->kernel_name, "\t",
                 Dims(kernel->launch.grid), "\t", Dims(kernel->launch.block), "\t",
                 kernel->launch.dynamic_shared_bytes, "\t", kernel->generator_version));
+            if (!source_filter.empty() && absl::StrContains(lines.back(), source_filter)) {
+              lines.back() += absl::StrCat("\n", kernel->source);
+            }
           }
         }
       }
@@ -113,9 +119,15 @@ int Run(const std::vector<std::string>& arguments) {
 }  // namespace forge
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::cerr << "usage: codegen_snapshot GRAPH.pb|DIR ...\n";
+  std::vector<std::string> arguments(argv + 1, argv + argc);
+  std::string source_filter;
+  if (!arguments.empty() && arguments[0].rfind("--source=", 0) == 0) {
+    source_filter = arguments[0].substr(9);
+    arguments.erase(arguments.begin());
+  }
+  if (arguments.empty()) {
+    std::cerr << "usage: codegen_snapshot [--source=TEXT] GRAPH.pb|DIR ...\n";
     return 2;
   }
-  return forge::Run(std::vector<std::string>(argv + 1, argv + argc));
+  return forge::Run(arguments, source_filter);
 }
