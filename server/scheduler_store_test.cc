@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/redis_server.h"
+#include "tests/support/redis_fixture.h"
 
 namespace forge::server {
 namespace {
@@ -20,14 +20,11 @@ using ::testing::UnorderedElementsAre;
 
 const absl::Time kNow = absl::FromUnixMillis(1'700'000'000'123);
 
-class SchedulerStoreTest : public ::testing::Test {
+class SchedulerStoreTest : public testing::RedisFixture {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis_ = std::make_unique<RedisClient>(
-        RedisClientOptions{.host = server_->host(), .port = server_->port()});
+    RedisFixture::SetUp();
+    if (HasFatalFailure()) return;
     store_ = std::make_unique<SchedulerStore>(redis_.get());
   }
 
@@ -46,8 +43,6 @@ class SchedulerStoreTest : public ::testing::Test {
     return flat;
   }
 
-  std::unique_ptr<testing::RedisServer> server_;
-  std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<SchedulerStore> store_;
 };
 

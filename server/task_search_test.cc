@@ -15,7 +15,7 @@
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/redis_server.h"
+#include "tests/support/redis_fixture.h"
 
 namespace forge::server {
 namespace {
@@ -161,14 +161,11 @@ TEST(TaskSearchTest, TheBaselineIsBestUntilACandidateBeatsIt) {
   EXPECT_FALSE(search.baseline_leased);
 }
 
-class TaskSearchesTest : public ::testing::Test {
+class TaskSearchesTest : public testing::RedisFixture {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis_ = std::make_unique<RedisClient>(
-        RedisClientOptions{.host = server_->host(), .port = server_->port()});
+    RedisFixture::SetUp();
+    if (HasFatalFailure()) return;
     store_ = std::make_unique<SchedulerStore>(redis_.get());
     results_ = std::make_unique<ResultCache>(redis_.get());
     task_ = SoftmaxTask();
@@ -188,8 +185,6 @@ class TaskSearchesTest : public ::testing::Test {
     return search.ok() ? *search : nullptr;
   }
 
-  std::unique_ptr<testing::RedisServer> server_;
-  std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<SchedulerStore> store_;
   std::unique_ptr<ResultCache> results_;
   forge::v1::KernelTask task_;

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/redis_server.h"
+#include "tests/support/redis_fixture.h"
 
 namespace forge {
 namespace {
@@ -15,20 +15,9 @@ using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
-class TransactionTest : public ::testing::Test {
+class TransactionTest : public testing::RedisFixture {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    redis_ = std::make_unique<RedisClient>(
-        RedisClientOptions{.host = server_->host(), .port = server_->port()});
-  }
-
   std::string Get(const std::string& key) { return redis_->Command({"GET", key})->str(); }
-
-  std::unique_ptr<testing::RedisServer> server_;
-  std::unique_ptr<RedisClient> redis_;
 };
 
 TEST_F(TransactionTest, RunsEveryCommand) {
