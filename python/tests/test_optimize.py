@@ -331,7 +331,7 @@ def test_the_sdk_reaches_a_tls_coordinator_with_its_token(tmp_path, monkeypatch)
             "--metrics.listen=", f"--tls.cert={tmp_path / 'server.pem'}",
             f"--tls.key={tmp_path / 'server.key'}", f"--auth.tokens={tmp_path / 'tokens'}"])
         stack.wait_for(lambda: accepts(port), "the coordinator to listen")
-        address = f"localhost:{port}"
+        address = f"127.0.0.1:{port}"  # by IP (the certificate names it): no /etc/hosts needed
         ca = str(tmp_path / "ca.pem")
         with JobClient(address, tls=True, tls_ca=ca, token="sdk-submit-token-00001") as client:
             client.ping()

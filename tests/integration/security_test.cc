@@ -102,7 +102,8 @@ class SecurityTest : public ::testing::Test {
     return text.ok() ? *text : "(no log)";
   }
 
-  std::string Address() const { return absl::StrCat("localhost:", port_); }
+  // By IP, as the certificate names it too: a machine without /etc/hosts cannot resolve "localhost".
+  std::string Address() const { return absl::StrCat("127.0.0.1:", port_); }
 
   // A TLS channel to the coordinator trusting `ca` ("ca" or "other"), with `token` when set.
   // With the client certificate client.pem when `client_cert`.
