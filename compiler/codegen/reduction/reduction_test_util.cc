@@ -22,18 +22,7 @@ KernelTask Softmax(DType dtype, std::vector<int64_t> shape, const char* op) {
 
 // layer_norm(x, (C,), w, b, 1e-5) then gelu, as the layer-norm+GELU test model exports it.
 KernelTask LayerNormGelu(DType dtype, int64_t rows, int64_t columns) {
-  return TaskBuilder()
-      .Input("x", dtype, {rows, columns})
-      .Input("w", dtype, {columns})
-      .Input("b", dtype, {columns})
-      .Node("layer_norm", "layer_norm", "default",
-            {TensorArg("input", "x"), IntsArg("normalized_shape", {columns}),
-             OptionalTensorArg("weight", "w"), OptionalTensorArg("bias", "b"),
-             FloatArg("eps", 1e-5), BoolArg("cudnn_enable", false)},
-            dtype, {rows, columns})
-      .Node("gelu", "gelu", "default", {TensorArg("self", "layer_norm")}, dtype, {rows, columns})
-      .Output("gelu")
-      .Build(kReduction);
+  return LayerNormTrailing(dtype, {rows, columns}, 1, {}, {});
 }
 
 // nn.LayerNorm((C, H, W)) over x of shape (N, C, H, W), then `epilogue` (none, or "gelu");
