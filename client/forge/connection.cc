@@ -3,9 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/config.h"
 #include "common/status/status_macros.h"
+#include "common/tls/tls.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -36,14 +35,6 @@ std::string EnvironmentValue(const std::optional<std::vector<std::string>>& envi
     if (absl::StartsWith(entry, prefix)) return entry.substr(prefix.size());
   }
   return "";
-}
-
-absl::StatusOr<std::string> ReadPem(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot read tls-ca file ", path));
-  std::ostringstream pem;
-  pem << file.rdbuf();
-  return std::move(pem).str();
 }
 
 std::chrono::system_clock::time_point DeadlineAfter(absl::Duration timeout) {
@@ -164,14 +155,10 @@ JobClient::JobClient(std::unique_ptr<Channel> channel) : channel_(std::move(chan
 JobClient::~JobClient() = default;
 
 absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Connect(const ConnectionSettings& settings) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (settings.tls) {
-    grpc::SslCredentialsOptions options;
-    if (!settings.tls_ca_file.empty()) {
-      FORGE_ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(settings.tls_ca_file));
-    }
-    credentials = grpc::SslCredentials(options);
-  }
+  // The token goes on each call's metadata (Context), so the credentials carry none.
+  FORGE_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ChannelCredentials> credentials,
+      ClientCredentials({.tls = settings.tls, .ca_file = settings.tls_ca_file}));
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxReceiveBytes);
   auto channel = std::make_unique<Channel>();
