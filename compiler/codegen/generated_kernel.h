@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace forge::codegen {
 
@@ -23,6 +24,14 @@ enum class Executor {
   kGeneratedKernel,  // a kernel of the candidate's source, compiled with NVRTC
   kCublasLt,         // a cuBLASLt call (then, when it has one, a generated epilogue kernel)
   kAten,             // the task's group through ATen, node by node
+  kHostLaunched,     // a shared object built by nvcc from the candidate's source, whose host
+                     // entry point launches it (host_launch_abi.h: CUTLASS kernels)
+};
+
+// What the worker's compile stage makes of a candidate's source.
+enum class CompileOutput {
+  kNvrtcCubin,         // NVRTC -> cubin of kernel_name (generated kernels, epilogue kernels)
+  kNvccSharedObject,   // nvcc -> a shared object with host_launch_abi.h's entry points
 };
 
 // Where a row-reduction kernel keeps each thread's share of the row between passes.
@@ -79,6 +88,15 @@ struct LaunchPlan {
   // Enters the candidate digest: a change to a generator's output must bump it.
   std::string generator_version;
   CostHints hints;
+  // Host-launched candidates (hints.executor == kHostLaunched, host_launch_abi.h): compiled to a
+  // shared object; `runtime_args` are what the entry points receive besides the buffers (problem
+  // sizes, strides, operand positions, scalars), so that the source depends on the configuration
+  // alone and one compiled configuration serves every task it can run. `compile_options` are the
+  // nvcc options the source needs beyond the worker's own (-std, -arch and include paths are the
+  // worker's). Both are empty for every other executor.
+  CompileOutput compile_output = CompileOutput::kNvrtcCubin;
+  std::vector<int64_t> runtime_args;
+  std::vector<std::string> compile_options;
 };
 
 // One generated candidate, ready for NVRTC: its plan and source.
