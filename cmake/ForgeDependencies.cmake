@@ -72,3 +72,4 @@ if(FORGE_BUILD_TESTS)
 endif()
 
 include(ForgeTorch)
+include(ForgeCutlass)

@@ -18,3 +18,12 @@ forge_pyenv_path() {
 }
 
 forge_build_dir() { echo "${FORGE_BUILD_DIR:-$FORGE_ROOT/build}"; }
+
+# CUTLASS's C++ headers (the GEMM families' template library), from the pinned nvidia-cutlass
+# wheel, unpacked by scripts/setup outside the clone. The worker's nvcc compiles include them.
+FORGE_CUTLASS_VERSION=4.2.0.0
+FORGE_CUTLASS_WHEEL_SHA256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
+forge_cutlass_path() {
+  local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
+  echo "$base/cutlass-$FORGE_CUTLASS_VERSION"
+}
