@@ -362,6 +362,24 @@ std::future<CompileResult> ReadyFuture(CompileResult result) {
 
 }  // namespace
 
+std::optional<CompileRequest> CompileRequestFor(const codegen::GeneratedKernel& kernel,
+                                                const std::string& arch) {
+  CompileRequest request;
+  request.output = kernel.compile_output;
+  request.source = kernel.source;
+  request.arch = arch;
+  switch (kernel.compile_output) {
+    case codegen::CompileOutput::kNvrtcCubin:
+      if (kernel.kernel_name.empty()) return std::nullopt;
+      request.name_expressions = {kernel.kernel_name};
+      return request;
+    case codegen::CompileOutput::kNvccSharedObject:
+      request.options = kernel.compile_options;
+      return request;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOptions options) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(

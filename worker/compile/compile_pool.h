@@ -56,6 +56,15 @@ struct CompileRequest {
   std::vector<std::string> options;
 };
 
+// The compile a generated candidate needs for `arch`: NVRTC's cubin of kernel.kernel_name, or for
+// a host-launched candidate (kernel.compile_output kNvccSharedObject) nvcc's shared object with the
+// plan's compile_options; nullopt for a cubin candidate without a kernel name (the ATen fallback,
+// a plain cuBLASLt call), which has nothing to compile. The worker's executors, the emulated
+// backend and the GPU benchmarks all ask with it, so that their compiles of one kernel share one
+// cache entry.
+std::optional<CompileRequest> CompileRequestFor(const codegen::GeneratedKernel& kernel,
+                                                const std::string& arch);
+
 // Where a result's cubin came from.
 enum class CompileSource {
   kCompiled,        // NVRTC ran for this request

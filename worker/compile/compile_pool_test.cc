@@ -431,7 +431,7 @@ TEST(CompilePoolTest, RejectsBadOptions) {
 
 // ---- shared objects through nvcc (host-launched candidates) -------------------------------------
 
-// testdata/host_launch_add.cu: the host-launch ABI over one small kernel (no CUTLASS: ~2-6 s).
+// testdata/host_launch_scale.cu: the host-launch ABI over one small kernel (no CUTLASS: ~2-6 s).
 std::string HostLaunchSource() {
   std::ifstream in(FORGE_HOST_LAUNCH_TEST_SOURCE);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -465,7 +465,7 @@ TEST(CompilePoolSharedObjectTest, BuildsReportsAndCachesInMemoryAndOnDisk) {
     EXPECT_THAT(built.log, HasSubstr("-Xptxas -v"));
     ASSERT_EQ(built.ptxas.functions.size(), 1u) << built.log;
     const PtxasFunctionReport& kernel = built.ptxas.functions.begin()->second;
-    EXPECT_THAT(built.ptxas.functions.begin()->first, HasSubstr("add_through_workspace"));
+    EXPECT_THAT(built.ptxas.functions.begin()->first, HasSubstr("scale_through_workspace"));
     EXPECT_TRUE(kernel.is_entry);
     EXPECT_EQ(kernel.arch, "sm_90a");
     EXPECT_GT(kernel.registers, 0);
@@ -566,6 +566,31 @@ TEST(CompilePoolSharedObjectTest, NvccPastItsTimeoutIsKilled) {
   const CompileResult result = pool->Compile(SharedObjectRequest());
   EXPECT_EQ(result.status.code(), absl::StatusCode::kDeadlineExceeded) << result.status;
   EXPECT_THAT(result.status.message(), HasSubstr("killed"));
+}
+
+TEST(CompileRequestForTest, CubinsByKernelNameSharedObjectsWithThePlansOptions) {
+  codegen::GeneratedKernel kernel;
+  kernel.source = "extern \"C\" __global__ void k() {}";
+  kernel.kernel_name = "k";
+  kernel.compile_options = {"-DNOT_FOR_NVRTC"};  // a cubin plan has none; never passed to NVRTC
+  std::optional<CompileRequest> request = CompileRequestFor(kernel, "sm_80");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->output, codegen::CompileOutput::kNvrtcCubin);
+  EXPECT_EQ(request->name_expressions, std::vector<std::string>{"k"});
+  EXPECT_EQ(request->arch, "sm_80");
+  EXPECT_TRUE(request->options.empty());
+  kernel.kernel_name.clear();  // the ATen fallback, a plain cuBLASLt call
+  EXPECT_FALSE(CompileRequestFor(kernel, "sm_80").has_value());
+
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  kernel.compile_options = {"-DTILE=128"};
+  request = CompileRequestFor(kernel, "sm_90");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->output, codegen::CompileOutput::kNvccSharedObject);
+  EXPECT_EQ(request->source, kernel.source);
+  EXPECT_EQ(request->options, kernel.compile_options);
+  EXPECT_TRUE(request->name_expressions.empty());
 }
 
 TEST(CompilePoolSharedObjectTest, NameExpressionsAreRefused) {

@@ -1,5 +1,5 @@
 // The loader of host-launched candidates over the shared object the compile pool builds from
-// worker/compile/testdata/host_launch_add.cu (and its variant whose forge_launch fails). Loading,
+// worker/compile/testdata/host_launch_scale.cu (and its variant whose forge_launch fails). Loading,
 // the ABI version, the workspace size and the failing launch's message need no GPU and run
 // everywhere; the launch itself skips without one.
 #include "worker/library/host_launched.h"
@@ -55,7 +55,7 @@ TEST(HostLaunchedObjectTest, LoadsWithoutAGpuAndAnswersTheAbi) {
       HostLaunchedObject::Load(TestObject(false));
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ((*object)->abi_version(), codegen::kHostLaunchAbiVersion);
-  const std::vector<int64_t> args = {1000};
+  const std::vector<int64_t> args = {1000, 2};
   EXPECT_EQ((*object)->WorkspaceBytes(args).value_or(-1), 4000);
   absl::StatusOr<int64_t> refused = (*object)->WorkspaceBytes({});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange) << refused.status();
@@ -80,7 +80,8 @@ TEST(HostLaunchedObjectTest, FailingLaunchCarriesTheObjectsMessage) {
       HostLaunchedObject::Load(TestObject(true));
   ASSERT_TRUE(object.ok()) << object.status();
   // The planted failure returns before it touches a buffer or the stream.
-  const absl::Status launched = (*object)->Launch({0, 0, 0}, std::vector<int64_t>{16}, 0, 0, nullptr);
+  const absl::Status launched =
+      (*object)->Launch({0, 0}, std::vector<int64_t>{16, 2}, 0, 0, nullptr);
   EXPECT_EQ(launched.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(launched.message(), HasSubstr("planted failure: this object refuses every launch"));
 }
@@ -97,7 +98,7 @@ TEST(HostLaunchedObjectTest, BadBytesAreClearErrors) {
   EXPECT_THAT(cut.status().message(), HasSubstr("dlopen"));
 }
 
-// On a GPU: the object adds two vectors through its workspace on the given stream.
+// On a GPU: the object scales a vector through its workspace on the given stream.
 class HostLaunchedGpuTest : public forge::testing::GpuTest {};
 
 TEST_F(HostLaunchedGpuTest, LaunchesOnTheGivenStreamWithItsWorkspace) {
@@ -106,34 +107,31 @@ TEST_F(HostLaunchedGpuTest, LaunchesOnTheGivenStreamWithItsWorkspace) {
   ASSERT_TRUE(object.ok()) << object.status();
   constexpr int64_t n = 5000;
   absl::StatusOr<judge::CandidateLaunch> launch =
-      LoadHostLaunchedCandidate(*device_, std::move(*object), {n});
+      LoadHostLaunchedCandidate(*device_, std::move(*object), {n, 3});
   ASSERT_TRUE(launch.ok()) << launch.status();
-  std::vector<float> x(n), y(n);
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = static_cast<float>(i);
-    y[i] = static_cast<float>(3 * i + 1);
-  }
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
   auto upload = [&](const std::vector<float>& values) {
     absl::StatusOr<gpu::DeviceBuffer> buffer = device_->Allocate(n * sizeof(float));
     EXPECT_TRUE(buffer.ok()) << buffer.status();
     EXPECT_TRUE(buffer->CopyFromHost(values.data(), n * sizeof(float)).ok());
     return *std::move(buffer);
   };
-  gpu::DeviceBuffer dx = upload(x), dy = upload(y), out = upload(std::vector<float>(n, -1.0f));
+  gpu::DeviceBuffer dx = upload(x), out = upload(std::vector<float>(n, -1.0f));
   absl::StatusOr<gpu::Stream> stream = device_->CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();
-  const std::vector<CUdeviceptr> args = {dx.address(), dy.address(), out.address()};
+  const std::vector<CUdeviceptr> args = {dx.address(), out.address()};
   ASSERT_TRUE((*launch)(*stream, args).ok());
   ASSERT_TRUE(stream->Synchronize().ok());
   std::vector<float> result(n);
   ASSERT_TRUE(out.CopyToHost(result.data(), n * sizeof(float)).ok());
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(result[i], static_cast<float>(4 * i + 1)) << i;
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(result[i], static_cast<float>(3 * i)) << i;
 
   absl::StatusOr<std::unique_ptr<HostLaunchedObject>> another =
       HostLaunchedObject::Load(TestObject(false));
   ASSERT_TRUE(another.ok());
   absl::StatusOr<judge::CandidateLaunch> unsupported =
-      LoadHostLaunchedCandidate(*device_, std::move(*another), {-3});
+      LoadHostLaunchedCandidate(*device_, std::move(*another), {-3, 2});
   EXPECT_EQ(unsupported.status().code(), absl::StatusCode::kOutOfRange);
 }
 
