@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -89,7 +90,8 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
 
   if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
     // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs its
-    // epilogue kernel after the matmul, through a scratch tensor written and read once more.
+    // epilogue kernel after the matmul, through a scratch tensor written and read once more; a
+    // host-launched candidate's object is not built here (nvcc is too slow for an emulated lane).
     const int launches = kernel.hints.kernel_launches;
     double bytes = static_cast<double>(task.min_bytes());
     if (kernel.hints.output_through_scratch) {
@@ -108,11 +110,14 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
     return outcome;
   }
 
-  compile::CompileRequest request;
-  request.source = kernel.source;
-  request.name_expressions = {kernel.kernel_name};
-  request.arch = gpu.arch;
-  const compile::CompileResult compiled = pool_->Compile(std::move(request));
+  std::optional<compile::CompileRequest> request = compile::CompileRequestFor(kernel, gpu.arch);
+  if (!request.has_value()) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_INTERNAL,
+                          absl::StrCat("the generated kernel of template '", kernel.template_name,
+                                       "' names no kernel to compile"),
+                          "");
+  }
+  const compile::CompileResult compiled = pool_->Compile(*std::move(request));
   if (!compiled.ok()) {
     return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_COMPILE_ERROR,
                           absl::StrCat("compile for ", gpu.arch, " (", gpu.name,
