@@ -274,6 +274,29 @@ TEST(CompilePoolTest, EvictsTheOldestEntryPastTheMemoryBudget) {
   EXPECT_EQ(pool->Compile(VariantRequest(1)).source, CompileSource::kCompiled);
 }
 
+// A new pool on `cache_dir` (a restarted worker) answers `request` from disk without compiling,
+// with what `built` had, and then from memory.
+void ExpectDiskHit(const std::string& cache_dir, const CompileRequest& request,
+                   const CompileResult& built) {
+  std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
+  ASSERT_NE(pool, nullptr);
+  const CompileResult loaded = pool->Compile(request);
+  ASSERT_TRUE(loaded.ok()) << loaded.status;
+  EXPECT_EQ(loaded.source, CompileSource::kDiskCache);
+  EXPECT_EQ(loaded.cubin, built.cubin);
+  EXPECT_EQ(loaded.lowered_names, built.lowered_names);
+  EXPECT_EQ(loaded.log, built.log);
+  EXPECT_EQ(loaded.ptxas, built.ptxas);
+  EXPECT_DOUBLE_EQ(loaded.compile_seconds, built.compile_seconds);
+
+  // Once read from disk it is served from memory.
+  EXPECT_EQ(pool->Compile(request).source, CompileSource::kMemoryCache);
+  const CompilePoolStats stats = pool->stats();
+  EXPECT_EQ(stats.compiles, 0);
+  EXPECT_EQ(stats.disk_hits, 1);
+  EXPECT_EQ(stats.memory_hits, 1);
+}
+
 TEST(CompilePoolTest, NewPoolOnTheSameDirectoryGetsADiskHit) {
   forge::testing::TempDir dir;
   const std::string cache_dir = dir.path() + "/cubins";
@@ -291,23 +314,7 @@ TEST(CompilePoolTest, NewPoolOnTheSameDirectoryGetsADiskHit) {
                           std::filesystem::directory_iterator()),
             1);
 
-  std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
-  ASSERT_NE(pool, nullptr);
-  const CompileResult loaded = pool->Compile(ScaleRequest());
-  ASSERT_TRUE(loaded.ok()) << loaded.status;
-  EXPECT_EQ(loaded.source, CompileSource::kDiskCache);
-  EXPECT_EQ(loaded.cubin, compiled.cubin);
-  EXPECT_EQ(loaded.lowered_names, compiled.lowered_names);
-  EXPECT_EQ(loaded.log, compiled.log);
-  EXPECT_EQ(loaded.ptxas, compiled.ptxas);
-  EXPECT_DOUBLE_EQ(loaded.compile_seconds, compiled.compile_seconds);
-
-  // Once read from disk it is served from memory.
-  EXPECT_EQ(pool->Compile(ScaleRequest()).source, CompileSource::kMemoryCache);
-  const CompilePoolStats stats = pool->stats();
-  EXPECT_EQ(stats.compiles, 0);
-  EXPECT_EQ(stats.disk_hits, 1);
-  EXPECT_EQ(stats.memory_hits, 1);
+  ExpectDiskHit(cache_dir, ScaleRequest(), compiled);
 }
 
 TEST(CompilePoolTest, CorruptDiskEntryIsRecompiled) {
@@ -480,16 +487,7 @@ TEST(CompilePoolSharedObjectTest, BuildsReportsAndCachesInMemoryAndOnDisk) {
     EXPECT_THAT(toolchain->nvcc_version, HasSubstr("release 13."));
   }
   // A restarted worker (a new pool on the same directory) finds the object without nvcc.
-  std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
-  ASSERT_NE(pool, nullptr);
-  const CompileResult loaded = pool->Compile(SharedObjectRequest());
-  ASSERT_TRUE(loaded.ok()) << loaded.status;
-  EXPECT_EQ(loaded.source, CompileSource::kDiskCache);
-  EXPECT_EQ(loaded.cubin, built.cubin);
-  EXPECT_EQ(loaded.ptxas, built.ptxas);
-  EXPECT_DOUBLE_EQ(loaded.compile_seconds, built.compile_seconds);
-  EXPECT_EQ(pool->stats().compiles, 0);
-  EXPECT_EQ(pool->stats().disk_hits, 1);
+  ExpectDiskHit(cache_dir, SharedObjectRequest(), built);
 }
 
 TEST(CompilePoolSharedObjectTest, KeyCoversKindSourceOptionsAndArch) {

@@ -72,7 +72,8 @@ struct SpawnSetup {
   }
 };
 
-// Waits for `pid` until `deadline`; then kills its process group and reaps it.
+// Waits for `pid` until `deadline`; past it, kills its process group (nvcc and the compilers it
+// started) and reaps it. A tool that exits by itself has waited for its own children.
 ToolRun Reap(pid_t pid, absl::Time start, absl::Time deadline) {
   ToolRun run;
   int status = 0;
@@ -95,7 +96,6 @@ ToolRun Reap(pid_t pid, absl::Time start, absl::Time deadline) {
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(50));
   }
-  kill(-pid, SIGKILL);  // what the tool left running in its group, if anything
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return run;

@@ -50,7 +50,8 @@ ConfigSchema Schema() {
               "emulated H200s.")
       .Int64("gpus", 1, "How many GPUs to emulate (with --emulate, or when no GPU is found).",
              {.min = 1, .max = 64})
-      .Int64("compile-threads", cores, "Threads that generate and compile candidates (NVRTC).",
+      .Int64("compile-threads", cores,
+             "Threads that generate and compile candidates (NVRTC, or one nvcc process each).",
              {.min = 1, .max = 1024})
       .String("compile-cache-dir", "",
               "Directory that keeps compiled cubins and shared objects across restarts; empty "
