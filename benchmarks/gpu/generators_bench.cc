@@ -1,11 +1,12 @@
 // Runs the kernel families on a real GPU: problems exported by problems.py are partitioned, and
-// every task's candidates are generated, compiled with NVRTC, judged against the float64 ATen
-// reference and (for anchor problems) timed.
+// every task's candidates are generated, compiled (NVRTC, or nvcc for host-launched ones), judged
+// against the float64 ATen reference and (for anchor problems) timed.
 //
 //   generators_bench validate PROBLEMS_DIR OUT.jsonl
 //     For each "validate" problem of PROBLEMS_DIR/manifest.tsv, per task: the default schedule
 //     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, or GEMM through
-//     the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run through
+//     the gemm_library family's cuBLASLt calls) and of every other generated family that applies
+//     (host-launched CUTLASS GEMMs), then the ATen fallback (the group run through
 //     ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
@@ -13,17 +14,19 @@
 //   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
 //   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints;
 //   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints)
-//   Host-launched candidates (CUTLASS: compiler/codegen/host_launch_abi.h) are built by the
-//   pool's nvcc into shared objects and loaded with worker/library/host_launched.h, then judged
-//   and timed like the others. nvcc is single-threaded and a CUTLASS configuration takes ~45 s,
-//   so the pool runs one compile per core (16 on the H200 machine: 16 configurations build at
-//   once, while earlier candidates are judged). $FORGE_NVCC and $FORGE_CUTLASS_INCLUDE override
-//   the build's nvcc and CUTLASS headers (the GPU machine has its own toolkit; the headers travel
-//   with the bundle).
-//     For each "anchor" problem: up to kAnchorPoints schedule points timed (L2 flushed, median of
-//     kTimedReps), the fastest judged (then the next, if it fails), timed again on the judge's
-//     buffers with the outputs poisoned before every rep and re-checked; roofline floors from the
-//     arch table and from the measured copy bandwidth. One JSON line per problem.
+//     For each "anchor" problem: up to kAnchorPoints schedule points per applicable family timed
+//     (L2 flushed, median of kTimedReps), the fastest judged (then the next, if it fails), timed
+//     again on the judge's buffers with the outputs poisoned before every rep and re-checked;
+//     roofline floors from the arch table and from the measured copy bandwidth. One JSON line
+//     per problem.
+//
+// Host-launched candidates (CUTLASS: compiler/codegen/host_launch_abi.h) are built by the
+// pool's nvcc into shared objects and loaded with worker/library/host_launched.h, then judged
+// and timed like the others. nvcc is single-threaded and a CUTLASS configuration takes ~45 s,
+// so the pool runs one compile per core (16 on the H200 machine: 16 configurations build at
+// once, while earlier candidates are judged). $FORGE_NVCC and $FORGE_CUTLASS_INCLUDE override
+// the build's nvcc and CUTLASS headers (the GPU machine has its own toolkit; the headers travel
+// with the bundle).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -293,6 +296,32 @@ std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
   return candidates;
 }
 
+// The candidates of every other generated family that applies to `task` (not `own`, not the ATen
+// fallback): a second family for the same kind of task, such as CUTLASS GEMMs beside
+// gemm_library's cuBLASLt calls. Up to `others` sampled points each; why a family's points could
+// not be picked is appended to `not_applicable`.
+std::vector<Candidate> OtherFamiliesCandidates(const forge::v1::KernelTask& task,
+                                               const codegen::KernelFamily* own, int others,
+                                               uint64_t seed, compile::CompilePool& pool,
+                                               const std::string& arch,
+                                               std::string* not_applicable) {
+  std::vector<Candidate> candidates;
+  for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
+    if (family == own || family->kind() == forge::v1::KERNEL_FAMILY_ATEN) continue;
+    absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
+        PickPoints(*family, task, others, seed);
+    if (!points.ok()) {
+      absl::StrAppend(not_applicable, not_applicable->empty() ? "" : "; ", family->name(), ": ",
+                      points.status().ToString());
+      continue;
+    }
+    for (Candidate& candidate : GenerateAndSubmit(*family, task, *points, pool, arch)) {
+      candidates.push_back(std::move(candidate));
+    }
+  }
+  return candidates;
+}
+
 // Waits for the compile; empty when the candidate is ready to load, else why not.
 std::string CompileProblem(Candidate& candidate) {
   if (!candidate.kernel.ok()) return absl::StrCat("generate: ", candidate.kernel.status().ToString());
@@ -504,6 +533,11 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
           not_applicable = points.status().ToString();
         }
       }
+      for (Candidate& candidate : OtherFamiliesCandidates(
+               task, family, kSampledPoints, std::hash<std::string>()(problem.name + task.digest()),
+               *context.pool, arch, &not_applicable)) {
+        candidates.push_back(std::move(candidate));
+      }
       // The ATen fallback applies to every well-formed task: always judged too.
       absl::StatusOr<std::vector<codegen::SchedulePoint>> fallback_points =
           PickPoints(aten_fallback, task, 0, 0);
@@ -689,6 +723,15 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
     }
     std::vector<Candidate> candidates =
         GenerateAndSubmit(*family, task, *points, *context.pool, arch);
+    std::string other_families;
+    for (Candidate& candidate : OtherFamiliesCandidates(task, family, kAnchorPoints - 1,
+                                                        0xA11C40ull, *context.pool, arch,
+                                                        &other_families)) {
+      candidates.push_back(std::move(candidate));
+    }
+    if (!other_families.empty()) {
+      std::printf("note   %s: %s\n", problem.name.c_str(), other_families.c_str());
+    }
 
     struct Timed {
       size_t index;
@@ -763,8 +806,8 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
       std::vector<Candidate> reduced_candidates;
       Candidate* judged_kernel = &candidate;
       if (judge_task.digest() != task.digest()) {
-        reduced_candidates =
-            GenerateAndSubmit(*family, judge_task, {candidate.point}, *context.pool, arch);
+        reduced_candidates = GenerateAndSubmit(*candidate.family, judge_task, {candidate.point},
+                                               *context.pool, arch);
         judged_kernel = &reduced_candidates.front();
       }
       if (std::string why = CompileProblem(*judged_kernel); !why.empty()) {
