@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -90,8 +89,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
 
   if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
     // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs its
-    // epilogue kernel after the matmul, through a scratch tensor written and read once more; a
-    // host-launched candidate's object is not built here (nvcc is too slow for an emulated lane).
+    // epilogue kernel after the matmul, through a scratch tensor written and read once more.
     const int launches = kernel.hints.kernel_launches;
     double bytes = static_cast<double>(task.min_bytes());
     if (kernel.hints.output_through_scratch) {

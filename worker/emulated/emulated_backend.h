@@ -46,10 +46,10 @@ class EmulatedBackend {
   // Predicts `kernel` (generated for `task`) on the GPU named `gpu_name` (common/arch: "H200",
   // "A100", "RTX 4090", ...). Generated kernels are compiled for that GPU's architecture first; a
   // source that does not compile, or a kernel that fits no SM, gives a Failure at
-  // FAILURE_STAGE_COMPILE. Library candidates (the ATen fallback, cuBLASLt) and host-launched
-  // candidates (CUTLASS shared objects, never compiled here: nvcc takes ~45 s a configuration)
-  // are predicted from the roofline (cost::PredictLibraryTime) with resources unavailable; the
-  // kernel's cost hints say which it is. Fails only
+  // FAILURE_STAGE_COMPILE. Library candidates (the ATen fallback, cuBLASLt) are predicted from
+  // the roofline (cost::PredictLibraryTime); host-launched candidates (CUTLASS shared objects)
+  // from their cost hints too, never compiled here (nvcc takes ~45 s a configuration); both with
+  // resources unavailable. The kernel's cost hints say which it is. Fails only
   // for an unknown GPU or an inconsistent task.
   absl::StatusOr<EmulatedResult> Predict(const forge::v1::KernelTask& task,
                                          const codegen::GeneratedKernel& kernel,
