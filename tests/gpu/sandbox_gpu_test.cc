@@ -5,7 +5,8 @@
 // object the pool's nvcc builds from worker/compile/testdata/host_launch_scale.cu is judged and
 // timed, its variant whose forge_launch refuses fails with the object's own message, and runtime
 // arguments the object cannot run make it unsupported.
-// Skips where there is no GPU. The child is $FORGE_SANDBOX_CHILD, else the one built here.
+// Skips where there is no GPU. The child is $FORGE_SANDBOX_CHILD, else the one built here; the
+// objects' source $FORGE_HOST_LAUNCH_TEST_SOURCE, else the tree's.
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -101,6 +102,13 @@ extern "C" __global__ void twice_trapping(const float* x, float* y) {
 }
 )";
 
+// $FORGE_HOST_LAUNCH_TEST_SOURCE where the build tree's path does not exist (the GPU machine:
+// benchmarks/gpu/run_gpu_tests.sh sets it), else the tree's.
+std::string HostLaunchSourcePath() {
+  const char* path = std::getenv("FORGE_HOST_LAUNCH_TEST_SOURCE");
+  return path != nullptr ? path : FORGE_HOST_LAUNCH_TEST_SOURCE;
+}
+
 std::string ChildPath() {
   const char* path = std::getenv("FORGE_SANDBOX_CHILD");
   return path != nullptr ? path : FORGE_SANDBOX_CHILD;
@@ -122,10 +130,10 @@ class SandboxGpuTest : public ::testing::Test {
     // The kernels' cubin and both host-launched objects at once (a few seconds of nvcc).
     auto pool = compile::CompilePool::Create({.threads = 3});
     ASSERT_TRUE(pool.ok()) << pool.status();
-    std::ifstream in(FORGE_HOST_LAUNCH_TEST_SOURCE);
+    std::ifstream in(HostLaunchSourcePath());
     const std::string object_source((std::istreambuf_iterator<char>(in)),
                                     std::istreambuf_iterator<char>());
-    ASSERT_FALSE(object_source.empty()) << FORGE_HOST_LAUNCH_TEST_SOURCE;
+    ASSERT_FALSE(object_source.empty()) << HostLaunchSourcePath();
     std::future<compile::CompileResult> objects[2];
     for (int fails = 0; fails < 2; ++fails) {
       compile::CompileRequest request;

@@ -4,6 +4,8 @@
 // everywhere; the launch itself skips without one.
 #include "worker/library/host_launched.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -22,14 +24,27 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The test source: $FORGE_HOST_LAUNCH_TEST_SOURCE where the build tree's path does not exist (the
+// GPU machine: benchmarks/gpu/run_gpu_tests.sh sets it), else the tree's.
+std::string TestSourcePath() {
+  const char* path = std::getenv("FORGE_HOST_LAUNCH_TEST_SOURCE");
+  return path != nullptr ? path : FORGE_HOST_LAUNCH_TEST_SOURCE;
+}
+
 // The test object, built once per process, and once for all the test processes through a disk
-// cache in the build tree (a few seconds of nvcc for both variants at once).
+// cache in the temporary directory (a few seconds of nvcc for both variants at once).
 const std::string& TestObject(bool launch_fails) {
   static const auto* objects = [] {
     auto* built = new std::vector<std::string>(2);
-    absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool = compile::CompilePool::Create({.disk_cache_dir = FORGE_TEST_OBJECT_CACHE});
-    if (!pool.ok()) return built;
-    std::ifstream in(FORGE_HOST_LAUNCH_TEST_SOURCE);
+    const std::filesystem::path cache =
+        std::filesystem::temp_directory_path() / "forge-host-launched-test-objects";
+    absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
+        compile::CompilePool::Create({.disk_cache_dir = cache.string()});
+    if (!pool.ok()) {
+      std::cerr << pool.status() << "\n";
+      return built;
+    }
+    std::ifstream in(TestSourcePath());
     const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::vector<std::future<compile::CompileResult>> futures;
     for (bool fails : {false, true}) {
