@@ -7,6 +7,13 @@
 // task, and with InvalidArgument when the task is malformed. Layer norm over k > 1 trailing dims
 // is analysed as layer norm over one dim of their product, on a rewritten copy of the task that
 // the analysis owns (ReductionTask::flattened), when every tensor is contiguous across them.
+// Group norm (aten::group_norm, aten::native_group_norm, and aten::instance_norm without running
+// statistics: a group per channel) over x of shape (N, C, *spatial) is layer norm over the last
+// dim of the task rewritten to (N, G, C/G * spatial) the same way, with the affine weight and
+// bias read per channel (Reduction::channels_per_group); every tensor of the group but those two
+// must be contiguous across (C, *spatial) (or broadcast from size-1 dims there), and the group
+// holds no other reduction and no view. native_group_norm's mean and rstd ((N, G)) are per-row
+// outputs.
 //
 // The cross_entropy template has its own analysis (cross_entropy.h).
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_ANALYSIS_H_
@@ -35,6 +42,11 @@ struct Reduction {
   std::string weight, bias;  // layer_norm's, empty when None
   double eps = 1e-5;
   double correction = 1;  // var's: the variance divides by (length - correction)
+  // Group norm's (analysed as layer norm over each (sample, group) row of the task rewritten to
+  // (N, G, C/G * spatial)): column c of group g normalizes channel g * channels_per_group +
+  // c / spatial, whose weight and bias it reads. 0 for every other reduction.
+  int64_t channels_per_group = 0;
+  int64_t spatial = 1;
   std::vector<int> depends_on;  // indices of reductions whose results its input reads
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "compiler/codegen/cuda_expr.h"
@@ -64,12 +65,18 @@ absl::StatusOr<CrossEntropyTask> AnalyzeCrossEntropy(const KernelTask& task, con
     }
     ce.ignore_index = ignore->int_value();
   }
-  if (const Argument* smoothing = FindArgument(node, "label_smoothing");
-      smoothing != nullptr && smoothing->value_case() == Argument::kFloatValue &&
-      smoothing->float_value() != 0) {
-    return absl::UnimplementedError(absl::StrCat(where, " has label_smoothing ",
-                                                 smoothing->float_value(),
-                                                 "; only 0 is supported"));
+  if (const Argument* smoothing = FindArgument(node, "label_smoothing"); smoothing != nullptr) {
+    if (smoothing->value_case() == Argument::kFloatValue) {
+      ce.label_smoothing = smoothing->float_value();
+    } else if (smoothing->value_case() == Argument::kIntValue) {
+      ce.label_smoothing = static_cast<double>(smoothing->int_value());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has a non-numeric label_smoothing"));
+    }
+    if (!(ce.label_smoothing >= 0 && ce.label_smoothing <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " has label_smoothing ", ce.label_smoothing, "; it must be in [0, 1]"));
+    }
   }
   const std::string logits = TensorArgument(node, "self");
   const std::string target = TensorArgument(node, "target");
@@ -171,7 +178,10 @@ std::string CrossEntropySource(const KernelTask& task, const CrossEntropyTask& c
   absl::StrAppend(&source, kReductionPrelude);
   absl::StrAppend(
       &source, "\n// Task ", task.digest(), ": cross-entropy (", ce.mean ? "mean" : "sum",
-      ", ignore_index ", ce.ignore_index, ") of ", ce.rows, " rows of ", ce.classes,
+      ", ignore_index ", ce.ignore_index,
+      ce.label_smoothing != 0 ? absl::StrFormat(", label_smoothing %.17g", ce.label_smoothing)
+                              : std::string(),
+      ") of ", ce.rows, " rows of ", ce.classes,
       " classes; ", layout.threads_per_row, " threads per row, ", layout.rows_per_block,
       " rows per block, vector ", layout.width, ".\n");
   absl::StrAppend(&source, "using ForgeCeLogit = ", storage, ";\nusing ForgeCeAcc = ", ce.acc_type,
@@ -199,6 +209,10 @@ std::string CrossEntropySource(const KernelTask& task, const CrossEntropyTask& c
                   ";\nconstexpr int kVectorWidth = ", layout.width,
                   ";\nconstexpr int kGridBlocks = ", CrossEntropyGridBlocks(ce, layout),
                   ";\nconstexpr bool kMean = ", ce.mean ? "true" : "false", ";\n");
+  // Without label smoothing the kernel has no row sum of the logits (if constexpr).
+  absl::StrAppend(&source, "constexpr bool kSmoothed = ", ce.label_smoothing != 0 ? "true" : "false",
+                  ";\nconstexpr double kLabelSmoothing = ",
+                  absl::StrFormat("%.17g", ce.label_smoothing), ";\n");
   std::string body = kCrossEntropyBody;
   body = absl::StrReplaceAll(
       body, {{"FORGE_CE_PARAMETERS", KernelParameterList(task)},

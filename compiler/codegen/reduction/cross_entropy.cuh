@@ -4,7 +4,9 @@
 // ForgeCeLogit / ForgeCeAcc types and forge_ce_load / forge_ce_store).
 //
 // The loss of each counted row is max + log(sum exp(x - max)) - x[target] (online softmax over
-// the row, threads_per_row threads, vector_width elements per load). Blocks stride over the rows;
+// the row, threads_per_row threads, vector_width elements per load); with label smoothing e
+// (kSmoothed), lse - (1 - e) x[target] - e/C sum_c x_c, the row's sum of logits taken in the
+// same pass. Blocks stride over the rows;
 // each writes its partial sum and count to a __device__ array, and the last block to finish (an
 // integer atomic counter) adds them up in block order and resets the counter. The result depends
 // only on the schedule point, not on which blocks finish first. The arrays and the counter are
@@ -32,6 +34,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads)
 forge_cross_entropy(FORGE_CE_PARAMETERS) {
   FORGE_CE_ALIASES
   __shared__ ForgeSoftmaxAcc<ForgeCeAcc> scratch[kRowsPerBlock][kWarpsPerRow];
+  __shared__ ForgeCeAcc sum_scratch[kSmoothed ? kRowsPerBlock : 1][kWarpsPerRow];
   __shared__ ForgeCeAcc row_group_loss[kRowsPerBlock];
   __shared__ int row_group_count[kRowsPerBlock];
   __shared__ double warp_loss[kBlockThreads / 32];
@@ -50,6 +53,7 @@ forge_cross_entropy(FORGE_CE_PARAMETERS) {
     const bool counted = target_class != kIgnoreIndex;
     const ForgeCeLogit* row_logits = logits + kLogitsOffset + row * kRowStride;
     ForgeSoftmaxAcc<ForgeCeAcc> acc = {-(ForgeCeAcc)forge_inf(), (ForgeCeAcc)0};
+    ForgeCeAcc row_sum = 0;  // of the logits, with label smoothing
     if (counted) {
       // Where every chunk is in the row the loop body has no bounds check: the unrolled chunks'
       // loads issue together.
@@ -67,15 +71,29 @@ forge_cross_entropy(FORGE_CE_PARAMETERS) {
           x[0] = forge_ce_load(row_logits[(long long)c0 * kClassStride]);
         }
         forge_softmax_add(acc, x);
+        if constexpr (kSmoothed) {
+#pragma unroll
+          for (int v = 0; v < kVectorWidth; ++v) row_sum += x[v];
+        }
       }
     }
     acc = forge_row_allreduce<kThreadsPerRow>(acc, ForgeSoftmaxOp(), scratch[row_in_block]);
+    if constexpr (kSmoothed) {
+      row_sum = forge_row_allreduce<kThreadsPerRow>(row_sum, ForgeSumOp(),
+                                                    sum_scratch[row_in_block]);
+    }
     if (lane == 0 && counted) {
       // ATen asserts on a target outside [0, C); here it makes the loss NaN.
       const ForgeCeAcc picked = target_class >= 0 && target_class < kClasses
                                     ? forge_ce_load(row_logits[target_class * kClassStride])
                                     : (ForgeCeAcc)forge_nan();
-      loss_sum += acc.max + forge_log(acc.sum) - picked;
+      const ForgeCeAcc lse = acc.max + forge_log(acc.sum);
+      if constexpr (kSmoothed) {
+        loss_sum += lse - (ForgeCeAcc)(1 - kLabelSmoothing) * picked -
+                    (ForgeCeAcc)(kLabelSmoothing / (double)kClasses) * row_sum;
+      } else {
+        loss_sum += lse - picked;
+      }
       ++count;
     }
   }

@@ -28,6 +28,9 @@ struct CrossEntropyTask {
   int64_t rows = 0, classes = 0;
   bool mean = true;  // reduction 1 (mean over the counted rows), else 2 (sum)
   int64_t ignore_index = -100;
+  // A counted row's loss with label smoothing e: (1 - e) (lse - x[target]) + e/C sum_c (lse -
+  // x_c) = lse - (1 - e) x[target] - e/C sum_c x_c, so the pass also sums the row's logits.
+  double label_smoothing = 0;
   std::string acc_type;  // "float", or "double" for float64 logits
 };
 
@@ -35,7 +38,7 @@ struct CrossEntropyTask {
 // The task's aten::cross_entropy_loss node, or nullptr: a task with one is the cross_entropy
 // template's (and AnalyzeCrossEntropy says whether the template can compute it).
 const forge::v1::Node* FindCrossEntropyNode(const forge::v1::KernelTask& task);
-// Unimplemented naming the first obstacle (class weights, label smoothing, reduction 'none',
+// Unimplemented naming the first obstacle (class weights, reduction 'none',
 // other nodes in the group, logits that are not (N, C) floats, targets that are not int64 class
 // indices); InvalidArgument for a malformed task.
 absl::StatusOr<CrossEntropyTask> AnalyzeCrossEntropy(const forge::v1::KernelTask& task,

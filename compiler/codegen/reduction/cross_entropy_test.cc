@@ -39,7 +39,13 @@ TEST(CrossEntropyTest, DefaultSchedulesCompileWithoutSpills) {
       {"f64_ignore_index", CrossEntropy(kF64, 9, 33, {IntArg("ignore_index", 3)})},
       {"one_class", CrossEntropy(kF32, 5, 1)},
       {"transposed_logits", CrossEntropy(kF32, 100, 7, {}, {1, 100})},
-      {"vocabulary_bf16", CrossEntropy(kBF16, 16, 50257)}};
+      {"vocabulary_bf16", CrossEntropy(kBF16, 16, 50257)},
+      {"label_smoothing_bf16_anchor", CrossEntropy(kBF16, 8192, 32000,
+                                                   {FloatArg("label_smoothing", 0.1)})},
+      {"label_smoothing_f32_ignore_sum",
+       CrossEntropy(kF32, 33, 1001,
+                    {IntArg("reduction", 2), IntArg("ignore_index", 0),
+                     FloatArg("label_smoothing", 0.25)})}};
   std::vector<GeneratedKernel> kernels;
   std::vector<std::string> labels;
   for (const auto& [label, task] : cases) {
@@ -116,7 +122,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-8");
+  EXPECT_EQ(first->generator_version, "reduction-9");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;
@@ -152,6 +158,22 @@ TEST(CrossEntropyTest, ValidateRejectsInvalidPoints) {
               HasSubstr("template 'row_reduce' is not 'cross_entropy'"));
 }
 
+// Label smoothing e adds the row's sum of logits to the one pass: lse - (1 - e) x[target] -
+// e/C sum_c x_c per counted row. Without it the kernel has no such sum.
+TEST(CrossEntropyTest, LabelSmoothingSumsTheRowInTheSamePass) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> smoothed = family.Generate(
+      CrossEntropy(kBF16, 64, 1000, {FloatArg("label_smoothing", 0.1)}), CrossEntropyPoint(32, 4, 8));
+  ASSERT_TRUE(smoothed.ok()) << smoothed.status();
+  EXPECT_THAT(smoothed->source, HasSubstr("label_smoothing 0.10000000000000001)"));
+  EXPECT_THAT(smoothed->source, HasSubstr("constexpr bool kSmoothed = true;"));
+  EXPECT_THAT(smoothed->source, HasSubstr("constexpr double kLabelSmoothing = 0.10000000000000001;"));
+  absl::StatusOr<GeneratedKernel> plain =
+      family.Generate(CrossEntropy(kBF16, 64, 1000), CrossEntropyPoint(32, 4, 8));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(plain->source, HasSubstr("constexpr bool kSmoothed = false;"));
+}
+
 TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
   ReductionFamily family;
   auto rejection = [&](const KernelTask& task) {
@@ -162,8 +184,8 @@ TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
   const std::string node = "cross_entropy: aten::cross_entropy_loss.default (node cross_entropy_loss)";
   EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10, {IntArg("reduction", 0)})),
             node + " has reduction 0; only mean (1) and sum (2) are supported");
-  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10, {FloatArg("label_smoothing", 0.1)})),
-            node + " has label_smoothing 0.1; only 0 is supported");
+  EXPECT_EQ(family.Applies(CrossEntropy(kF32, 8, 10, {FloatArg("label_smoothing", 1.5)})).message(),
+            node + " has label_smoothing 1.5; it must be in [0, 1]");
   EXPECT_EQ(rejection(TaskBuilder()
                           .Input("x", kF32, {8, 10})
                           .Input("t", forge::v1::DTYPE_INT64, {8})

@@ -17,7 +17,8 @@
 // chunks of `vector_width` consecutive elements per thread; `cache_row` loads the row-sized
 // inputs into registers once instead of re-reading them every pass. `online_softmax` computes
 // softmax's max and sum in one pass (else two); `welford` computes layer_norm's mean and variance
-// in one pass (else two: mean, then the sum of squared deviations). Accumulation is in float32
+// in one pass (else two: mean, then the sum of squared deviations), about a shift (the first
+// element each thread sees), so rows with a large mean and a small spread keep their precision. Accumulation is in float32
 // (float64 when the task has float64 values). Rows too long for one block's registers (more than
 // 64 x 1024 elements of row-sized inputs) also get `cluster_blocks`: 2-8 blocks of one thread
 // block cluster share a row, each taking a contiguous part, and combine every reduction's partial
@@ -35,8 +36,9 @@
 //
 // Template "cross_entropy", for a task that is one aten::cross_entropy_loss node: (N, C) logits
 // (float32 / bfloat16 / float16, accumulated in float32; float64 in float64), int64 class-index
-// targets of shape (N), reduction mean or sum, ignore_index; class weights, label smoothing and
-// reduction 'none' are rejected. A row's loss is logsumexp(logits) - logits[target], computed by
+// targets of shape (N), reduction mean or sum, ignore_index, label smoothing; class weights and
+// reduction 'none' are rejected. A row's loss is logsumexp(logits) - logits[target] (with label
+// smoothing e: lse - (1 - e) logits[target] - e/C sum(logits)), computed by
 // `threads_per_row` threads in one online-softmax pass of `vector_width`-element loads;
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
@@ -66,7 +68,7 @@ class ReductionFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-8"; }
+  absl::string_view generator_version() const override { return "reduction-9"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

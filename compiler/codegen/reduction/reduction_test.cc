@@ -101,7 +101,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-8");
+  EXPECT_EQ(first->generator_version, "reduction-9");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -264,10 +264,10 @@ TEST(ReductionTest, MaxRegistersCapsWhatPtxasAllocates) {
               HasSubstr("max_registers 64 is too few for the 64 cached row elements"));
   SchedulePoint big_blocks = Point(1024, 1, 4, 0, 1);
   big_blocks.parameters["max_registers"] = 64;
-  EXPECT_THAT(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).message(),
+  EXPECT_THAT(family.Validate(Softmax(kF32, {512, 65536}), big_blocks).message(),
               HasSubstr("fewer than two blocks per SM"));
   big_blocks.parameters["max_registers"] = 0;
-  EXPECT_TRUE(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).ok());
+  EXPECT_TRUE(family.Validate(Softmax(kF32, {512, 65536}), big_blocks).ok());
 }
 
 TEST(ReductionTest, ValidateRejectsInvalidPoints) {
