@@ -254,6 +254,8 @@ constexpr OpEntry kOps[] = {
     Adversarial(Reduction("native_layer_norm", 8), kNormDraws),
     Adversarial(Reduction("group_norm", 8), kNormDraws),
     Adversarial(Reduction("native_group_norm", 8), kNormDraws),
+    // Without running statistics, group norm with a group per channel (the reduction family).
+    Adversarial(Reduction("instance_norm", 8), kNormDraws),
     // ---- GEMM, convolution, attention
     Shaped("linear", C::kGemm),
     Shaped("addmm", C::kGemm),
