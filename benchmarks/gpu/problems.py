@@ -246,6 +246,19 @@ PROBLEMS = [
             lambda t: [t((2, 8, 8, 4), F32)]),
     Problem("layer_norm_residual_f32", R, "validate", lambda m, x, r: layer_norm(m, x) + r,
             lambda t: [t((100, 512), F32), t((100, 512), F32)], affine(512, F32)),
+    # logsumexp: softmax's statistics, one value per row
+    Problem("logsumexp_f32_333x1001", R, "validate", lambda m, x: torch.logsumexp(x, -1),
+            lambda t: [t((333, 1001), F32)]),
+    Problem("logsumexp_dim1_keepdim_bf16_4x77x9", R, "validate",
+            lambda m, x: torch.logsumexp(x * 3, 1, keepdim=True), lambda t: [t((4, 77, 9), BF16)]),
+    Problem("logsumexp_residual_f16_100x4096", R, "validate",
+            lambda m, x: torch.logsumexp(x, -1, keepdim=True) - x, lambda t: [t((100, 4096), F16)]),
+    # reductions over the trailing dims with keepdim: one row of their product
+    Problem("squeeze_excite_mean_hw_f32_4x6x7x9", R, "validate",
+            lambda m, x: x * torch.sigmoid(x.mean((2, 3), keepdim=True)),
+            lambda t: [t((4, 6, 7, 9), F32)]),
+    Problem("var_chw_keepdim_bf16_3x5x6x7", R, "validate",
+            lambda m, x: torch.var(x, (1, 2, 3), keepdim=True), lambda t: [t((3, 5, 6, 7), BF16)]),
     # group norm: a row per (sample, group) of the task as (N, G, C/G * spatial), the affine
     # read per channel, epilogues fused; instance norm is a group per channel
     Problem("group_norm_silu_f16_2x32x5x7", R, "validate",

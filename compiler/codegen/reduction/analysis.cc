@@ -36,6 +36,7 @@ absl::StatusOr<ReductionKind> KindOf(absl::string_view op) {
     return ReductionKind::kLayerNorm;
   }
   if (op == "var" || op == "var_mean") return ReductionKind::kVar;
+  if (op == "logsumexp") return ReductionKind::kLogSumExp;
   return absl::NotFoundError(op);
 }
 
@@ -62,7 +63,8 @@ void CollectDependencies(const ReductionTask& task, const std::string& value,
 }
 
 // Layer norm over the k > 1 trailing dims of its input (nn.LayerNorm((C, H, W))) is layer norm
-// over one dim of their product when each tensor of the group is contiguous across them: the
+// over one dim of their product when each tensor of the group is contiguous across them, and so
+// is a sum / mean / amax / amin / var / logsumexp over them with keepdim: the
 // task rewritten that way, or nullopt when the group has no such layer norm. A group that mixes it
 // with another reduction, a view op, a tensor that broadcasts within the trailing dims, or one
 // that is not contiguous across them, stays as it is (and the analysis says what it cannot do).
@@ -71,12 +73,47 @@ struct TrailingDims {
   int count = 0;  // k
 };
 
+// Reductions that name their reduced dims in `dim` (sum, mean, amax, amin, var, logsumexp).
+bool ReducesDimList(ReductionKind kind) {
+  return kind != ReductionKind::kLayerNorm && !ElementwiseInRow(kind);
+}
+
+// The k > 1 trailing dims of a rank-`rank` tensor that `dims` names (each once, any order, negative
+// or not), or 0 when it names anything else.
+int TrailingDimCount(const Argument* dims, int64_t rank) {
+  if (dims == nullptr || dims->value_case() != Argument::kInts) return 0;
+  std::set<int64_t> named;
+  for (int64_t dim : dims->ints().values()) {
+    if (dim < -rank || dim >= rank) return 0;
+    named.insert(dim < 0 ? dim + rank : dim);
+  }
+  const int count = static_cast<int>(named.size());
+  if (count < 2 || count != dims->ints().values_size() || *named.begin() != rank - count) return 0;
+  return count;
+}
+
 std::optional<TrailingDims> NormalizedTrailingDims(const GroupView& view) {
   std::optional<TrailingDims> found;
   for (const Node& node : view.group().nodes()) {
     if (IsPointwiseOp(node)) continue;
     const absl::StatusOr<ReductionKind> kind = KindOf(node.op());
-    if (!kind.ok() || *kind != ReductionKind::kLayerNorm) return std::nullopt;
+    if (!kind.ok()) return std::nullopt;
+    if (ReducesDimList(*kind)) {
+      // x.mean((2, 3), keepdim=True) over (N, C, H, W): one row of H * W, as layer norm's
+      // trailing dims. (Without keepdim the result's (N, C) would merge as if it broadcast.)
+      const Argument* keepdim = FindArgument(node, "keepdim");
+      if (keepdim == nullptr || !keepdim->bool_value()) return std::nullopt;
+      const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "self"));
+      const int count =
+          TrailingDimCount(FindArgument(node, "dim"), static_cast<int64_t>(shape.size()));
+      if (count == 0) return std::nullopt;
+      if (found.has_value() && (found->row_shape != shape || found->count != count)) {
+        return std::nullopt;
+      }
+      found = TrailingDims{shape, count};
+      continue;
+    }
+    if (*kind != ReductionKind::kLayerNorm) return std::nullopt;
     const Argument* normalized = FindArgument(node, "normalized_shape");
     const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "input"));
     if (normalized == nullptr) return std::nullopt;
@@ -150,10 +187,12 @@ std::optional<KernelTask> FlattenNormalizedDims(const KernelTask& task, const Gr
     product *= dims->row_shape[d];
   }
   for (Node& node : *flattened.mutable_group()->mutable_nodes()) {
+    const absl::StatusOr<ReductionKind> kind = KindOf(node.op());
+    const bool dim_list = kind.ok() && ReducesDimList(*kind);
     for (Argument& argument : *node.mutable_arguments()) {
-      if (argument.name() == "normalized_shape") {
+      if (argument.name() == "normalized_shape" || (dim_list && argument.name() == "dim")) {
         argument.mutable_ints()->clear_values();
-        argument.mutable_ints()->add_values(product);
+        argument.mutable_ints()->add_values(argument.name() == "dim" ? -1 : product);
       }
     }
   }
@@ -356,12 +395,14 @@ absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view,
       case ReductionKind::kMean:
       case ReductionKind::kMax:
       case ReductionKind::kMin:
+      case ReductionKind::kLogSumExp:
       case ReductionKind::kVar: {
         const Argument* dims = FindArgument(node, "dim");
         axis = one_axis(dims == nullptr || dims->value_case() != Argument::kInts
                             ? std::vector<int64_t>()
                             : std::vector<int64_t>(dims->ints().values().begin(),
                                                    dims->ints().values().end()));
+        if (*kind == ReductionKind::kLogSumExp) analysis.has_softmax = true;
         if (*kind != ReductionKind::kVar) break;
         // var.dim says `unbiased` (default true); var.correction / var_mean.correction say
         // `correction` (default None: 1).
@@ -532,7 +573,8 @@ bool ElementwiseInRow(ReductionKind kind) {
 }
 
 bool Softmax(ReductionKind kind) {
-  return kind == ReductionKind::kSoftmax || kind == ReductionKind::kLogSoftmax;
+  return kind == ReductionKind::kSoftmax || kind == ReductionKind::kLogSoftmax ||
+         kind == ReductionKind::kLogSumExp;
 }
 
 std::vector<int64_t> ShapeOf(const TensorSpec& spec) {

@@ -1,8 +1,11 @@
 // The reduction family: reductions along one dimension with the group's elementwise ops fused
-// before and after them. Supported reductions: softmax, log_softmax, sum / mean / amax / amin,
-// var and var_mean (correction or unbiased, keepdim or not) over any one dimension; layer_norm
-// (weight, bias, eps) over the last dimension, or over several trailing ones as over one dim of
-// their product when every tensor of the task is contiguous across them. The RMSNorm pattern
+// before and after them. Supported reductions: softmax, log_softmax, logsumexp, sum / mean /
+// amax / amin, var and var_mean (correction or unbiased, keepdim or not) over any one dimension;
+// layer_norm (weight, bias, eps) over the last dimension, or over several trailing ones as over
+// one dim of their product when every tensor of the task is contiguous across them; group_norm,
+// native_group_norm and instance_norm (without running statistics) as layer norm over each
+// (sample, group) of the task rewritten to (N, G, C/G * spatial), the affine read per channel
+// (analysis.h). The RMSNorm pattern
 // (pow, mean, add eps, rsqrt, mul, mul weight) is mean plus elementwise ops. Several reductions
 // may be chained (e.g. layer_norm then softmax): a reduction whose input depends on another's
 // result runs in a later pass over the row. Every reduction of a task reduces the same dimension

@@ -333,7 +333,8 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
       case ReductionKind::kMin: define("value", a); break;
       case ReductionKind::kMean: define("value", absl::StrCat(a, " / ", columns)); break;
       case ReductionKind::kSoftmax:
-      case ReductionKind::kLogSoftmax: {
+      case ReductionKind::kLogSoftmax:
+      case ReductionKind::kLogSumExp: {
         if (online_softmax_ || stage.step == 0) {
           define("max", online_softmax_ ? absl::StrCat(a, ".max") : a);
           define("max_log2e", absl::StrCat(RowVariable(r, "max"), " * (", acc, ")kForgeLog2e"));
@@ -344,6 +345,10 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
           define("inv_sum", absl::StrCat("(", acc, ")1 / ", sum));
         } else {
           define("log_sum", absl::StrCat("forge_log(", sum, ")"));
+        }
+        // A row of -inf only: -inf + log(0) = -inf, as ATen's.
+        if (reduction.kind == ReductionKind::kLogSumExp) {
+          define("value", absl::StrCat(RowVariable(r, "max"), " + ", RowVariable(r, "log_sum")));
         }
         break;
       }

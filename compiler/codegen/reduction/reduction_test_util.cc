@@ -231,6 +231,16 @@ std::vector<std::pair<std::string, KernelTask>> Cases() {
   cases.emplace_back("amin_dim2_bf16", Statistic("amin", "default", {3, 4, 50, 64}, 2, true, kBF16));
   cases.emplace_back("var_dim1", Statistic("var", "correction", {16, 256, 49}, 1, true));
   cases.emplace_back("var_mean_dim0", VarMean({77, 130}, 0));
+  cases.emplace_back("logsumexp", Statistic("logsumexp", "default", {33, 1001}, -1, false));
+  cases.emplace_back("logsumexp_dim1_keepdim_bf16",
+                     Statistic("logsumexp", "default", {4, 77, 9}, 1, true, kBF16));
+  cases.emplace_back("mean_hw_keepdim_times_x",
+                     TaskBuilder()
+                         .Input("x", kF32, {4, 6, 7, 9})
+                         .Node("m", "mean", "dim", {TensorArg("self", "x"), IntsArg("dim", {2, 3}), BoolArg("keepdim", true)}, kF32, {4, 6, 1, 1})
+                         .Node("y", "mul", "Tensor", {TensorArg("self", "x"), TensorArg("other", "m")}, kF32, {4, 6, 7, 9})
+                         .Output("y")
+                         .Build(kReduction));
   cases.emplace_back("group_norm_silu_f16", GroupNormSilu(kF16, {2, 320, 8, 8}, 32));
   cases.emplace_back("group_norm_silu_bf16_3d", GroupNormSilu(kBF16, {3, 12, 7}, 4));
   cases.emplace_back("group_norm_f32_5d", GroupNormSilu(kF32, {2, 6, 3, 5, 7}, 3, false));
