@@ -130,6 +130,14 @@ def cross_entropy(**options):
     return lambda m, x, target: F.cross_entropy(x, target, **options)
 
 
+def weighted_cross_entropy(**options):
+    return lambda m, x, target: F.cross_entropy(x, target, weight=m.weight, **options)
+
+
+def class_weights(c, dtype):
+    return lambda: {"weight": torch.rand(c).to(dtype) + 0.5}
+
+
 def logits_targets(n, c, dtype):
     return lambda t: [t((n, c), dtype), t((n,), I64, high=c)]
 
@@ -371,6 +379,28 @@ PROBLEMS = [
             logits_targets(999, 7, F32)),
     Problem("cross_entropy_ignore0_sum_bf16_129x5", R, "validate",
             cross_entropy(ignore_index=0, reduction="sum"), logits_targets(129, 5, BF16)),
+    Problem("cross_entropy_none_bf16_257x1001", R, "validate", cross_entropy(reduction="none"),
+            logits_targets(257, 1001, BF16)),
+    Problem("cross_entropy_none_ignore4_smoothed_f32_100x33", R, "validate",
+            cross_entropy(reduction="none", ignore_index=4, label_smoothing=0.2),
+            logits_targets(100, 33, F32)),
+    Problem("cross_entropy_weighted_f32_333x1001", R, "validate", weighted_cross_entropy(),
+            logits_targets(333, 1001, F32), class_weights(1001, F32)),
+    Problem("cross_entropy_weighted_sum_ignore2_bf16_129x77", R, "validate",
+            weighted_cross_entropy(reduction="sum", ignore_index=2),
+            logits_targets(129, 77, BF16), class_weights(77, BF16)),
+    Problem("cross_entropy_weighted_none_f16_64x512", R, "validate",
+            weighted_cross_entropy(reduction="none"), logits_targets(64, 512, F16),
+            class_weights(512, F16)),
+    # nll_loss on log-probabilities (aten::nll_loss_nd): the cross_entropy template without its
+    # pass over the row; after log_softmax it is a second task
+    Problem("nll_loss_of_log_softmax_f32_333x1001", R, "validate",
+            lambda m, x, target: F.nll_loss(F.log_softmax(x, -1), target),
+            logits_targets(333, 1001, F32)),
+    Problem("nll_loss_weighted_none_ignore1_bf16_129x77", R, "validate",
+            lambda m, x, target: F.nll_loss(x, target, weight=m.weight, reduction="none",
+                                            ignore_index=1),
+            logits_targets(129, 77, BF16), class_weights(77, BF16)),
     Problem("cross_entropy_smoothed_f32_333x1001", R, "validate",
             cross_entropy(label_smoothing=0.1), logits_targets(333, 1001, F32)),
     Problem("cross_entropy_smoothed_sum_ignore2_bf16_257x77", R, "validate",

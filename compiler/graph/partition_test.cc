@@ -182,6 +182,18 @@ TEST(PartitionTest, GroupNormAndInstanceNormTakeTheirEpilogues) {
               ElementsAre("REDUCTION: instance_norm+add+relu"));
 }
 
+// F.nll_loss(F.log_softmax(x, -1), t) as forge.export emits it: two reduction tasks (the
+// reduction family's row_reduce and cross_entropy templates), not a reduction and an ATen call.
+TEST(PartitionTest, NllLossOfLogSoftmaxIsTwoReductionTasks) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {8, 10});
+  const std::string t = b.Input("t", {8});
+  const std::string log_probabilities = b.Op("aten::log_softmax", {x}, {8, 10}, -1);
+  b.Output(b.Op("aten::nll_loss_nd", {log_probabilities, t}, {}));
+  EXPECT_THAT(Summary(PartitionAndCheck(b.graph())),
+              ElementsAre("REDUCTION: log_softmax", "REDUCTION: nll_loss_nd"));
+}
+
 TEST(PartitionTest, GemmTakesItsSingleConsumerEpilogue) {
   GraphBuilder b;
   const std::string x = b.Input("x", {8, 64});

@@ -42,6 +42,16 @@ TEST(CrossEntropyTest, DefaultSchedulesCompileWithoutSpills) {
       {"vocabulary_bf16", CrossEntropy(kBF16, 16, 50257)},
       {"label_smoothing_bf16_anchor", CrossEntropy(kBF16, 8192, 32000,
                                                    {FloatArg("label_smoothing", 0.1)})},
+      {"none_bf16", CrossEntropy(kBF16, 77, 1001, {IntArg("reduction", 0)})},
+      {"weighted_f32_ignore", CrossEntropy(kF32, 100, 33,
+                                           {OptionalTensorArg("weight", "w"),
+                                            IntArg("ignore_index", 1)})},
+      {"nll_loss_nd_f32", CrossEntropy(kF32, 100, 33, {}, {}, "nll_loss_nd")},
+      {"nll_loss_nd_none_weighted_bf16",
+       CrossEntropy(kBF16, 77, 1001, {OptionalTensorArg("weight", "w"), IntArg("reduction", 0)},
+                    {}, "nll_loss_nd")},
+      {"none_smoothed_f16",
+       CrossEntropy(kF16, 64, 512, {IntArg("reduction", 0), FloatArg("label_smoothing", 0.2)})},
       {"label_smoothing_f32_ignore_sum",
        CrossEntropy(kF32, 33, 1001,
                     {IntArg("reduction", 2), IntArg("ignore_index", 0),
@@ -174,6 +184,34 @@ TEST(CrossEntropyTest, LabelSmoothingSumsTheRowInTheSamePass) {
   EXPECT_THAT(plain->source, HasSubstr("constexpr bool kSmoothed = false;"));
 }
 
+// Class weights scale a row's loss by its target's and the mean divides by their sum;
+// reduction none writes each row's loss and stops there; nll_loss reads log-probabilities.
+TEST(CrossEntropyTest, ClassWeightsReductionNoneAndNllLoss) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> weighted = family.Generate(
+      CrossEntropy(kF32, 64, 100, {OptionalTensorArg("weight", "w")}), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(weighted.ok()) << weighted.status();
+  EXPECT_THAT(weighted->source, HasSubstr("cross-entropy (mean, class weights, ignore_index -100)"));
+  EXPECT_THAT(weighted->source, HasSubstr("constexpr bool kWeighted = true;"));
+  EXPECT_THAT(weighted->source, HasSubstr("const ForgeCeLogit* const weight = in2;"));
+  absl::StatusOr<GeneratedKernel> none = family.Generate(
+      CrossEntropy(kBF16, 64, 100, {IntArg("reduction", 0)}), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(none->source, HasSubstr("constexpr bool kNone = true;"));
+  EXPECT_THAT(none->source, HasSubstr("const ForgeCeLogit* const weight = nullptr;"));
+  // nll_loss on log-probabilities: the loss is -x[target], no pass over the row.
+  absl::StatusOr<GeneratedKernel> nll = family.Generate(
+      CrossEntropy(kF32, 64, 100, {}, {}, "nll_loss_nd"), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(nll.ok()) << nll.status();
+  EXPECT_THAT(nll->source, HasSubstr(": nll_loss (mean, ignore_index -100)"));
+  EXPECT_THAT(nll->source, HasSubstr("constexpr bool kNll = true;"));
+  // reduction none with a 0-d output (or mean with a per-row one) is malformed.
+  KernelTask scalar_none = CrossEntropy(kF32, 8, 10, {IntArg("reduction", 0)});
+  scalar_none.mutable_outputs(0)->clear_shape();
+  scalar_none.mutable_outputs(0)->clear_strides();
+  EXPECT_THAT(family.Applies(scalar_none).message(), HasSubstr("of shape [8] (reduction none)"));
+}
+
 TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
   ReductionFamily family;
   auto rejection = [&](const KernelTask& task) {
@@ -182,21 +220,14 @@ TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
     return std::string(status.message());
   };
   const std::string node = "cross_entropy: aten::cross_entropy_loss.default (node cross_entropy_loss)";
-  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10, {IntArg("reduction", 0)})),
-            node + " has reduction 0; only mean (1) and sum (2) are supported");
+  EXPECT_EQ(family.Applies(CrossEntropy(kF32, 8, 10, {IntArg("reduction", 3)})).message(),
+            node + " has reduction 3; ATen's are none (0), mean (1) and sum (2)");
   EXPECT_EQ(family.Applies(CrossEntropy(kF32, 8, 10, {FloatArg("label_smoothing", 1.5)})).message(),
             node + " has label_smoothing 1.5; it must be in [0, 1]");
-  EXPECT_EQ(rejection(TaskBuilder()
-                          .Input("x", kF32, {8, 10})
-                          .Input("t", forge::v1::DTYPE_INT64, {8})
-                          .Input("w", kF32, {10})
-                          .Node("cross_entropy_loss", "cross_entropy_loss", "default",
-                                {TensorArg("self", "x"), TensorArg("target", "t"),
-                                 OptionalTensorArg("weight", "w")},
-                                kF32, {})
-                          .Output("cross_entropy_loss")
-                          .Build(kReduction)),
-            node + " has class weights; only weight=None is supported");
+  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10,
+                                   {OptionalTensorArg("weight", "w"),
+                                    FloatArg("label_smoothing", 0.1)})),
+            node + " has class weights and label smoothing; the template takes either alone");
   // Class-probability targets: float, of the logits' shape.
   EXPECT_EQ(rejection(TaskBuilder()
                           .Input("x", kF32, {8, 10})

@@ -309,14 +309,23 @@ SchedulePoint Point(int64_t threads, int64_t rows, int64_t width, int64_t cache,
 // node; `arguments` are those after self and target that differ from their defaults.
 KernelTask CrossEntropy(DType dtype, int64_t rows, int64_t classes,
                         std::vector<forge::v1::Argument> arguments,
-                        std::vector<int64_t> logits_strides) {
+                        std::vector<int64_t> logits_strides, const std::string& op) {
   std::vector<forge::v1::Argument> all = {TensorArg("self", "x"), TensorArg("target", "t")};
   all.insert(all.end(), arguments.begin(), arguments.end());
-  return TaskBuilder()
-      .Input("x", dtype, {rows, classes}, std::move(logits_strides))
-      .Input("t", forge::v1::DTYPE_INT64, {rows})
-      .Node("cross_entropy_loss", "cross_entropy_loss", "default", std::move(all), dtype, {})
-      .Output("cross_entropy_loss")
+  // reduction none: a loss per row; weight "w": class weights of the logits' dtype, an input.
+  std::vector<int64_t> loss_shape;
+  bool weighted = false;
+  for (const forge::v1::Argument& argument : arguments) {
+    if (argument.name() == "reduction" && argument.int_value() == 0) loss_shape = {rows};
+    weighted = weighted || argument.name() == "weight";
+  }
+  TaskBuilder builder;
+  builder.Input("x", dtype, {rows, classes}, std::move(logits_strides))
+      .Input("t", forge::v1::DTYPE_INT64, {rows});
+  if (weighted) builder.Input("w", dtype, {classes});
+  return builder
+      .Node(op, op, "default", std::move(all), dtype, loss_shape)
+      .Output(op)
       .Build(kReduction);
 }
 

@@ -61,10 +61,13 @@ forge::v1::KernelTask InstanceNorm(forge::v1::DType dtype, std::vector<int64_t> 
 // Labelled tasks of every reduction kind, dtype and both templates, with views in the group.
 std::vector<std::pair<std::string, forge::v1::KernelTask>> Cases();
 // F.cross_entropy(logits, target, ...) as forge.export emits it: one aten::cross_entropy_loss
-// node; `arguments` are those after self and target that differ from their defaults.
+// node; `arguments` are those after self and target that differ from their defaults (reduction 0
+// makes the output one loss per row; an argument "weight" naming "w" adds the class weights as
+// the third input); `op` "nll_loss_nd": F.nll_loss on log-probabilities.
 forge::v1::KernelTask CrossEntropy(forge::v1::DType dtype, int64_t rows, int64_t classes,
                                    std::vector<forge::v1::Argument> arguments = {},
-                                   std::vector<int64_t> logits_strides = {});
+                                   std::vector<int64_t> logits_strides = {},
+                                   const std::string& op = "cross_entropy_loss");
 
 // Points of the templates.
 SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64_t online = 1);
