@@ -37,14 +37,15 @@
 // memory in a fixed order (deterministic). A block holds threads_per_block / reduce_threads rows.
 // `cache_row`, `online_softmax` and `welford` are as above. Var and var_mean use `welford` too.
 //
-// Template "cross_entropy", for a task that is one aten::cross_entropy_loss node: (N, C) logits
-// (float32 / bfloat16 / float16, accumulated in float32; float64 in float64), int64 class-index
-// targets of shape (N), reduction mean, sum or none (a loss per row, 0 where ignored),
-// ignore_index, class weights ((C), the logits' dtype: a row's loss times its target's weight, the
-// mean over the counted rows' weights) or label smoothing (not both). A row's loss is
-// logsumexp(logits) - logits[target] (with label smoothing e: lse - (1 - e) logits[target] - e/C
-// sum(logits)), computed by
-// `threads_per_row` threads in one online-softmax pass of `vector_width`-element loads;
+// Template "cross_entropy", for a task that is one aten::cross_entropy_loss node (or
+// aten::nll_loss / nll_loss_nd, whose rows are log-probabilities: the loss is -x[target], with no
+// pass over the row): (N, C) logits (float32 / bfloat16 / float16, accumulated in float32;
+// float64 in float64), int64 class-index targets of shape (N), reduction mean, sum or none (a
+// loss per row, 0 where ignored), ignore_index, class weights ((C), the logits' dtype: a row's
+// loss times its target's weight, the mean over the counted rows' weights) or label smoothing
+// (not both). A row's loss is logsumexp(logits) - logits[target] (with label smoothing e: lse -
+// (1 - e) logits[target] - e/C sum(logits)), computed by `threads_per_row` threads in one
+// online-softmax pass of `vector_width`-element loads;
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
