@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/redis/transaction.h"
 #include "common/status/status_macros.h"
 #include "server/redis_keys.h"
 
@@ -28,6 +29,12 @@ absl::StatusOr<forge::v1::Result> ParseResult(const std::string& key, const Redi
 }
 
 }  // namespace
+
+bool ResultFilter::Matches(const forge::v1::Result& result) const {
+  if (!worker_identity.empty() && result.worker_identity() != worker_identity) return false;
+  if (unattributed && !result.worker_identity().empty()) return false;
+  return candidate_digest.empty() || ResultCandidateDigest(result) == candidate_digest;
+}
 
 const std::string& ResultCandidateDigest(const forge::v1::Result& result) {
   return result.has_measurement() ? result.measurement().candidate_digest()
@@ -90,6 +97,57 @@ absl::StatusOr<std::vector<forge::v1::Result>> ResultCache::ForTask(absl::string
     if (result.has_value()) results.push_back(*std::move(result));
   }
   return results;
+}
+
+absl::StatusOr<std::vector<PurgedTask>> ResultCache::Purge(const ResultFilter& filter) {
+  if (filter.empty()) {
+    return absl::InvalidArgumentError(
+        "purging results: name a worker identity, unattributed results, a candidate or a task");
+  }
+  std::string task = filter.task_digest;
+  if (task.empty() && !filter.candidate_digest.empty()) {
+    // A candidate's results are indexed under its task, which its leased record names.
+    absl::StatusOr<forge::v1::Candidate> candidate = GetCandidate(filter.candidate_digest);
+    if (absl::IsNotFound(candidate.status())) return std::vector<PurgedTask>{};
+    FORGE_RETURN_IF_ERROR(candidate.status());
+    task = candidate->task_digest();
+  }
+  // forge:task_results:{space}:{task}: the space may hold ':' ("predicted:H200"), a digest not.
+  FORGE_ASSIGN_OR_RETURN(
+      const std::vector<std::string> indexes,
+      ScanKeys(*redis_, absl::StrCat(keys::kTaskResultsPrefix, "*:", task.empty() ? "*" : task)));
+  std::vector<PurgedTask> purged;
+  for (const std::string& index : indexes) {
+    const absl::string_view rest = absl::string_view(index).substr(keys::kTaskResultsPrefix.size());
+    const size_t colon = rest.rfind(':');
+    if (colon == absl::string_view::npos) continue;
+    PurgedTask touched{.space = std::string(rest.substr(0, colon)),
+                       .task_digest = std::string(rest.substr(colon + 1)),
+                       .results = 0};
+    std::vector<std::string> digests;
+    if (filter.candidate_digest.empty()) {
+      absl::StatusOr<RedisReply> members = redis_->Command({"SMEMBERS", index});
+      FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("reading ", index), members));
+      for (const RedisReply& member : members->elements()) digests.push_back(member.str());
+    } else {
+      digests.push_back(filter.candidate_digest);
+    }
+    FORGE_ASSIGN_OR_RETURN(const std::vector<std::optional<forge::v1::Result>> results,
+                           GetMany(touched.space, digests));
+    std::vector<std::string> remove = {"DEL"};
+    std::vector<std::string> unindex = {"SREM", index};
+    for (size_t i = 0; i < digests.size(); ++i) {
+      if (!results[i].has_value() || !filter.Matches(*results[i])) continue;
+      remove.push_back(keys::Result(touched.space, digests[i]));
+      unindex.push_back(digests[i]);
+    }
+    touched.results = static_cast<int64_t>(unindex.size()) - 2;
+    if (touched.results == 0) continue;
+    FORGE_RETURN_IF_ERROR(Transaction(*redis_, absl::StrCat("purging results of ", index),
+                                      {std::move(remove), std::move(unindex)}));
+    purged.push_back(std::move(touched));
+  }
+  return purged;
 }
 
 absl::StatusOr<forge::v1::Candidate> ResultCache::GetCandidate(absl::string_view candidate_digest) {

@@ -3,9 +3,15 @@
 // same candidate (a worker whose lease had expired, a retry) is refused, so no candidate is ever
 // counted twice. A space is where a result is valid (redis_keys.h): a GPU model, or a prediction
 // for one.
+//
+// Purge removes results again, by the worker identity that reported them (or the lack of one),
+// by candidate or by task: the admin's answer to a worker that reported false numbers. Each
+// result is removed with its entry in the task's index in one transaction; the caller restarts
+// the searches of the tasks it names (their counts and bests came from the removed results).
 #ifndef FORGE_SERVER_RESULT_CACHE_H_
 #define FORGE_SERVER_RESULT_CACHE_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +26,28 @@ namespace forge::server {
 
 // The candidate a result is about (its measurement's or its failure's).
 const std::string& ResultCandidateDigest(const forge::v1::Result& result);
+
+// Which results Purge removes: those matching every field set. Digests are SHA-256 hex (the
+// caller checks; JobService does).
+struct ResultFilter {
+  std::string worker_identity;  // reported by this identity
+  bool unattributed = false;    // reported with no identity (open authentication)
+  std::string candidate_digest;
+  std::string task_digest;
+
+  bool empty() const {
+    return worker_identity.empty() && !unattributed && candidate_digest.empty() &&
+           task_digest.empty();
+  }
+  bool Matches(const forge::v1::Result& result) const;
+};
+
+// The results Purge removed from one (space, task).
+struct PurgedTask {
+  std::string space;
+  std::string task_digest;
+  int64_t results = 0;
+};
 
 class ResultCache {
  public:
@@ -45,6 +73,11 @@ class ResultCache {
   // Every result stored for a task on `space` (candidate digests sorted).
   absl::StatusOr<std::vector<forge::v1::Result>> ForTask(absl::string_view space,
                                                          absl::string_view task_digest);
+
+  // Removes every result matching `filter` (InvalidArgument when it is empty) from every space,
+  // with its task index entry; the (space, task)s that lost results, in key order. A result
+  // stored while this runs may survive it.
+  absl::StatusOr<std::vector<PurgedTask>> Purge(const ResultFilter& filter);
 
  private:
   RedisClient* const redis_;
