@@ -13,7 +13,8 @@
 //
 // Garbage collection (server/sweeper.h): every gc.interval one coordinator of those sharing the
 // Redis removes ended jobs older than gc.job-retention, lets graphs no job names expire and
-// removes weight blobs no job names older than gc.blob-grace.
+// removes weight blobs no job names older than gc.blob-grace, and keeps the results cache within
+// gc.max-results.
 #include <pthread.h>
 #include <signal.h>
 
@@ -115,6 +116,9 @@ ConfigSchema Schema() {
                 "How long a graph no job names stays (more than gc.interval).")
       .Duration("gc.blob-grace", SweeperOptions().blob_grace,
                 "How old a weight blob no job names must be before it is removed.")
+      .Int64("gc.max-results", SweeperOptions().max_results,
+             "Most results the cache keeps; the least recently read go first (0: no bound).",
+             {.min = 0})
       .Duration("shutdown.grace", absl::Seconds(5),
                 "Time calls in flight get to finish after SIGTERM.")
       .Int64("intake.max-graph-bytes", IntakeLimits().max_graph_bytes,
@@ -344,10 +348,11 @@ int Run(int argc, char** argv) {
       GetLogger("scheduler")->warn("tick: {}", ticked.ToString());
     }
   });
-  Sweeper sweeper(&redis, &jobs, blobs->get(), registry.get(),
+  Sweeper sweeper(&redis, &jobs, blobs->get(), &results, registry.get(),
                   {.job_retention = config->GetDuration("gc.job-retention"),
                    .model_grace = config->GetDuration("gc.model-grace"),
                    .blob_grace = config->GetDuration("gc.blob-grace"),
+                   .max_results = config->GetInt64("gc.max-results"),
                    .lock_ttl = SweeperOptions().lock_ttl});
   Periodically sweeps(config->GetDuration("gc.interval"), [&sweeper] {
     if (absl::StatusOr<SweepStats> swept = sweeper.Sweep(absl::Now()); !swept.ok()) {

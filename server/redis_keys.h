@@ -73,8 +73,9 @@ inline std::string JobEvents(absl::string_view job_id) {
 }
 inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
 inline constexpr absl::string_view kSweeperLock = "forge:sweeper:lock";
+inline constexpr absl::string_view kResultPrefix = "forge:result:";
 inline std::string Result(absl::string_view space, absl::string_view candidate) {
-  return absl::StrCat("forge:result:", space, ":", candidate);
+  return absl::StrCat(kResultPrefix, space, ":", candidate);
 }
 inline std::string Candidate(absl::string_view candidate) {
   return absl::StrCat("forge:candidate:", candidate);

@@ -1,6 +1,7 @@
 #include "server/result_cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/redis/transaction.h"
@@ -148,6 +149,41 @@ absl::StatusOr<std::vector<PurgedTask>> ResultCache::Purge(const ResultFilter& f
     purged.push_back(std::move(touched));
   }
   return purged;
+}
+
+absl::StatusOr<int64_t> ResultCache::EvictLeastRecentlyUsed(int64_t max_results) {
+  FORGE_ASSIGN_OR_RETURN(std::vector<std::string> stored,
+                         ScanKeys(*redis_, absl::StrCat(keys::kResultPrefix, "*")));
+  const int64_t excess = static_cast<int64_t>(stored.size()) - max_results;
+  if (max_results <= 0 || excess <= 0) return 0;
+  std::vector<std::vector<std::string>> idle;
+  for (const std::string& key : stored) idle.push_back({"OBJECT", "IDLETIME", key});
+  absl::StatusOr<std::vector<RedisReply>> seconds = redis_->Pipeline(idle);
+  if (!seconds.ok()) return Annotate(seconds.status(), "reading the results' idle times");
+  std::vector<std::pair<int64_t, std::string>> by_idle;  // most idle first
+  for (size_t i = 0; i < stored.size(); ++i) {
+    by_idle.emplace_back((*seconds)[i].integer(), std::move(stored[i]));
+  }
+  std::sort(by_idle.begin(), by_idle.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  int64_t evicted = 0;
+  for (int64_t i = 0; i < excess; ++i) {
+    // forge:result:{space}:{candidate}: the candidate record names its task.
+    const std::string& key = by_idle[i].second;
+    const size_t colon = key.rfind(':');
+    const size_t start = keys::kResultPrefix.size();
+    const std::string space = key.substr(start, colon - start);
+    const std::string digest = key.substr(colon + 1);
+    std::vector<std::vector<std::string>> commands = {{"DEL", key}};
+    if (absl::StatusOr<forge::v1::Candidate> candidate = GetCandidate(digest); candidate.ok()) {
+      commands.push_back({"SREM", keys::TaskResults(space, candidate->task_digest()), digest});
+    }
+    FORGE_RETURN_IF_ERROR(
+        Transaction(*redis_, absl::StrCat("evicting ", key), std::move(commands)));
+    ++evicted;
+  }
+  return evicted;
 }
 
 absl::StatusOr<forge::v1::Candidate> ResultCache::GetCandidate(absl::string_view candidate_digest) {

@@ -4,6 +4,8 @@
 // counted twice. A space is where a result is valid (redis_keys.h): a GPU model, or a prediction
 // for one.
 //
+// EvictLeastRecentlyUsed bounds the cache's size for the sweeper (server/sweeper.h).
+//
 // Purge removes results again, by the worker identity that reported them (or the lack of one),
 // by candidate or by task: the admin's answer to a worker that reported false numbers. Each
 // result is removed with its entry in the task's index in one transaction; the caller restarts
@@ -78,6 +80,11 @@ class ResultCache {
   // with its task index entry; the (space, task)s that lost results, in key order. A result
   // stored while this runs may survive it.
   absl::StatusOr<std::vector<PurgedTask>> Purge(const ResultFilter& filter);
+
+  // Keeps the cache at `max_results` results at most: removes the ones read least recently
+  // (Redis's idle time of the key, which every lookup resets) with their task index entries.
+  // Returns how many went. A bound, not a purge: loaded searches keep what they counted.
+  absl::StatusOr<int64_t> EvictLeastRecentlyUsed(int64_t max_results);
 
  private:
   RedisClient* const redis_;

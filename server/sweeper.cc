@@ -34,16 +34,18 @@ metrics::Family<metrics::Counter>* AddCounter(metrics::Registry* registry,
 
 }  // namespace
 
-Sweeper::Sweeper(RedisClient* redis, JobStore* jobs, BlobStore* blobs,
+Sweeper::Sweeper(RedisClient* redis, JobStore* jobs, BlobStore* blobs, ResultCache* results,
                  metrics::Registry* registry, SweeperOptions options)
     : redis_(redis),
       jobs_(jobs),
       blobs_(blobs),
+      results_(results),
       options_(std::move(options)),
       lock_owner_(NewId("sweeper", 0)),
       swept_(AddCounter(registry, {"forge_coordinator_swept_total",
                                    "What the sweeper removed: ended jobs past their retention, "
-                                   "graphs no job names (given an expiry), unreferenced blobs.",
+                                   "graphs no job names (given an expiry), unreferenced blobs, "
+                                   "results past the cache's bound.",
                                    {}})),
       sweeps_(AddCounter(registry, {"forge_coordinator_sweeps_total",
                                     "Sweeps by outcome: done, skipped (another coordinator "
@@ -67,10 +69,11 @@ absl::StatusOr<SweepStats> Sweeper::Sweep(absl::Time now) {
   sweeps_->Add({{"outcome", stats.ok() ? "done" : "failed"}}).Increment();
   if (stats.ok()) {
     LogWithFields(*GetLogger("coordinator"),
-                  stats->jobs + stats->models + stats->blobs > 0 ? spdlog::level::info
+                  stats->jobs + stats->models + stats->blobs + stats->results > 0
+                      ? spdlog::level::info
                                                                  : spdlog::level::debug,
                   "swept", {{"jobs", stats->jobs}, {"models", stats->models},
-                            {"blobs", stats->blobs}});
+                            {"blobs", stats->blobs}, {"results", stats->results}});
   }
   return stats;
 }
@@ -113,6 +116,9 @@ absl::StatusOr<SweepStats> Sweeper::SweepLocked(absl::Time now) {
     ++stats.blobs;
     swept_->Add({{"what", "blobs"}}).Increment();
   }
+  // 4. The results cache's bound.
+  FORGE_ASSIGN_OR_RETURN(stats.results, results_->EvictLeastRecentlyUsed(options_.max_results));
+  swept_->Add({{"what", "results"}}).Increment(static_cast<double>(stats.results));
   return stats;
 }
 

@@ -9,16 +9,18 @@
 //   3. Weight blobs that no remaining job's graph names and that were stored more than
 //      `blob_grace` ago are removed, index and file (BlobStore::Remove). The grace keeps a blob a
 //      client uploaded for a job it is still submitting.
-// The results cache is kept: it is the product, shared by every job and owner; the admin's purge
-// (Scheduler::PurgeResults) removes results. Task specs, candidates and search snapshots, which
-// results and searches name, stay too.
+//   4. The results cache, which is the product (shared by every job and owner) and outlives jobs,
+//      is only bounded: past `max_results` results, the ones read least recently go
+//      (ResultCache::EvictLeastRecentlyUsed). The admin's purge (Scheduler::PurgeResults) is how
+//      results are removed for cause. Task specs, candidates and search snapshots stay.
 //
 // One sweeper at a time: every coordinator sharing a Redis runs one, and a sweep runs only while
 // its coordinator holds forge:sweeper:lock (SET NX with an expiry, released by compare-and-delete,
 // so a crashed holder blocks the others for `lock_ttl` at most). A sweep that fails midway leaves
 // what it did done and what it did not for the next one.
 //
-// Metrics: forge_coordinator_swept_total{what: jobs, models, blobs} counts what sweeps removed
+// Metrics: forge_coordinator_swept_total{what: jobs, models, blobs, results} counts what sweeps
+// removed
 // (models: given their expiry), forge_coordinator_sweeps_total{outcome: done, skipped, failed}.
 #ifndef FORGE_SERVER_SWEEPER_H_
 #define FORGE_SERVER_SWEEPER_H_
@@ -32,6 +34,7 @@
 #include "common/redis/redis_client.h"
 #include "server/blob_store.h"
 #include "server/job_store.h"
+#include "server/result_cache.h"
 
 namespace forge::server {
 
@@ -42,6 +45,8 @@ struct SweeperOptions {
   absl::Duration model_grace = absl::Hours(1);
   // How old an unreferenced blob must be before it is removed.
   absl::Duration blob_grace = absl::Hours(24);
+  // Most results the cache keeps; 0: no bound.
+  int64_t max_results = 1'000'000;
   // How long the lock lasts without being released (longer than a sweep takes).
   absl::Duration lock_ttl = absl::Minutes(10);
 };
@@ -52,14 +57,15 @@ struct SweepStats {
   int64_t jobs = 0;
   int64_t models = 0;
   int64_t blobs = 0;
+  int64_t results = 0;
 };
 
 class Sweeper {
  public:
   // The stores and `redis` (the lock's) must outlive the sweeper; `registry` gets its metrics
   // (aborts if it has them already: one sweeper per registry).
-  Sweeper(RedisClient* redis, JobStore* jobs, BlobStore* blobs, metrics::Registry* registry,
-          SweeperOptions options);
+  Sweeper(RedisClient* redis, JobStore* jobs, BlobStore* blobs, ResultCache* results,
+          metrics::Registry* registry, SweeperOptions options);
 
   // One sweep (above) as of `now`, if the lock is free.
   absl::StatusOr<SweepStats> Sweep(absl::Time now);
@@ -70,6 +76,7 @@ class Sweeper {
   RedisClient* const redis_;
   JobStore* const jobs_;
   BlobStore* const blobs_;
+  ResultCache* const results_;
   const SweeperOptions options_;
   const std::string lock_owner_;  // this sweeper's value of the lock key
   metrics::Family<metrics::Counter>* swept_;

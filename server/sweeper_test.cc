@@ -37,10 +37,13 @@ class SweeperTest : public testing::RedisFixture {
         BlobStore::Open(redis_.get(), blob_dir_.path() + "/blobs");
     ASSERT_TRUE(blobs.ok()) << blobs.status();
     blobs_ = *std::move(blobs);
-    sweeper_ = std::make_unique<Sweeper>(redis_.get(), jobs_.get(), blobs_.get(), &registry_,
+    results_ = std::make_unique<ResultCache>(redis_.get());
+    sweeper_ = std::make_unique<Sweeper>(redis_.get(), jobs_.get(), blobs_.get(), results_.get(),
+                                         &registry_,
                                          SweeperOptions{.job_retention = absl::Hours(1),
                                                         .model_grace = absl::Minutes(30),
-                                                        .blob_grace = absl::Hours(2)});
+                                                        .blob_grace = absl::Hours(2),
+                                                        .max_results = 0});
   }
 
   // Stores `bytes` as a blob; its digest.
@@ -80,6 +83,7 @@ class SweeperTest : public testing::RedisFixture {
   metrics::Registry registry_;
   std::unique_ptr<JobStore> jobs_;
   std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<ResultCache> results_;
   std::unique_ptr<Sweeper> sweeper_;
 };
 
@@ -157,7 +161,8 @@ TEST_F(SweeperTest, OnlyTheCoordinatorHoldingTheLockSweeps) {
   const Job job = CreateJob("m", "");
   ASSERT_TRUE(jobs_->Cancel(job.id(), "").ok());
   metrics::Registry other_registry;
-  Sweeper other(redis_.get(), jobs_.get(), blobs_.get(), &other_registry, SweeperOptions{});
+  Sweeper other(redis_.get(), jobs_.get(), blobs_.get(), results_.get(), &other_registry,
+                SweeperOptions{});
   // Another coordinator's sweep is under way: it holds the lock.
   ASSERT_TRUE(redis_->Command({"SET", std::string(keys::kSweeperLock), "another", "PX", "60000"})
                   .ok());
@@ -175,6 +180,44 @@ TEST_F(SweeperTest, OnlyTheCoordinatorHoldingTheLockSweeps) {
   EXPECT_EQ(swept->jobs, 1);
   EXPECT_FALSE(Exists(std::string(keys::kSweeperLock)));
   EXPECT_TRUE(other.Sweep(absl::Now()).ok());
+}
+
+TEST_F(SweeperTest, TheResultsCacheKeepsItsBoundDroppingTheLeastRecentlyRead) {
+  const std::string space = "predicted:H200";
+  const std::string task(64, 't');
+  std::vector<std::string> digests;
+  for (char c : std::string("abcde")) {
+    forge::v1::Candidate candidate;
+    candidate.set_digest(std::string(64, c));
+    candidate.set_task_digest(task);
+    // Written with the lease in the scheduler; the eviction reads the task from it.
+    ASSERT_TRUE(redis_->Command({"SET", keys::Candidate(candidate.digest()),
+                                 candidate.SerializeAsString()})
+                    .ok());
+    forge::v1::Result result;
+    result.mutable_measurement()->set_candidate_digest(candidate.digest());
+    result.mutable_measurement()->set_median_us(1);
+    ASSERT_TRUE(*results_->PutIfAbsent(space, candidate, result, "job-none"));
+    digests.push_back(candidate.digest());
+  }
+  // Redis keeps idle times in seconds: wait two, then a job reads d and e.
+  absl::SleepFor(absl::Milliseconds(2100));
+  ASSERT_TRUE(results_->GetMany(space, {digests[3], digests[4]}).ok());
+
+  metrics::Registry registry;
+  Sweeper bounded(redis_.get(), jobs_.get(), blobs_.get(), results_.get(), &registry,
+                  {.max_results = 2});
+  absl::StatusOr<SweepStats> swept = bounded.Sweep(absl::Now());
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->results, 3);
+  absl::StatusOr<std::vector<forge::v1::Result>> left = results_->ForTask(space, task);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->size(), 2u);
+  EXPECT_EQ((*left)[0].measurement().candidate_digest(), digests[3]);
+  EXPECT_EQ((*left)[1].measurement().candidate_digest(), digests[4]);
+  EXPECT_EQ(redis_->Command({"SCARD", keys::TaskResults(space, task)})->integer(), 2)
+      << "the task index follows";
+  EXPECT_EQ(bounded.Sweep(absl::Now())->results, 0) << "within the bound now";
 }
 
 }  // namespace

@@ -305,33 +305,31 @@ TEST_F(SecurityTest, OnlyWorkerIdentitiesRegisterAndOnlyAsThemselves) {
   ASSERT_EQ(Call(register_as(worker_a), Registration("gpu-a/1"), &registered),
             grpc::StatusCode::OK);
 
-  // Nor can a client token lease or report, even for a registered worker's id.
+  // Nor can a client token heartbeat, lease or report, even for a registered worker's id.
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("gpu-a");
+  v1::LeaseRequest lease_request;
+  lease_request.set_worker_id("gpu-a");
+  lease_request.set_max_candidates(1);
+  lease_request.set_target_arch("sm_90");
+  v1::ReportRequest report;
+  report.set_worker_id("gpu-a");
+  report.set_lease_id("lease-1");
   for (const char* token : {kAlice, kAdmin}) {
     auto stub = Workers(token);
-    v1::LeaseRequest lease_request;
-    lease_request.set_worker_id("gpu-a");
-    lease_request.set_max_candidates(1);
-    lease_request.set_target_arch("sm_90");
-    v1::LeaseResponse lease;
-    EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return stub->Lease(c, r, p); },
-                   lease_request, &lease),
-              grpc::StatusCode::PERMISSION_DENIED)
-        << token;
-    v1::ReportRequest report;
-    report.set_worker_id("gpu-a");
-    report.set_lease_id("lease-1");
+    v1::HeartbeatResponse beaten;
+    v1::LeaseResponse leased;
     v1::ReportResponse reported;
-    EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return stub->Report(c, r, p); },
-                   report, &reported),
-              grpc::StatusCode::PERMISSION_DENIED)
-        << token;
-    v1::HeartbeatRequest beat;
-    beat.set_worker_id("gpu-a");
-    v1::HeartbeatResponse answered;
-    EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return stub->Heartbeat(c, r, p); },
-                   beat, &answered),
-              grpc::StatusCode::PERMISSION_DENIED)
-        << token;
+    const grpc::StatusCode codes[] = {
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Heartbeat(c, r, p); }, beat,
+             &beaten),
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Lease(c, r, p); }, lease_request,
+             &leased),
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Report(c, r, p); }, report,
+             &reported)};
+    for (const grpc::StatusCode code : codes) {
+      EXPECT_EQ(code, grpc::StatusCode::PERMISSION_DENIED) << token;
+    }
   }
 }
 
