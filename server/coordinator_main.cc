@@ -310,7 +310,8 @@ int Run(int argc, char** argv) {
     return 1;
   }
   JobStore jobs(&redis);
-  ResultCache results(&redis);
+  // With authentication, results no authenticated worker reported are not served.
+  ResultCache results(&redis, /*attributed_only=*/!auth.open());
 
   auto registry = std::make_shared<metrics::Registry>();
   SchedulerOptions scheduler_options;

@@ -21,6 +21,17 @@ if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HINCRBY', KEYS[3], ARGV[3
 return 1
 )lua";
 
+// Replaces the stored result when it is still `expected` (an unattributed result an attributed one
+// replaces), indexes and counts like kPutScript. KEYS: result key, task index, job hash. ARGV:
+// expected bytes, result bytes, candidate digest, progress field. Returns 1 when replaced.
+constexpr char kReplaceScript[] = R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HINCRBY', KEYS[3], ARGV[4], 1) end
+return 1
+)lua";
+
 absl::StatusOr<forge::v1::Result> ParseResult(const std::string& key, const RedisReply& reply) {
   forge::v1::Result result;
   if (!reply.is_bulk_string() || !result.ParseFromString(reply.str())) {
@@ -43,6 +54,18 @@ const std::string& ResultCandidateDigest(const forge::v1::Result& result) {
 }
 
 absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> ResultCache::GetMany(
+    absl::string_view space, absl::Span<const std::string> candidate_digests) {
+  FORGE_ASSIGN_OR_RETURN(std::vector<std::optional<forge::v1::Result>> results,
+                         ReadMany(space, candidate_digests));
+  if (attributed_only_) {
+    for (std::optional<forge::v1::Result>& result : results) {
+      if (result.has_value() && result->worker_identity().empty()) result.reset();
+    }
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> ResultCache::ReadMany(
     absl::string_view space, absl::Span<const std::string> candidate_digests) {
   std::vector<std::optional<forge::v1::Result>> results(candidate_digests.size());
   if (candidate_digests.empty()) return results;
@@ -70,17 +93,32 @@ absl::StatusOr<bool> ResultCache::PutIfAbsent(absl::string_view space,
                                               const forge::v1::Result& result,
                                               absl::string_view job_id) {
   const std::string key = keys::Result(space, candidate.digest());
-  absl::StatusOr<RedisReply> reply = redis_->Command(
-      {"EVAL", kPutScript, "3", key, keys::TaskResults(space, candidate.task_digest()),
-       keys::Job(job_id), result.SerializeAsString(), candidate.digest(),
-       std::string(result.has_measurement() ? keys::job_field::kCandidatesCompleted
-                                            : keys::job_field::kCandidatesFailed)});
-  if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("storing ", key));
-  if (!reply->is_integer()) {
-    return absl::InternalError(absl::StrCat("storing ", key, ": unexpected reply ",
-                                            reply->DebugString()));
-  }
-  return reply->integer() == 1;
+  const std::string index = keys::TaskResults(space, candidate.task_digest());
+  const std::string bytes = result.SerializeAsString();
+  const std::string counter(result.has_measurement() ? keys::job_field::kCandidatesCompleted
+                                                     : keys::job_field::kCandidatesFailed);
+  auto run = [&](std::vector<std::string> command) -> absl::StatusOr<bool> {
+    absl::StatusOr<RedisReply> reply = redis_->Command(command);
+    if (!reply.ok()) return Annotate(reply.status(), absl::StrCat("storing ", key));
+    if (!reply->is_integer()) {
+      return absl::InternalError(absl::StrCat("storing ", key, ": unexpected reply ",
+                                              reply->DebugString()));
+    }
+    return reply->integer() == 1;
+  };
+  FORGE_ASSIGN_OR_RETURN(const bool stored,
+                         run({"EVAL", kPutScript, "3", key, index, keys::Job(job_id), bytes,
+                              candidate.digest(), counter}));
+  if (stored || !attributed_only_ || result.worker_identity().empty()) return stored;
+  // An attributed result replaces an unattributed one (which GetMany does not serve), if that is
+  // still what is stored when the script runs.
+  absl::StatusOr<RedisReply> stored_bytes = redis_->Command({"GET", key});
+  FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("reading ", key), stored_bytes));
+  if (!stored_bytes->is_bulk_string()) return false;
+  FORGE_ASSIGN_OR_RETURN(const forge::v1::Result old, ParseResult(key, *stored_bytes));
+  if (!old.worker_identity().empty()) return false;
+  return run({"EVAL", kReplaceScript, "3", key, index, keys::Job(job_id), stored_bytes->str(),
+              bytes, candidate.digest(), counter});
 }
 
 absl::StatusOr<std::vector<forge::v1::Result>> ResultCache::ForTask(absl::string_view space,
@@ -134,7 +172,7 @@ absl::StatusOr<std::vector<PurgedTask>> ResultCache::Purge(const ResultFilter& f
       digests.push_back(filter.candidate_digest);
     }
     FORGE_ASSIGN_OR_RETURN(const std::vector<std::optional<forge::v1::Result>> results,
-                           GetMany(touched.space, digests));
+                           ReadMany(touched.space, digests));
     std::vector<std::string> remove = {"DEL"};
     std::vector<std::string> unindex = {"SREM", index};
     for (size_t i = 0; i < digests.size(); ++i) {

@@ -4,6 +4,10 @@
 // counted twice. A space is where a result is valid (redis_keys.h): a GPU model, or a prediction
 // for one.
 //
+// Attributed only (a coordinator with authentication): a result without a worker identity
+// (reported to a coordinator without authentication) is not served, as if absent, and a result of
+// an authenticated worker for the same candidate replaces it; Purge still sees every result.
+//
 // EvictLeastRecentlyUsed bounds the cache's size for the sweeper (server/sweeper.h).
 //
 // Purge removes results again, by the worker identity that reported them (or the lack of one),
@@ -53,17 +57,19 @@ struct PurgedTask {
 
 class ResultCache {
  public:
-  // `redis` must outlive the cache.
-  explicit ResultCache(RedisClient* redis) : redis_(redis) {}
+  // `redis` must outlive the cache. With `attributed_only`, see above.
+  explicit ResultCache(RedisClient* redis, bool attributed_only = false)
+      : redis_(redis), attributed_only_(attributed_only) {}
 
-  // The results known for `candidate_digests` of `space`, in order; nullopt where none is.
+  // The results known for `candidate_digests` of `space`, in order; nullopt where none is (or
+  // only an unattributed one, when attributed only).
   absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> GetMany(
       absl::string_view space, absl::Span<const std::string> candidate_digests);
 
   // Stores `result` for `candidate` unless one is stored already, lists the candidate under its
   // task and counts the result in the progress of job `job_id` (candidates_completed or _failed),
   // all in one script: a coordinator killed midway leaves either all of it or nothing. True when
-  // this call stored the result.
+  // this call stored the result (attributed only: also when it replaced an unattributed one).
   absl::StatusOr<bool> PutIfAbsent(absl::string_view space, const forge::v1::Candidate& candidate,
                                    const forge::v1::Result& result, absl::string_view job_id);
 
@@ -87,7 +93,12 @@ class ResultCache {
   absl::StatusOr<int64_t> EvictLeastRecentlyUsed(int64_t max_results);
 
  private:
+  // GetMany without the attribution filter.
+  absl::StatusOr<std::vector<std::optional<forge::v1::Result>>> ReadMany(
+      absl::string_view space, absl::Span<const std::string> candidate_digests);
+
   RedisClient* const redis_;
+  const bool attributed_only_;
 };
 
 }  // namespace forge::server
