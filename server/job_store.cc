@@ -542,6 +542,32 @@ absl::StatusOr<bool> JobStore::DeleteFinishedJob(absl::string_view job_id) {
   return reply->integer() == 1;
 }
 
+absl::StatusOr<int64_t> JobStore::ForgetStaleActiveJobs() {
+  const std::string operation = absl::StrCat("reading ", keys::kActiveJobs);
+  absl::StatusOr<RedisReply> active = redis_->Command({"HKEYS", std::string(keys::kActiveJobs)});
+  FORGE_RETURN_IF_ERROR(CheckReply(operation, active));
+  std::vector<std::vector<std::string>> reads;
+  for (const RedisReply& id : active->elements()) {
+    reads.push_back({"HGET", keys::Job(id.str()), std::string(field::kState)});
+  }
+  if (reads.empty()) return 0;
+  absl::StatusOr<std::vector<RedisReply>> states = redis_->Pipeline(reads);
+  if (!states.ok()) return Annotate(states.status(), operation);
+  std::vector<std::string> stale = {"HDEL", std::string(keys::kActiveJobs)};
+  for (size_t i = 0; i < states->size(); ++i) {
+    JobState state = forge::v1::JOB_STATE_UNSPECIFIED;
+    const RedisReply& reply = (*states)[i];
+    if (reply.is_error()) return UnexpectedReply(operation, reply);
+    if (reply.is_nil() || (forge::v1::JobState_Parse(reply.str(), &state) && IsTerminal(state))) {
+      stale.push_back(active->elements()[i].str());
+    }
+  }
+  if (stale.size() == 2) return 0;
+  FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("updating ", keys::kActiveJobs),
+                                   redis_->Command(stale)));
+  return static_cast<int64_t>(stale.size()) - 2;
+}
+
 absl::StatusOr<int64_t> JobStore::RetireModels(const absl::flat_hash_set<std::string>& referenced,
                                                absl::Duration grace) {
   const std::string prefix = keys::Model("");

@@ -115,6 +115,9 @@ class JobStore {
   // Removes a job that has ended (DONE, FAILED, CANCELLED) with all its keys, atomically. False,
   // and nothing removed, when the job is not in a final state or is gone already.
   absl::StatusOr<bool> DeleteFinishedJob(absl::string_view job_id);
+  // Takes out of the quota's list the jobs that are gone or ended: a coordinator that died between
+  // admitting a job and creating it leaves one behind. Returns how many.
+  absl::StatusOr<int64_t> ForgetStaleActiveJobs();
   // Stored graphs (forge:model:*) whose digest is not in `referenced` get an expiry of `grace`
   // unless they have one; referenced ones lose theirs. Returns how many were given one now.
   absl::StatusOr<int64_t> RetireModels(const absl::flat_hash_set<std::string>& referenced,

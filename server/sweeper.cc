@@ -96,6 +96,8 @@ absl::StatusOr<SweepStats> Sweeper::SweepLocked(absl::Time now) {
     }
     if (!job.model_digest.empty()) models.insert(job.model_digest);
   }
+  // The quota's list of active jobs, without jobs a crashed admission left behind.
+  FORGE_RETURN_IF_ERROR(jobs_->ForgetStaleActiveJobs().status());
   // 2. Graphs no remaining job names.
   FORGE_ASSIGN_OR_RETURN(stats.models, jobs_->RetireModels(models, options_.model_grace));
   swept_->Add({{"what", "models"}}).Increment(static_cast<double>(stats.models));

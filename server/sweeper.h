@@ -3,7 +3,8 @@
 // A sweep, in order:
 //   1. Jobs that ended (DONE, FAILED, CANCELLED) more than `job_retention` ago are deleted with
 //      every key of theirs (JobStore::DeleteFinishedJob): record, tasks, events, search record.
-//      Queued and running jobs are never touched, however old.
+//      Queued and running jobs are never touched, however old. The jobs-per-owner quota forgets
+//      jobs that are gone (JobStore::ForgetStaleActiveJobs).
 //   2. Stored graphs (forge:model:*) that no remaining job names get an expiry of `model_grace`;
 //      a job submitted with one of them meanwhile cancels it (JobStore::RetireModels).
 //   3. Weight blobs that no remaining job's graph names and that were stored more than

@@ -145,6 +145,12 @@ TEST_F(SweeperTest, EndedJobsGoAfterTheirRetentionAndTheirGraphsAndBlobsAfterAGr
   EXPECT_FALSE(std::filesystem::exists(blobs_->PathOf(orphan)));
   EXPECT_TRUE(std::filesystem::exists(blobs_->PathOf(shared)));
 
+  // A job admitted by a coordinator that died before creating it no longer counts in the quota.
+  ASSERT_TRUE(redis_->Command({"HSET", std::string(keys::kActiveJobs), "job-9-dead", "alice"}).ok());
+  ASSERT_TRUE(sweeper_->Sweep(now + absl::Hours(3)).ok());
+  EXPECT_EQ(redis_->Command({"HLEN", std::string(keys::kActiveJobs)})->integer(), 1)
+      << "only the running job";
+
   // A new job over an expiring graph keeps it.
   const Job again = CreateJob("done", done_only);
   EXPECT_EQ(again.model_digest(), done.model_digest());
@@ -154,7 +160,7 @@ TEST_F(SweeperTest, EndedJobsGoAfterTheirRetentionAndTheirGraphsAndBlobsAfterAGr
   ASSERT_TRUE(text.ok());
   EXPECT_THAT(*text, HasSubstr("forge_coordinator_swept_total{what=\"jobs\"} 3"));
   EXPECT_THAT(*text, HasSubstr("forge_coordinator_swept_total{what=\"blobs\"} 2"));
-  EXPECT_THAT(*text, HasSubstr("forge_coordinator_sweeps_total{outcome=\"done\"} 3"));
+  EXPECT_THAT(*text, HasSubstr("forge_coordinator_sweeps_total{outcome=\"done\"} 4"));
 }
 
 TEST_F(SweeperTest, OnlyTheCoordinatorHoldingTheLockSweeps) {
