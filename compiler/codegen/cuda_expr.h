@@ -95,7 +95,7 @@ class GroupView {
 using ops::FindArgument;
 
 // Ops ElementEmitter computes elementwise (their op-table entry's form is kCompute or kCopy), view
-// ops it folds in as index remapping (kReshape ... kSelect), and glue ops it reads through by index
+// ops it folds in as index remapping (kReshape ... kUnbind), and glue ops it reads through by index
 // arithmetic (kCat ... kEmbedding, glue_forms.h); IsElementOp: any of the three.
 bool IsPointwiseOp(const forge::v1::Node& node);
 bool IsViewOp(const forge::v1::Node& node);
