@@ -180,7 +180,7 @@ class JudgedCandidate {
   // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
-  // inputs are unchanged; then writes draw 0's inputs into the same buffers, runs the candidate
+  // inputs are unchanged and every buffer's guard zones intact (OUT_OF_BOUNDS_WRITE); then writes draw 0's inputs into the same buffers, runs the candidate
   // once more (outputs poisoned anew) and checks that run against draw 0's reference, so that a
   // kernel that remembers results by buffer address fails. The returned verdict extends
   // verdict() with the outcome. Afterwards the buffers hold draw 0's inputs: Launch times those.
