@@ -137,6 +137,31 @@ extern "C" __global__ void affine_memoized_by_address(const float* x, float* y) 
   memo_output[i] = y[i];
   memo_input[i] = x;
 }
+// Right, and one element written out of bounds: past the output's end, before its start, past the
+// input's end (which it must not write at all).
+extern "C" __global__ void affine_one_past_the_end(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.0f;
+  if (i == N - 1) y[N] = y[i];
+}
+extern "C" __global__ void affine_one_before_the_start(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.0f;
+  if (i == 0) y[-1] = y[0];
+}
+extern "C" __global__ void affine_past_the_input(float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.0f;
+  if (i == N - 1) x[N] = y[i];
+}
+// Right for its first 12 launches (more than the judge's draws, twice over with the cache), then
+// one element past the end on every launch: only the timed runs write out of bounds.
+__device__ unsigned int late_launches;
+extern "C" __global__ void affine_past_the_end_when_timed(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) y[i] = x[i] * 2.0f + 1.0f;
+  if (i == N - 1 && atomicAdd(&late_launches, 1u) >= 12) y[N] = y[i];
+}
 // Keeps the GPU busy long enough that work behind it is still pending when the judge reads.
 extern "C" __global__ void spin(long long cycles) {
   long long start = clock64();
@@ -563,6 +588,54 @@ TEST_P(PlantedBugsTest, AKernelThatMemoizesByAddressIsRejected) {
   judge::JudgeVerdict verdict = AffineVerdict("affine_memoized_by_address");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << verdict.detail;
+}
+
+TEST_P(PlantedBugsTest, WritesOutOfBoundsAreRejectedAndNamed) {
+  struct Case {
+    const char* kernel;
+    const char* buffer;  // the buffer whose guard zone changed
+    const char* where;
+  };
+  const judge::ReferenceFn affine = Affine(2, 1);  // one reference: the same draws
+  for (const Case& c : {Case{"affine_one_past_the_end", "output 0 (", "past its end"},
+                        Case{"affine_one_before_the_start", "output 0 (", "before its start"},
+                        Case{"affine_past_the_input", "input 0 (", "past its end"}}) {
+    SCOPED_TRACE(c.kernel);
+    // A correct candidate first: the buggy one fails before the reference runs, so the references
+    // its second judge finds (on the device, too) are the correct one's.
+    VerdictOrDie(ElementwiseTask(kRows, kColumns), Load(*elementwise_cubin_, "affine", FullGrid()),
+                 affine);
+    judge::JudgeVerdict verdict = VerdictOrDie(
+        ElementwiseTask(kRows, kColumns), Load(*elementwise_cubin_, c.kernel, FullGrid()), affine);
+    EXPECT_FALSE(verdict.passed());
+    EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE) << verdict.detail;
+    EXPECT_EQ(verdict.evidence.failed_draw(), 0);
+    EXPECT_TRUE(absl::StrContains(verdict.detail, c.buffer)) << verdict.detail;
+    EXPECT_TRUE(absl::StrContains(verdict.detail, c.where)) << verdict.detail;
+    EXPECT_TRUE(absl::StrContains(verdict.detail, "written outside its bounds")) << verdict.detail;
+    ExpectJudgedOnDevice(verdict);
+  }
+}
+
+TEST_P(PlantedBugsTest, WritesOutOfBoundsInTheTimedRunsFailTheRecheck) {
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeOrDie(ElementwiseTask(kRows, kColumns),
+                 Load(*elementwise_cubin_, "affine_past_the_end_when_timed", FullGrid()),
+                 Affine(2, 1));
+  ASSERT_NE(judged, nullptr);
+  ASSERT_TRUE(judged->verdict().passed()) << judged->verdict().detail;
+  auto timer = timer::Timer::Create(*device_);
+  ASSERT_TRUE(timer.ok()) << timer.status();
+  timer::TimerOptions options;
+  options.before_each_rep = [&](gpu::Stream& stream) { return judged->PoisonOutputs(stream); };
+  ASSERT_TRUE(
+      (*timer)->Time([&](gpu::Stream& stream) { return judged->Launch(stream); }, options).ok());
+  auto rechecked = judged->RecheckTimedOutputs();
+  ASSERT_TRUE(rechecked.ok()) << rechecked.status();
+  EXPECT_FALSE(rechecked->passed());
+  EXPECT_EQ(rechecked->reason, forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE) << rechecked->detail;
+  EXPECT_TRUE(absl::StrContains(rechecked->detail, "timed runs: output 0 (")) << rechecked->detail;
+  EXPECT_TRUE(absl::StrContains(rechecked->detail, "past its end")) << rechecked->detail;
 }
 
 TEST_P(PlantedBugsTest, SoftmaxCorrectPassesAndFirstRowOnlyFails) {

@@ -187,22 +187,55 @@ std::string DeviceProperties::arch() const {
 DeviceBuffer::~DeviceBuffer() { Release(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : address_(std::exchange(other.address_, 0)), size_bytes_(std::exchange(other.size_bytes_, 0)) {}
+    : address_(std::exchange(other.address_, 0)),
+      size_bytes_(std::exchange(other.size_bytes_, 0)),
+      guard_before_(std::exchange(other.guard_before_, 0)),
+      guard_after_(std::exchange(other.guard_after_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     Release();
     address_ = std::exchange(other.address_, 0);
     size_bytes_ = std::exchange(other.size_bytes_, 0);
+    guard_before_ = std::exchange(other.guard_before_, 0);
+    guard_after_ = std::exchange(other.guard_after_, 0);
   }
   return *this;
 }
 
 void DeviceBuffer::Release() {
   // A failed free (after a sticky error) leaks nothing the dying context will not reclaim.
-  if (address_ != 0) D().fn_cuMemFree(address_);
+  if (address_ != 0) D().fn_cuMemFree(address_ - guard_before_);
   address_ = 0;
   size_bytes_ = 0;
+  guard_before_ = 0;
+  guard_after_ = 0;
+}
+
+absl::Status DeviceBuffer::CopyGuardsFromHostAsync(const void* host, Stream& stream) {
+  const auto* bytes = static_cast<const std::byte*>(host);
+  if (guard_before_ > 0) {
+    FORGE_RETURN_IF_ERROR(CudaStatus(
+        D().fn_cuMemcpyHtoDAsync(address_ - guard_before_, bytes, guard_before_, stream.handle()),
+        "cuMemcpyHtoDAsync(guard before)"));
+  }
+  if (guard_after_ == 0) return absl::OkStatus();
+  return CudaStatus(D().fn_cuMemcpyHtoDAsync(address_ + size_bytes_, bytes + guard_before_,
+                                             guard_after_, stream.handle()),
+                    "cuMemcpyHtoDAsync(guard after)");
+}
+
+absl::Status DeviceBuffer::CopyGuardsToHostAsync(void* host, Stream& stream) const {
+  auto* bytes = static_cast<std::byte*>(host);
+  if (guard_before_ > 0) {
+    FORGE_RETURN_IF_ERROR(CudaStatus(
+        D().fn_cuMemcpyDtoHAsync(bytes, address_ - guard_before_, guard_before_, stream.handle()),
+        "cuMemcpyDtoHAsync(guard before)"));
+  }
+  if (guard_after_ == 0) return absl::OkStatus();
+  return CudaStatus(D().fn_cuMemcpyDtoHAsync(bytes + guard_before_, address_ + size_bytes_,
+                                             guard_after_, stream.handle()),
+                    "cuMemcpyDtoHAsync(guard after)");
 }
 
 absl::Status DeviceBuffer::CopyFromHost(const void* host, size_t bytes) {
@@ -456,6 +489,23 @@ absl::StatusOr<DeviceBuffer> Device::Allocate(size_t bytes) const {
   FORGE_RETURN_IF_ERROR(CudaStatus(D().fn_cuMemAlloc(&address, allocated),
                                    absl::StrCat("cuMemAlloc(", bytes, " bytes)")));
   return DeviceBuffer(address, bytes);
+}
+
+absl::StatusOr<DeviceBuffer> Device::AllocateGuarded(size_t bytes, size_t guard_bytes) const {
+  constexpr size_t kAlignment = 256;
+  if (guard_bytes == 0 || guard_bytes % kAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "guard zones of ", guard_bytes, " bytes: they must be a positive multiple of ",
+        kAlignment));
+  }
+  const size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t guard_after = padded - bytes + guard_bytes;
+  CUdeviceptr base = 0;
+  FORGE_RETURN_IF_ERROR(
+      CudaStatus(D().fn_cuMemAlloc(&base, guard_bytes + bytes + guard_after),
+                 absl::StrCat("cuMemAlloc(", bytes, " bytes and guard zones of ", guard_bytes,
+                              ")")));
+  return DeviceBuffer(base + guard_bytes, bytes, guard_bytes, guard_after);
 }
 
 absl::StatusOr<PinnedHostBuffer> Device::AllocatePinned(size_t bytes) const {

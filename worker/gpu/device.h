@@ -96,14 +96,32 @@ class DeviceBuffer {
   absl::Status Fill16(uint16_t pattern, Stream& stream);
   absl::Status Fill8(uint8_t pattern, Stream& stream);
 
+  // The guard zones of a buffer from Device::AllocateGuarded: the bytes of its allocation just
+  // before address() and from address() + size_bytes() on, which no tensor owns, so that a kernel
+  // writing a little outside its tensor changes them instead of faulting or corrupting a
+  // neighbour. Both zero for a buffer from Allocate.
+  size_t guard_before_bytes() const { return guard_before_; }
+  size_t guard_after_bytes() const { return guard_after_; }
+  // Copies into and out of both guard zones, ordered on `stream`: `host` holds
+  // guard_before_bytes() bytes for the zone before, then guard_after_bytes() for the zone after.
+  // Like CopyToHostAsync, the copy out is complete only once `stream` is synchronized.
+  absl::Status CopyGuardsFromHostAsync(const void* host, Stream& stream);
+  absl::Status CopyGuardsToHostAsync(void* host, Stream& stream) const;
+
  private:
   friend class Device;
-  DeviceBuffer(CUdeviceptr address, size_t size_bytes)
-      : address_(address), size_bytes_(size_bytes) {}
+  DeviceBuffer(CUdeviceptr address, size_t size_bytes, size_t guard_before = 0,
+               size_t guard_after = 0)
+      : address_(address),
+        size_bytes_(size_bytes),
+        guard_before_(guard_before),
+        guard_after_(guard_after) {}
   void Release();
 
-  CUdeviceptr address_ = 0;
+  CUdeviceptr address_ = 0;  // the tensor's start; the allocation's is guard_before_ earlier
   size_t size_bytes_ = 0;
+  size_t guard_before_ = 0;
+  size_t guard_after_ = 0;
 };
 
 // Page-locked host memory (cuMemHostAlloc, usable from every context), freed on destruction. Copies
@@ -228,6 +246,10 @@ class Device {
   absl::StatusOr<int64_t> FreeMemoryBytes() const;
 
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) const;
+  // `bytes` with guard zones around them (DeviceBuffer::guard_before_bytes): `guard_bytes` before
+  // (a positive multiple of 256, so that address() keeps cuMemAlloc's 256-byte alignment), and
+  // after, `guard_bytes` plus the padding up to the next multiple of 256.
+  absl::StatusOr<DeviceBuffer> AllocateGuarded(size_t bytes, size_t guard_bytes) const;
   // Page-locked host memory; free it (destroy the buffer) while the device is open.
   absl::StatusOr<PinnedHostBuffer> AllocatePinned(size_t bytes) const;
   absl::StatusOr<Stream> CreateStream() const;

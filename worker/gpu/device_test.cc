@@ -81,6 +81,32 @@ TEST_F(DeviceTest, CopiesAndFillsRoundTrip) {
   EXPECT_EQ(buffer->Fill16(1, *stream).code(), absl::StatusCode::kOk);
 }
 
+TEST_F(DeviceTest, GuardedBuffersKeepTheirGuardsApartFromTheTensor) {
+  auto stream = device_->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(device_->AllocateGuarded(10, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(device_->AllocateGuarded(10, 100).status().code(), absl::StatusCode::kInvalidArgument);
+  auto buffer = device_->AllocateGuarded(10, 256);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(buffer->address() % 256, 0u);
+  EXPECT_EQ(buffer->size_bytes(), 10u);
+  EXPECT_EQ(buffer->guard_before_bytes(), 256u);
+  EXPECT_EQ(buffer->guard_after_bytes(), 256u - 10u + 256u);
+  std::vector<uint8_t> guards(buffer->guard_before_bytes() + buffer->guard_after_bytes());
+  for (size_t i = 0; i < guards.size(); ++i) guards[i] = static_cast<uint8_t>(i * 7 + 1);
+  ASSERT_TRUE(buffer->CopyGuardsFromHostAsync(guards.data(), *stream).ok());
+  ASSERT_TRUE(buffer->Fill8(0xAB, *stream).ok());  // the tensor's bytes only
+  std::vector<uint8_t> back(guards.size());
+  ASSERT_TRUE(buffer->CopyGuardsToHostAsync(back.data(), *stream).ok());
+  std::vector<uint8_t> tensor(10);
+  ASSERT_TRUE(buffer->CopyToHostAsync(tensor.data(), tensor.size(), *stream).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_EQ(back, guards);
+  EXPECT_EQ(tensor, std::vector<uint8_t>(10, 0xAB));
+  DeviceBuffer moved = *std::move(buffer);  // freed once, from the allocation's start
+  EXPECT_EQ(moved.guard_before_bytes(), 256u);
+}
+
 TEST_F(DeviceTest, PinnedHostMemoryRoundTrips) {
   constexpr size_t kBytes = size_t{3} << 20;
   auto upload = device_->AllocatePinned(kBytes);

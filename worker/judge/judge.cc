@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status/status_macros.h"
+#include "worker/judge/guard.h"
 
 namespace forge::judge {
 namespace {
@@ -137,6 +138,34 @@ std::string DescribeDeviceFailure(const OutputComparison& comparison) {
       "%d elements unwritten and %d outside the tolerance, relative-norm error %.3g, on the "
       "device",
       comparison.unwritten, comparison.mismatches, comparison.rel_norm_error);
+}
+
+// The buffers of a launch in the order of its arguments: inputs, then outputs.
+std::vector<gpu::DeviceBuffer*> LaunchBuffers(std::vector<gpu::DeviceBuffer>& inputs,
+                                              std::vector<gpu::DeviceBuffer>& outputs) {
+  std::vector<gpu::DeviceBuffer*> buffers;
+  for (auto* group : {&inputs, &outputs}) {
+    for (gpu::DeviceBuffer& buffer : *group) buffers.push_back(&buffer);
+  }
+  return buffers;
+}
+
+// Checks the guard zones ArmGuards wrote for `launch` around the launch's buffers: a description
+// of the first that changed (an out-of-bounds write), or nothing. Synchronizes `stream`.
+absl::StatusOr<std::optional<std::string>> ChangedGuard(const KernelTask& task, uint64_t seed,
+                                                        int64_t launch,
+                                                        std::vector<gpu::DeviceBuffer>& inputs,
+                                                        std::vector<gpu::DeviceBuffer>& outputs,
+                                                        gpu::Stream& stream) {
+  FORGE_ASSIGN_OR_RETURN(std::optional<GuardBreach> breach,
+                         CheckGuards(seed, launch, LaunchBuffers(inputs, outputs), stream));
+  if (!breach) return std::optional<std::string>();
+  const bool input = breach->buffer < task.inputs_size();
+  const int index = input ? breach->buffer : breach->buffer - task.inputs_size();
+  const std::string name =
+      absl::StrCat(input ? "input " : "output ", index, " (",
+                   DescribeSpec(input ? task.inputs(index) : task.outputs(index)), ")");
+  return std::optional<std::string>(DescribeGuardChange(name, breach->offset));
 }
 
 FailureReason ReasonForCudaError(const absl::Status& status) {
@@ -372,6 +401,8 @@ class JudgeRunner {
       outputs.push_back(staging_->Acquire(buffer.size_bytes()));
       output_buffers.push_back(std::move(buffer));
     }
+    FORGE_RETURN_IF_ERROR(
+        ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
     clock.Lap(seconds.upload);
 
     // The candidate first; its outputs read in the order of its stream.
@@ -388,6 +419,7 @@ class JudgeRunner {
       }
     }
     if (!SynchronizeAll(draw)) return absl::OkStatus();
+    if (!GuardsIntact(draw, input_buffers, output_buffers)) return absl::OkStatus();
     // With every stream idle, the outputs must read as they did in stream order.
     for (int o = 0; o < task_.outputs_size(); ++o) {
       FORGE_ASSIGN_OR_RETURN(const bool settled,
@@ -431,6 +463,7 @@ class JudgeRunner {
     run.args_ = std::move(args);
     run.poisons_ = draw_poisons_;
     run.seed_ = options_.seed;
+    run.guard_launch_ = launch_;
     run.next_launch_ = next_launch_;
     run.device_draw_ = nullptr;
     return absl::OkStatus();
@@ -487,6 +520,8 @@ class JudgeRunner {
       output_buffers.push_back(std::move(buffer));
       stream_ordered.push_back(std::move(copy));
     }
+    FORGE_RETURN_IF_ERROR(
+        ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
     clock.Lap(seconds.upload);
 
     if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
@@ -501,6 +536,7 @@ class JudgeRunner {
       }
     }
     if (!SynchronizeAll(draw)) return absl::OkStatus();
+    if (!GuardsIntact(draw, input_buffers, output_buffers)) return absl::OkStatus();
     // A CUDA error of the checks below comes from a context the candidate broke.
     auto failed_on_device = [&](const absl::Status& status) {
       if (status.ok()) return false;
@@ -585,6 +621,7 @@ class JudgeRunner {
     run.args_ = std::move(args);
     run.poisons_ = draw_poisons_;
     run.seed_ = options_.seed;
+    run.guard_launch_ = launch_;
     run.next_launch_ = next_launch_;
     run.device_draw_ = std::move(resident);
     run.device_draws_ = options_.device_draws;
@@ -600,7 +637,7 @@ class JudgeRunner {
       if (reused != nullptr) *reused = true;
       return std::move(previous[index]);
     }
-    return device_.Allocate(bytes);
+    return device_.AllocateGuarded(bytes, kGuardBytes);
   }
 
   // Output `o` of this draw's launch, filled with the launch's poison (ChoosePoison, kept in
@@ -616,6 +653,22 @@ class JudgeRunner {
     if (!reused) FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
     draw_poisons_.push_back(poison);
     return buffer;
+  }
+
+  // Whether the guard zones of the draw's buffers hold what ArmGuards wrote before the launch;
+  // fails the draw when not (OUT_OF_BOUNDS_WRITE), or on a CUDA error of the read-back (the
+  // candidate broke the context).
+  bool GuardsIntact(int draw, std::vector<gpu::DeviceBuffer>& inputs,
+                    std::vector<gpu::DeviceBuffer>& outputs) {
+    absl::StatusOr<std::optional<std::string>> changed =
+        ChangedGuard(task_, options_.seed, launch_, inputs, outputs, *stream_);
+    if (!changed.ok()) {
+      FailWithCudaError(draw, changed.status());
+      return false;
+    }
+    if (!*changed) return true;
+    Fail(draw, forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE, **changed);
+    return false;
   }
 
   // Waits for the launch stream and then every stream of the device; false when that failed
@@ -948,6 +1001,13 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
     FORGE_ASSIGN_OR_RETURN(gpu::Stream created, device_->CreateStream());
     stream.emplace(std::move(created));
   }
+  {
+    FORGE_ASSIGN_OR_RETURN(gpu::Stream guard_stream, device_->CreateStream());
+    FORGE_ASSIGN_OR_RETURN(std::optional<std::string> changed,
+                           ChangedGuard(task_, seed_, guard_launch_, input_buffers_,
+                                        output_buffers_, guard_stream));
+    if (changed) return Failure{forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE, *changed};
+  }
   // What the device finds wrong stays wrong when the host cannot place it: the device's copies
   // are the checked ones.
   const std::vector<HostTensor>& inputs = *inputs_;
@@ -1024,7 +1084,10 @@ absl::Status JudgedCandidate::RunOnFreshContents() {
   inputs_ = fresh_inputs_;
   references_ = fresh_references_;
   device_draw_ = fresh_device_draw_;
+  guard_launch_ = next_launch_;  // PoisonOutputs' launch
   FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
+  FORGE_RETURN_IF_ERROR(
+      ArmGuards(seed_, guard_launch_, LaunchBuffers(input_buffers_, output_buffers_), stream));
   FORGE_RETURN_IF_ERROR(launch_(stream, args_));
   FORGE_RETURN_IF_ERROR(stream.Synchronize());
   return device_->Synchronize();

@@ -12,6 +12,9 @@
 //     outputs are read once ordered on the launch stream and once after synchronizing every
 //     stream: a difference means the candidate left work running outside its stream;
 //   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
+//   - every input and output buffer sits between guard zones (guard.h) refilled with new contents
+//     before every judged launch and read back after it and after the timed runs: a write just
+//     outside a tensor fails with OUT_OF_BOUNDS_WRITE, naming the buffer and the first byte;
 //   - per-dtype tolerances and a relative-norm bound, widened by twice eager's own error for tasks
 //     with bfloat16/float16/float8 tensors when the reference can run natively (ReferenceFn) and
 //     eager is accurate enough to judge by (EagerAccurateEnough, per output and draw); an
@@ -140,7 +143,8 @@ struct JudgeOptions {
 
 struct JudgeVerdict {
   forge::v1::JudgeEvidence evidence;
-  // Why it failed (WRONG_RESULT, UNWRITTEN_OUTPUT, CRASH, RESOURCE_LIMIT); unspecified if passed.
+  // Why it failed (WRONG_RESULT, UNWRITTEN_OUTPUT, OUT_OF_BOUNDS_WRITE, CRASH, RESOURCE_LIMIT);
+  // unspecified if passed.
   forge::v1::FailureReason reason = forge::v1::FAILURE_REASON_UNSPECIFIED;
   // The first failure, one line, e.g. "draw 1 (uniform(-2, 2)), output 0 (float32[1000, 1003]):
   // element 1003 [1, 0] never written (still holds the NaN poison); ...".
@@ -176,7 +180,7 @@ class JudgedCandidate {
   // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
-  // inputs are unchanged; then writes draw 0's inputs into the same buffers, runs the candidate
+  // inputs are unchanged and every buffer's guard zones intact (OUT_OF_BOUNDS_WRITE); then writes draw 0's inputs into the same buffers, runs the candidate
   // once more (outputs poisoned anew) and checks that run against draw 0's reference, so that a
   // kernel that remembers results by buffer address fails. The returned verdict extends
   // verdict() with the outcome. Afterwards the buffers hold draw 0's inputs: Launch times those.
@@ -220,6 +224,10 @@ class JudgedCandidate {
   // the last PoisonOutputs'), and where ChoosePoison's launches continue.
   std::vector<Poison> poisons_;
   uint64_t seed_ = 0;
+  // The launch whose guard contents (ArmGuards) the buffers' guard zones hold: the last draw's,
+  // then the run with fresh contents'. The timed runs leave them as they are: the re-check sees
+  // any of them writing out of bounds.
+  int64_t guard_launch_ = 0;
   int64_t next_launch_ = 0;
   // Draw 0's inputs, references and resident copy (null when judged on the host), for
   // RecheckTimedOutputs' run with fresh contents.
