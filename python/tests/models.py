@@ -99,6 +99,13 @@ class NonFiniteConstants(nn.Module):
         return no_nan + decay.clamp(min=float("-inf"), max=4.0)
 
 
+class CumsumScale(nn.Module):
+    """A prefix sum with an elementwise prologue and epilogue: one SCAN task."""
+
+    def forward(self, x):
+        return torch.cumsum(x * 2.0, dim=-1) / x.shape[-1]
+
+
 def resnet18():
     import torchvision
 
@@ -119,6 +126,7 @@ def all_models():
         ("mixed_precision_softmax", MixedPrecisionSoftmax(), (torch.randn(8, 100).bfloat16(),)),
         ("cross_entropy", CrossEntropy(), (torch.randn(8, 10), torch.randint(0, 10, (8,)))),
         ("resnet18", resnet18(), (torch.randn(1, 3, 64, 64),)),
+        ("cumsum_scale", CumsumScale(), (torch.randn(8, 100),)),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]
 
