@@ -168,6 +168,19 @@ forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t 
   return task;
 }
 
+forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
+  forge::v1::KernelTask task =
+      TaskBuilder()
+          .Input("x", dtype, {rows, columns})
+          .Node("cumsum", "cumsum", "default", {TensorArg("self", "x"), IntArg("dim", -1)}, dtype,
+                {rows, columns})
+          .Output("cumsum")
+          .Build(forge::v1::KERNEL_FAMILY_SCAN);
+  task.set_flops(rows * columns);
+  task.set_min_bytes(rows * columns * 2 * DTypeBytes(dtype));
+  return task;
+}
+
 forge::compile::CompilePool& Pool() {
   static forge::compile::CompilePool* pool = [] {
     forge::compile::CompilePoolOptions options;

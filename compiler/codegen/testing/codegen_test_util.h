@@ -52,6 +52,9 @@ forge::v1::KernelTask MatmulReluTask();
 // softmax(x, dim=-1) over a [rows, columns] tensor of `dtype`, with its flops (5 per element) and
 // min_bytes (read and write once) set.
 forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
+// cumsum(x, dim=-1) over a [rows, columns] tensor of `dtype` (a scan task), with its flops (1 per
+// element) and min_bytes (read and write once) set.
+forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
 
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();

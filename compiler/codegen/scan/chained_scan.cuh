@@ -1,0 +1,150 @@
+// The chained_scan template's kernel, for few long rows (a row of a million elements and more):
+// the blocks of a row share it, one tile each, and pass the prefix from tile to tile in one pass
+// (a decoupled look-back in the manner of Merrill & Garland, made deterministic). Embedded at
+// build time after scan_prelude.cuh and what the emitter writes per task and point: ForgeScanOp,
+// ForgeScanAcc, ForgeScanIndex, the constants kRows, kLength, kThreadsPerRow, kVectorWidth,
+// kChunks, kTilesPerRow, kGroupsPerRow, and forge_scan_load / forge_scan_store (row_scan.cuh says
+// what they do).
+//
+// A block takes the next tile from a ticket counter (so every tile before it belongs to a block
+// already running: the waits below always end), scans it as row_scan scans a tile, and publishes
+// the tile's total (its aggregate). Its prefix is combined in a fixed order, whatever the timing:
+// the tiles of a row form groups of 32; the prefix of tile j of group g is P(g - 1), the inclusive
+// prefix of the groups before, combined with the aggregates of the tiles of group g before j (a
+// warp's Hillis-Steele scan of them, lane k holding tile 32g + k). The group's last tile
+// publishes P(g) = P(g - 1) combined with that scan's last value. Only P chains from block to
+// block: one wait per 32 tiles.
+//
+// The flags live in __device__ arrays of the module, zero at load, and hold the epoch of the
+// launch that wrote them (the ticket counter, never reset, says which launch a block belongs to:
+// ticket / tiles + 1), so no launch needs a memset and a flag left by an earlier launch never
+// matches. Launches of one loaded module must not overlap (the judge and the timer launch one at
+// a time on one stream).
+//
+// The emitter replaces FORGE_SCAN_PARAMETERS and FORGE_SCAN_ARGUMENTS as in row_scan.cuh.
+//
+// The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
+// change the generated source, so they bump the family's generator_version.
+// FORGE_EMBED_BEGIN
+
+constexpr int kItems = kVectorWidth * kChunks;
+constexpr long long kTile = (long long)kThreadsPerRow * kItems;
+constexpr int kWarpsPerRow = kThreadsPerRow / 32;
+constexpr long long kTiles = kRows * kTilesPerRow;
+
+// Static: the runtime's extension compiles each task's kernel in a translation unit of its own,
+// and two of them must not define one host-side symbol.
+static __device__ unsigned long long forge_scan_ticket;  // tiles taken by every launch so far
+static __device__ unsigned long long forge_scan_aggregate_epoch[kTiles];
+static __device__ ForgeScanAcc forge_scan_aggregate[kTiles];
+static __device__ unsigned long long forge_scan_prefix_epoch[kRows * kGroupsPerRow];
+static __device__ ForgeScanAcc forge_scan_prefix[kRows * kGroupsPerRow];
+
+template <class T>
+__device__ __forceinline__ T forge_scan_load_l2(const T* p) {
+  return __ldcg(p);
+}
+template <class T>
+__device__ __forceinline__ ForgeArgVal<T> forge_scan_load_l2(const ForgeArgVal<T>* p) {
+  return ForgeArgVal<T>{__ldcg(&p->v), __ldcg(&p->i)};
+}
+
+// Publishes `value` at `slot` for the launch of `epoch`: the value is visible before the flag.
+__device__ __forceinline__ void forge_scan_publish(ForgeScanAcc* slot, unsigned long long* flag,
+                                                   const ForgeScanAcc& value,
+                                                   unsigned long long epoch) {
+  *slot = value;
+  __threadfence();
+  atomicExch(flag, epoch);
+}
+
+// The value at `slot` once its flag says the launch of `epoch` wrote it.
+__device__ __forceinline__ ForgeScanAcc forge_scan_wait(const ForgeScanAcc* slot,
+                                                        const unsigned long long* flag,
+                                                        unsigned long long epoch) {
+  while (*(volatile const unsigned long long*)flag != epoch) {
+  }
+  __threadfence();
+  return forge_scan_load_l2(slot);
+}
+
+extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SCAN_PARAMETERS) {
+  __shared__ ForgeScanAcc warp_totals[kWarpsPerRow];
+  __shared__ ForgeScanAcc tile_prefix;
+  __shared__ unsigned long long ticket;
+  if (threadIdx.x == 0) ticket = atomicAdd(&forge_scan_ticket, 1ull);
+  __syncthreads();
+  const unsigned long long epoch = ticket / kTiles + 1;
+  const long long tile_number = (long long)(ticket % kTiles);
+  const long long row_number = tile_number / kTilesPerRow;
+  const long long j = tile_number % kTilesPerRow;  // the tile's place in its row
+  const ForgeScanIndex row = (ForgeScanIndex)row_number;
+  const int lane = threadIdx.x;
+  const long long tile = j * kTile;
+
+  ForgeScanAcc x[kItems];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
+    ForgeScanAcc chunk[kVectorWidth];
+    if (col < kLength) {
+      forge_scan_load(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
+    } else {
+#pragma unroll
+      for (int v = 0; v < kVectorWidth; ++v) chunk[v] = ForgeScanOp::identity();
+    }
+#pragma unroll
+    for (int v = 0; v < kVectorWidth; ++v) x[c * kVectorWidth + v] = chunk[v];
+  }
+#pragma unroll
+  for (int i = 1; i < kItems; ++i) x[i] = ForgeScanOp()(x[i - 1], x[i]);
+  ForgeScanAcc aggregate;
+  const ForgeScanAcc before =
+      forge_row_exclusive_scan<kThreadsPerRow, ForgeScanOp>(x[kItems - 1], warp_totals, &aggregate);
+  if (threadIdx.x == 0) {
+    forge_scan_publish(&forge_scan_aggregate[tile_number], &forge_scan_aggregate_epoch[tile_number],
+                       aggregate, epoch);
+  }
+  if (threadIdx.x < 32) {
+    // The first warp combines the prefix: the aggregates of the group's earlier tiles, scanned.
+    const long long group = j / 32;
+    const int place = (int)(j % 32);
+    const long long first = row_number * kTilesPerRow + group * 32;
+    ForgeScanAcc mine = ForgeScanOp::identity();
+    if (threadIdx.x < place) {
+      mine = forge_scan_wait(&forge_scan_aggregate[first + threadIdx.x],
+                             &forge_scan_aggregate_epoch[first + threadIdx.x], epoch);
+    } else if (threadIdx.x == place) {
+      mine = aggregate;
+    }
+    const ForgeScanAcc scanned = forge_warp_inclusive_scan<ForgeScanOp>(mine);
+    const ForgeScanAcc in_group = forge_scan_shfl_from(scanned, place > 0 ? place - 1 : 0);
+    const ForgeScanAcc through_this = forge_scan_shfl_from(scanned, place);
+    if (threadIdx.x == 0) {
+      const long long group_slot = row_number * kGroupsPerRow + group;
+      ForgeScanAcc prefix = ForgeScanOp::identity();
+      if (group > 0) {
+        prefix = forge_scan_wait(&forge_scan_prefix[group_slot - 1],
+                                 &forge_scan_prefix_epoch[group_slot - 1], epoch);
+      }
+      tile_prefix = place > 0 ? ForgeScanOp()(prefix, in_group) : prefix;
+      if (place == 31 || j == kTilesPerRow - 1) {
+        forge_scan_publish(&forge_scan_prefix[group_slot], &forge_scan_prefix_epoch[group_slot],
+                           ForgeScanOp()(prefix, through_this), epoch);
+      }
+    }
+  }
+  __syncthreads();
+  const ForgeScanAcc prefix = ForgeScanOp()(tile_prefix, before);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
+    if (col >= kLength) continue;
+    ForgeScanAcc chunk[kVectorWidth];
+#pragma unroll
+    for (int v = 0; v < kVectorWidth; ++v) {
+      chunk[v] = ForgeScanOp()(prefix, x[c * kVectorWidth + v]);
+    }
+    forge_scan_store(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
+  }
+}
