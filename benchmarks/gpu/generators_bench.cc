@@ -4,9 +4,9 @@
 //
 //   generators_bench validate PROBLEMS_DIR OUT.jsonl
 //     For each "validate" problem of PROBLEMS_DIR/manifest.tsv, per task: the default schedule
-//     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, or GEMM through
-//     the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run through
-//     ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
+//     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, SCAN, or GEMM
+//     through the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run
+//     through ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
@@ -156,7 +156,7 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> ProblemTasks(
 }
 
 // The tasks the anchors time: those of the families with a schedule space (pointwise,
-// reduction, GEMM through cuBLASLt).
+// reduction, scan, GEMM through cuBLASLt).
 absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
   FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> all,
@@ -165,6 +165,7 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
   for (const auto& task : all) {
     if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
         task.family() == forge::v1::KERNEL_FAMILY_REDUCTION ||
+        task.family() == forge::v1::KERNEL_FAMILY_SCAN ||
         task.family() == forge::v1::KERNEL_FAMILY_GEMM) {
       tasks.push_back(task);
     }
