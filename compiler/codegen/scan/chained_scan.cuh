@@ -1,10 +1,10 @@
 // The chained_scan template's kernel, for few long rows (a row of a million elements and more):
 // the blocks of a row share it, one tile each, and pass the prefix from tile to tile in one pass
 // (a decoupled look-back in the manner of Merrill & Garland, made deterministic). Embedded at
-// build time after scan_prelude.cuh and what the emitter writes per task and point: ForgeScanOp,
+// build time after scan_prelude.cuh, what the emitter writes per task and point (ForgeScanOp,
 // ForgeScanAcc, ForgeScanIndex, the constants kRows, kLength, kThreadsPerRow, kVectorWidth,
-// kChunks, kTilesPerRow, kGroupsPerRow, and forge_scan_load / forge_scan_store (row_scan.cuh says
-// what they do).
+// kChunks, kTilesPerRow, kGroupsPerRow, and forge_scan_load / forge_scan_store: row_scan.cuh says
+// what they do) and tile.cuh (a tile's loads, scans and stores).
 //
 // A block takes the next tile from a ticket counter (so every tile before it belongs to a block
 // already running: the waits below always end), scans it as row_scan scans a tile, and publishes
@@ -27,9 +27,6 @@
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
 
-constexpr int kItems = kVectorWidth * kChunks;
-constexpr long long kTile = (long long)kThreadsPerRow * kItems;
-constexpr int kWarpsPerRow = kThreadsPerRow / 32;
 constexpr long long kTiles = kRows * kTilesPerRow;
 
 // Static: the runtime's extension compiles each task's kernel in a translation unit of its own,
@@ -40,14 +37,13 @@ static __device__ ForgeScanAcc forge_scan_aggregate[kTiles];
 static __device__ unsigned long long forge_scan_prefix_epoch[kRows * kGroupsPerRow];
 static __device__ ForgeScanAcc forge_scan_prefix[kRows * kGroupsPerRow];
 
-template <class T>
-__device__ __forceinline__ T forge_scan_load_l2(const T* p) {
-  return __ldcg(p);
-}
-template <class T>
-__device__ __forceinline__ ForgeArgVal<T> forge_scan_load_l2(const ForgeArgVal<T>* p) {
-  return ForgeArgVal<T>{__ldcg(&p->v), __ldcg(&p->i)};
-}
+// A component loaded from L2 (not from a stale L1 line), through its address.
+struct ForgeScanLoadL2 {
+  template <class X>
+  __device__ __forceinline__ X operator()(const X& x) const {
+    return __ldcg(&x);
+  }
+};
 
 // Publishes `value` at `slot` for the launch of `epoch`: the value is visible before the flag.
 __device__ __forceinline__ void forge_scan_publish(ForgeScanAcc* slot, unsigned long long* flag,
@@ -65,7 +61,7 @@ __device__ __forceinline__ ForgeScanAcc forge_scan_wait(const ForgeScanAcc* slot
   while (*(volatile const unsigned long long*)flag != epoch) {
   }
   __threadfence();
-  return forge_scan_load_l2(slot);
+  return forge_scan_each(*slot, ForgeScanLoadL2{});
 }
 
 extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SCAN_PARAMETERS) {
@@ -83,21 +79,7 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SC
   const long long tile = j * kTile;
 
   ForgeScanAcc x[kItems];
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
-    ForgeScanAcc chunk[kVectorWidth];
-    if (col < kLength) {
-      forge_scan_load(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
-    } else {
-#pragma unroll
-      for (int v = 0; v < kVectorWidth; ++v) chunk[v] = ForgeScanOp::identity();
-    }
-#pragma unroll
-    for (int v = 0; v < kVectorWidth; ++v) x[c * kVectorWidth + v] = chunk[v];
-  }
-#pragma unroll
-  for (int i = 1; i < kItems; ++i) x[i] = ForgeScanOp()(x[i - 1], x[i]);
+  forge_scan_tile_load(FORGE_SCAN_ARGUMENTS, true, row, tile, lane, x);
   ForgeScanAcc aggregate;
   const ForgeScanAcc before =
       forge_row_exclusive_scan<kThreadsPerRow, ForgeScanOp>(x[kItems - 1], warp_totals, &aggregate);
@@ -135,16 +117,6 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SC
     }
   }
   __syncthreads();
-  const ForgeScanAcc prefix = ForgeScanOp()(tile_prefix, before);
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-    const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
-    if (col >= kLength) continue;
-    ForgeScanAcc chunk[kVectorWidth];
-#pragma unroll
-    for (int v = 0; v < kVectorWidth; ++v) {
-      chunk[v] = ForgeScanOp()(prefix, x[c * kVectorWidth + v]);
-    }
-    forge_scan_store(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
-  }
+  forge_scan_tile_store(FORGE_SCAN_ARGUMENTS, true, row, tile, lane,
+                        ForgeScanOp()(tile_prefix, before), x);
 }

@@ -10,6 +10,7 @@ extern const char kScanPrelude[];      // scan_prelude.cuh
 extern const char kRowScanBody[];      // row_scan.cuh
 extern const char kColumnScanBody[];   // column_scan.cuh
 extern const char kChainedScanBody[];  // chained_scan.cuh
+extern const char kScanTile[];         // tile.cuh: what row_scan and chained_scan share
 
 }  // namespace forge::codegen::scan
 

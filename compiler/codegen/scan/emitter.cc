@@ -210,7 +210,7 @@ absl::StatusOr<std::string> EmitScanKernel(const KernelTask& task, const ScanTas
                   kahan ? "ForgeKahanCarry<float>" : "ForgePlainCarry<ForgeScanOp>", ";\n",
                   "using ForgeScanIndex = ", functions.index_type(), ";\n");
   std::vector<std::pair<std::string, int64_t>> constants = {{"kVectorWidth", layout.width}};
-  const char* body = kRowScanBody;
+  std::string body = kRowScanBody;
   switch (layout.kind) {
     case Template::kRow:
       constants.insert(constants.end(), {{"kThreadsPerRow", layout.threads_per_row},
@@ -238,6 +238,8 @@ absl::StatusOr<std::string> EmitScanKernel(const KernelTask& task, const ScanTas
     absl::StrAppend(&source, "constexpr int ", name, " = ", value, ";\n");
   }
   absl::StrAppend(&source, *load, *store);
+  // row_scan and chained_scan read their tiles through tile.cuh's functions.
+  if (layout.kind != Template::kColumn) body = absl::StrCat(kScanTile, body);
   absl::StrAppend(&source,
                   absl::StrReplaceAll(body, {{"FORGE_SCAN_PARAMETERS", KernelParameterList(task)},
                                              {"FORGE_SCAN_ARGUMENTS", ArgumentList(task)}}));

@@ -1,9 +1,10 @@
-// The row_scan template's kernel, embedded at build time after scan_prelude.cuh and what the
-// emitter writes per task and point: ForgeScanOp, ForgeScanAcc, ForgeScanCarry, ForgeScanIndex,
-// the constants kRows, kLength, kThreadsPerRow, kRowsPerBlock, kVectorWidth, kChunks, and the
-// element functions forge_scan_load (the scanned element at (row, col .. col + kVectorWidth - 1),
-// computed from the task's inputs by the fused prologue) and forge_scan_store (the fused epilogue
-// of the scanned elements, and the stores of every task output there).
+// The row_scan template's kernel, embedded at build time after scan_prelude.cuh, what the
+// emitter writes per task and point and tile.cuh (a tile's loads, scans and stores). Per task:
+// ForgeScanOp, ForgeScanAcc, ForgeScanCarry, ForgeScanIndex, the constants kRows, kLength,
+// kThreadsPerRow, kRowsPerBlock, kVectorWidth, kChunks, and the element functions forge_scan_load
+// (the scanned element at (row, col .. col + kVectorWidth - 1), computed from the task's inputs by
+// the fused prologue) and forge_scan_store (the fused epilogue of the scanned elements, and the
+// stores of every task output there).
 //
 // A row (the scanned dim is the last; `row` numbers the others in row-major order) is scanned by
 // kThreadsPerRow threads, kRowsPerBlock rows per block, in tiles of kThreadsPerRow x kChunks x
@@ -18,10 +19,6 @@
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
-
-constexpr int kItems = kVectorWidth * kChunks;
-constexpr long long kTile = (long long)kThreadsPerRow * kItems;
-constexpr int kWarpsPerRow = kThreadsPerRow / 32;
 
 extern "C" __global__ void __launch_bounds__(kThreadsPerRow * kRowsPerBlock)
 forge_scan(FORGE_SCAN_PARAMETERS) {
@@ -38,36 +35,12 @@ forge_scan(FORGE_SCAN_PARAMETERS) {
   int parity = 0;
   for (long long tile = 0; tile < kLength; tile += kTile, parity ^= 1) {
     ForgeScanAcc x[kItems];
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
-      ForgeScanAcc chunk[kVectorWidth];
-      if (live && col < kLength) {
-        forge_scan_load(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
-      } else {
-#pragma unroll
-        for (int v = 0; v < kVectorWidth; ++v) chunk[v] = ForgeScanOp::identity();
-      }
-#pragma unroll
-      for (int v = 0; v < kVectorWidth; ++v) x[c * kVectorWidth + v] = chunk[v];
-    }
-#pragma unroll
-    for (int i = 1; i < kItems; ++i) x[i] = ForgeScanOp()(x[i - 1], x[i]);
+    forge_scan_tile_load(FORGE_SCAN_ARGUMENTS, live, row, tile, lane, x);
     ForgeScanAcc tile_total;
     const ForgeScanAcc before = forge_row_exclusive_scan<kThreadsPerRow, ForgeScanOp>(
         x[kItems - 1], warp_totals[parity][row_in_block], &tile_total);
-    const ForgeScanAcc prefix = ForgeScanOp()(carry.get(), before);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const long long col = tile + ((long long)lane * kChunks + c) * kVectorWidth;
-      if (!live || col >= kLength) continue;
-      ForgeScanAcc chunk[kVectorWidth];
-#pragma unroll
-      for (int v = 0; v < kVectorWidth; ++v) {
-        chunk[v] = ForgeScanOp()(prefix, x[c * kVectorWidth + v]);
-      }
-      forge_scan_store(FORGE_SCAN_ARGUMENTS, row, (ForgeScanIndex)col, chunk);
-    }
+    forge_scan_tile_store(FORGE_SCAN_ARGUMENTS, live, row, tile, lane,
+                          ForgeScanOp()(carry.get(), before), x);
     carry.add(tile_total);
   }
 }

@@ -22,23 +22,18 @@ struct ForgeArgVal {
   long long i;
 };
 
-template <class T>
-struct ForgeScanSum {
+template <class T, bool kProduct>
+struct ForgeScanArithmetic {
   using Acc = T;
   using Value = T;
-  static __device__ __forceinline__ T identity() { return T(0); }
+  static __device__ __forceinline__ T identity() { return T(kProduct ? 1 : 0); }
   static __device__ __forceinline__ T make(T value, long long) { return value; }
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  __device__ __forceinline__ T operator()(T a, T b) const { return kProduct ? a * b : a + b; }
 };
-
 template <class T>
-struct ForgeScanProd {
-  using Acc = T;
-  using Value = T;
-  static __device__ __forceinline__ T identity() { return T(1); }
-  static __device__ __forceinline__ T make(T value, long long) { return value; }
-  __device__ __forceinline__ T operator()(T a, T b) const { return a * b; }
-};
+using ForgeScanSum = ForgeScanArithmetic<T, false>;
+template <class T>
+using ForgeScanProd = ForgeScanArithmetic<T, true>;
 
 template <class T>
 struct ForgeScanLogAddExp {
@@ -99,24 +94,37 @@ struct ForgeKahanCarry {
   __device__ __forceinline__ T get() const { return sum; }
 };
 
+// `f` applied to each component of `value` (a number, or a ForgeArgVal's value and position) by
+// reference: a warp shuffle, or a load through the component's address, of either kind of Acc.
+template <class T, class F>
+__device__ __forceinline__ T forge_scan_each(const T& value, F f) {
+  return f(value);
+}
+template <class T, class F>
+__device__ __forceinline__ ForgeArgVal<T> forge_scan_each(const ForgeArgVal<T>& value, F f) {
+  return ForgeArgVal<T>{f(value.v), f(value.i)};
+}
+struct ForgeScanShflUp {
+  int delta;
+  template <class X>
+  __device__ __forceinline__ X operator()(const X& x) const {
+    return __shfl_up_sync(0xffffffffu, x, delta);
+  }
+};
+struct ForgeScanShflFrom {
+  int lane;
+  template <class X>
+  __device__ __forceinline__ X operator()(const X& x) const {
+    return __shfl_sync(0xffffffffu, x, lane);
+  }
+};
 template <class T>
-__device__ __forceinline__ T forge_scan_shfl_up(T value, int delta) {
-  return __shfl_up_sync(0xffffffffu, value, delta);
+__device__ __forceinline__ T forge_scan_shfl_up(const T& value, int delta) {
+  return forge_scan_each(value, ForgeScanShflUp{delta});
 }
 template <class T>
-__device__ __forceinline__ ForgeArgVal<T> forge_scan_shfl_up(ForgeArgVal<T> value, int delta) {
-  return ForgeArgVal<T>{__shfl_up_sync(0xffffffffu, value.v, delta),
-                        __shfl_up_sync(0xffffffffu, value.i, delta)};
-}
-
-template <class T>
-__device__ __forceinline__ T forge_scan_shfl_from(T value, int lane) {
-  return __shfl_sync(0xffffffffu, value, lane);
-}
-template <class T>
-__device__ __forceinline__ ForgeArgVal<T> forge_scan_shfl_from(ForgeArgVal<T> value, int lane) {
-  return ForgeArgVal<T>{__shfl_sync(0xffffffffu, value.v, lane),
-                        __shfl_sync(0xffffffffu, value.i, lane)};
+__device__ __forceinline__ T forge_scan_shfl_from(const T& value, int lane) {
+  return forge_scan_each(value, ForgeScanShflFrom{lane});
 }
 
 // The inclusive scan of `value` over the 32 lanes of the warp, in a fixed order.

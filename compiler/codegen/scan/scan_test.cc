@@ -14,11 +14,13 @@ namespace forge::codegen {
 namespace {
 
 using ::forge::codegen::testing::DTypeArg;
+using ::forge::codegen::testing::EvenSample;
 using ::forge::codegen::testing::ExpectCompiles;
 using ::forge::codegen::testing::FloatArg;
 using ::forge::codegen::testing::IntArg;
 using ::forge::codegen::testing::TaskBuilder;
 using ::forge::codegen::testing::TensorArg;
+using ::forge::codegen::testing::ValidPoints;
 using ::forge::v1::DType;
 using ::forge::v1::KernelTask;
 using ::testing::HasSubstr;
@@ -326,17 +328,9 @@ TEST(ScanTest, ScheduleSpaceSampleCompiles) {
   for (const KernelTask& task :
        {ScanOf("cummin", kF32, {64, 4096}, 1), ScanOf("cumsum", kF16, {16, 512, 64}, 1),
         ScanOf("logcumsumexp", kF32, {2, 100000}, 1)}) {
-    absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
-    ASSERT_TRUE(spaces.ok()) << spaces.status();
-    std::vector<SchedulePoint> valid;
-    for (const TemplateSpace& space : *spaces) {
-      for (const SchedulePoint& point : EnumeratePoints(space)) {
-        if (family.Validate(task, point).ok()) valid.push_back(point);
-      }
-    }
+    const std::vector<SchedulePoint> valid = ValidPoints(family, task);
     ASSERT_GE(valid.size(), 12u);
-    for (size_t i = 0; i < 12; ++i) {
-      const SchedulePoint& point = valid[i * valid.size() / 12];
+    for (const SchedulePoint& point : EvenSample(valid, 12)) {
       absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
       ASSERT_TRUE(kernel.ok()) << kernel.status();
       kernels.push_back(*kernel);
