@@ -135,11 +135,13 @@ int64_t DefaultWidth(const ScanTask& analysis) {
 SchedulePoint DefaultRowPoint(const ScanTask& analysis) {
   const int64_t width = DefaultWidth(analysis);
   int64_t chunks = std::min<int64_t>(8, std::max<int64_t>(1, kDefaultItems / width));
-  while (chunks > 1 && (chunks - 1) * width * 32 >= analysis.length) chunks /= 2;
   int64_t threads = 32;
   while (threads < kDefaultBlockThreads && threads * width * chunks < analysis.length) {
     threads *= 2;
   }
+  // Then as few chunks and threads as leave none of them empty (ValidateRow's rules).
+  while (chunks > 1 && (chunks - 1) * width * threads >= analysis.length) chunks /= 2;
+  while (threads > 32 && (threads / 2) * width * chunks >= analysis.length) threads /= 2;
   int64_t rows_per_block = std::min<int64_t>(8, kDefaultBlockThreads / threads);
   while (rows_per_block > 1 && analysis.rows <= rows_per_block / 2) rows_per_block /= 2;
   return {kRowTemplate,

@@ -122,6 +122,22 @@ TEST(ScanTest, DefaultsFollowTheRowLength) {
                                             {"elements_per_thread", 2}}));
 }
 
+// The default is the rule's point for every row length, never the declared fallback: vectors
+// wherever the length allows them.
+TEST(ScanTest, DefaultsAreValidForEveryRowLength) {
+  ScanFamily family;
+  for (int64_t length : {4, 12, 100, 1000, 3000, 4092, 4100, 12000, 16380, 65536, 1 << 20}) {
+    const KernelTask task = ScanOf("cumsum", kF32, {8, length}, 1);
+    absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+    ASSERT_TRUE(spaces.ok()) << spaces.status();
+    for (const TemplateSpace& space : *spaces) {
+      const SchedulePoint point = DefaultPoint(space);
+      EXPECT_TRUE(family.Validate(task, point).ok()) << length << ": " << Label(point);
+      EXPECT_EQ(point.parameters.at("vector_width"), 4) << length << ": " << Label(point);
+    }
+  }
+}
+
 TEST(ScanTest, PlanLaunchesARowPerThreadGroupAndHintsOneRead) {
   ScanFamily family;
   const KernelTask task = ScanOf("cumsum", kF32, {32768, 4096}, 1);
