@@ -3,17 +3,19 @@
 // (a decoupled look-back in the manner of Merrill & Garland, made deterministic). Embedded at
 // build time after scan_prelude.cuh, what the emitter writes per task and point (ForgeScanOp,
 // ForgeScanAcc, ForgeScanIndex, the constants kRows, kLength, kThreadsPerRow, kVectorWidth,
-// kChunks, kTilesPerRow, kGroupsPerRow, and forge_scan_load / forge_scan_store: row_scan.cuh says
-// what they do) and tile.cuh (a tile's loads, scans and stores).
+// kChunks, kTilesPerLane, kTilesPerRow, kGroupsPerRow, and forge_scan_load / forge_scan_store:
+// row_scan.cuh says what they do) and tile.cuh (a tile's loads, scans and stores).
 //
 // A block takes the next tile from a ticket counter (so every tile before it belongs to a block
-// already running: the waits below always end), scans it as row_scan scans a tile, and publishes
+// already running: the waits below always end; consecutive tickets go to the rows in turn, so
+// the rows' chains below advance side by side), scans it as row_scan scans a tile, and publishes
 // the tile's total (its aggregate). Its prefix is combined in a fixed order, whatever the timing:
-// the tiles of a row form groups of 32; the prefix of tile j of group g is P(g - 1), the inclusive
-// prefix of the groups before, combined with the aggregates of the tiles of group g before j (a
-// warp's Hillis-Steele scan of them, lane k holding tile 32g + k). The group's last tile
-// publishes P(g) = P(g - 1) combined with that scan's last value. Only P chains from block to
-// block: one wait per 32 tiles.
+// the tiles of a row form groups of 32 x kTilesPerLane, lane k of a warp folding the aggregates
+// of the group's tiles k * kTilesPerLane ... (k + 1) * kTilesPerLane - 1 in order, then the warp
+// scanning the lanes' folds (Hillis-Steele). The prefix of tile j of group g is P(g - 1), the
+// inclusive prefix of the groups before, combined with the aggregates of the group's tiles before
+// j, so combined; the group's last tile publishes P(g) = P(g - 1) combined with all of them. Only P
+// chains from block to block: one wait per group.
 //
 // The flags live in __device__ arrays of the module, zero at load, and hold the epoch of the
 // launch that wrote them (the ticket counter, never reset, says which launch a block belongs to:
@@ -28,6 +30,7 @@
 // FORGE_EMBED_BEGIN
 
 constexpr long long kTiles = kRows * kTilesPerRow;
+constexpr long long kGroupTiles = 32LL * kTilesPerLane;
 
 // Static: the runtime's extension compiles each task's kernel in a translation unit of its own,
 // and two of them must not define one host-side symbol.
@@ -72,8 +75,9 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SC
   __syncthreads();
   const unsigned long long epoch = ticket / kTiles + 1;
   const long long tile_number = (long long)(ticket % kTiles);
-  const long long row_number = tile_number / kTilesPerRow;
-  const long long j = tile_number % kTilesPerRow;  // the tile's place in its row
+  const long long row_number = tile_number % kRows;  // the rows take turns
+  const long long j = tile_number / kRows;            // the tile's place in its row
+  const long long slot = row_number * kTilesPerRow + j;
   const ForgeScanIndex row = (ForgeScanIndex)row_number;
   const int lane = threadIdx.x;
   const long long tile = j * kTile;
@@ -84,24 +88,32 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SC
   const ForgeScanAcc before =
       forge_row_exclusive_scan<kThreadsPerRow, ForgeScanOp>(x[kItems - 1], warp_totals, &aggregate);
   if (threadIdx.x == 0) {
-    forge_scan_publish(&forge_scan_aggregate[tile_number], &forge_scan_aggregate_epoch[tile_number],
-                       aggregate, epoch);
+    forge_scan_publish(&forge_scan_aggregate[slot], &forge_scan_aggregate_epoch[slot], aggregate,
+                       epoch);
   }
   if (threadIdx.x < 32) {
-    // The first warp combines the prefix: the aggregates of the group's earlier tiles, scanned.
-    const long long group = j / 32;
-    const int place = (int)(j % 32);
-    const long long first = row_number * kTilesPerRow + group * 32;
-    ForgeScanAcc mine = ForgeScanOp::identity();
-    if (threadIdx.x < place) {
-      mine = forge_scan_wait(&forge_scan_aggregate[first + threadIdx.x],
-                             &forge_scan_aggregate_epoch[first + threadIdx.x], epoch);
-    } else if (threadIdx.x == place) {
-      mine = aggregate;
+    // The first warp combines the prefix from the aggregates of the group's earlier tiles.
+    const long long group = j / kGroupTiles;
+    const int place = (int)(j % kGroupTiles);
+    const long long first = row_number * kTilesPerRow + group * kGroupTiles;
+    const int holder = place / kTilesPerLane;  // the lane whose tiles include this one
+    ForgeScanAcc before_place = ForgeScanOp::identity();  // holder: its tiles before this one
+    ForgeScanAcc mine = ForgeScanOp::identity();          // the fold of the lane's tiles up to j
+#pragma unroll
+    for (int k = 0; k < kTilesPerLane; ++k) {
+      const int p = threadIdx.x * kTilesPerLane + k;
+      if (p < place) {
+        mine = ForgeScanOp()(mine, forge_scan_wait(&forge_scan_aggregate[first + p],
+                                                   &forge_scan_aggregate_epoch[first + p], epoch));
+        before_place = mine;
+      } else if (p == place) {
+        mine = ForgeScanOp()(mine, aggregate);
+      }
     }
     const ForgeScanAcc scanned = forge_warp_inclusive_scan<ForgeScanOp>(mine);
-    const ForgeScanAcc in_group = forge_scan_shfl_from(scanned, place > 0 ? place - 1 : 0);
-    const ForgeScanAcc through_this = forge_scan_shfl_from(scanned, place);
+    const ForgeScanAcc lanes_before = forge_scan_shfl_from(scanned, holder > 0 ? holder - 1 : 0);
+    const ForgeScanAcc holder_before = forge_scan_shfl_from(before_place, holder);
+    const ForgeScanAcc through_this = forge_scan_shfl_from(scanned, holder);
     if (threadIdx.x == 0) {
       const long long group_slot = row_number * kGroupsPerRow + group;
       ForgeScanAcc prefix = ForgeScanOp::identity();
@@ -109,8 +121,11 @@ extern "C" __global__ void __launch_bounds__(kThreadsPerRow) forge_scan(FORGE_SC
         prefix = forge_scan_wait(&forge_scan_prefix[group_slot - 1],
                                  &forge_scan_prefix_epoch[group_slot - 1], epoch);
       }
-      tile_prefix = place > 0 ? ForgeScanOp()(prefix, in_group) : prefix;
-      if (place == 31 || j == kTilesPerRow - 1) {
+      // Combining with the identity is exact: the first lane and tile need no special case.
+      const ForgeScanAcc in_group =
+          ForgeScanOp()(holder > 0 ? lanes_before : ForgeScanOp::identity(), holder_before);
+      tile_prefix = ForgeScanOp()(prefix, in_group);
+      if (place == kGroupTiles - 1 || j == kTilesPerRow - 1) {
         forge_scan_publish(&forge_scan_prefix[group_slot], &forge_scan_prefix_epoch[group_slot],
                            ForgeScanOp()(prefix, through_this), epoch);
       }

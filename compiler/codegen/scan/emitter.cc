@@ -222,8 +222,9 @@ absl::StatusOr<std::string> EmitScanKernel(const KernelTask& task, const ScanTas
       body = kColumnScanBody;
       break;
     case Template::kChained:
-      constants.insert(constants.end(),
-                       {{"kThreadsPerRow", layout.threads_per_row}, {"kChunks", layout.chunks}});
+      constants.insert(constants.end(), {{"kThreadsPerRow", layout.threads_per_row},
+                                         {"kChunks", layout.chunks},
+                                         {"kTilesPerLane", layout.tiles_per_lane}});
       body = kChainedScanBody;
       break;
   }

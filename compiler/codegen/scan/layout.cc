@@ -36,7 +36,8 @@ TemplateSpace ChainedSpace() {
   return {kChainedTemplate,
           {{"threads_per_block", {128, 256, 512, 1024}, 256},
            {"vector_width", {1, 2, 4, 8}, 1},
-           {"elements_per_thread", {1, 2, 4, 8}, 1}}};
+           {"elements_per_thread", {1, 2, 4, 8}, 1},
+           {"tiles_per_lane", {1, 2, 4, 8}, 1}}};
 }
 
 int64_t Blocks(int64_t count, int64_t per_block) { return (count + per_block - 1) / per_block; }
@@ -107,6 +108,12 @@ absl::Status ValidateChained(const ScanTask& analysis, const Layout& layout) {
         "a tile of ", layout.Tile(), " elements holds the whole row of ", analysis.length,
         "; chained_scan needs two tiles or more (row_scan scans a row in one block)"));
   }
+  if (layout.tiles_per_lane > 1 &&
+      kLanesPerGroup * (layout.tiles_per_lane / 2) >= TilesPerRow(analysis, layout)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tiles_per_lane ", layout.tiles_per_lane, ": groups of half as many already hold the ",
+        TilesPerRow(analysis, layout), " tiles of a row"));
+  }
   return absl::OkStatus();
 }
 
@@ -151,14 +158,25 @@ SchedulePoint DefaultRowPoint(const ScanTask& analysis) {
            {"elements_per_thread", chunks}}};
 }
 
-// chained_scan's default: 256 threads of about kDefaultItems elements (4096 float32 a tile).
+// chained_scan's default: 256 threads of about kDefaultItems elements (4096 float32 a tile), and
+// the fewest tiles per lane that still give groups of 256 tiles (a wait between groups per million
+// float32 elements).
 SchedulePoint DefaultChainedPoint(const ScanTask& analysis) {
-  const int64_t width = DefaultWidth(analysis);
-  return {
-      kChainedTemplate,
-      {{"threads_per_block", kDefaultBlockThreads},
-       {"vector_width", width},
-       {"elements_per_thread", std::min<int64_t>(8, std::max<int64_t>(1, kDefaultItems / width))}}};
+  Layout layout;
+  layout.kind = Template::kChained;
+  layout.threads_per_row = kDefaultBlockThreads;
+  layout.width = DefaultWidth(analysis);
+  layout.chunks = std::min<int64_t>(8, std::max<int64_t>(1, kDefaultItems / layout.width));
+  int64_t tiles_per_lane = 8;
+  while (tiles_per_lane > 1 &&
+         kLanesPerGroup * (tiles_per_lane / 2) >= TilesPerRow(analysis, layout)) {
+    tiles_per_lane /= 2;
+  }
+  return {kChainedTemplate,
+          {{"threads_per_block", layout.threads_per_row},
+           {"vector_width", layout.width},
+           {"elements_per_thread", layout.chunks},
+           {"tiles_per_lane", tiles_per_lane}}};
 }
 
 SchedulePoint DefaultColumnPoint(const ScanTask& analysis) {
@@ -232,6 +250,7 @@ Layout LayoutOf(const SchedulePoint& point) {
   layout.chunks = parameter("elements_per_thread", 1);
   layout.threads = parameter("threads_per_block", 128);
   layout.unroll = parameter("unroll", 1);
+  layout.tiles_per_lane = parameter("tiles_per_lane", 1);
   return layout;
 }
 
@@ -278,7 +297,7 @@ int64_t TilesPerRow(const ScanTask& analysis, const Layout& layout) {
 }
 
 int64_t GroupsPerRow(const ScanTask& analysis, const Layout& layout) {
-  return Blocks(TilesPerRow(analysis, layout), kTilesPerGroup);
+  return Blocks(TilesPerRow(analysis, layout), kLanesPerGroup * layout.tiles_per_lane);
 }
 
 LaunchDims LaunchOf(const ScanTask& analysis, const Layout& layout) {

@@ -8,7 +8,8 @@
 // block, `unroll` elements loaded before they are combined. chained_scan (a scanned last dim of
 // kChainedMinLength elements or more): the tiles of a row go to `threads_per_block`-thread blocks,
 // one tile each (threads x elements_per_thread x vector_width elements), and the prefix passes
-// from tile to tile (chained_scan.cuh); offered first when the rows are too few to fill the GPU.
+// from group to group of 32 x `tiles_per_lane` tiles (chained_scan.cuh); offered first when the
+// rows are too few to fill the GPU.
 #ifndef FORGE_COMPILER_CODEGEN_SCAN_LAYOUT_H_
 #define FORGE_COMPILER_CODEGEN_SCAN_LAYOUT_H_
 
@@ -33,8 +34,8 @@ inline constexpr int64_t kChainedMinLength = 16384;
 // Fewer rows than this leave SMs idle with a block per row (twice an H100-class GPU's SMs):
 // chained_scan's space comes first, its default the task's.
 inline constexpr int64_t kRowsToFillTheGpu = 264;
-// chained_scan's groups: a warp's lanes, one tile each.
-inline constexpr int64_t kTilesPerGroup = 32;
+// chained_scan's groups: a warp's lanes, tiles_per_lane tiles each.
+inline constexpr int64_t kLanesPerGroup = 32;
 
 enum class Template { kRow, kColumn, kChained };
 
@@ -45,6 +46,7 @@ struct Layout {
   int64_t rows_per_block = 1;
   int64_t width = 1;   // vector_width; 1 for col_scan
   int64_t chunks = 1;  // elements_per_thread: vectors per thread and tile
+  int64_t tiles_per_lane = 1;  // chained_scan
   // col_scan
   int64_t threads = 128;
   int64_t unroll = 1;
@@ -65,7 +67,7 @@ absl::Status ValidatePoint(const ScanTask& analysis, const SchedulePoint& point)
 // `width` elements at a time along the scanned dim: unit stride there, every other stride and
 // the storage offset multiples of `width`, at most 16 bytes.
 bool VectorAlongTheRow(const ScanTask& analysis, const forge::v1::TensorSpec& spec, int64_t width);
-// chained_scan: the tiles of a row, and their groups of kTilesPerGroup.
+// chained_scan: the tiles of a row, and their groups of kLanesPerGroup x tiles_per_lane.
 int64_t TilesPerRow(const ScanTask& analysis, const Layout& layout);
 int64_t GroupsPerRow(const ScanTask& analysis, const Layout& layout);
 // The launch of a valid point.

@@ -176,9 +176,10 @@ TEST(ScanTest, LongRowsAreOfferedTheChainedScan) {
   EXPECT_EQ((*spaces)[0].template_name, "chained_scan");
   EXPECT_EQ((*spaces)[1].template_name, "row_scan");
   const SchedulePoint point = DefaultPoint((*spaces)[0]);
-  EXPECT_EQ(point.parameters,
-            (std::map<std::string, int64_t>{
-                {"threads_per_block", 256}, {"vector_width", 4}, {"elements_per_thread", 4}}));
+  EXPECT_EQ(point.parameters, (std::map<std::string, int64_t>{{"threads_per_block", 256},
+                                                              {"vector_width", 4},
+                                                              {"elements_per_thread", 4},
+                                                              {"tiles_per_lane", 8}}));
   absl::StatusOr<LaunchPlan> plan = family.Plan(few, point);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{4 * 256, 1, 1}));  // 256 tiles a row
@@ -186,7 +187,8 @@ TEST(ScanTest, LongRowsAreOfferedTheChainedScan) {
   absl::StatusOr<GeneratedKernel> kernel = family.Generate(few, point);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_THAT(kernel->source, HasSubstr("constexpr long long kTilesPerRow = 256LL;"));
-  EXPECT_THAT(kernel->source, HasSubstr("constexpr long long kGroupsPerRow = 8LL;"));
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr long long kGroupsPerRow = 1LL;"));
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr int kTilesPerLane = 8;"));
 
   spaces = family.ScheduleSpace(ScanOf("cumsum", kF32, {1024, 32768}, 1));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
@@ -200,9 +202,22 @@ TEST(ScanTest, LongRowsAreOfferedTheChainedScan) {
           .Validate(
               ScanOf("cumsum", kF32, {4, 16384}, 1),
               {"chained_scan",
-               {{"threads_per_block", 1024}, {"vector_width", 4}, {"elements_per_thread", 4}}})
+               {{"threads_per_block", 1024},
+                {"vector_width", 4},
+                {"elements_per_thread", 4},
+                {"tiles_per_lane", 1}}})
           .message(),
       HasSubstr("needs two tiles or more"));
+  // 16 tiles a row fill one group of 32 lanes' single tiles: more tiles per lane change nothing.
+  EXPECT_THAT(family
+                  .Validate(ScanOf("cumsum", kF32, {4, 65536}, 1),
+                            {"chained_scan",
+                             {{"threads_per_block", 256},
+                              {"vector_width", 4},
+                              {"elements_per_thread", 4},
+                              {"tiles_per_lane", 2}}})
+                  .message(),
+              HasSubstr("groups of half as many already hold the 16 tiles"));
 }
 
 TEST(ScanTest, ChainedScanOfEveryOpCompiles) {
