@@ -4,9 +4,9 @@
 //
 //   generators_bench validate PROBLEMS_DIR OUT.jsonl
 //     For each "validate" problem of PROBLEMS_DIR/manifest.tsv, per task: the default schedule
-//     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, SCAN, or GEMM
-//     through the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run
-//     through ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
+//     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, or GEMM through
+//     the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run through
+//     ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
