@@ -17,15 +17,23 @@
 // consecutive threads own consecutive inner positions (coalesced loads) and each walks its row
 // along the scanned dim, `unroll` elements loaded before they are combined; `threads_per_block`.
 //
-// Both combine in an order fixed by the schedule point: the same bits every launch. A float32
-// sum's running carry (the tiles' in row_scan, the elements' in col_scan) is compensated (Kahan),
-// so a long row or column stays within a few ulps of the exact prefix where a plain float32 carry
-// would drift by sqrt(terms) ulps. Rows of a million elements and more run one block per row
-// (a decoupled look-back across blocks is not built): fine for many rows, slow for a few.
+// Template "chained_scan", for a last dim of 16384 elements or more (first in the space when the
+// rows are too few to fill the GPU with a block each: cumsum over 1M+ elements): every block
+// scans one tile of `threads_per_block` x `elements_per_thread` x `vector_width` elements as
+// row_scan does, taking tiles in ticket order, and the prefix passes from tile to tile in one
+// pass: a decoupled look-back (Merrill & Garland) whose combination order is fixed (groups of
+// 32 x `tiles_per_lane` tiles, chained_scan.cuh), its flags in __device__ arrays stamped with the
+// launch's epoch, so no memset is needed between launches. Launches of one loaded module must not
+// overlap (the judge and the timer launch one at a time on one stream).
+//
+// Every template combines in an order fixed by the schedule point: the same bits every launch. A
+// float32 sum's running carry (the tiles' in row_scan, the elements' in col_scan) is compensated
+// (Kahan), so a long row or column stays within a few ulps of the exact prefix where a plain
+// float32 carry would drift by sqrt(terms) ulps (compiler/codegen/tools/scan_accuracy.py).
 //
 // This folder: analysis.h (what a task scans), layout.h (a point's layout, constraints, default,
 // launch and cost hints), emitter.h (the source), and the CUDA it embeds (scan_prelude.cuh,
-// row_scan.cuh, column_scan.cuh; cuda_sources.h).
+// tile.cuh, row_scan.cuh, column_scan.cuh, chained_scan.cuh; cuda_sources.h).
 #ifndef FORGE_COMPILER_CODEGEN_SCAN_SCAN_H_
 #define FORGE_COMPILER_CODEGEN_SCAN_SCAN_H_
 
