@@ -2,7 +2,8 @@
 // constants, the element functions the template's kernel calls (forge_scan_load: the fused
 // prologue that computes the scanned elements from the task's inputs; forge_scan_store: the fused
 // epilogue that computes every task output from the scanned elements, and its stores, as vectors
-// where the tensor allows) and the template's kernel (row_scan.cuh or column_scan.cuh).
+// where the tensor allows) and the template's kernel (row_scan.cuh or chained_scan.cuh after
+// tile.cuh, or column_scan.cuh).
 //
 // Emitting is a pure function of (task, analysis, point): the same inputs give byte-identical
 // source. It fails (Unimplemented) when an op or view of the group cannot be expressed, e.g. an
