@@ -103,6 +103,10 @@ def layer_norm(m, x):
     return F.layer_norm(x, m.weight.shape, m.weight, m.bias, 1e-5)
 
 
+def group_norm(groups, eps=1e-5):
+    return lambda m, x: F.group_norm(x, groups, m.weight, m.bias, eps)
+
+
 def linear_weights(n, k, dtype, bias=True, extra=()):
     """A linear layer's weight [n, k] (scaled so outputs stay O(1)), its bias [n] if `bias`, and
     more weights of the same shape named in `extra` (SwiGLU's up projection)."""
@@ -124,6 +128,14 @@ def swiglu(m, x):
 
 def cross_entropy(**options):
     return lambda m, x, target: F.cross_entropy(x, target, **options)
+
+
+def weighted_cross_entropy(**options):
+    return lambda m, x, target: F.cross_entropy(x, target, weight=m.weight, **options)
+
+
+def class_weights(c, dtype):
+    return lambda: {"weight": torch.rand(c).to(dtype) + 0.5}
 
 
 def logits_targets(n, c, dtype):
@@ -242,6 +254,41 @@ PROBLEMS = [
             lambda t: [t((2, 8, 8, 4), F32)]),
     Problem("layer_norm_residual_f32", R, "validate", lambda m, x, r: layer_norm(m, x) + r,
             lambda t: [t((100, 512), F32), t((100, 512), F32)], affine(512, F32)),
+    # logsumexp: softmax's statistics, one value per row
+    Problem("logsumexp_f32_333x1001", R, "validate", lambda m, x: torch.logsumexp(x, -1),
+            lambda t: [t((333, 1001), F32)]),
+    Problem("logsumexp_dim1_keepdim_bf16_4x77x9", R, "validate",
+            lambda m, x: torch.logsumexp(x * 3, 1, keepdim=True), lambda t: [t((4, 77, 9), BF16)]),
+    Problem("logsumexp_residual_f16_100x4096", R, "validate",
+            lambda m, x: torch.logsumexp(x, -1, keepdim=True) - x, lambda t: [t((100, 4096), F16)]),
+    # reductions over the trailing dims with keepdim: one row of their product
+    Problem("squeeze_excite_mean_hw_f32_4x6x7x9", R, "validate",
+            lambda m, x: x * torch.sigmoid(x.mean((2, 3), keepdim=True)),
+            lambda t: [t((4, 6, 7, 9), F32)]),
+    Problem("var_chw_keepdim_bf16_3x5x6x7", R, "validate",
+            lambda m, x: torch.var(x, (1, 2, 3), keepdim=True), lambda t: [t((3, 5, 6, 7), BF16)]),
+    # group norm: a row per (sample, group) of the task as (N, G, C/G * spatial), the affine
+    # read per channel, epilogues fused; instance norm is a group per channel
+    Problem("group_norm_silu_f16_2x32x5x7", R, "validate",
+            lambda m, x: F.silu(group_norm(8)(m, x)), lambda t: [t((2, 32, 5, 7), F16)],
+            affine(32, F16)),
+    Problem("group_norm_bf16_3x12x7", R, "validate", group_norm(4, 1e-3),
+            lambda t: [t((3, 12, 7), BF16)], affine(12, BF16)),
+    Problem("group_norm_f32_2x6x3x5x7", R, "validate", group_norm(3),
+            lambda t: [t((2, 6, 3, 5, 7), F32)], affine(6, F32)),
+    Problem("group_norm_noaffine_f32_5x9x11x13", R, "validate",
+            lambda m, x: F.group_norm(x, 3), lambda t: [t((5, 9, 11, 13), F32)]),
+    Problem("group_norm_residual_relu_f32_33x96", R, "validate",
+            lambda m, x, r: torch.relu(group_norm(8)(m, x) + r),
+            lambda t: [t((33, 96), F32), t((33, 96), F32)], affine(96, F32)),
+    Problem("group_norm_silu_cluster_f16_2x64x48x48", R, "validate",
+            lambda m, x: F.silu(group_norm(4)(m, x)), lambda t: [t((2, 64, 48, 48), F16)],
+            affine(64, F16)),
+    Problem("instance_norm_f32_3x5x9x11", R, "validate",
+            lambda m, x: F.instance_norm(x, weight=m.weight, bias=m.bias),
+            lambda t: [t((3, 5, 9, 11), F32)], affine(5, F32)),
+    Problem("instance_norm_gelu_bf16_2x16x33", R, "validate",
+            lambda m, x: F.gelu(F.instance_norm(x)), lambda t: [t((2, 16, 33), BF16)]),
     Problem("sum_f32_1000x1003", R, "validate", lambda m, x: x.sum(-1),
             lambda t: [t((1000, 1003), F32)]),
     Problem("sum_f32_1x1000003", R, "validate", lambda m, x: x.sum(-1),
@@ -332,6 +379,35 @@ PROBLEMS = [
             logits_targets(999, 7, F32)),
     Problem("cross_entropy_ignore0_sum_bf16_129x5", R, "validate",
             cross_entropy(ignore_index=0, reduction="sum"), logits_targets(129, 5, BF16)),
+    Problem("cross_entropy_none_bf16_257x1001", R, "validate", cross_entropy(reduction="none"),
+            logits_targets(257, 1001, BF16)),
+    Problem("cross_entropy_none_ignore4_smoothed_f32_100x33", R, "validate",
+            cross_entropy(reduction="none", ignore_index=4, label_smoothing=0.2),
+            logits_targets(100, 33, F32)),
+    Problem("cross_entropy_weighted_f32_333x1001", R, "validate", weighted_cross_entropy(),
+            logits_targets(333, 1001, F32), class_weights(1001, F32)),
+    Problem("cross_entropy_weighted_sum_ignore2_bf16_129x77", R, "validate",
+            weighted_cross_entropy(reduction="sum", ignore_index=2),
+            logits_targets(129, 77, BF16), class_weights(77, BF16)),
+    Problem("cross_entropy_weighted_none_f16_64x512", R, "validate",
+            weighted_cross_entropy(reduction="none"), logits_targets(64, 512, F16),
+            class_weights(512, F16)),
+    # nll_loss on log-probabilities (aten::nll_loss_nd): the cross_entropy template without its
+    # pass over the row; after log_softmax it is a second task
+    Problem("nll_loss_of_log_softmax_f32_333x1001", R, "validate",
+            lambda m, x, target: F.nll_loss(F.log_softmax(x, -1), target),
+            logits_targets(333, 1001, F32)),
+    Problem("nll_loss_weighted_none_ignore1_bf16_129x77", R, "validate",
+            lambda m, x, target: F.nll_loss(x, target, weight=m.weight, reduction="none",
+                                            ignore_index=1),
+            logits_targets(129, 77, BF16), class_weights(77, BF16)),
+    Problem("cross_entropy_smoothed_f32_333x1001", R, "validate",
+            cross_entropy(label_smoothing=0.1), logits_targets(333, 1001, F32)),
+    Problem("cross_entropy_smoothed_sum_ignore2_bf16_257x77", R, "validate",
+            cross_entropy(label_smoothing=0.3, reduction="sum", ignore_index=2),
+            logits_targets(257, 77, BF16)),
+    Problem("cross_entropy_smoothed_f16_64x32000", R, "validate",
+            cross_entropy(label_smoothing=0.05), logits_targets(64, 32000, F16)),
     # ---- GEMM (gemm_library family: cuBLASLt, its native epilogues, then a pointwise kernel) ----
     Problem("linear_bias_f32_1000x999x257", G, "validate", linear,
             lambda t: [t((1000, 257), F32)], linear_weights(999, 257, F32)),
@@ -442,8 +518,19 @@ PROBLEMS = [
     Problem("channel_rms_norm_112x64x512x512_f32", R, "anchor", channel_rms_norm,
             lambda t: [t((112, 64, 512, 512), F32)], channel_weight(64, F32),
             judge_inputs=lambda t: [t((1, 64, 512, 512), F32)]),
+    # Issue 24's unseen GroupNorm(32, 320) + SiLU (16 samples: 512 rows of 40960) and the few-row
+    # case of two samples (64 rows: a cluster per row fills the GPU)
+    Problem("group_norm_silu_16x320x64x64_f16", R, "anchor",
+            lambda m, x: F.silu(group_norm(32)(m, x)), lambda t: [t((16, 320, 64, 64), F16)],
+            affine(320, F16)),
+    Problem("group_norm_silu_2x320x64x64_f16", R, "anchor",
+            lambda m, x: F.silu(group_norm(32)(m, x)), lambda t: [t((2, 320, 64, 64), F16)],
+            affine(320, F16)),
     Problem("cross_entropy_32768x4096_f32", R, "anchor", cross_entropy(),
             logits_targets(32768, 4096, F32), judge_inputs=logits_targets(2048, 4096, F32)),
+    # Issue 24's unseen label-smoothed cross-entropy: its floor is one read of the logits
+    Problem("cross_entropy_smoothed_8192x32000_bf16", R, "anchor",
+            cross_entropy(label_smoothing=0.1), logits_targets(8192, 32000, BF16)),
     # The suite's cumsum (benchmarks/suite: l1_cumsum_32768x4096_f32): a row of 4096 per block;
     # and few long rows, whose tiles the chained scan spreads over every SM.
     Problem("cumsum_32768x4096_f32", S, "anchor", lambda m, x: torch.cumsum(x, 1),

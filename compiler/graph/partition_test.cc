@@ -168,6 +168,41 @@ TEST(PartitionTest, ScanTakesItsPrologueAndEpilogue) {
   EXPECT_THAT(Summary(result), ElementsAre("SCAN: tanh+cumsum+mul"));
 }
 
+// nn.GroupNorm(32, 320) then F.silu, as forge.export emits it (aten::group_norm, aten::silu:
+// checked with torch 2.11), is one reduction task, and so is instance norm with its epilogue.
+TEST(PartitionTest, GroupNormAndInstanceNormTakeTheirEpilogues) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {2, 320, 64, 64});
+  const std::string weight = b.Input("w", {320}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string bias = b.Input("b", {320}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string norm = b.Op("aten::group_norm", {x, weight, bias}, {2, 320, 64, 64}, 1e-5);
+  b.Output(b.Op("aten::silu", {norm}, {2, 320, 64, 64}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("REDUCTION: group_norm+silu"));
+  EXPECT_THAT(result.instances[0].input_values, ElementsAre("x", "w", "b"));
+
+  GraphBuilder instance;
+  const std::string y = instance.Input("y", {4, 8, 16, 16});
+  const std::string residual = instance.Input("residual", {4, 8, 16, 16});
+  const std::string normed = instance.Op("aten::instance_norm", {y}, {4, 8, 16, 16}, 1e-5);
+  const std::string sum = instance.Op("aten::add", {normed, residual}, {4, 8, 16, 16});
+  instance.Output(instance.Op("aten::relu", {sum}, {4, 8, 16, 16}));
+  EXPECT_THAT(Summary(PartitionAndCheck(instance.graph())),
+              ElementsAre("REDUCTION: instance_norm+add+relu"));
+}
+
+// F.nll_loss(F.log_softmax(x, -1), t) as forge.export emits it: two reduction tasks (the
+// reduction family's row_reduce and cross_entropy templates), not a reduction and an ATen call.
+TEST(PartitionTest, NllLossOfLogSoftmaxIsTwoReductionTasks) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {8, 10});
+  const std::string t = b.Input("t", {8});
+  const std::string log_probabilities = b.Op("aten::log_softmax", {x}, {8, 10}, -1);
+  b.Output(b.Op("aten::nll_loss_nd", {log_probabilities, t}, {}));
+  EXPECT_THAT(Summary(PartitionAndCheck(b.graph())),
+              ElementsAre("REDUCTION: log_softmax", "REDUCTION: nll_loss_nd"));
+}
+
 TEST(PartitionTest, GemmTakesItsSingleConsumerEpilogue) {
   GraphBuilder b;
   const std::string x = b.Input("x", {8, 64});

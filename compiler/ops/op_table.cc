@@ -258,6 +258,8 @@ constexpr OpEntry kOps[] = {
     Adversarial(Reduction("native_layer_norm", 8), kNormDraws),
     Adversarial(Reduction("group_norm", 8), kNormDraws),
     Adversarial(Reduction("native_group_norm", 8), kNormDraws),
+    // Without running statistics, group norm with a group per channel (the reduction family).
+    Adversarial(Reduction("instance_norm", 8), kNormDraws),
     // ---- scans (the scan family: compiler/codegen/scan)
     Adversarial(Scan("cumsum", 1), kCancellation | kZerosAndSubnormals),
     Scan("cumprod", 1),
@@ -281,9 +283,10 @@ constexpr OpEntry kOps[] = {
     Shaped("_scaled_dot_product_flash_attention", C::kAttention),
     Shaped("_scaled_dot_product_flash_attention_for_cpu", C::kAttention),
     Shaped("_scaled_dot_product_cudnn_attention", C::kAttention),
+    // nll_loss_nd: the reduction family's cross_entropy template computes it (on log-probabilities)
+    {.name = "nll_loss_nd", .op_class = C::kReduction, .flops_per_element = 1,
+     .domain = InputDomainRule::kClassTarget, .adversarial = kIntegerEdges},
     // ---- opaque ops the judge draws inputs for
-    {.name = "nll_loss_nd", .domain = InputDomainRule::kClassTarget,
-     .adversarial = kIntegerEdges},
     {.name = "nll_loss2d_forward", .domain = InputDomainRule::kClassTarget,
      .adversarial = kIntegerEdges},
     {.name = "embedding", .domain = InputDomainRule::kEmbeddingIndices,

@@ -108,11 +108,14 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
     return outcome;
   }
 
-  compile::CompileRequest request;
-  request.source = kernel.source;
-  request.name_expressions = {kernel.kernel_name};
-  request.arch = gpu.arch;
-  const compile::CompileResult compiled = pool_->Compile(std::move(request));
+  std::optional<compile::CompileRequest> request = compile::CompileRequestFor(kernel, gpu.arch);
+  if (!request.has_value()) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_INTERNAL,
+                          absl::StrCat("the generated kernel of template '", kernel.template_name,
+                                       "' names no kernel to compile"),
+                          "");
+  }
+  const compile::CompileResult compiled = pool_->Compile(*std::move(request));
   if (!compiled.ok()) {
     return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_COMPILE_ERROR,
                           absl::StrCat("compile for ", gpu.arch, " (", gpu.name,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status/status_macros.h"
 
 namespace forge::codegen::reduction {
 namespace {
@@ -29,8 +30,13 @@ absl::StatusOr<ReductionKind> KindOf(absl::string_view op) {
   if (op == "amin") return ReductionKind::kMin;
   if (op == "softmax" || op == "_softmax") return ReductionKind::kSoftmax;
   if (op == "log_softmax" || op == "_log_softmax") return ReductionKind::kLogSoftmax;
-  if (op == "layer_norm") return ReductionKind::kLayerNorm;
+  // Group norm is layer norm over each (sample, group) row of the rewritten task (analysis.h).
+  if (op == "layer_norm" || op == "group_norm" || op == "native_group_norm" ||
+      op == "instance_norm") {
+    return ReductionKind::kLayerNorm;
+  }
   if (op == "var" || op == "var_mean") return ReductionKind::kVar;
+  if (op == "logsumexp") return ReductionKind::kLogSumExp;
   return absl::NotFoundError(op);
 }
 
@@ -57,7 +63,8 @@ void CollectDependencies(const ReductionTask& task, const std::string& value,
 }
 
 // Layer norm over the k > 1 trailing dims of its input (nn.LayerNorm((C, H, W))) is layer norm
-// over one dim of their product when each tensor of the group is contiguous across them: the
+// over one dim of their product when each tensor of the group is contiguous across them, and so
+// is a sum / mean / amax / amin / var / logsumexp over them with keepdim: the
 // task rewritten that way, or nullopt when the group has no such layer norm. A group that mixes it
 // with another reduction, a view op, a tensor that broadcasts within the trailing dims, or one
 // that is not contiguous across them, stays as it is (and the analysis says what it cannot do).
@@ -66,12 +73,47 @@ struct TrailingDims {
   int count = 0;  // k
 };
 
+// Reductions that name their reduced dims in `dim` (sum, mean, amax, amin, var, logsumexp).
+bool ReducesDimList(ReductionKind kind) {
+  return kind != ReductionKind::kLayerNorm && !ElementwiseInRow(kind);
+}
+
+// The k > 1 trailing dims of a rank-`rank` tensor that `dims` names (each once, any order, negative
+// or not), or 0 when it names anything else.
+int TrailingDimCount(const Argument* dims, int64_t rank) {
+  if (dims == nullptr || dims->value_case() != Argument::kInts) return 0;
+  std::set<int64_t> named;
+  for (int64_t dim : dims->ints().values()) {
+    if (dim < -rank || dim >= rank) return 0;
+    named.insert(dim < 0 ? dim + rank : dim);
+  }
+  const int count = static_cast<int>(named.size());
+  if (count < 2 || count != dims->ints().values_size() || *named.begin() != rank - count) return 0;
+  return count;
+}
+
 std::optional<TrailingDims> NormalizedTrailingDims(const GroupView& view) {
   std::optional<TrailingDims> found;
   for (const Node& node : view.group().nodes()) {
     if (IsPointwiseOp(node)) continue;
     const absl::StatusOr<ReductionKind> kind = KindOf(node.op());
-    if (!kind.ok() || *kind != ReductionKind::kLayerNorm) return std::nullopt;
+    if (!kind.ok()) return std::nullopt;
+    if (ReducesDimList(*kind)) {
+      // x.mean((2, 3), keepdim=True) over (N, C, H, W): one row of H * W, as layer norm's
+      // trailing dims. (Without keepdim the result's (N, C) would merge as if it broadcast.)
+      const Argument* keepdim = FindArgument(node, "keepdim");
+      if (keepdim == nullptr || !keepdim->bool_value()) return std::nullopt;
+      const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "self"));
+      const int count =
+          TrailingDimCount(FindArgument(node, "dim"), static_cast<int64_t>(shape.size()));
+      if (count == 0) return std::nullopt;
+      if (found.has_value() && (found->row_shape != shape || found->count != count)) {
+        return std::nullopt;
+      }
+      found = TrailingDims{shape, count};
+      continue;
+    }
+    if (*kind != ReductionKind::kLayerNorm) return std::nullopt;
     const Argument* normalized = FindArgument(node, "normalized_shape");
     const std::vector<int64_t> shape = view.Shape(TensorArgument(node, "input"));
     if (normalized == nullptr) return std::nullopt;
@@ -145,18 +187,166 @@ std::optional<KernelTask> FlattenNormalizedDims(const KernelTask& task, const Gr
     product *= dims->row_shape[d];
   }
   for (Node& node : *flattened.mutable_group()->mutable_nodes()) {
+    const absl::StatusOr<ReductionKind> kind = KindOf(node.op());
+    const bool dim_list = kind.ok() && ReducesDimList(*kind);
     for (Argument& argument : *node.mutable_arguments()) {
-      if (argument.name() == "normalized_shape") {
+      if (argument.name() == "normalized_shape" || (dim_list && argument.name() == "dim")) {
         argument.mutable_ints()->clear_values();
-        argument.mutable_ints()->add_values(product);
+        argument.mutable_ints()->add_values(argument.name() == "dim" ? -1 : product);
       }
     }
   }
   return flattened;
 }
 
-// The analysis of the task `view` reads, as it is.
-absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view) {
+bool IsGroupNorm(absl::string_view op) {
+  absl::ConsumePrefix(&op, "aten::");
+  return op == "group_norm" || op == "native_group_norm" || op == "instance_norm";
+}
+
+// What FlattenGroupNorm found: the rows' groups and the channels of a group's columns.
+struct GroupNormShape {
+  int64_t channels_per_group = 0;
+  int64_t spatial = 1;
+};
+
+// The task of a group norm over x of shape (N, C, *spatial) rewritten so that each (sample, group)
+// is a row of (N, G, C/G * spatial) (analysis.h), with `found` set; nullopt when the group has no
+// group norm, and Unimplemented naming the obstacle when it has one this cannot rewrite.
+absl::StatusOr<std::optional<KernelTask>> FlattenGroupNorm(const KernelTask& task,
+                                                           const GroupView& view,
+                                                           GroupNormShape& found) {
+  const Node* norm = nullptr;
+  for (const Node& node : view.group().nodes()) {
+    if (!IsGroupNorm(node.op())) continue;
+    if (norm != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node), " is a second group norm in one task"));
+    }
+    norm = &node;
+  }
+  if (norm == nullptr) return std::nullopt;
+  for (const Node& node : view.group().nodes()) {
+    if (&node != norm && !IsPointwiseOp(node)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(node), " is in the task of ", DescribeNode(*norm),
+          "; group norm fuses with elementwise ops only"));
+    }
+  }
+  const std::vector<int64_t> shape = view.Shape(TensorArgument(*norm, "input"));
+  if (shape.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reduction: ", DescribeNode(*norm), " normalizes a tensor of rank ", shape.size(),
+        "; it needs (N, C, ...)"));
+  }
+  const int64_t channels = shape[1];
+  int64_t groups = channels;  // instance norm: a group per channel
+  absl::string_view op = norm->op();
+  absl::ConsumePrefix(&op, "aten::");
+  if (op == "instance_norm") {
+    const Argument* use_input_stats = FindArgument(*norm, "use_input_stats");
+    if (!TensorArgument(*norm, "running_mean").empty() ||
+        !TensorArgument(*norm, "running_var").empty() ||
+        (use_input_stats != nullptr && !use_input_stats->bool_value())) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: ", DescribeNode(*norm),
+          " uses or updates running statistics; only instance norm over each instance's own "
+          "statistics is a group norm"));
+    }
+  } else {
+    const Argument* count = FindArgument(*norm, op == "group_norm" ? "num_groups" : "group");
+    if (count == nullptr || count->value_case() != Argument::kIntValue) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reduction: ", DescribeNode(*norm), " has no group count"));
+    }
+    groups = count->int_value();
+  }
+  if (groups <= 0 || channels % groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reduction: ", DescribeNode(*norm), ": ",
+                                                   groups, " groups do not divide ", channels,
+                                                   " channels"));
+  }
+  found.channels_per_group = channels / groups;
+  found.spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d) found.spatial *= shape[d];
+  const int64_t group_columns = found.channels_per_group * found.spatial;
+  // The affine weight and bias stay (C) and are read per channel; native_group_norm's mean and
+  // rstd stay (N, G), one per row.
+  std::set<std::string, std::less<>> kept;
+  for (const char* affine : {"weight", "bias"}) {
+    const std::string name = TensorArgument(*norm, affine);
+    if (name.empty()) continue;
+    if (view.Shape(name) != std::vector<int64_t>{channels}) {
+      return absl::InvalidArgumentError(absl::StrCat("reduction: ", DescribeNode(*norm), "'s ",
+                                                     affine, " is not of shape (", channels, ")"));
+    }
+    kept.insert(name);
+  }
+  for (int o = 1; o < norm->outputs_size(); ++o) {
+    if (view.Shape(norm->outputs(o)) != std::vector<int64_t>{shape[0], groups}) {
+      return absl::InvalidArgumentError(absl::StrCat("reduction: ", DescribeNode(*norm),
+                                                     "'s output ", o, " is not of shape (N, G)"));
+    }
+    kept.insert(norm->outputs(o));
+  }
+  for (const Node& node : view.group().nodes()) {
+    if (&node == norm) continue;
+    for (const Argument& argument : node.arguments()) {
+      const std::string name = TensorArgument(node, argument.name());
+      if (kept.contains(name)) {
+        return absl::UnimplementedError(absl::StrCat(
+            "reduction: ", DescribeNode(node), " reads '", name, "', which ", DescribeNode(*norm),
+            " reads per channel or writes per group"));
+      }
+    }
+  }
+  // (N, C * spatial) by MergeTrailingDims, then (N, G, C/G * spatial); a tensor whose dims there
+  // are all 1 becomes (N, 1, 1).
+  const TrailingDims dims{shape, static_cast<int>(shape.size()) - 1};
+  auto rewrite = [&](const std::string& name, TensorSpec& spec) -> absl::Status {
+    if (kept.contains(name)) return absl::OkStatus();
+    const int rank = spec.shape_size();
+    if (!MergeTrailingDims(dims, spec)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "reduction: '", name, "' in the task of ", DescribeNode(*norm),
+          " is neither contiguous across (C, ...) nor broadcast there from size-1 dims"));
+    }
+    if (spec.shape_size() == 0) return absl::OkStatus();
+    const int last = spec.shape_size() - 1;
+    const bool strided = spec.strides_size() == spec.shape_size();
+    const int64_t stride = strided ? spec.strides(last) : 1;
+    if (spec.shape(last) == channels * found.spatial) {
+      spec.set_shape(last, groups);
+      spec.add_shape(group_columns);
+      if (strided) {
+        spec.set_strides(last, stride * group_columns);
+        spec.add_strides(stride);
+      }
+    } else if (rank == static_cast<int>(shape.size())) {
+      spec.add_shape(1);
+      if (strided) spec.add_strides(1);
+    }
+    return absl::OkStatus();
+  };
+  KernelTask flattened = task;
+  for (int i = 0; i < flattened.inputs_size(); ++i) {
+    FORGE_RETURN_IF_ERROR(
+        rewrite(flattened.group().inputs(i).value_name(), *flattened.mutable_inputs(i)));
+  }
+  for (int o = 0; o < flattened.outputs_size(); ++o) {
+    FORGE_RETURN_IF_ERROR(
+        rewrite(flattened.group().outputs(o).value_name(), *flattened.mutable_outputs(o)));
+  }
+  for (forge::v1::Value& value : *flattened.mutable_group()->mutable_values()) {
+    FORGE_RETURN_IF_ERROR(rewrite(value.name(), *value.mutable_tensor()));
+  }
+  return flattened;
+}
+
+// The analysis of the task `view` reads, as it is; `group_norm`: what FlattenGroupNorm found,
+// when it rewrote the task.
+absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view,
+                                             const GroupNormShape* group_norm = nullptr) {
   const KernelTask& task = view.task();
   ReductionTask analysis(std::move(view));
   const forge::v1::Graph& group = task.group();
@@ -205,12 +395,14 @@ absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view) {
       case ReductionKind::kMean:
       case ReductionKind::kMax:
       case ReductionKind::kMin:
+      case ReductionKind::kLogSumExp:
       case ReductionKind::kVar: {
         const Argument* dims = FindArgument(node, "dim");
         axis = one_axis(dims == nullptr || dims->value_case() != Argument::kInts
                             ? std::vector<int64_t>()
                             : std::vector<int64_t>(dims->ints().values().begin(),
                                                    dims->ints().values().end()));
+        if (*kind == ReductionKind::kLogSumExp) analysis.has_softmax = true;
         if (*kind != ReductionKind::kVar) break;
         // var.dim says `unbiased` (default true); var.correction / var_mean.correction say
         // `correction` (default None: 1).
@@ -238,9 +430,16 @@ absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view) {
         break;
       }
       case ReductionKind::kLayerNorm: {
-        const Argument* normalized = FindArgument(node, "normalized_shape");
-        if (normalized == nullptr || normalized->ints().values_size() != 1 ||
-            normalized->ints().values(0) != shape.back()) {
+        if (IsGroupNorm(node.op())) {
+          if (group_norm == nullptr) {
+            return absl::InternalError(absl::StrCat("reduction: ", DescribeNode(node),
+                                                    " in a task not rewritten into groups"));
+          }
+          reduction.channels_per_group = group_norm->channels_per_group;
+          reduction.spatial = group_norm->spatial;
+        } else if (const Argument* normalized = FindArgument(node, "normalized_shape");
+                   normalized == nullptr || normalized->ints().values_size() != 1 ||
+                   normalized->ints().values(0) != shape.back()) {
           return absl::UnimplementedError(absl::StrCat(
               "reduction: ", DescribeNode(node), " normalizes more than the last dimension"));
         }
@@ -345,11 +544,20 @@ absl::StatusOr<ReductionTask> Analyze(const KernelTask& task) {
   absl::StatusOr<GroupView> view = GroupView::Create(task);
   if (!view.ok()) return view.status();
   std::optional<KernelTask> flattened = FlattenNormalizedDims(task, *view);
+  GroupNormShape group_norm;
+  bool grouped = false;
+  if (!flattened.has_value()) {
+    absl::StatusOr<std::optional<KernelTask>> groups = FlattenGroupNorm(task, *view, group_norm);
+    if (!groups.ok()) return groups.status();
+    flattened = *std::move(groups);
+    grouped = flattened.has_value();
+  }
   if (!flattened.has_value()) return AnalyzeAsGiven(*std::move(view));
   auto owned = std::make_shared<const KernelTask>(*std::move(flattened));
   absl::StatusOr<GroupView> flattened_view = GroupView::Create(*owned);
   if (!flattened_view.ok()) return flattened_view.status();
-  absl::StatusOr<ReductionTask> analysis = AnalyzeAsGiven(*std::move(flattened_view));
+  absl::StatusOr<ReductionTask> analysis =
+      AnalyzeAsGiven(*std::move(flattened_view), grouped ? &group_norm : nullptr);
   if (analysis.ok()) analysis->flattened = std::move(owned);
   return analysis;
 }
@@ -365,7 +573,8 @@ bool ElementwiseInRow(ReductionKind kind) {
 }
 
 bool Softmax(ReductionKind kind) {
-  return kind == ReductionKind::kSoftmax || kind == ReductionKind::kLogSoftmax;
+  return kind == ReductionKind::kSoftmax || kind == ReductionKind::kLogSoftmax ||
+         kind == ReductionKind::kLogSumExp;
 }
 
 std::vector<int64_t> ShapeOf(const TensorSpec& spec) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "compiler/codegen/cuda_expr.h"
@@ -21,9 +22,14 @@ using forge::v1::Argument;
 using forge::v1::KernelTask;
 using forge::v1::Node;
 
+// aten::nll_loss and nll_loss_nd (one output; nll_loss_forward's two are not this template's).
+bool IsNllLoss(const Node& node) {
+  return node.op() == "aten::nll_loss" || node.op() == "aten::nll_loss_nd";
+}
+
 const Node* FindCrossEntropyNode(const KernelTask& task) {
   for (const Node& node : task.group().nodes()) {
-    if (node.op() == "aten::cross_entropy_loss") return &node;
+    if (node.op() == "aten::cross_entropy_loss" || IsNllLoss(node)) return &node;
   }
   return nullptr;
 }
@@ -39,24 +45,28 @@ absl::StatusOr<CrossEntropyTask> AnalyzeCrossEntropy(const KernelTask& task, con
   }
   CrossEntropyTask ce;
   ce.node = &node;
-  if (const Argument* weight = FindArgument(node, "weight");
-      weight != nullptr && !(weight->value_case() == Argument::kNone ||
-                             (weight->value_case() == Argument::kOptionalTensor &&
-                              !weight->optional_tensor().has_value_name()))) {
-    return absl::UnimplementedError(
-        absl::StrCat(where, " has class weights; only weight=None is supported"));
+  ce.nll = IsNllLoss(node);
+  const std::string weight = TensorArgument(node, "weight");
+  if (!weight.empty()) {
+    ce.weight_position = view->InputPosition(weight);
+    if (ce.weight_position < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": its class weights must be a task input"));
+    }
+    ce.weight = view->InputSpec(ce.weight_position);
   }
   if (const Argument* reduction = FindArgument(node, "reduction"); reduction != nullptr) {
-    if (reduction->value_case() != Argument::kIntValue ||
-        (reduction->int_value() != 1 && reduction->int_value() != 2)) {
-      return absl::UnimplementedError(absl::StrCat(
+    if (reduction->value_case() != Argument::kIntValue || reduction->int_value() < 0 ||
+        reduction->int_value() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
           where, " has reduction ",
           reduction->value_case() == Argument::kIntValue
               ? absl::StrCat(reduction->int_value())
               : std::string("of an unexpected kind"),
-          "; only mean (1) and sum (2) are supported"));
+          "; ATen's are none (0), mean (1) and sum (2)"));
     }
     ce.mean = reduction->int_value() == 1;
+    ce.none = reduction->int_value() == 0;
   }
   if (const Argument* ignore = FindArgument(node, "ignore_index"); ignore != nullptr) {
     if (ignore->value_case() != Argument::kIntValue) {
@@ -64,12 +74,18 @@ absl::StatusOr<CrossEntropyTask> AnalyzeCrossEntropy(const KernelTask& task, con
     }
     ce.ignore_index = ignore->int_value();
   }
-  if (const Argument* smoothing = FindArgument(node, "label_smoothing");
-      smoothing != nullptr && smoothing->value_case() == Argument::kFloatValue &&
-      smoothing->float_value() != 0) {
-    return absl::UnimplementedError(absl::StrCat(where, " has label_smoothing ",
-                                                 smoothing->float_value(),
-                                                 "; only 0 is supported"));
+  if (const Argument* smoothing = FindArgument(node, "label_smoothing"); smoothing != nullptr) {
+    if (smoothing->value_case() == Argument::kFloatValue) {
+      ce.label_smoothing = smoothing->float_value();
+    } else if (smoothing->value_case() == Argument::kIntValue) {
+      ce.label_smoothing = static_cast<double>(smoothing->int_value());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has a non-numeric label_smoothing"));
+    }
+    if (!(ce.label_smoothing >= 0 && ce.label_smoothing <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " has label_smoothing ", ce.label_smoothing, "; it must be in [0, 1]"));
+    }
   }
   const std::string logits = TensorArgument(node, "self");
   const std::string target = TensorArgument(node, "target");
@@ -102,10 +118,26 @@ absl::StatusOr<CrossEntropyTask> AnalyzeCrossEntropy(const KernelTask& task, con
   if (ce.rows == 0 || ce.classes == 0) {
     return absl::UnimplementedError(absl::StrCat(where, " has empty logits"));
   }
-  if (task.outputs_size() != 1 || task.outputs(0).shape_size() != 0 ||
-      task.outputs(0).dtype() != dtype) {
+  if (ce.weight_position >= 0) {
+    if (ce.weight.dtype() != dtype || ce.weight.shape_size() != 1 ||
+        ce.weight.shape(0) != ce.classes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " has class weights that are not of the logits' dtype and shape [", ce.classes,
+          "]"));
+    }
+    if (ce.label_smoothing != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          where, " has class weights and label smoothing; the template takes either alone"));
+    }
+  }
+  const bool output_shape_ok =
+      ce.none ? task.outputs_size() == 1 && task.outputs(0).shape_size() == 1 &&
+                    task.outputs(0).shape(0) == ce.rows
+              : task.outputs_size() == 1 && task.outputs(0).shape_size() == 0;
+  if (!output_shape_ok || task.outputs(0).dtype() != dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": the task must have one 0-d output of the logits' dtype"));
+        where, ": the task must have one output of the logits' dtype, ",
+        ce.none ? absl::StrCat("of shape [", ce.rows, "] (reduction none)") : "0-d"));
   }
   ce.output = task.outputs(0);
   ce.acc_type = dtype == forge::v1::DTYPE_FLOAT64 ? "double" : "float";
@@ -170,8 +202,12 @@ std::string CrossEntropySource(const KernelTask& task, const CrossEntropyTask& c
   std::string source(KernelPrelude());
   absl::StrAppend(&source, kReductionPrelude);
   absl::StrAppend(
-      &source, "\n// Task ", task.digest(), ": cross-entropy (", ce.mean ? "mean" : "sum",
-      ", ignore_index ", ce.ignore_index, ") of ", ce.rows, " rows of ", ce.classes,
+      &source, "\n// Task ", task.digest(), ce.nll ? ": nll_loss (" : ": cross-entropy (",
+      ce.none ? "none" : ce.mean ? "mean" : "sum", ce.weight_position >= 0 ? ", class weights" : "",
+      ", ignore_index ", ce.ignore_index,
+      ce.label_smoothing != 0 ? absl::StrFormat(", label_smoothing %.17g", ce.label_smoothing)
+                              : std::string(),
+      ") of ", ce.rows, " rows of ", ce.classes,
       " classes; ", layout.threads_per_row, " threads per row, ", layout.rows_per_block,
       " rows per block, vector ", layout.width, ".\n");
   absl::StrAppend(&source, "using ForgeCeLogit = ", storage, ";\nusing ForgeCeAcc = ", ce.acc_type,
@@ -190,7 +226,11 @@ std::string CrossEntropySource(const KernelTask& task, const CrossEntropyTask& c
       {"kClassStride", ce.logits.strides(1)},
       {"kTargetOffset", ce.target.storage_offset()},
       {"kTargetStride", ce.target.strides(0)},
-      {"kIgnoreIndex", ce.ignore_index}};
+      {"kIgnoreIndex", ce.ignore_index},
+      {"kOutStride", ce.none && ce.output.strides_size() == 1 ? ce.output.strides(0) : 1},
+      {"kWeightOffset", ce.weight_position >= 0 ? ce.weight.storage_offset() : 0},
+      {"kWeightStride",
+       ce.weight_position >= 0 && ce.weight.strides_size() == 1 ? ce.weight.strides(0) : 1}};
   for (const auto& [name, value] : constants) {
     absl::StrAppend(&source, "constexpr long long ", name, " = ", value, "LL;\n");
   }
@@ -199,12 +239,23 @@ std::string CrossEntropySource(const KernelTask& task, const CrossEntropyTask& c
                   ";\nconstexpr int kVectorWidth = ", layout.width,
                   ";\nconstexpr int kGridBlocks = ", CrossEntropyGridBlocks(ce, layout),
                   ";\nconstexpr bool kMean = ", ce.mean ? "true" : "false", ";\n");
+  // Without label smoothing the kernel has no row sum of the logits (if constexpr).
+  absl::StrAppend(&source, "constexpr bool kNll = ", ce.nll ? "true" : "false",
+                  ";\nconstexpr bool kNone = ", ce.none ? "true" : "false",
+                  ";\nconstexpr bool kWeighted = ", ce.weight_position >= 0 ? "true" : "false",
+                  ";\n");
+  absl::StrAppend(&source, "constexpr bool kSmoothed = ", ce.label_smoothing != 0 ? "true" : "false",
+                  ";\nconstexpr double kLabelSmoothing = ",
+                  absl::StrFormat("%.17g", ce.label_smoothing), ";\n");
   std::string body = kCrossEntropyBody;
   body = absl::StrReplaceAll(
       body, {{"FORGE_CE_PARAMETERS", KernelParameterList(task)},
              {"FORGE_CE_ALIASES",
               absl::StrCat("const ForgeCeLogit* const logits = in", ce.logits_position,
                            ";\n  const long long* const target = in", ce.target_position,
+                           ";\n  const ForgeCeLogit* const weight = ",
+                           ce.weight_position >= 0 ? absl::StrCat("in", ce.weight_position)
+                                                   : std::string("nullptr"),
                            ";\n  ", storage, "* const out = out0;")}});
   absl::StrAppend(&source, body);
   return source;

@@ -39,7 +39,23 @@ TEST(CrossEntropyTest, DefaultSchedulesCompileWithoutSpills) {
       {"f64_ignore_index", CrossEntropy(kF64, 9, 33, {IntArg("ignore_index", 3)})},
       {"one_class", CrossEntropy(kF32, 5, 1)},
       {"transposed_logits", CrossEntropy(kF32, 100, 7, {}, {1, 100})},
-      {"vocabulary_bf16", CrossEntropy(kBF16, 16, 50257)}};
+      {"vocabulary_bf16", CrossEntropy(kBF16, 16, 50257)},
+      {"label_smoothing_bf16_anchor", CrossEntropy(kBF16, 8192, 32000,
+                                                   {FloatArg("label_smoothing", 0.1)})},
+      {"none_bf16", CrossEntropy(kBF16, 77, 1001, {IntArg("reduction", 0)})},
+      {"weighted_f32_ignore", CrossEntropy(kF32, 100, 33,
+                                           {OptionalTensorArg("weight", "w"),
+                                            IntArg("ignore_index", 1)})},
+      {"nll_loss_nd_f32", CrossEntropy(kF32, 100, 33, {}, {}, "nll_loss_nd")},
+      {"nll_loss_nd_none_weighted_bf16",
+       CrossEntropy(kBF16, 77, 1001, {OptionalTensorArg("weight", "w"), IntArg("reduction", 0)},
+                    {}, "nll_loss_nd")},
+      {"none_smoothed_f16",
+       CrossEntropy(kF16, 64, 512, {IntArg("reduction", 0), FloatArg("label_smoothing", 0.2)})},
+      {"label_smoothing_f32_ignore_sum",
+       CrossEntropy(kF32, 33, 1001,
+                    {IntArg("reduction", 2), IntArg("ignore_index", 0),
+                     FloatArg("label_smoothing", 0.25)})}};
   std::vector<GeneratedKernel> kernels;
   std::vector<std::string> labels;
   for (const auto& [label, task] : cases) {
@@ -116,7 +132,7 @@ TEST(CrossEntropyTest, SourceIsDeterministicAndSumsInBlockOrder) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(CrossEntropy(kBF16, 300, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-8");
+  EXPECT_EQ(first->generator_version, "reduction-9");
   // The one atomic is the integer counter of finished blocks; partials are added in a fixed order.
   const std::string& source = first->source;
   size_t atomics = 0;
@@ -152,6 +168,50 @@ TEST(CrossEntropyTest, ValidateRejectsInvalidPoints) {
               HasSubstr("template 'row_reduce' is not 'cross_entropy'"));
 }
 
+// Label smoothing e adds the row's sum of logits to the one pass: lse - (1 - e) x[target] -
+// e/C sum_c x_c per counted row. Without it the kernel has no such sum.
+TEST(CrossEntropyTest, LabelSmoothingSumsTheRowInTheSamePass) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> smoothed = family.Generate(
+      CrossEntropy(kBF16, 64, 1000, {FloatArg("label_smoothing", 0.1)}), CrossEntropyPoint(32, 4, 8));
+  ASSERT_TRUE(smoothed.ok()) << smoothed.status();
+  EXPECT_THAT(smoothed->source, HasSubstr("label_smoothing 0.10000000000000001)"));
+  EXPECT_THAT(smoothed->source, HasSubstr("constexpr bool kSmoothed = true;"));
+  EXPECT_THAT(smoothed->source, HasSubstr("constexpr double kLabelSmoothing = 0.10000000000000001;"));
+  absl::StatusOr<GeneratedKernel> plain =
+      family.Generate(CrossEntropy(kBF16, 64, 1000), CrossEntropyPoint(32, 4, 8));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(plain->source, HasSubstr("constexpr bool kSmoothed = false;"));
+}
+
+// Class weights scale a row's loss by its target's and the mean divides by their sum;
+// reduction none writes each row's loss and stops there; nll_loss reads log-probabilities.
+TEST(CrossEntropyTest, ClassWeightsReductionNoneAndNllLoss) {
+  ReductionFamily family;
+  absl::StatusOr<GeneratedKernel> weighted = family.Generate(
+      CrossEntropy(kF32, 64, 100, {OptionalTensorArg("weight", "w")}), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(weighted.ok()) << weighted.status();
+  EXPECT_THAT(weighted->source, HasSubstr("cross-entropy (mean, class weights, ignore_index -100)"));
+  EXPECT_THAT(weighted->source, HasSubstr("constexpr bool kWeighted = true;"));
+  EXPECT_THAT(weighted->source, HasSubstr("const ForgeCeLogit* const weight = in2;"));
+  absl::StatusOr<GeneratedKernel> none = family.Generate(
+      CrossEntropy(kBF16, 64, 100, {IntArg("reduction", 0)}), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(none->source, HasSubstr("constexpr bool kNone = true;"));
+  EXPECT_THAT(none->source, HasSubstr("const ForgeCeLogit* const weight = nullptr;"));
+  // nll_loss on log-probabilities: the loss is -x[target], no pass over the row.
+  absl::StatusOr<GeneratedKernel> nll = family.Generate(
+      CrossEntropy(kF32, 64, 100, {}, {}, "nll_loss_nd"), CrossEntropyPoint(32, 4, 4));
+  ASSERT_TRUE(nll.ok()) << nll.status();
+  EXPECT_THAT(nll->source, HasSubstr(": nll_loss (mean, ignore_index -100)"));
+  EXPECT_THAT(nll->source, HasSubstr("constexpr bool kNll = true;"));
+  // reduction none with a 0-d output (or mean with a per-row one) is malformed.
+  KernelTask scalar_none = CrossEntropy(kF32, 8, 10, {IntArg("reduction", 0)});
+  scalar_none.mutable_outputs(0)->clear_shape();
+  scalar_none.mutable_outputs(0)->clear_strides();
+  EXPECT_THAT(family.Applies(scalar_none).message(), HasSubstr("of shape [8] (reduction none)"));
+}
+
 TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
   ReductionFamily family;
   auto rejection = [&](const KernelTask& task) {
@@ -160,21 +220,14 @@ TEST(CrossEntropyTest, RejectsUnsupportedVariants) {
     return std::string(status.message());
   };
   const std::string node = "cross_entropy: aten::cross_entropy_loss.default (node cross_entropy_loss)";
-  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10, {IntArg("reduction", 0)})),
-            node + " has reduction 0; only mean (1) and sum (2) are supported");
-  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10, {FloatArg("label_smoothing", 0.1)})),
-            node + " has label_smoothing 0.1; only 0 is supported");
-  EXPECT_EQ(rejection(TaskBuilder()
-                          .Input("x", kF32, {8, 10})
-                          .Input("t", forge::v1::DTYPE_INT64, {8})
-                          .Input("w", kF32, {10})
-                          .Node("cross_entropy_loss", "cross_entropy_loss", "default",
-                                {TensorArg("self", "x"), TensorArg("target", "t"),
-                                 OptionalTensorArg("weight", "w")},
-                                kF32, {})
-                          .Output("cross_entropy_loss")
-                          .Build(kReduction)),
-            node + " has class weights; only weight=None is supported");
+  EXPECT_EQ(family.Applies(CrossEntropy(kF32, 8, 10, {IntArg("reduction", 3)})).message(),
+            node + " has reduction 3; ATen's are none (0), mean (1) and sum (2)");
+  EXPECT_EQ(family.Applies(CrossEntropy(kF32, 8, 10, {FloatArg("label_smoothing", 1.5)})).message(),
+            node + " has label_smoothing 1.5; it must be in [0, 1]");
+  EXPECT_EQ(rejection(CrossEntropy(kF32, 8, 10,
+                                   {OptionalTensorArg("weight", "w"),
+                                    FloatArg("label_smoothing", 0.1)})),
+            node + " has class weights and label smoothing; the template takes either alone");
   // Class-probability targets: float, of the logits' shape.
   EXPECT_EQ(rejection(TaskBuilder()
                           .Input("x", kF32, {8, 10})

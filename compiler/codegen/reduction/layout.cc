@@ -85,6 +85,11 @@ bool LongRows(const ReductionTask& analysis) {
          analysis.columns * std::max(1, analysis.row_sized_inputs) > kClusterRowElements;
 }
 
+bool FewLongRows(const ReductionTask& analysis) {
+  return !ColumnTemplate(analysis) && analysis.rows < 2 * kRowsToFillTheGpu &&
+         analysis.columns * std::max(1, analysis.row_sized_inputs) >= kFewRowsClusterElements;
+}
+
 TemplateSpace SpaceOf(const ReductionTask& analysis) {
   TemplateSpace space =
       ColumnTemplate(analysis)
@@ -98,7 +103,7 @@ TemplateSpace SpaceOf(const ReductionTask& analysis) {
                            {"vector_width", {1, 2, 4, 8}, 1},
                            {"cache_row", {0, 1}, 0},
                            {"max_registers", {0, 64, 80, 96, 128}, 0}}};
-  if (LongRows(analysis)) {
+  if (LongRows(analysis) || FewLongRows(analysis)) {
     space.parameters.push_back({"cluster_blocks", {1, 2, 4, 8}, 1});
   }
   if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
@@ -272,6 +277,11 @@ double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& poi
     // (1024: 3.76, 256: 3.88), as with few rows ((32, 393216): 45.9 us; 1024 threads: 52.6).
     score += 100 * std::log2(static_cast<double>(layout.width)) -
              5 * std::abs(std::log2(block / 512));
+    if (!LongRows(analysis)) {
+      // Few rows that one block each could hold: as many blocks per row as give two per SM.
+      const double blocks = static_cast<double>(analysis.rows * layout.cluster_blocks);
+      score -= 20 * std::max(0.0, std::log2(2 * static_cast<double>(kRowsToFillTheGpu) / blocks));
+    }
   } else {
     score += RowLayoutScore(analysis.columns, /*chunks_per_thread=*/4, layout);
     if (LongRows(analysis)) {

@@ -36,6 +36,10 @@ inline constexpr int64_t kMaxClusterCacheBytes = 200 * 1024;
 inline constexpr int64_t kClusterRowElements = kMaxCachedElementsPerThread * 1024;
 // An H100-class GPU's SMs: fewer rows leave SMs idle with a block per row.
 inline constexpr int64_t kRowsToFillTheGpu = 132;
+// Rows of at least this many elements (times row-sized inputs), fewer than two per SM, also get
+// cluster_blocks: a block a row would leave SMs idle (group norm's (sample, group) rows: 64 of
+// 40960 for GroupNorm(32, 320) on (2, 320, 64, 64)).
+inline constexpr int64_t kFewRowsClusterElements = 16 * 1024;
 // A cached cluster's first pass waits for each chunk's copies alone (cp.async.wait_group takes
 // an immediate: the loop unrolls fully) up to this many chunks per thread; past it, for all.
 inline constexpr int64_t kMaxPipelinedChunks = 32;
@@ -54,6 +58,9 @@ int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t f
 bool ColumnTemplate(const ReductionTask& analysis);
 // Rows too long for one block to keep in registers: row_reduce offers cluster_blocks.
 bool LongRows(const ReductionTask& analysis);
+// Long rows (kFewRowsClusterElements) too few to give each SM two blocks: row_reduce offers
+// cluster_blocks too, and the default point splits each row until the blocks fill the GPU.
+bool FewLongRows(const ReductionTask& analysis);
 // The one template's space for the task (row_reduce or col_reduce); defaults as declared, which
 // ReductionFamily::ScheduleSpace replaces with its default point.
 TemplateSpace SpaceOf(const ReductionTask& analysis);
@@ -117,8 +124,8 @@ double RowLayoutScore(int64_t columns, int64_t chunks_per_thread, const Layout& 
 
 // The preference of a valid row_reduce or col_reduce point as the task's default: row_reduce,
 // the point closest to "widest vectors, row in registers, about four chunks per thread, 256
-// threads per block" (a row too long for that: in a cluster's shared memory, 512 threads per
-// block); col_reduce, row in registers, 256 threads per block, and the fewest reduce_threads that
+// threads per block" (a row too long for that, or few long rows: in a cluster's shared memory,
+// 512 threads per block; few rows split over enough blocks for two per SM); col_reduce, row in registers, 256 threads per block, and the fewest reduce_threads that
 // still give about two blocks per SM of an H100-class GPU (264 blocks). No register cap: that is
 // for the search to try.
 double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& point);

@@ -1,8 +1,11 @@
 // The reduction family: reductions along one dimension with the group's elementwise ops fused
-// before and after them. Supported reductions: softmax, log_softmax, sum / mean / amax / amin,
-// var and var_mean (correction or unbiased, keepdim or not) over any one dimension; layer_norm
-// (weight, bias, eps) over the last dimension, or over several trailing ones as over one dim of
-// their product when every tensor of the task is contiguous across them. The RMSNorm pattern
+// before and after them. Supported reductions: softmax, log_softmax, logsumexp, sum / mean /
+// amax / amin, var and var_mean (correction or unbiased, keepdim or not) over any one dimension;
+// layer_norm (weight, bias, eps) over the last dimension, or over several trailing ones as over
+// one dim of their product when every tensor of the task is contiguous across them; group_norm,
+// native_group_norm and instance_norm (without running statistics) as layer norm over each
+// (sample, group) of the task rewritten to (N, G, C/G * spatial), the affine read per channel
+// (analysis.h). The RMSNorm pattern
 // (pow, mean, add eps, rsqrt, mul, mul weight) is mean plus elementwise ops. Several reductions
 // may be chained (e.g. layer_norm then softmax): a reduction whose input depends on another's
 // result runs in a later pass over the row. Every reduction of a task reduces the same dimension
@@ -17,7 +20,8 @@
 // chunks of `vector_width` consecutive elements per thread; `cache_row` loads the row-sized
 // inputs into registers once instead of re-reading them every pass. `online_softmax` computes
 // softmax's max and sum in one pass (else two); `welford` computes layer_norm's mean and variance
-// in one pass (else two: mean, then the sum of squared deviations). Accumulation is in float32
+// in one pass (else two: mean, then the sum of squared deviations), about a shift (the first
+// element each thread sees), so rows with a large mean and a small spread keep their precision. Accumulation is in float32
 // (float64 when the task has float64 values). Rows too long for one block's registers (more than
 // 64 x 1024 elements of row-sized inputs) also get `cluster_blocks`: 2-8 blocks of one thread
 // block cluster share a row, each taking a contiguous part, and combine every reduction's partial
@@ -33,11 +37,15 @@
 // memory in a fixed order (deterministic). A block holds threads_per_block / reduce_threads rows.
 // `cache_row`, `online_softmax` and `welford` are as above. Var and var_mean use `welford` too.
 //
-// Template "cross_entropy", for a task that is one aten::cross_entropy_loss node: (N, C) logits
-// (float32 / bfloat16 / float16, accumulated in float32; float64 in float64), int64 class-index
-// targets of shape (N), reduction mean or sum, ignore_index; class weights, label smoothing and
-// reduction 'none' are rejected. A row's loss is logsumexp(logits) - logits[target], computed by
-// `threads_per_row` threads in one online-softmax pass of `vector_width`-element loads;
+// Template "cross_entropy", for a task that is one aten::cross_entropy_loss node (or
+// aten::nll_loss / nll_loss_nd, whose rows are log-probabilities: the loss is -x[target], with no
+// pass over the row): (N, C) logits (float32 / bfloat16 / float16, accumulated in float32;
+// float64 in float64), int64 class-index targets of shape (N), reduction mean, sum or none (a
+// loss per row, 0 where ignored), ignore_index, class weights ((C), the logits' dtype: a row's
+// loss times its target's weight, the mean over the counted rows' weights) or label smoothing
+// (not both). A row's loss is logsumexp(logits) - logits[target] (with label smoothing e: lse -
+// (1 - e) logits[target] - e/C sum(logits)), computed by `threads_per_row` threads in one
+// online-softmax pass of `vector_width`-element loads;
 // `rows_per_block` row groups per block. Blocks stride over the rows (at most 4096 blocks) and
 // leave per-block partial sums in a __device__ array; the last block to finish adds them in block
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
@@ -66,7 +74,7 @@ class ReductionFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_REDUCTION; }
   absl::string_view name() const override { return "reduction"; }
-  absl::string_view generator_version() const override { return "reduction-8"; }
+  absl::string_view generator_version() const override { return "reduction-9"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

@@ -74,16 +74,23 @@ ElementEmitter ReductionEmitter::NewEmitter(const std::string& prefix) {
           const std::string reg = *RegisterType(dtype);
           const std::string& acc = analysis_.acc_type;
           std::string expr;
-          if (!ElementwiseInRow(reduction.kind)) {
+          // Which of the node's outputs: var_mean's mean and native_group_norm's mean and rstd
+          // follow the first.
+          int output = 0;
+          while (output + 1 < reduction.node->outputs_size() &&
+                 reduction.node->outputs(output) != value) {
+            ++output;
+          }
+          if (!ElementwiseInRow(reduction.kind) || output > 0) {
             if (index != RowIndex(view_.Shape(value))) {
               return absl::UnimplementedError(absl::StrCat(
                   "reduction: the result of ", DescribeNode(*reduction.node),
                   " is broadcast against another row's elements"));
             }
-            const bool var_mean_mean = reduction.kind == ReductionKind::kVar &&
-                                       reduction.node->outputs_size() > 1 &&
-                                       value == reduction.node->outputs(1);
-            expr = RowVariable(r, var_mean_mean ? "mean" : "value");
+            static constexpr const char* kStatistics[] = {"value", "mean", "rstd"};
+            expr = RowVariable(r, reduction.kind == ReductionKind::kVar && output == 1
+                                      ? "mean"
+                                      : kStatistics[std::min(output, 2)]);
           } else {
             // Its row statistics are this row's: an element of another row (a view that moves
             // elements across rows, e.g. a transpose of the result) cannot be computed here.
@@ -104,10 +111,28 @@ ElementEmitter ReductionEmitter::NewEmitter(const std::string& prefix) {
             } else {
               expr = absl::StrCat("(", xv, " - ", RowVariable(r, "mean"), ") * ",
                                   RowVariable(r, "rstd"));
+              // Group norm's affine is per channel: g * channels_per_group + column / spatial.
+              // Where width_ divides spatial, a chunk (starting at a multiple of width_) lies in
+              // one channel: its lanes read the affine at c0's, loaded once.
+              const int axis = analysis_.axis;
+              const std::string column =
+                  reduction.spatial % width_ == 0 && index[axis] == ElementIndex(lane_)[axis]
+                      ? ElementIndex(0)[axis]
+                      : index[axis];
+              const Index affine_index =
+                  reduction.channels_per_group == 0
+                      ? Index()
+                      : Index{absl::StrCat(
+                            "(", index[axis - 1], " * ", reduction.channels_per_group, " + ",
+                            column,
+                            reduction.spatial > 1 ? absl::StrCat(" / ", reduction.spatial) : "",
+                            ")")};
               for (const std::string* affine : {&reduction.weight, &reduction.bias}) {
                 if (affine->empty()) continue;
-                absl::StatusOr<Term> term =
-                    self.Emit(*affine, ElementEmitter::Broadcast(index, view_.Shape(*affine)));
+                absl::StatusOr<Term> term = self.Emit(
+                    *affine, reduction.channels_per_group > 0
+                                 ? affine_index
+                                 : ElementEmitter::Broadcast(index, view_.Shape(*affine)));
                 if (!term.ok()) return term.status();
                 expr = absl::StrCat("(", expr, affine == &reduction.weight ? " * " : " + ", "((",
                                     acc, ")", term->expr, "))");
@@ -220,7 +245,7 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
       init = absl::StrCat("ForgeSoftmaxAcc<", acc, "> ", stage.accumulator, " = {-(", acc,
                           ")forge_inf(), (", acc, ")0};");
     } else if (Moments(reduction.kind) && welford_) {
-      init = absl::StrCat("ForgeWelfordAcc<", acc, "> ", stage.accumulator, " = {0, 0, 0};");
+      init = absl::StrCat("ForgeWelfordAcc<", acc, "> ", stage.accumulator, " = {0, 0, 0, 0};");
     } else if ((softmax && stage.step == 0) || reduction.kind == ReductionKind::kMax) {
       init = absl::StrCat(acc, " ", stage.accumulator, " = -(", acc, ")forge_inf();");
     } else if (reduction.kind == ReductionKind::kMin) {
@@ -308,7 +333,8 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
       case ReductionKind::kMin: define("value", a); break;
       case ReductionKind::kMean: define("value", absl::StrCat(a, " / ", columns)); break;
       case ReductionKind::kSoftmax:
-      case ReductionKind::kLogSoftmax: {
+      case ReductionKind::kLogSoftmax:
+      case ReductionKind::kLogSumExp: {
         if (online_softmax_ || stage.step == 0) {
           define("max", online_softmax_ ? absl::StrCat(a, ".max") : a);
           define("max_log2e", absl::StrCat(RowVariable(r, "max"), " * (", acc, ")kForgeLog2e"));
@@ -320,12 +346,18 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
         } else {
           define("log_sum", absl::StrCat("forge_log(", sum, ")"));
         }
+        // A row of -inf only: -inf + log(0) = -inf, as ATen's.
+        if (reduction.kind == ReductionKind::kLogSumExp) {
+          define("value", absl::StrCat(RowVariable(r, "max"), " + ", RowVariable(r, "log_sum")));
+        }
         break;
       }
       case ReductionKind::kLayerNorm:
       case ReductionKind::kVar: {
         if (welford_ || stage.step == 0) {
-          define("mean", welford_ ? absl::StrCat(a, ".mean") : absl::StrCat(a, " / ", columns));
+          // Welford's mean is about a shift (an element of the row).
+          define("mean", welford_ ? absl::StrCat(a, ".shift + ", a, ".mean")
+                                  : absl::StrCat(a, " / ", columns));
         }
         if (!welford_ && stage.step == 0) break;
         const std::string m2 = welford_ ? absl::StrCat(a, ".m2") : a;

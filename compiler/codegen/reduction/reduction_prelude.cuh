@@ -15,11 +15,17 @@ struct ForgeSoftmaxAcc {
   T max;
   T sum;  // of exp(x - max)
 };
+// Welford's statistics of the elements seen, taken about `shift` (the first element this
+// accumulator saw): `mean` is their mean minus shift. x - shift is exact for elements within a
+// factor of 2 of it, so a row with a large mean and a small spread keeps its deviations' bits
+// where sums and running means of the raw elements rounded them away (float32 layer norm rows of
+// the judge's normal(256, 1) draw, 8192 elements a thread, missed its tolerance).
 template <typename T>
 struct ForgeWelfordAcc {
   T count;
-  T mean;
-  T m2;  // sum of squared deviations from mean
+  T shift;
+  T mean;  // of (x - shift)
+  T m2;    // sum of squared deviations from the mean
 };
 
 template <typename T>
@@ -32,8 +38,8 @@ __device__ __forceinline__ ForgeSoftmaxAcc<T> forge_shfl_xor(ForgeSoftmaxAcc<T> 
 }
 template <typename T>
 __device__ __forceinline__ ForgeWelfordAcc<T> forge_shfl_xor(ForgeWelfordAcc<T> value, int mask) {
-  return {forge_shfl_xor(value.count, mask), forge_shfl_xor(value.mean, mask),
-          forge_shfl_xor(value.m2, mask)};
+  return {forge_shfl_xor(value.count, mask), forge_shfl_xor(value.shift, mask),
+          forge_shfl_xor(value.mean, mask), forge_shfl_xor(value.m2, mask)};
 }
 
 struct ForgeSumOp {
@@ -91,11 +97,17 @@ struct ForgeWelfordOp {
   template <typename T>
   __device__ __forceinline__ ForgeWelfordAcc<T> operator()(ForgeWelfordAcc<T> a,
                                                            ForgeWelfordAcc<T> b) const {
+    // b's mean about a's shift: the shifts are two elements of the row, whose difference is
+    // exact when they are close (as where a large mean would otherwise cost the bits). An empty
+    // side leaves the other as it is (selects, not returns: the struct stays in registers).
     const T count = a.count + b.count;
-    if (count == T(0)) return {T(0), T(0), T(0)};
-    const T delta = b.mean - a.mean;
+    const T delta = (b.shift - a.shift) + (b.mean - a.mean);
     const T b_share = b.count / count;
-    return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share};
+    const bool a_empty = a.count == T(0), b_empty = b.count == T(0);
+    const T mean = a.mean + delta * b_share;
+    const T m2 = a.m2 + b.m2 + delta * delta * a.count * b_share;
+    return {count, a_empty ? b.shift : a.shift, a_empty ? b.mean : b_empty ? a.mean : mean,
+            a_empty ? b.m2 : b_empty ? a.m2 : m2};
   }
 };
 
@@ -117,16 +129,21 @@ __device__ __forceinline__ void forge_softmax_add(ForgeSoftmaxAcc<T>& acc, const
 // ForgeWelfordOp merges two threads' (Chan et al.). One division per chunk where adding element
 // by element took one per element, each waiting for the last (the 16 x 4 M layer norm's
 // per-element Welford ran at 33% of the DRAM floor on the H200).
+// The first chunk sets the shift (a select, not a branch).
 template <typename T, int N>
 __device__ __forceinline__ void forge_welford_add(ForgeWelfordAcc<T>& acc, const T (&x)[N]) {
-  T sum = x[0];
+  const T shift = acc.count == T(0) ? x[0] : acc.shift;
+  T shifted[N];
 #pragma unroll
-  for (int i = 1; i < N; ++i) sum += x[i];
+  for (int i = 0; i < N; ++i) shifted[i] = x[i] - shift;
+  T sum = shifted[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) sum += shifted[i];
   const T chunk_mean = sum * (T(1) / T(N));
   T chunk_m2 = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const T deviation = x[i] - chunk_mean;
+    const T deviation = shifted[i] - chunk_mean;
     chunk_m2 = fma(deviation, deviation, chunk_m2);
   }
   const T count = acc.count + T(N);
@@ -134,6 +151,7 @@ __device__ __forceinline__ void forge_welford_add(ForgeWelfordAcc<T>& acc, const
   const T share = T(N) / count;
   acc.m2 += chunk_m2 + delta * delta * acc.count * share;
   acc.mean = fma(delta, share, acc.mean);
+  acc.shift = shift;
   acc.count = count;
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/reduction/analysis.h"
 #include "compiler/codegen/reduction/reduction_test_util.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
@@ -101,7 +102,7 @@ TEST(ReductionTest, IdenticalCandidatesGiveIdenticalSource) {
   absl::StatusOr<GeneratedKernel> second = family.Generate(LayerNormGelu(kBF16, 64, 1024), point);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(first->source, second->source);
-  EXPECT_EQ(first->generator_version, "reduction-8");
+  EXPECT_EQ(first->generator_version, "reduction-9");
   SchedulePoint two_pass = point;
   two_pass.parameters["welford"] = 0;
   absl::StatusOr<GeneratedKernel> third = family.Generate(task, two_pass);
@@ -167,6 +168,50 @@ TEST(ReductionTest, OnlineSoftmaxAddsWholeChunks) {
 // Layer norm's weight and bias (broadcast against the rows) are read in the same 16-byte vectors
 // as the row; a cluster's shared-memory row cache is filled by cp.async, a vector per lane, in the
 // input's own type.
+// A reduction over the k > 1 trailing dims with keepdim (a global average pool) is one row of
+// their product when the tensors are contiguous across them; without keepdim it stays
+// unsupported (its result's shape could not be told from a broadcast one).
+TEST(ReductionTest, ReductionsOverTrailingDimsAreOneRowOfTheirProduct) {
+  const KernelTask pooled =
+      testing::Statistic("var", "correction", {4, 6, 7, 9}, 2, /*keepdim=*/true);
+  KernelTask two_dims = pooled;
+  forge::v1::Argument* dims = two_dims.mutable_group()->mutable_nodes(1)->mutable_arguments(1);
+  ASSERT_EQ(dims->name(), "dim");
+  dims->mutable_ints()->add_values(-1);
+  forge::v1::TensorSpec* out = two_dims.mutable_outputs(0);
+  out->set_shape(3, 1);
+  out->set_strides(0, 6);
+  out->set_strides(1, 1);
+  out->set_strides(2, 1);
+  *two_dims.mutable_group()->mutable_values(2)->mutable_tensor() = *out;
+  absl::StatusOr<reduction::ReductionTask> analysis = reduction::Analyze(two_dims);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  EXPECT_EQ(analysis->rows, 24);
+  EXPECT_EQ(analysis->columns, 63);
+  ReductionFamily family;
+  EXPECT_TRUE(family.Applies(two_dims).ok()) << family.Applies(two_dims);
+
+  // Dims that are not trailing, or no keepdim: as before, one dim only.
+  KernelTask middle = two_dims;
+  middle.mutable_group()->mutable_nodes(1)->mutable_arguments(1)->mutable_ints()->set_values(1, 1);
+  EXPECT_THAT(family.Applies(middle).message(), HasSubstr("only one dimension is supported"));
+}
+
+// logsumexp takes softmax's statistics (online or in two passes) and writes max + log(sum) per
+// row.
+TEST(ReductionTest, LogSumExpIsSoftmaxStatisticsPerRow) {
+  ReductionFamily family;
+  const KernelTask task =
+      testing::Statistic("logsumexp", "default", {64, 1000}, -1, /*keepdim=*/false);
+  for (int online : {0, 1}) {
+    absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, Point(32, 4, 4, 0, online));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_THAT(kernel->source, HasSubstr("const float row0_value = row0_max + row0_log_sum;"));
+    EXPECT_THAT(kernel->source, HasSubstr("const float r_0 = (float)(row0_value);"));
+    EXPECT_EQ(kernel->source.find("forge_softmax_add(acc0_0") != std::string::npos, online == 1);
+  }
+}
+
 TEST(ReductionTest, BroadcastInputsAndTheSharedRowCacheUseVectors) {
   ReductionFamily family;
   SchedulePoint layer_norm_point = Point(128, 1, 8, 1, 1);
@@ -264,10 +309,10 @@ TEST(ReductionTest, MaxRegistersCapsWhatPtxasAllocates) {
               HasSubstr("max_registers 64 is too few for the 64 cached row elements"));
   SchedulePoint big_blocks = Point(1024, 1, 4, 0, 1);
   big_blocks.parameters["max_registers"] = 64;
-  EXPECT_THAT(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).message(),
+  EXPECT_THAT(family.Validate(Softmax(kF32, {512, 65536}), big_blocks).message(),
               HasSubstr("fewer than two blocks per SM"));
   big_blocks.parameters["max_registers"] = 0;
-  EXPECT_TRUE(family.Validate(Softmax(kF32, {64, 65536}), big_blocks).ok());
+  EXPECT_TRUE(family.Validate(Softmax(kF32, {512, 65536}), big_blocks).ok());
 }
 
 TEST(ReductionTest, ValidateRejectsInvalidPoints) {

@@ -136,6 +136,71 @@ KernelTask VarMean(std::vector<int64_t> shape, int64_t dim) {
   return task;
 }
 
+KernelTask GroupNormSilu(DType dtype, std::vector<int64_t> shape, int64_t groups, bool epilogue) {
+  TaskBuilder builder;
+  builder.Input("x", dtype, shape)
+      .Input("w", dtype, {shape[1]})
+      .Input("b", dtype, {shape[1]})
+      .Node("group_norm", "group_norm", "default",
+            {TensorArg("input", "x"), IntArg("num_groups", groups), OptionalTensorArg("weight", "w"),
+             OptionalTensorArg("bias", "b"), FloatArg("eps", 1e-5),
+             BoolArg("cudnn_enabled", false)},
+            dtype, shape);
+  if (!epilogue) return builder.Output("group_norm").Build(kReduction);
+  return builder.Node("silu", "silu", "default", {TensorArg("self", "group_norm")}, dtype, shape)
+      .Output("silu")
+      .Build(kReduction);
+}
+
+KernelTask NativeGroupNormResidual(DType dtype, std::vector<int64_t> shape, int64_t groups) {
+  int64_t spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d) spatial *= shape[d];
+  KernelTask task =
+      TaskBuilder()
+          .Input("x", dtype, shape)
+          .Input("w", dtype, {shape[1]})
+          .Input("b", dtype, {shape[1]})
+          .Input("residual", dtype, shape)
+          .Node("gn.0", "native_group_norm", "default",
+                {TensorArg("input", "x"), OptionalTensorArg("weight", "w"),
+                 OptionalTensorArg("bias", "b"), IntArg("N", shape[0]), IntArg("C", shape[1]),
+                 IntArg("HxW", spatial), IntArg("group", groups), FloatArg("eps", 1e-5)},
+                dtype, shape)
+          .Node("sum", "add", "Tensor", {TensorArg("self", "gn.0"), TensorArg("other", "residual")},
+                dtype, shape)
+          .Output("sum")
+          .Build(kReduction);
+  // The statistics: (N, G) values the node also defines, and task outputs.
+  for (const char* name : {"gn.1", "gn.2"}) {
+    forge::v1::Value* value = task.mutable_group()->add_values();
+    value->set_name(name);
+    value->mutable_tensor()->set_dtype(dtype);
+    value->mutable_tensor()->add_shape(shape[0]);
+    value->mutable_tensor()->add_shape(groups);
+    value->mutable_tensor()->add_strides(groups);
+    value->mutable_tensor()->add_strides(1);
+    task.mutable_group()->mutable_nodes(0)->add_outputs(name);
+    task.mutable_group()->add_outputs()->set_value_name(name);
+    *task.add_outputs() = value->tensor();
+  }
+  return task;
+}
+
+KernelTask InstanceNorm(DType dtype, std::vector<int64_t> shape) {
+  return TaskBuilder()
+      .Input("x", dtype, shape)
+      .Input("w", dtype, {shape[1]})
+      .Input("b", dtype, {shape[1]})
+      .Node("instance_norm", "instance_norm", "default",
+            {TensorArg("input", "x"), OptionalTensorArg("weight", "w"),
+             OptionalTensorArg("bias", "b"), NoneArg("running_mean"),
+             NoneArg("running_var"), BoolArg("use_input_stats", true),
+             FloatArg("momentum", 0.1), FloatArg("eps", 1e-5), BoolArg("cudnn_enabled", false)},
+            dtype, shape)
+      .Output("instance_norm")
+      .Build(kReduction);
+}
+
 std::vector<std::pair<std::string, KernelTask>> Cases() {
   std::vector<std::pair<std::string, KernelTask>> cases;
   cases.emplace_back("softmax_f32_1000", Softmax(kF32, {8, 1000}));
@@ -166,6 +231,22 @@ std::vector<std::pair<std::string, KernelTask>> Cases() {
   cases.emplace_back("amin_dim2_bf16", Statistic("amin", "default", {3, 4, 50, 64}, 2, true, kBF16));
   cases.emplace_back("var_dim1", Statistic("var", "correction", {16, 256, 49}, 1, true));
   cases.emplace_back("var_mean_dim0", VarMean({77, 130}, 0));
+  cases.emplace_back("logsumexp", Statistic("logsumexp", "default", {33, 1001}, -1, false));
+  cases.emplace_back("logsumexp_dim1_keepdim_bf16",
+                     Statistic("logsumexp", "default", {4, 77, 9}, 1, true, kBF16));
+  cases.emplace_back("mean_hw_keepdim_times_x",
+                     TaskBuilder()
+                         .Input("x", kF32, {4, 6, 7, 9})
+                         .Node("m", "mean", "dim", {TensorArg("self", "x"), IntsArg("dim", {2, 3}), BoolArg("keepdim", true)}, kF32, {4, 6, 1, 1})
+                         .Node("y", "mul", "Tensor", {TensorArg("self", "x"), TensorArg("other", "m")}, kF32, {4, 6, 7, 9})
+                         .Output("y")
+                         .Build(kReduction));
+  cases.emplace_back("group_norm_silu_f16", GroupNormSilu(kF16, {2, 320, 8, 8}, 32));
+  cases.emplace_back("group_norm_silu_bf16_3d", GroupNormSilu(kBF16, {3, 12, 7}, 4));
+  cases.emplace_back("group_norm_f32_5d", GroupNormSilu(kF32, {2, 6, 3, 5, 7}, 3, false));
+  cases.emplace_back("group_norm_f32_2d", GroupNormSilu(kF32, {33, 96}, 8));
+  cases.emplace_back("native_group_norm_residual_f16", NativeGroupNormResidual(kF16, {3, 8, 5, 5}, 2));
+  cases.emplace_back("instance_norm_f32", InstanceNorm(kF32, {2, 5, 9, 11}));
   // Views inside the group: softmax over a transposed input (strided reads), a sum over dim 1 of
   // a permuted one (col_reduce), and a layer norm whose output is reshaped back.
   cases.emplace_back("softmax_of_transpose",
@@ -228,14 +309,23 @@ SchedulePoint Point(int64_t threads, int64_t rows, int64_t width, int64_t cache,
 // node; `arguments` are those after self and target that differ from their defaults.
 KernelTask CrossEntropy(DType dtype, int64_t rows, int64_t classes,
                         std::vector<forge::v1::Argument> arguments,
-                        std::vector<int64_t> logits_strides) {
+                        std::vector<int64_t> logits_strides, const std::string& op) {
   std::vector<forge::v1::Argument> all = {TensorArg("self", "x"), TensorArg("target", "t")};
   all.insert(all.end(), arguments.begin(), arguments.end());
-  return TaskBuilder()
-      .Input("x", dtype, {rows, classes}, std::move(logits_strides))
-      .Input("t", forge::v1::DTYPE_INT64, {rows})
-      .Node("cross_entropy_loss", "cross_entropy_loss", "default", std::move(all), dtype, {})
-      .Output("cross_entropy_loss")
+  // reduction none: a loss per row; weight "w": class weights of the logits' dtype, an input.
+  std::vector<int64_t> loss_shape;
+  bool weighted = false;
+  for (const forge::v1::Argument& argument : arguments) {
+    if (argument.name() == "reduction" && argument.int_value() == 0) loss_shape = {rows};
+    weighted = weighted || argument.name() == "weight";
+  }
+  TaskBuilder builder;
+  builder.Input("x", dtype, {rows, classes}, std::move(logits_strides))
+      .Input("t", forge::v1::DTYPE_INT64, {rows});
+  if (weighted) builder.Input("w", dtype, {classes});
+  return builder
+      .Node(op, op, "default", std::move(all), dtype, loss_shape)
+      .Output(op)
       .Build(kReduction);
 }
 

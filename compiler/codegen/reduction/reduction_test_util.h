@@ -46,13 +46,28 @@ forge::v1::KernelTask Statistic(const char* op, const char* overload, std::vecto
                                 int64_t correction = 1);
 // torch.var_mean(x, dim, correction=0, keepdim=True): outputs "vm.0" (var) and "vm.1" (mean).
 forge::v1::KernelTask VarMean(std::vector<int64_t> shape, int64_t dim);
+// nn.GroupNorm(groups, C) on x of shape (N, C, ...) then F.silu, as forge.export emits it
+// (aten::group_norm(x, groups, w, b, eps, False), then aten::silu); `epilogue` false: the norm
+// alone.
+forge::v1::KernelTask GroupNormSilu(forge::v1::DType dtype, std::vector<int64_t> shape,
+                                    int64_t groups, bool epilogue = true);
+// aten::native_group_norm(x, w, b, N, C, HxW, groups, 1e-5) with its three outputs (y, mean,
+// rstd; named "gn.0", "gn.1", "gn.2") all task outputs, y through `+ residual` (a second input
+// of x's shape).
+forge::v1::KernelTask NativeGroupNormResidual(forge::v1::DType dtype, std::vector<int64_t> shape,
+                                              int64_t groups);
+// nn.InstanceNorm2d(C, affine=True) as exported: aten::instance_norm without running statistics.
+forge::v1::KernelTask InstanceNorm(forge::v1::DType dtype, std::vector<int64_t> shape);
 // Labelled tasks of every reduction kind, dtype and both templates, with views in the group.
 std::vector<std::pair<std::string, forge::v1::KernelTask>> Cases();
 // F.cross_entropy(logits, target, ...) as forge.export emits it: one aten::cross_entropy_loss
-// node; `arguments` are those after self and target that differ from their defaults.
+// node; `arguments` are those after self and target that differ from their defaults (reduction 0
+// makes the output one loss per row; an argument "weight" naming "w" adds the class weights as
+// the third input); `op` "nll_loss_nd": F.nll_loss on log-probabilities.
 forge::v1::KernelTask CrossEntropy(forge::v1::DType dtype, int64_t rows, int64_t classes,
                                    std::vector<forge::v1::Argument> arguments = {},
-                                   std::vector<int64_t> logits_strides = {});
+                                   std::vector<int64_t> logits_strides = {},
+                                   const std::string& op = "cross_entropy_loss");
 
 // Points of the templates.
 SchedulePoint ClusterPoint(int64_t blocks, int64_t threads, int64_t width, int64_t online = 1);
