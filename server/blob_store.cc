@@ -12,8 +12,10 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/redis/transaction.h"
 #include "common/status/status_macros.h"
 #include "server/redis_keys.h"
 
@@ -165,6 +167,45 @@ absl::StatusOr<std::string> BlobStore::Read(absl::string_view sha256) const {
   std::ostringstream bytes;
   bytes << file.rdbuf();
   return bytes.str();
+}
+
+absl::StatusOr<std::vector<StoredBlob>> BlobStore::List() {
+  const std::string prefix = keys::Blob("");
+  FORGE_ASSIGN_OR_RETURN(const std::vector<std::string> indexed,
+                         ScanKeys(*redis_, absl::StrCat(prefix, "*")));
+  std::vector<std::vector<std::string>> reads;
+  for (const std::string& key : indexed) {
+    reads.push_back({"HMGET", key, std::string(keys::kBlobSizeField),
+                     std::string(keys::kBlobStoredMsField)});
+  }
+  std::vector<StoredBlob> blobs;
+  if (reads.empty()) return blobs;
+  absl::StatusOr<std::vector<RedisReply>> replies = redis_->Pipeline(reads);
+  if (!replies.ok()) return Annotate(replies.status(), "listing blobs");
+  for (size_t i = 0; i < indexed.size(); ++i) {
+    const RedisReply& reply = (*replies)[i];
+    if (reply.is_error()) {
+      return absl::InternalError(absl::StrCat("reading ", indexed[i], ": ", reply.str()));
+    }
+    if (reply.elements().size() != 2 || reply.elements()[0].is_nil()) continue;  // gone meanwhile
+    int64_t size = 0;
+    int64_t stored_ms = 0;
+    (void)absl::SimpleAtoi(reply.elements()[0].str(), &size);
+    (void)absl::SimpleAtoi(reply.elements()[1].str(), &stored_ms);
+    blobs.push_back({.sha256 = indexed[i].substr(prefix.size()),
+                     .size = size,
+                     .stored = absl::FromUnixMillis(stored_ms)});
+  }
+  return blobs;
+}
+
+absl::Status BlobStore::Remove(absl::string_view sha256) {
+  FORGE_RETURN_IF_ERROR(ValidateSha256(sha256, "blob digest"));
+  FORGE_RETURN_IF_ERROR(
+      CheckReply(absl::StrCat("removing blob ", sha256), redis_->Command({"DEL", keys::Blob(sha256)})));
+  const std::string path = PathOf(sha256);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("removing", path);
+  return absl::OkStatus();
 }
 
 absl::Status BlobStore::Index(absl::string_view sha256, int64_t size) {

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/digest/sha256.h"
 #include "common/redis/redis_client.h"
@@ -30,6 +31,13 @@ namespace forge::server {
 absl::Status ValidateSha256(absl::string_view sha256, absl::string_view what);
 
 class BlobStore;
+
+// A blob as the index lists it.
+struct StoredBlob {
+  std::string sha256;
+  int64_t size = 0;
+  absl::Time stored;  // when its upload was committed
+};
 
 // One blob being received. Destroying it before Commit() discards the bytes.
 class BlobUpload {
@@ -84,6 +92,12 @@ class BlobStore {
 
   // Where a blob's bytes live: <directory>/<first two digits>/<digest>.
   std::string PathOf(absl::string_view sha256) const;
+
+  // Every indexed blob, by digest (for the sweeper, server/sweeper.h).
+  absl::StatusOr<std::vector<StoredBlob>> List();
+  // Removes a blob: its index entry, then its file (a file without an entry is never served:
+  // Missing reports it, and an upload replaces it). OK when it is not stored.
+  absl::Status Remove(absl::string_view sha256);
 
  private:
   friend class BlobUpload;

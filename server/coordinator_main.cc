@@ -5,14 +5,21 @@
 // stops it gracefully: new calls are refused, calls in flight get shutdown.grace to finish.
 //
 // Security (docs/ARCHITECTURE.md, "Security model"): TLS with tls.cert/tls.key (mTLS with
-// tls.client-ca), bearer tokens from auth.tokens (server/auth/auth.h). Without TLS it listens only
+// tls.client-ca), bearer tokens from auth.tokens and tokens signed with auth.token-secret
+// (server/auth/auth.h). Without TLS it listens only
 // on loopback unless --insecure; without tokens every caller is anonymous (warned at start). The
 // grpc.health.v1 service is NOT_SERVING while Redis is unreachable; --probe=HOST:PORT checks it
 // (exit 0 when SERVING) with the same TLS settings, for container probes.
+//
+// Garbage collection (server/sweeper.h): every gc.interval one coordinator of those sharing the
+// Redis removes ended jobs older than gc.job-retention, lets graphs no job names expire and
+// removes weight blobs no job names older than gc.blob-grace, and keeps the results cache within
+// gc.max-results.
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -25,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/config/config.h"
 #include "common/config/program.h"
@@ -43,6 +51,7 @@
 #include "server/job_store.h"
 #include "server/result_cache.h"
 #include "server/scheduler.h"
+#include "server/sweeper.h"
 #include "server/worker_service.h"
 
 namespace forge::server {
@@ -64,6 +73,9 @@ ConfigSchema Schema() {
       .Bool("insecure", false, "Allow plaintext gRPC on a non-loopback listen address.")
       .String("auth.tokens", "",
               "Token file: lines \"TOKEN OWNER ROLE [caps]\"; empty: no authentication.")
+      .String("auth.token-secret", "",
+              "File of the secret (32+ bytes) that signs tokens `forge admin mint-token` makes; "
+              "empty: no signed tokens.")
       .Duration("health.interval", absl::Seconds(1), "How often Redis is pinged for health.")
       .String("probe", "",
               "Check the health of the coordinator at HOST:PORT and exit (0: SERVING).")
@@ -96,6 +108,17 @@ ConfigSchema Schema() {
       .Int64("search.seed", 1, "Seed of every search's random choices.", {.min = 0})
       .Duration("scheduler.tick", absl::Milliseconds(250),
                 "How often leases are checked for expiry, queued jobs started, searches saved.")
+      .Duration("gc.interval", absl::Minutes(10),
+                "How often ended jobs, unnamed graphs and unreferenced blobs are collected.")
+      .Duration("gc.job-retention", SweeperOptions().job_retention,
+                "How long an ended job's state, events and results stay readable.")
+      .Duration("gc.model-grace", SweeperOptions().model_grace,
+                "How long a graph no job names stays (more than gc.interval).")
+      .Duration("gc.blob-grace", SweeperOptions().blob_grace,
+                "How old a weight blob no job names must be before it is removed.")
+      .Int64("gc.max-results", SweeperOptions().max_results,
+             "Most results the cache keeps; the least recently read go first (0: no bound).",
+             {.min = 0})
       .Duration("shutdown.grace", absl::Seconds(5),
                 "Time calls in flight get to finish after SIGTERM.")
       .Int64("intake.max-graph-bytes", IntakeLimits().max_graph_bytes,
@@ -111,22 +134,21 @@ ConfigSchema Schema() {
       .Int64("intake.max-wall-seconds", IntakeLimits().max_wall_seconds,
              "Largest options.budget.max_wall_seconds a job may ask for.", {.min = 1})
       .Int64("intake.max-priority", IntakeLimits().max_priority,
-             "Jobs' priorities must lie within plus or minus this.", {.min = 0, .max = 1 << 30});
+             "Jobs' priorities must lie within plus or minus this.", {.min = 0, .max = 1 << 30})
+      .Int64("intake.max-active-jobs-per-owner", IntakeLimits().max_active_jobs_per_owner,
+             "Jobs one owner may have queued or running (0: no limit; admins are exempt).",
+             {.min = 0});
   return AddLogOptions(schema);
 }
 
-// Calls Scheduler::Tick every `period` until destroyed.
-class SchedulerTicker {
+// Calls `step` every `period`, on a thread of its own, until destroyed.
+class Periodically {
  public:
-  SchedulerTicker(Scheduler* scheduler, absl::Duration period)
-      : thread_([this, scheduler, period] {
-          while (!stop_.WaitForNotificationWithTimeout(period)) {
-            if (absl::Status ticked = scheduler->Tick(); !ticked.ok()) {
-              GetLogger("scheduler")->warn("tick: {}", ticked.ToString());
-            }
-          }
+  Periodically(absl::Duration period, std::function<void()> step)
+      : thread_([this, period, step = std::move(step)] {
+          while (!stop_.WaitForNotificationWithTimeout(period)) step();
         }) {}
-  ~SchedulerTicker() {
+  ~Periodically() {
     stop_.Notify();
     thread_.join();
   }
@@ -221,6 +243,14 @@ int Run(int argc, char** argv) {
     log->critical("{}", std::string(credentials.status().message()));
     return 2;
   }
+  if (config->GetDuration("gc.model-grace") <= config->GetDuration("gc.interval")) {
+    // A job submitted during a sweep may name a graph the sweep lets expire; the next sweep
+    // keeps it, if it comes before the graph expires.
+    log->critical("gc.model-grace ({}) must be longer than gc.interval ({})",
+                  absl::FormatDuration(config->GetDuration("gc.model-grace")),
+                  absl::FormatDuration(config->GetDuration("gc.interval")));
+    return 2;
+  }
   const bool tls = !config->GetString("tls.cert").empty();
   if (!tls) {
     log->warn("serving plaintext gRPC on {}: anyone who can reach it can read the traffic; set "
@@ -236,7 +266,18 @@ int Run(int argc, char** argv) {
     }
     auth = *std::move(loaded);
     log->info("authentication on: {} token(s) from {}", auth.size(), tokens);
-  } else {
+  }
+  if (const std::string& secret_file = config->GetString("auth.token-secret");
+      !secret_file.empty()) {
+    absl::StatusOr<std::string> secret = ReadTokenSecret(secret_file);
+    if (!secret.ok()) {
+      log->critical("{}", std::string(secret.status().message()));
+      return 2;
+    }
+    auth.AcceptSignedTokens(*std::move(secret));
+    log->info("authentication on: tokens signed with the secret in {}", secret_file);
+  }
+  if (auth.open()) {
     log->warn("no auth.tokens: every caller is anonymous and may submit, read and cancel any job "
               "and act as any worker (loopback development only)");
   }
@@ -269,7 +310,8 @@ int Run(int argc, char** argv) {
     return 1;
   }
   JobStore jobs(&redis);
-  ResultCache results(&redis);
+  // With authentication, results no authenticated worker reported are not served.
+  ResultCache results(&redis, /*attributed_only=*/!auth.open());
 
   auto registry = std::make_shared<metrics::Registry>();
   SchedulerOptions scheduler_options;
@@ -294,14 +336,30 @@ int Run(int argc, char** argv) {
       .max_weight_bytes = config->GetInt64("intake.max-weight-bytes"),
       .max_candidate_trials = config->GetInt64("intake.max-trials"),
       .max_wall_seconds = config->GetInt64("intake.max-wall-seconds"),
-      .max_priority = static_cast<int32_t>(config->GetInt64("intake.max-priority"))};
+      .max_priority = static_cast<int32_t>(config->GetInt64("intake.max-priority")),
+      .max_active_jobs_per_owner = config->GetInt64("intake.max-active-jobs-per-owner")};
   JobService service(&jobs, blobs->get(), scheduler->get(), registry.get(),
                      {.watch_redis = redis_options,
                       .watch_wait = config->GetDuration("watch.wait"),
                       .intake = intake,
                       .auth = auth});
   WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get(), auth);
-  SchedulerTicker ticker(scheduler->get(), config->GetDuration("scheduler.tick"));
+  Periodically ticker(config->GetDuration("scheduler.tick"), [&scheduler] {
+    if (absl::Status ticked = (*scheduler)->Tick(); !ticked.ok()) {
+      GetLogger("scheduler")->warn("tick: {}", ticked.ToString());
+    }
+  });
+  Sweeper sweeper(&redis, &jobs, blobs->get(), &results, registry.get(),
+                  {.job_retention = config->GetDuration("gc.job-retention"),
+                   .model_grace = config->GetDuration("gc.model-grace"),
+                   .blob_grace = config->GetDuration("gc.blob-grace"),
+                   .max_results = config->GetInt64("gc.max-results"),
+                   .lock_ttl = SweeperOptions().lock_ttl});
+  Periodically sweeps(config->GetDuration("gc.interval"), [&sweeper] {
+    if (absl::StatusOr<SweepStats> swept = sweeper.Sweep(absl::Now()); !swept.ok()) {
+      GetLogger("coordinator")->warn("sweep: {}", swept.status().ToString());
+    }
+  });
   absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =
       registry->AddGauge({"forge_coordinator_jobs", "Jobs by state, as recorded in Redis.", {}});
   if (!job_gauges.ok()) {

@@ -44,6 +44,9 @@ struct IntakeLimits {
   int64_t max_candidate_trials = 1'000'000;
   int64_t max_wall_seconds = 7 * 24 * 3600;
   int32_t max_priority = 100;
+  // Jobs one owner may have queued or running at once (0: no limit); admins are exempt. Checked
+  // by JobStore::CreateJob, not by ValidateJobOptions.
+  int64_t max_active_jobs_per_owner = 100;
 };
 
 // Elements of `spec` (1 for a scalar); InvalidArgument for a negative dimension or a count that

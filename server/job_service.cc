@@ -164,8 +164,13 @@ absl::Status JobService::Submit(const Caller& caller,
         absl::StrCat("SubmitJob: ", missing.size(), " blob(s) the graph names are neither stored "
                      "nor sent: ", absl::StrJoin(missing, ", ")));
   }
-  FORGE_ASSIGN_OR_RETURN(Job job,
-                         jobs_->CreateJob(header.graph(), header.options(), partition->tasks));
+  // The quota binds owners, not admins (nor the anonymous caller of open auth).
+  const int64_t max_active_jobs =
+      caller.SeesAll() ? 0 : options_.intake.max_active_jobs_per_owner;
+  absl::StatusOr<Job> created =
+      jobs_->CreateJob(header.graph(), header.options(), partition->tasks, max_active_jobs);
+  if (!created.ok()) return Annotate(created.status(), "SubmitJob");
+  Job job = *std::move(created);
   LogWithFields(*GetLogger("coordinator"), spdlog::level::info, "job accepted",
                 {{"job", job.id()},
                  {"model", header.graph().metadata().name()},
@@ -295,6 +300,55 @@ grpc::Status JobService::ListWorkers(grpc::ServerContext* context,
     for (forge::v1::WorkerStatus& worker : *workers) *response->add_workers() = std::move(worker);
   }
   return Finish("ListWorkers", workers.status());
+}
+
+namespace {
+
+// The request as a filter the cache can scan with (digests become glob patterns there).
+absl::StatusOr<ResultFilter> PurgeFilter(const forge::v1::PurgeResultsRequest& request) {
+  ResultFilter filter{.worker_identity = request.worker_identity(),
+                      .unattributed = request.unattributed(),
+                      .candidate_digest = request.candidate_digest(),
+                      .task_digest = request.task_digest()};
+  if (filter.empty()) {
+    return absl::InvalidArgumentError(
+        "PurgeResults: name a worker_identity, unattributed, a candidate_digest or a task_digest");
+  }
+  if (filter.unattributed && !filter.worker_identity.empty()) {
+    return absl::InvalidArgumentError(
+        "PurgeResults: worker_identity and unattributed exclude each other");
+  }
+  if (!filter.candidate_digest.empty()) {
+    FORGE_RETURN_IF_ERROR(ValidateSha256(filter.candidate_digest, "PurgeResults: candidate_digest"));
+  }
+  if (!filter.task_digest.empty()) {
+    FORGE_RETURN_IF_ERROR(ValidateSha256(filter.task_digest, "PurgeResults: task_digest"));
+  }
+  return filter;
+}
+
+}  // namespace
+
+grpc::Status JobService::PurgeResults(grpc::ServerContext* context,
+                                      const forge::v1::PurgeResultsRequest* request,
+                                      forge::v1::PurgeResultsResponse* response) {
+  absl::StatusOr<Caller> caller = Authorize(*context, {Role::kAdmin}, "");
+  if (!caller.ok()) return Finish("PurgeResults", caller.status());
+  absl::StatusOr<ResultFilter> filter = PurgeFilter(*request);
+  if (!filter.ok()) return Finish("PurgeResults", filter.status());
+  absl::StatusOr<forge::v1::PurgeResultsResponse> purged = scheduler_->PurgeResults(*filter);
+  // The audit line: who purged what, also when it failed midway.
+  LogWithFields(*GetLogger("coordinator"), spdlog::level::warn, "results purged",
+                {{"by", caller->authenticated ? caller->owner : "(anonymous)"},
+                 {"worker_identity", filter->worker_identity},
+                 {"unattributed", filter->unattributed ? "true" : "false"},
+                 {"candidate", filter->candidate_digest},
+                 {"task", filter->task_digest},
+                 {"removed", purged.ok() ? purged->results_removed() : int64_t{0}},
+                 {"tasks", purged.ok() ? absl::StrJoin(purged->task_digests(), ",") : ""},
+                 {"status", purged.status().ToString()}});
+  if (purged.ok()) *response = *std::move(purged);
+  return Finish("PurgeResults", purged.status());
 }
 
 }  // namespace forge::server

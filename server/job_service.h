@@ -4,11 +4,14 @@
 // the scheduler.
 //
 // Access (options.auth): SubmitJob and MissingBlobs need role submit or admin, CancelJob too;
-// GetJob, WatchJob, ListJobs, GetResults and ListWorkers need read, submit or admin. A submitted
+// GetJob, WatchJob, ListJobs, GetResults and ListWorkers need read, submit or admin;
+// PurgeResults needs admin, and every purge is one audit line in the log ("results purged":
+// who, the filter, what was removed). A submitted
 // job's owner is the caller's (the owner the client names is replaced), and its priority and
 // budget must fit the caller's caps; a caller other than admin reads, lists and cancels only its
-// own owner's jobs (ListJobs naming another owner is PERMISSION_DENIED). With open auth every
-// caller passes and keeps the owner it names.
+// own owner's jobs (ListJobs naming another owner is PERMISSION_DENIED). An owner may have at most
+// intake.max_active_jobs_per_owner jobs queued or running: one more is RESOURCE_EXHAUSTED (admins
+// are exempt). With open auth every caller passes, keeps the owner it names and has no quota.
 //
 // Every RPC turns the stores' absl::Status into the gRPC status of the same code with the same
 // message (Unavailable while Redis is down, naming it), and counts itself in
@@ -74,6 +77,11 @@ class JobService final : public forge::v1::JobService::Service {
   grpc::Status ListWorkers(grpc::ServerContext* context,
                            const forge::v1::ListWorkersRequest* request,
                            forge::v1::ListWorkersResponse* response) override;
+  // InvalidArgument for no filter, a worker identity together with `unattributed`, or a digest
+  // that is no SHA-256 hex (Scheduler::PurgeResults does the work).
+  grpc::Status PurgeResults(grpc::ServerContext* context,
+                            const forge::v1::PurgeResultsRequest* request,
+                            forge::v1::PurgeResultsResponse* response) override;
 
   // The forge_coordinator_rpcs_total family, which WorkerService counts its calls in too.
   metrics::Family<metrics::Counter>* rpc_counter() const { return rpcs_; }

@@ -13,6 +13,7 @@
 #include "common/proto_io/deterministic.h"
 #include "compiler/graph/task_digest.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/ids.h"
 #include "server/redis_keys.h"
 
 namespace forge::server {
@@ -34,9 +35,11 @@ constexpr std::array<absl::string_view, 6> kProgressFields = {
     field::kTasksTotal,          field::kTasksDone,         field::kCandidatesLeased,
     field::kCandidatesCompleted, field::kCandidatesFailed,  field::kBestSpeedup};
 
-// Compares the state, writes the new one, moves the per-state counts and appends the event with
-// the progress counters copied from the job. KEYS: job hash, event stream, per-state counts.
-// ARGV: expected state, new state, now (ms), event bytes, error ("" leaves it), counter names.
+// Compares the state, writes the new one, moves the per-state counts, takes a job that ends out
+// of the active jobs and appends the event with the progress counters copied from the job.
+// KEYS: job hash, event stream, per-state counts, active jobs. ARGV: expected state, new state,
+// now (ms), event bytes, error ("" leaves it), job id, "1" when the new state is final, counter
+// names.
 // Returns {0} for a missing job, {1, actual state} for a mismatch, {2, event id} on success.
 constexpr char kTransitionScript[] = R"lua(
 local current = redis.call('HGET', KEYS[1], 'state')
@@ -46,12 +49,44 @@ redis.call('HSET', KEYS[1], 'state', ARGV[2], 'updated_ms', ARGV[3])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[5]) end
 redis.call('HINCRBY', KEYS[3], ARGV[1], -1)
 redis.call('HINCRBY', KEYS[3], ARGV[2], 1)
+if ARGV[7] == '1' then redis.call('HDEL', KEYS[4], ARGV[6]) end
 local entry = {'event', ARGV[4]}
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   entry[#entry + 1] = ARGV[i]
   entry[#entry + 1] = redis.call('HGET', KEYS[1], ARGV[i]) or '0'
 end
 return {2, redis.call('XADD', KEYS[2], '*', unpack(entry))}
+)lua";
+
+// Admits a job under its owner's quota. KEYS: active jobs. ARGV: owner, limit (0: none), job id.
+// Returns -1 when admitted (the job is entered), else the owner's active jobs.
+constexpr char kAdmitScript[] = R"lua(
+local active = 0
+local entries = redis.call('HGETALL', KEYS[1])
+for i = 2, #entries, 2 do
+  if entries[i] == ARGV[1] then active = active + 1 end
+end
+local limit = tonumber(ARGV[2])
+if limit > 0 and active >= limit then return active end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[1])
+return -1
+)lua";
+
+// Deletes an ended job's keys. KEYS: job hash, tasks, events, search record, job listing,
+// per-state counts, active jobs. ARGV: job id, then the final state names. Returns 1 when deleted.
+constexpr char kDeleteFinishedScript[] = R"lua(
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 0 end
+local final = false
+for i = 2, #ARGV do
+  if ARGV[i] == state then final = true end
+end
+if not final then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('HINCRBY', KEYS[6], state, -1)
+redis.call('HDEL', KEYS[7], ARGV[1])
+return 1
 )lua";
 
 // Adds counters, sets the best speedup when one is given (> 0) and appends the event (if any)
@@ -191,11 +226,23 @@ bool IsTerminal(JobState state) {
 }
 
 absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& options,
-                                        const std::vector<KernelTask>& tasks) {
+                                        const std::vector<KernelTask>& tasks,
+                                        int64_t max_active_jobs) {
   absl::StatusOr<RedisReply> sequence = redis_->Command({"INCR", std::string(keys::kJobSequence)});
   if (!sequence.ok()) return Annotate(sequence.status(), "allocating a job id");
   if (!sequence->is_integer()) return UnexpectedReply("allocating a job id", *sequence);
-  const std::string job_id = absl::StrCat("job-", sequence->integer());
+  const std::string job_id = NewId("job", sequence->integer());
+  absl::StatusOr<RedisReply> admitted =
+      redis_->Command({"EVAL", kAdmitScript, "1", std::string(keys::kActiveJobs), options.owner(),
+                       absl::StrCat(max_active_jobs), job_id});
+  FORGE_RETURN_IF_ERROR(CheckReply("admitting a job", admitted));
+  if (!admitted->is_integer()) return UnexpectedReply("admitting a job", *admitted);
+  if (admitted->integer() >= 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "owner \"", options.owner(), "\" has ", admitted->integer(),
+        " jobs queued or running, the most allowed (intake.max-active-jobs-per-owner = ",
+        max_active_jobs, "); wait for one to end or cancel one"));
+  }
   const std::string model_digest = graph::ModelDigest(graph);
   const int64_t now_ms = NowMillis();
   const std::string queued = StateName(forge::v1::JOB_STATE_QUEUED);
@@ -206,6 +253,8 @@ absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& op
 
   std::vector<std::vector<std::string>> commands;
   commands.push_back({"SET", keys::Model(model_digest), SerializeDeterministic(graph), "NX"});
+  // A model the sweeper let expire (no job named it) is named again: it stays.
+  commands.push_back({"PERSIST", keys::Model(model_digest)});
   std::vector<std::string> occurrences = {"HSET", keys::JobTasks(job_id)};
   for (const KernelTask& task : tasks) {
     KernelTask shared = task;  // the per-model fields stay with the job
@@ -236,8 +285,13 @@ absl::StatusOr<Job> JobStore::CreateJob(const Graph& graph, const JobOptions& op
   commands.push_back({"ZADD", std::string(keys::kJobs), absl::StrCat(sequence->integer()), job_id});
   commands.push_back({"HINCRBY", std::string(keys::kJobsByState), queued, "1"});
   commands.push_back(std::move(event));
-  FORGE_RETURN_IF_ERROR(
-      Transaction(*redis_, absl::StrCat("creating ", keys::Job(job_id)), std::move(commands)));
+  absl::Status created =
+      Transaction(*redis_, absl::StrCat("creating ", keys::Job(job_id)), std::move(commands));
+  if (!created.ok()) {
+    // The job does not exist: its place in the quota is given back (the sweeper drops it too).
+    (void)redis_->Command({"HDEL", std::string(keys::kActiveJobs), job_id});
+    return created;
+  }
   return GetJob(job_id);
 }
 
@@ -260,10 +314,11 @@ absl::StatusOr<Job> JobStore::Transition(absl::string_view job_id, JobState from
   }
   const int64_t now_ms = NowMillis();
   std::vector<std::string> command = {
-      "EVAL", kTransitionScript, "3", keys::Job(job_id), keys::JobEvents(job_id),
-      std::string(keys::kJobsByState), StateName(from), StateName(to), absl::StrCat(now_ms),
-      EventBytes(from, to, detail, now_ms),
-      to == forge::v1::JOB_STATE_FAILED ? std::string(detail) : std::string()};
+      "EVAL", kTransitionScript, "4", keys::Job(job_id), keys::JobEvents(job_id),
+      std::string(keys::kJobsByState), std::string(keys::kActiveJobs), StateName(from),
+      StateName(to), absl::StrCat(now_ms), EventBytes(from, to, detail, now_ms),
+      to == forge::v1::JOB_STATE_FAILED ? std::string(detail) : std::string(),
+      std::string(job_id), IsTerminal(to) ? "1" : "0"};
   for (absl::string_view name : kProgressFields) command.emplace_back(name);
 
   const std::string operation = absl::StrCat("moving ", keys::Job(job_id), " to ", StateName(to));
@@ -441,6 +496,105 @@ absl::StatusOr<std::map<JobState, int64_t>> JobStore::CountByState() {
     by_state[state] = IntField(counts, StateName(state));
   }
   return by_state;
+}
+
+absl::StatusOr<std::vector<JobSummary>> JobStore::Summaries() {
+  const std::string operation = absl::StrCat("listing ", keys::kJobs);
+  absl::StatusOr<RedisReply> ids = redis_->Command({"ZRANGE", std::string(keys::kJobs), "0", "-1"});
+  FORGE_RETURN_IF_ERROR(CheckReply(operation, ids));
+  std::vector<std::vector<std::string>> reads;
+  for (const RedisReply& id : ids->elements()) {
+    reads.push_back({"HMGET", keys::Job(id.str()), std::string(field::kState),
+                     std::string(field::kUpdatedMs), std::string(field::kModelDigest)});
+  }
+  std::vector<JobSummary> summaries;
+  if (reads.empty()) return summaries;
+  absl::StatusOr<std::vector<RedisReply>> records = redis_->Pipeline(reads);
+  if (!records.ok()) return Annotate(records.status(), operation);
+  for (size_t i = 0; i < records->size(); ++i) {
+    const RedisReply& record = (*records)[i];
+    if (record.is_error()) return UnexpectedReply(operation, record);
+    if (record.elements().size() != 3 || record.elements()[0].is_nil()) continue;  // gone
+    JobSummary summary;
+    summary.id = ids->elements()[i].str();
+    if (!forge::v1::JobState_Parse(record.elements()[0].str(), &summary.state)) {
+      return absl::DataLossError(
+          absl::StrCat(keys::Job(summary.id), ": field \"state\" is unknown"));
+    }
+    int64_t updated_ms = 0;
+    (void)absl::SimpleAtoi(record.elements()[1].str(), &updated_ms);
+    summary.updated = absl::FromUnixMillis(updated_ms);
+    summary.model_digest = record.elements()[2].str();
+    summaries.push_back(std::move(summary));
+  }
+  return summaries;
+}
+
+absl::StatusOr<bool> JobStore::DeleteFinishedJob(absl::string_view job_id) {
+  const std::string operation = absl::StrCat("deleting ", keys::Job(job_id));
+  absl::StatusOr<RedisReply> reply = redis_->Command(
+      {"EVAL", kDeleteFinishedScript, "7", keys::Job(job_id), keys::JobTasks(job_id),
+       keys::JobEvents(job_id), keys::JobSearch(job_id), std::string(keys::kJobs),
+       std::string(keys::kJobsByState), std::string(keys::kActiveJobs), std::string(job_id),
+       StateName(forge::v1::JOB_STATE_DONE), StateName(forge::v1::JOB_STATE_FAILED),
+       StateName(forge::v1::JOB_STATE_CANCELLED)});
+  FORGE_RETURN_IF_ERROR(CheckReply(operation, reply));
+  return reply->integer() == 1;
+}
+
+absl::StatusOr<int64_t> JobStore::ForgetStaleActiveJobs() {
+  const std::string operation = absl::StrCat("reading ", keys::kActiveJobs);
+  absl::StatusOr<RedisReply> active = redis_->Command({"HKEYS", std::string(keys::kActiveJobs)});
+  FORGE_RETURN_IF_ERROR(CheckReply(operation, active));
+  std::vector<std::vector<std::string>> reads;
+  for (const RedisReply& id : active->elements()) {
+    reads.push_back({"HGET", keys::Job(id.str()), std::string(field::kState)});
+  }
+  if (reads.empty()) return 0;
+  absl::StatusOr<std::vector<RedisReply>> states = redis_->Pipeline(reads);
+  if (!states.ok()) return Annotate(states.status(), operation);
+  std::vector<std::string> stale = {"HDEL", std::string(keys::kActiveJobs)};
+  for (size_t i = 0; i < states->size(); ++i) {
+    JobState state = forge::v1::JOB_STATE_UNSPECIFIED;
+    const RedisReply& reply = (*states)[i];
+    if (reply.is_error()) return UnexpectedReply(operation, reply);
+    if (reply.is_nil() || (forge::v1::JobState_Parse(reply.str(), &state) && IsTerminal(state))) {
+      stale.push_back(active->elements()[i].str());
+    }
+  }
+  if (stale.size() == 2) return 0;
+  FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("updating ", keys::kActiveJobs),
+                                   redis_->Command(stale)));
+  return static_cast<int64_t>(stale.size()) - 2;
+}
+
+absl::StatusOr<int64_t> JobStore::RetireModels(const absl::flat_hash_set<std::string>& referenced,
+                                               absl::Duration grace) {
+  const std::string prefix = keys::Model("");
+  FORGE_ASSIGN_OR_RETURN(const std::vector<std::string> models,
+                         ScanKeys(*redis_, absl::StrCat(prefix, "*")));
+  std::vector<std::vector<std::string>> commands;
+  std::vector<bool> expiring;
+  for (const std::string& key : models) {
+    const bool named = referenced.contains(absl::string_view(key).substr(prefix.size()));
+    // EXPIRE NX: a model already expiring keeps its first deadline.
+    commands.push_back(named ? std::vector<std::string>{"PERSIST", key}
+                             : std::vector<std::string>{"PEXPIRE", key,
+                                                        absl::StrCat(absl::ToInt64Milliseconds(
+                                                            std::max(grace, absl::Milliseconds(1)))),
+                                                        "NX"});
+    expiring.push_back(!named);
+  }
+  if (commands.empty()) return 0;
+  absl::StatusOr<std::vector<RedisReply>> replies = redis_->Pipeline(commands);
+  if (!replies.ok()) return Annotate(replies.status(), "retiring models");
+  int64_t retired = 0;
+  for (size_t i = 0; i < replies->size(); ++i) {
+    const RedisReply& reply = (*replies)[i];
+    if (reply.is_error()) return UnexpectedReply("retiring models", reply);
+    if (expiring[i] && reply.integer() == 1) ++retired;
+  }
+  return retired;
 }
 
 namespace {

@@ -6,6 +6,15 @@
 // per-state count and appends the event, so concurrent coordinators (or a scheduler racing a
 // cancel) can never both win, and no state change exists without its event.
 //
+// Retention (for the sweeper, server/sweeper.h): Summaries lists every job's state, last change
+// and model; DeleteFinishedJob removes an ended job's keys (record, tasks, events, search record,
+// listing entry, per-state count); RetireModels lets the stored graphs no job names expire after a
+// grace time (a new job naming one again keeps it: CreateJob and RetireModels cancel the expiry).
+//
+// Quota: every QUEUED or RUNNING job is listed with its owner (forge:jobs:active), entered by the
+// script that admits a new job and removed by the change to a final state, so CreateJob can
+// refuse an owner's job over a limit even when submits race.
+//
 // Errors: Redis failures keep their code (Unavailable while Redis is down), with the operation and
 // key in front; NotFound for an unknown job.
 #ifndef FORGE_SERVER_JOB_STORE_H_
@@ -16,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -36,6 +46,14 @@ struct JobFilter {
   std::map<std::string, std::string> labels;
 };
 
+// What retention needs to know of a job.
+struct JobSummary {
+  std::string id;
+  forge::v1::JobState state = forge::v1::JOB_STATE_UNSPECIFIED;
+  absl::Time updated;  // its last change
+  std::string model_digest;
+};
+
 struct JobPage {
   std::vector<forge::v1::Job> jobs;  // newest first
   std::string next_page_token;       // empty on the last page
@@ -50,10 +68,13 @@ class JobStore {
   explicit JobStore(RedisClient* redis) : redis_(redis) {}
 
   // Stores the model and its tasks (from the partitioner) and creates a QUEUED job with an
-  // event announcing it. The caller has validated the graph and stored its blobs.
+  // event announcing it. The caller has validated the graph and stored its blobs. With
+  // `max_active_jobs` > 0, ResourceExhausted when the job's owner (options.owner) already has that
+  // many jobs queued or running; nothing is stored then.
   absl::StatusOr<forge::v1::Job> CreateJob(const forge::v1::Graph& graph,
                                            const forge::v1::JobOptions& options,
-                                           const std::vector<forge::v1::KernelTask>& tasks);
+                                           const std::vector<forge::v1::KernelTask>& tasks,
+                                           int64_t max_active_jobs = 0);
 
   absl::StatusOr<forge::v1::Job> GetJob(absl::string_view job_id);
 
@@ -88,6 +109,19 @@ class JobStore {
 
   // Jobs per state, every state listed (zero where there are none).
   absl::StatusOr<std::map<forge::v1::JobState, int64_t>> CountByState();
+
+  // Every listed job, oldest first; a listed job whose record is gone is left out.
+  absl::StatusOr<std::vector<JobSummary>> Summaries();
+  // Removes a job that has ended (DONE, FAILED, CANCELLED) with all its keys, atomically. False,
+  // and nothing removed, when the job is not in a final state or is gone already.
+  absl::StatusOr<bool> DeleteFinishedJob(absl::string_view job_id);
+  // Takes out of the quota's list the jobs that are gone or ended: a coordinator that died between
+  // admitting a job and creating it leaves one behind. Returns how many.
+  absl::StatusOr<int64_t> ForgetStaleActiveJobs();
+  // Stored graphs (forge:model:*) whose digest is not in `referenced` get an expiry of `grace`
+  // unless they have one; referenced ones lose theirs. Returns how many were given one now.
+  absl::StatusOr<int64_t> RetireModels(const absl::flat_hash_set<std::string>& referenced,
+                                       absl::Duration grace);
 
  private:
   RedisClient* const redis_;

@@ -1,10 +1,14 @@
 // Every Redis key the coordinator uses, in one place. Keys start with "forge:"; {x} is filled in.
 //
-//   forge:job_seq                  string  last job number handed out (INCR); ids are "job-<n>"
+//   forge:job_seq                  string  last job number handed out (INCR); ids are
+//                                          "job-<n>-<random>" (ids.h: unique after a rollback)
 //   forge:jobs                     zset    job id -> job number: every job, for newest-first listing
 //                                          (the number, not a time, so pages are stable and exact)
 //   forge:jobs:by_state            hash    state name -> number of jobs in it, kept in the same
 //                                          transaction as every state change (the /metrics gauge)
+//   forge:jobs:active              hash    job id -> owner of every QUEUED or RUNNING job: the jobs-per-
+//                                          owner quota (entered at creation, removed by the change to a
+//                                          final state)
 //   forge:job:{id}                 hash    the job: state, options (JobOptions bytes), model digest,
 //                                          created/updated (ms since the epoch), error, and one field
 //                                          per JobProgress counter (so the scheduler can HINCRBY)
@@ -18,6 +22,8 @@
 //                                          job id and progress) plus the progress counters at the time
 //   forge:blob:{sha256}            hash    index of a stored weight blob: size, stored (ms); the bytes
 //                                          are a file under the coordinator's blob directory
+//   forge:sweeper:lock             string  held by the coordinator whose sweeper runs (sweeper.h),
+//                                          with an expiry
 //
 // The search. A "space" names where a result is valid: the GPU's product name for measured
 // results ("NVIDIA H200"), "predicted:<arch table name>" for the emulated backend's, so that a
@@ -34,11 +40,11 @@
 //                                          results on restart)
 //   forge:job:{id}:search          hash    the job's search: "space" it is bound to, "started_ms",
 //                                          "target:{task}" trials wanted, "stop:{task}" stop reason
-//   forge:lease_seq                string  last lease number handed out; ids are "lease-<n>"
+//   forge:lease_seq                string  last lease number handed out; ids "lease-<n>-<random>"
 //   forge:leases                   zset    lease id -> deadline (ms since the epoch)
 //   forge:lease:{id}               hash    "worker", "space", "deadline_ms", and per candidate
 //                                          "c:{cand}" -> "{job id} {task digest}"
-//   forge:worker_seq               string  last worker number handed out; ids are "worker-<n>"
+//   forge:worker_seq               string  last worker number handed out; ids "worker-<n>-<random>"
 //   forge:workers                  zset    worker id -> last heartbeat (ms since the epoch)
 //   forge:worker:{id}              hash    "info": WorkerStatus bytes as registered
 #ifndef FORGE_SERVER_REDIS_KEYS_H_
@@ -54,6 +60,7 @@ namespace forge::server::keys {
 inline constexpr absl::string_view kJobSequence = "forge:job_seq";
 inline constexpr absl::string_view kJobs = "forge:jobs";
 inline constexpr absl::string_view kJobsByState = "forge:jobs:by_state";
+inline constexpr absl::string_view kActiveJobs = "forge:jobs:active";
 
 inline std::string Job(absl::string_view job_id) { return absl::StrCat("forge:job:", job_id); }
 inline std::string JobTasks(absl::string_view job_id) {
@@ -65,14 +72,17 @@ inline std::string JobEvents(absl::string_view job_id) {
   return absl::StrCat("forge:events:", job_id);
 }
 inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
+inline constexpr absl::string_view kSweeperLock = "forge:sweeper:lock";
+inline constexpr absl::string_view kResultPrefix = "forge:result:";
 inline std::string Result(absl::string_view space, absl::string_view candidate) {
-  return absl::StrCat("forge:result:", space, ":", candidate);
+  return absl::StrCat(kResultPrefix, space, ":", candidate);
 }
 inline std::string Candidate(absl::string_view candidate) {
   return absl::StrCat("forge:candidate:", candidate);
 }
+inline constexpr absl::string_view kTaskResultsPrefix = "forge:task_results:";
 inline std::string TaskResults(absl::string_view space, absl::string_view task) {
-  return absl::StrCat("forge:task_results:", space, ":", task);
+  return absl::StrCat(kTaskResultsPrefix, space, ":", task);
 }
 inline std::string TaskState(absl::string_view space, absl::string_view task) {
   return absl::StrCat("forge:task_state:", space, ":", task);

@@ -16,6 +16,7 @@
 #include "common/status/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/fair_share.h"
+#include "server/ids.h"
 
 namespace forge::server {
 namespace {
@@ -110,7 +111,7 @@ absl::Status Scheduler::StartJobLocked(const forge::v1::Job& job) {
   if (running_.contains(job.id())) return absl::OkStatus();
   JobRun run;
   run.id = job.id();
-  (void)absl::SimpleAtoi(absl::StripPrefix(job.id(), "job-"), &run.number);
+  run.number = IdNumber(job.id(), "job").value_or(0);
   run.options = job.options();
   FORGE_ASSIGN_OR_RETURN(run.tasks, jobs_->GetTasks(job.id()));
   std::sort(run.tasks.begin(), run.tasks.end(),
@@ -704,6 +705,47 @@ void Scheduler::JobCancelled(absl::string_view job_id) {
     if (!dropped.ok()) GetLogger("scheduler")->warn("cancelling {}: {}", id, dropped.ToString());
   }
   UpdateGaugesLocked();
+}
+
+absl::StatusOr<forge::v1::PurgeResultsResponse> Scheduler::PurgeResults(
+    const ResultFilter& filter) {
+  // The cache first, without the mutex (it scans every task index); the searches then start over
+  // from what remains. A result reported meanwhile is in the cache, so the restart takes it in.
+  FORGE_ASSIGN_OR_RETURN(const std::vector<PurgedTask> purged, results_->Purge(filter));
+  forge::v1::PurgeResultsResponse response;
+  std::set<std::string> task_digests;
+  absl::MutexLock lock(&mutex_);
+  std::set<std::string> jobs_touched;
+  for (const PurgedTask& task : purged) {
+    response.set_results_removed(response.results_removed() + task.results);
+    task_digests.insert(task.task_digest);
+    FORGE_RETURN_IF_ERROR(searches_.Forget(task.space, task.task_digest));
+    for (auto& [id, job] : running_) {
+      if (job.finished || job.space != task.space) continue;
+      for (const KernelTask& spec : job.tasks) {
+        if (spec.digest() != task.task_digest) continue;
+        jobs_touched.insert(id);
+        FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(
+            id, [&] { return TaskSearchLocked(job.space, job.arch, spec).status(); }));
+      }
+    }
+  }
+  // The whole-model estimate of a job whose tasks lost every result is not updated by a result
+  // coming in: it is recomputed here.
+  for (const std::string& id : jobs_touched) {
+    JobRun& job = running_.at(id);
+    if (job.finished) continue;
+    const double speedup = WholeModelSpeedupLocked(job);
+    if (speedup == job.reported_speedup) continue;
+    JobProgress progress;
+    progress.set_best_speedup(speedup);
+    FORGE_RETURN_IF_ERROR(jobs_->RecordProgress(id, progress, nullptr));
+    job.reported_speedup = speedup;
+  }
+  for (const std::string& digest : task_digests) response.add_task_digests(digest);
+  EraseFinishedLocked();
+  UpdateGaugesLocked();
+  return response;
 }
 
 // ----- time-driven work -----

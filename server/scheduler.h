@@ -126,6 +126,14 @@ class Scheduler {
 
   absl::StatusOr<std::vector<forge::v1::WorkerStatus>> Workers(bool include_dead);
 
+  // Removes the cached results matching `filter` (ResultCache::Purge) and restarts the searches
+  // of the tasks that lost results, from the results that remain: their counts and bests, the
+  // whole-model estimates of the running jobs that have them, and their searchers' snapshots
+  // (which had learnt from the removed results). A task a running job had already stopped stays
+  // stopped; a finished job's GetResults reads the restarted search. Results of candidates still
+  // out on leases are taken when reported.
+  absl::StatusOr<forge::v1::PurgeResultsResponse> PurgeResults(const ResultFilter& filter);
+
   // Starts queued jobs, expires leases, ends jobs past their wall budget, snapshots searches.
   absl::Status Tick();
 

@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "common/redis/transaction.h"
 #include "common/status/status_macros.h"
+#include "server/ids.h"
 #include "server/redis_keys.h"
 
 namespace forge::server {
@@ -63,7 +64,7 @@ absl::StatusOr<int64_t> SchedulerStore::Increment(absl::string_view key,
 
 absl::StatusOr<std::string> SchedulerStore::NewWorkerId() {
   FORGE_ASSIGN_OR_RETURN(int64_t number, Increment(keys::kWorkerSequence, "allocating a worker id"));
-  return absl::StrCat("worker-", number);
+  return NewId("worker", number);
 }
 
 absl::Status SchedulerStore::SaveWorker(const WorkerRecord& worker) {
@@ -119,7 +120,7 @@ absl::StatusOr<std::map<std::string, LeaseRecord>> SchedulerStore::LoadLeases() 
 
 absl::StatusOr<std::string> SchedulerStore::NewLeaseId() {
   FORGE_ASSIGN_OR_RETURN(int64_t number, Increment(keys::kLeaseSequence, "allocating a lease id"));
-  return absl::StrCat("lease-", number);
+  return NewId("lease", number);
 }
 
 absl::Status SchedulerStore::WriteLease(const std::string& lease_id, const LeaseRecord& lease,

@@ -59,7 +59,7 @@ class SchedulerStore {
 
   // ----- workers -----
   absl::StatusOr<std::map<std::string, WorkerRecord>> LoadWorkers();
-  // A fresh id, "worker-<n>".
+  // A fresh id, "worker-<n>-<random>" (server/ids.h).
   absl::StatusOr<std::string> NewWorkerId();
   absl::Status SaveWorker(const WorkerRecord& worker);
   absl::Status ForgetWorker(const std::string& worker_id);
@@ -71,7 +71,7 @@ class SchedulerStore {
 
   // ----- leases -----
   absl::StatusOr<std::map<std::string, LeaseRecord>> LoadLeases();
-  // A fresh id, "lease-<n>".
+  // A fresh id, "lease-<n>-<random>" (server/ids.h): unique after a Redis rollback too.
   absl::StatusOr<std::string> NewLeaseId();
   // Writes the lease, the candidates it hands out (`candidates`, those of lease.candidates in
   // the order handed out) and adds them to their jobs' candidates_leased counters.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -129,12 +130,17 @@ class SchedulerTest : public ::testing::Test {
     return lease.ok() ? *lease : LeaseResponse();
   }
 
-  forge::v1::ReportResponse ReportAll(const std::string& worker, const LeaseResponse& lease) {
+  // Reports ResultFor every candidate of `lease`, each first passed through `edit` when given.
+  forge::v1::ReportResponse ReportAll(const std::string& worker, const LeaseResponse& lease,
+                                      const std::function<void(const Candidate&, Result&)>& edit =
+                                          nullptr) {
     forge::v1::ReportRequest report;
     report.set_worker_id(worker);
     report.set_lease_id(lease.lease_id());
     for (const Candidate& candidate : lease.candidates()) {
-      *report.add_results() = ResultFor(candidate);
+      Result result = ResultFor(candidate);
+      if (edit) edit(candidate, result);
+      *report.add_results() = std::move(result);
     }
     absl::StatusOr<forge::v1::ReportResponse> response = scheduler_->Report(report);
     EXPECT_TRUE(response.ok()) << response.status();
@@ -143,8 +149,12 @@ class SchedulerTest : public ::testing::Test {
 
   JobState StateOf(const std::string& job_id) { return jobs_->GetJob(job_id)->state(); }
 
+  // The results a worker reports, edited from ResultFor (ReportAll).
+  using ResultEdit = std::function<void(const Candidate&, Result&)>;
+
   // Leases and reports until no job runs; returns the candidates measured, in order.
-  std::vector<std::string> RunToCompletion(const std::string& worker, int max_rounds = 500) {
+  std::vector<std::string> RunToCompletion(const std::string& worker, int max_rounds = 500,
+                                           const ResultEdit& edit = nullptr) {
     std::vector<std::string> measured;
     for (int round = 0; round < max_rounds; ++round) {
       LeaseResponse lease = LeaseFor(worker);
@@ -154,7 +164,7 @@ class SchedulerTest : public ::testing::Test {
         if (lease.candidates().empty()) break;
       }
       for (const Candidate& candidate : lease.candidates()) measured.push_back(candidate.digest());
-      ReportAll(worker, lease);
+      ReportAll(worker, lease, edit);
     }
     return measured;
   }
@@ -366,6 +376,101 @@ TEST_F(SchedulerTest, CancellingAJobDropsItsLeasesAtTheNextHeartbeat) {
 
   heartbeat.set_worker_id("worker-unknown");
   EXPECT_TRUE(scheduler_->Heartbeat(heartbeat)->register_again());
+}
+
+// A worker that reported made-up times (100x too fast) poisoned the cache; purging its identity's
+// results removes them and the bests made of them, running and later jobs measure again, and an
+// honest worker's results stay.
+TEST_F(SchedulerTest, PurgingAWorkersResultsRemovesItsBestsAndTheNextJobMeasuresAgain) {
+  const std::string liar = RegisterWorker("liar");
+  const std::string honest = RegisterWorker("honest");
+  // Results carry the worker's identity (WorkerService sets it from the token); the liar's
+  // generated kernels take a hundredth of their time.
+  auto reported_by = [&](const std::string& worker) -> ResultEdit {
+    return [&, worker](const Candidate& candidate, Result& result) {
+      result.set_worker_identity(worker);
+      if (worker == liar && candidate.family() != forge::v1::KERNEL_FAMILY_ATEN) {
+        result.mutable_measurement()->set_median_us(result.measurement().median_us() / 100);
+      }
+    };
+  };
+  const std::string poisoned = Submit("softmax");
+  RunToCompletion(liar, 500, reported_by(liar));
+  ASSERT_EQ(StateOf(poisoned), forge::v1::JOB_STATE_DONE);
+  EXPECT_GT(jobs_->GetJob(poisoned)->progress().best_speedup(), 20.0) << "the fake bests";
+
+  absl::StatusOr<forge::v1::PurgeResultsResponse> purged =
+      scheduler_->PurgeResults({.worker_identity = "liar"});
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_GT(purged->results_removed(), 2);
+  EXPECT_THAT(purged->task_digests(), Not(IsEmpty()));
+  absl::StatusOr<forge::v1::GetResultsResponse> after = scheduler_->Results(poisoned, true);
+  ASSERT_TRUE(after.ok()) << after.status();
+  for (const forge::v1::TaskResults& task : after->tasks()) {
+    EXPECT_FALSE(task.has_best()) << "a best derived from a purged result";
+    EXPECT_THAT(task.results(), IsEmpty());
+    EXPECT_EQ(task.candidates_measured(), 0);
+  }
+  // Nothing left to purge; an empty filter is refused.
+  EXPECT_EQ(scheduler_->PurgeResults({.worker_identity = "liar"})->results_removed(), 0);
+  EXPECT_EQ(scheduler_->PurgeResults({}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // The next job over the same model is not answered by the purged results: it is measured.
+  const std::string next = Submit("softmax");
+  const LeaseResponse first = LeaseFor(honest);
+  ASSERT_THAT(first.candidates(), Not(IsEmpty())) << "nothing left in the cache to answer it";
+  ReportAll(honest, first, reported_by(honest));
+  RunToCompletion(honest, 500, reported_by(honest));
+  ASSERT_EQ(StateOf(next), forge::v1::JOB_STATE_DONE);
+  const double honest_speedup = jobs_->GetJob(next)->progress().best_speedup();
+  EXPECT_GT(honest_speedup, 1.0);
+  EXPECT_LE(honest_speedup, 5.0) << "100 us eager over at least 20 us";
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(next, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    ASSERT_THAT(task.results(), Not(IsEmpty()));
+    for (const Result& result : task.results()) EXPECT_EQ(result.worker_identity(), "honest");
+  }
+  // Purging another identity, or one candidate of it, leaves the honest results alone but for it.
+  EXPECT_EQ(scheduler_->PurgeResults({.worker_identity = "nobody"})->results_removed(), 0);
+  const std::string one = results->tasks(0).results(0).measurement().candidate_digest();
+  absl::StatusOr<forge::v1::PurgeResultsResponse> single =
+      scheduler_->PurgeResults({.candidate_digest = one});
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->results_removed(), 1);
+  EXPECT_EQ(scheduler_->Results(next, true)->tasks(0).results_size(),
+            results->tasks(0).results_size() - 1);
+}
+
+// A purge while a job runs restarts the searches it uses: the fake best is gone from the job's
+// estimate, and the job still finishes with results of the honest worker only.
+TEST_F(SchedulerTest, APurgeWhileAJobRunsRestartsItsSearches) {
+  const std::string liar = RegisterWorker("liar");
+  const std::string honest = RegisterWorker("honest");
+  const std::string job = Submit("softmax");
+  LeaseResponse baselines = LeaseFor(liar);
+  ASSERT_THAT(baselines.candidates(), Not(IsEmpty()));
+  ReportAll(liar, baselines, [&](const Candidate&, Result& result) {
+    result.set_worker_identity(liar);
+    result.mutable_measurement()->set_median_us(1000);  // eager made slow: every kernel "wins"
+  });
+  const LeaseResponse held = LeaseFor(honest);  // out on a lease during the purge
+  ASSERT_THAT(held.candidates(), Not(IsEmpty()));
+
+  absl::StatusOr<forge::v1::PurgeResultsResponse> purged =
+      scheduler_->PurgeResults({.worker_identity = "liar"});
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(purged->results_removed(), baselines.candidates_size());
+  EXPECT_EQ(ReportAll(honest, held).accepted(), held.candidates_size());
+  RunToCompletion(honest);
+  ASSERT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    ASSERT_TRUE(task.has_best());
+    EXPECT_EQ(task.best().eager_median_us(), 100.0) << "eager timed again, not the liar's 1000";
+  }
+  EXPECT_LE(jobs_->GetJob(job)->progress().best_speedup(), 5.0);
 }
 
 }  // namespace

@@ -109,6 +109,12 @@ TaskSearch* TaskSearches::Find(absl::string_view space, absl::string_view task_d
   return it == searches_.end() ? nullptr : &it->second;
 }
 
+absl::Status TaskSearches::Forget(absl::string_view space, absl::string_view task_digest) {
+  FORGE_RETURN_IF_ERROR(store_->DropSearchState(space, task_digest));
+  searches_.erase(Key(space, task_digest));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TaskSearch*> TaskSearches::Get(const std::string& space, const std::string& arch,
                                               const forge::v1::KernelTask& task,
                                               const LeaseTable& leases, ApplyFn apply) {

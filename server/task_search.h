@@ -112,6 +112,10 @@ class TaskSearches {
                                   ApplyFn apply);
   // The search if it is loaded; nullptr otherwise.
   TaskSearch* Find(absl::string_view space, absl::string_view task_digest);
+  // Drops the search and its snapshot: the next Get starts it over from the results the cache
+  // holds then (after results were purged). Its ready queue goes with it; candidates out on
+  // leases may still be reported (Apply takes results of candidates the searcher does not hold).
+  absl::Status Forget(absl::string_view space, absl::string_view task_digest);
 
   // Releases pending candidates that are neither ready nor leased: what a call that failed
   // midway (Redis down) had proposed or picked; they would otherwise hold their task open forever.

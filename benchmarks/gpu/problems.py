@@ -142,6 +142,23 @@ def logits_targets(n, c, dtype):
     return lambda t: [t((n, c), dtype), t((n,), I64, high=c)]
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope_of_projection(m, x, cos, sin):
+    # Llama's RoPE on a projection's heads: linear, view, transpose, then the rotation.
+    q = F.linear(x, m.weight).view(x.shape[0], x.shape[1], 4, 6).transpose(1, 2)
+    return q * cos + rotate_half(q) * sin
+
+
+def causal_mask_softmax(m, scores):
+    length = scores.shape[-1]
+    mask = torch.triu(torch.ones(length, length, dtype=torch.bool, device=scores.device), 1)
+    return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
+
+
 P, R, G, S = "pointwise", "reduction", "gemm", "scan"
 PROBLEMS = [
     # ---- pointwise ----
@@ -194,6 +211,55 @@ PROBLEMS = [
             lambda t: [t((999,), F16), t((999,), F16)]),
     Problem("pow_sub_f32", P, "validate", lambda m, x, y: x.pow(2) - y / 3.0,
             lambda t: [t((64, 4099), F32), t((64, 4099), F32)]),
+    # ---- glue read through by index arithmetic (cat, stack, flip, roll, repeat, masks, sources,
+    # lookups), fused with their producers and consumers ----
+    Problem("glue_rope_llama_bf16", P, "validate",
+            lambda m, x, cos, sin: x * cos + rotate_half(x) * sin,
+            lambda t: [t((2, 3, 7, 10), BF16), t((7, 10), BF16), t((7, 10), BF16)]),
+    Problem("glue_rope_of_projection_f16", G, "validate", rope_of_projection,
+            lambda t: [t((3, 11, 24), F16), t((11, 6), F16), t((11, 6), F16)],
+            linear_weights(24, 24, F16, bias=False)),
+    Problem("glue_gqa_repeat_interleave_f32", G, "validate",
+            lambda m, q, k: q @ k.repeat_interleave(2, dim=1).transpose(-1, -2),
+            lambda t: [t((1, 4, 5, 6), F32), t((1, 2, 9, 6), F32)]),
+    Problem("glue_causal_mask_softmax_f32", R, "validate", causal_mask_softmax,
+            lambda t: [t((2, 3, 9, 9), F32)]),
+    Problem("glue_embedding_add_f16", P, "validate",
+            lambda m, ids, positions: F.embedding(ids, m.weight) + positions,
+            lambda t: [t((2, 7), I64, high=37), t((7, 16), F16)],
+            lambda: {"weight": torch.randn(37, 16).to(F16)}),
+    Problem("glue_cat_mixed_dtypes", P, "validate",
+            lambda m, x, h, b: torch.cat((x, h, b), dim=1) * 2.0,
+            lambda t: [t((5, 3), F32), t((5, 4), F16), t((5, 2), BF16)]),
+    Problem("glue_cat_dim0_relu_f32", P, "validate",
+            lambda m, a, b, c: torch.relu(torch.cat((a, b, c))),
+            lambda t: [t((3, 7), F32), t((1, 7), F32), t((4, 7), F32)]),
+    Problem("glue_stack_f16", P, "validate",
+            lambda m, x, y: torch.stack((x, y, x), dim=1).flatten(1) + 1.0,
+            lambda t: [t((4, 5), F16), t((4, 5), F16)]),
+    Problem("glue_flip_roll_bf16", P, "validate",
+            lambda m, x: torch.flip(x, (0, 2)) + torch.roll(x, (1, -2), (0, 1)) - torch.roll(x, 5),
+            lambda t: [t((3, 5, 7), BF16)]),
+    Problem("glue_repeat_f32", P, "validate", lambda m, x, y: x.repeat(2, 1, 3) * y,
+            lambda t: [t((4, 5), F32), t((15,), F32)]),
+    Problem("glue_repeat_interleave_flat_f16", P, "validate",
+            lambda m, x: torch.repeat_interleave(x, 3) + 1.0, lambda t: [t((5, 7), F16)]),
+    Problem("glue_tril_where_masked_fill_f32", P, "validate",
+            lambda m, x, s: torch.tril(x, -1) + torch.where(x > 0, 1.5, x) + x.masked_fill(x < -1, s),
+            lambda t: [t((3, 5, 6), F32), t((), F32)]),
+    Problem("glue_sources_f32", P, "validate",
+            lambda m, x: x + torch.arange(9, device=x.device) * 0.5 + torch.full_like(x, 2.0)
+            + torch.arange(1.5, 3.75, 0.25, device=x.device) + torch.zeros_like(x),
+            lambda t: [t((4, 9), F32)]),
+    Problem("glue_index_select_bf16", P, "validate",
+            lambda m, x, rows: torch.index_select(x, 0, rows) * 2.0,
+            lambda t: [t((7, 9), BF16), t((4,), I64, high=7)]),
+    Problem("glue_gather_f32", P, "validate",
+            lambda m, x, columns: torch.gather(x, 1, columns) + 1.0,
+            lambda t: [t((5, 8), F32), t((5, 3), I64, high=8)]),
+    Problem("glue_narrow_contiguous_cast_f32", P, "validate",
+            lambda m, x: cast(x.narrow(1, 2, 5).contiguous(), F16) * 3.0,
+            lambda t: [t((6, 10), F32)]),
     # ---- reduction ----
     Problem("softmax_f32_1000x1003", R, "validate", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((1000, 1003), F32)]),

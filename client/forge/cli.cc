@@ -20,6 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/forge/admin.h"
 #include "client/forge/connection.h"
 #include "client/forge/exit_code.h"
 #include "client/forge/inspect.h"
@@ -320,6 +323,74 @@ int RunCancel(const Call& call) {
                                    call.Switch("json")));
 }
 
+int RunPurgeResults(const Call& call) {
+  forge::v1::PurgeResultsRequest request;
+  request.set_worker_identity(call.Get("worker"));
+  request.set_unattributed(call.Switch("unattributed"));
+  request.set_candidate_digest(call.Get("candidate"));
+  request.set_task_digest(call.Get("task"));
+  if (request.worker_identity().empty() && !request.unattributed() &&
+      request.candidate_digest().empty() && request.task_digest().empty()) {
+    return UsageFailure(call, "purge-results needs --worker, --unattributed, --candidate or --task");
+  }
+  int exit_code = kExitOk;
+  std::unique_ptr<JobClient> client = Connect(call, exit_code);
+  if (client == nullptr) return exit_code;
+  return Print(call, PurgeResultsCommand(*client, request, call.Switch("json")));
+}
+
+int RunMintToken(const Call& call) {
+  for (const char* needed : {"owner", "role", "secret-file"}) {
+    if (!call.Has(needed)) return UsageFailure(call, absl::StrCat("mint-token needs --", needed));
+  }
+  absl::Duration lifetime;
+  if (!absl::ParseDuration(call.Get("expires-in"), &lifetime) || lifetime <= absl::ZeroDuration()) {
+    return UsageFailure(call, absl::StrCat("--expires-in \"", call.Get("expires-in"),
+                                           "\" is not a positive duration (e.g. 12h, 30m)"));
+  }
+  const TokenClaims claims{.owner = call.Get("owner"),
+                           .role = call.Get("role"),
+                           .expires = absl::Now() + lifetime,
+                           .caps = call.config().GetStringList("cap")};
+  return Print(call, MintTokenCommand(call.Get("secret-file"), claims));
+}
+
+// The actions of `forge admin`, with the flags each takes (the others' are refused).
+struct AdminAction {
+  const char* name;
+  std::vector<const char*> flags;
+  int (*run)(const Call& call);
+};
+
+const std::vector<AdminAction>& AdminActions() {
+  static const auto* actions = new std::vector<AdminAction>{
+      {"purge-results", {"worker", "unattributed", "candidate", "task", "json"}, RunPurgeResults},
+      {"mint-token", {"owner", "role", "expires-in", "cap", "secret-file"}, RunMintToken},
+  };
+  return *actions;
+}
+
+int RunAdmin(const Call& call) {
+  const std::string& name = call.positional()[0];
+  const auto action = std::find_if(AdminActions().begin(), AdminActions().end(),
+                                   [&](const AdminAction& a) { return name == a.name; });
+  if (action == AdminActions().end()) {
+    return UsageFailure(call, absl::StrCat("unknown admin action '", name,
+                                           "' (the actions: purge-results, mint-token)"));
+  }
+  for (const AdminAction& other : AdminActions()) {
+    for (const char* flag : other.flags) {
+      const bool own = std::find_if(action->flags.begin(), action->flags.end(), [&](const char* f) {
+                         return absl::string_view(f) == flag;
+                       }) != action->flags.end();
+      if (!own && call.Has(flag)) {
+        return UsageFailure(call, absl::StrCat("--", flag, " is not a flag of ", name));
+      }
+    }
+  }
+  return action->run(call);
+}
+
 int RunResults(const Call& call) {
   std::optional<forge::v1::Graph> model;
   if (call.Has("model")) {
@@ -497,6 +568,36 @@ const std::vector<Command>& Commands() {
        1,
        true,
        RunCancel},
+      {"admin",
+       "administer the coordinator: purge-results, mint-token",
+       "forge admin purge-results (--worker ID | --unattributed | --candidate DIGEST |\n"
+       "                           --task DIGEST)... [--json]\n"
+       "       forge admin mint-token --owner NAME --role ROLE --secret-file PATH\n"
+       "                              [--expires-in 24h] [--cap KEY=N]...",
+       "purge-results removes results from the shared results cache: every result the worker\n"
+       "identity ID reported (a worker that reported false numbers), those reported without an\n"
+       "identity, or those of one candidate or task; several filters combine with AND. The\n"
+       "searches of the tasks that lost results start over from the results left, so no later\n"
+       "job gets a best derived from the removed ones. Needs a token of role admin; the\n"
+       "coordinator logs each purge. Revoke the worker's token too, or it may report again.\n\n"
+       "mint-token prints a token signed with the coordinator's token secret (its\n"
+       "auth.token-secret file): OWNER with ROLE (read, submit, admin or worker) and caps\n"
+       "(max-priority=N, max-trials=N, max-wall-seconds=N), valid for --expires-in. It runs\n"
+       "locally: whoever can read the secret can mint any token.",
+       {Text("worker", "ID", "purge-results: results this worker identity reported"),
+        Switch("unattributed", "purge-results: results reported without a worker identity"),
+        Text("candidate", "DIGEST", "purge-results: results of this candidate"),
+        Text("task", "DIGEST", "purge-results: results of this task"),
+        kJsonFlag,
+        Text("owner", "NAME", "mint-token: the token's owner"),
+        Text("role", "ROLE", "mint-token: read, submit, admin or worker"),
+        Text("expires-in", "DURATION", "mint-token: how long the token is valid", "24h"),
+        Repeated("cap", "KEY=N", "mint-token: a cap, as in a token file"),
+        Text("secret-file", "PATH", "mint-token: the coordinator's auth.token-secret file")},
+       1,
+       1,
+       true,
+       RunAdmin},
       {"version",
        "print the version of forge and of its kernel generators",
        "forge version [--json]   (or forge --version [--json])",

@@ -161,5 +161,28 @@ TEST(CliTest, LocalCommandsRunWithoutACoordinator) {
   EXPECT_THAT(missing.err, StartsWith("forge inspect: "));
 }
 
+TEST(CliTest, AdminActionsCheckTheirFlagsBeforeAnythingRuns) {
+  const Outcome unknown = Forge({"admin", "purge-everything"});
+  EXPECT_EQ(unknown.exit_code, kExitUsage);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown admin action 'purge-everything'"));
+  const Outcome no_filter = Forge({"admin", "purge-results", "--server=127.0.0.1:1"});
+  EXPECT_EQ(no_filter.exit_code, kExitUsage);
+  EXPECT_THAT(no_filter.err, HasSubstr("needs --worker, --unattributed, --candidate or --task"));
+  const Outcome mixed = Forge({"admin", "mint-token", "--worker", "gpu-a"});
+  EXPECT_EQ(mixed.exit_code, kExitUsage);
+  EXPECT_THAT(mixed.err, HasSubstr("--worker is not a flag of mint-token"));
+  const Outcome no_owner = Forge({"admin", "mint-token", "--role", "read", "--secret-file", "s"});
+  EXPECT_EQ(no_owner.exit_code, kExitUsage);
+  EXPECT_THAT(no_owner.err, HasSubstr("mint-token needs --owner"));
+  const Outcome bad_lifetime = Forge({"admin", "mint-token", "--owner", "a", "--role", "read",
+                                      "--secret-file", "s", "--expires-in", "-1h"});
+  EXPECT_EQ(bad_lifetime.exit_code, kExitUsage);
+  EXPECT_THAT(bad_lifetime.err, HasSubstr("not a positive duration"));
+  const Outcome no_secret = Forge({"admin", "mint-token", "--owner", "a", "--role", "read",
+                                   "--secret-file", "/no/such/secret"});
+  EXPECT_NE(no_secret.exit_code, kExitOk);
+  EXPECT_THAT(no_secret.err, HasSubstr("cannot read token secret /no/such/secret"));
+}
+
 }  // namespace
 }  // namespace forge::client

@@ -291,4 +291,9 @@ absl::StatusOr<forge::v1::ListWorkersResponse> JobClient::ListWorkers(
   return channel_->Unary("ListWorkers", &forge::v1::JobService::Stub::ListWorkers, request);
 }
 
+absl::StatusOr<forge::v1::PurgeResultsResponse> JobClient::PurgeResults(
+    const forge::v1::PurgeResultsRequest& request) {
+  return channel_->Unary("PurgeResults", &forge::v1::JobService::Stub::PurgeResults, request);
+}
+
 }  // namespace forge::client

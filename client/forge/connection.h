@@ -101,6 +101,8 @@ class JobClient {
       const forge::v1::GetResultsRequest& request);
   absl::StatusOr<forge::v1::ListWorkersResponse> ListWorkers(
       const forge::v1::ListWorkersRequest& request);
+  absl::StatusOr<forge::v1::PurgeResultsResponse> PurgeResults(
+      const forge::v1::PurgeResultsRequest& request);
 
  private:
   struct Channel;

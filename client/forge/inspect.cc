@@ -49,6 +49,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
                        double total_floor_us) {
   std::vector<std::string> tasks;
   for (const TaskRow& row : rows) {
+    std::vector<std::string> notes;
+    for (const std::string& note : row.task->notes()) notes.push_back(JsonString(note));
     tasks.push_back(absl::StrCat(
         "    {\"digest\": ", JsonString(row.task->digest()),
         ", \"family\": ", JsonString(row.family), ", \"ops\": ", JsonString(row.ops),
@@ -57,7 +59,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRow>& rows, int
         ", \"flops\": ", row.task->flops(), ", \"min_bytes\": ", row.task->min_bytes(),
         ", \"floor_us\": ", absl::StrFormat("%.6g", row.floor.seconds * 1e6),
         ", \"bound\": ", JsonString(BoundName(row.floor.bound)),
-        ", \"occurrences\": ", row.task->occurrences(), "}"));
+        ", \"occurrences\": ", row.task->occurrences(),
+        ", \"notes\": [", absl::StrJoin(notes, ", "), "]}"));
   }
   return absl::StrCat("{\n  \"version\": ", JsonString(FullVersion()),
                       ",\n  \"gpu\": ", JsonString(gpu.name), ",\n  \"tasks\": [\n",

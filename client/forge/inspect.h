@@ -29,8 +29,8 @@ std::string BottleneckHint(const GpuArch& gpu, const forge::v1::KernelTask& task
 std::string OpSummary(const forge::v1::Graph& group);
 
 // Partitions `graph` and renders the task list: per task the short digest (12 hex), family, ops,
-// input and output shapes, GFLOP, MB, roofline floor on the GPU (in graph::FloorMathMode) and
-// occurrences, then totals. NotFound for an unknown GPU.
+// input and output shapes, GFLOP, MB, roofline floor on the GPU (in graph::FloorMathMode),
+// occurrences and notes (an ATen task's: why each of its ops runs through ATen), then totals. NotFound for an unknown GPU.
 absl::StatusOr<std::string> InspectGraph(const forge::v1::Graph& graph,
                                          const InspectOptions& options);
 

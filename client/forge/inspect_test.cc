@@ -17,6 +17,7 @@ namespace forge::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string ModelPath(const std::string& name) {
   const char* directory = std::getenv("FORGE_TEST_MODELS");
@@ -34,7 +35,10 @@ TEST(InspectTest, LlamaBlockListsItsFamiliesAndAFloor) {
   EXPECT_THAT(*report, HasSubstr("GEMM"));
   EXPECT_THAT(*report, HasSubstr("memory-bound"));
   EXPECT_THAT(*report, HasSubstr("on H200"));
-  EXPECT_THAT(*report, HasSubstr("note: aten::cat.default: no kernel family generates it"));
+  // RoPE's cat and GQA's repeat_interleave are generated now; what stays ATen says why.
+  EXPECT_THAT(*report, Not(HasSubstr("note: aten::cat")));
+  EXPECT_THAT(*report, Not(HasSubstr("note: aten::repeat_interleave")));
+  EXPECT_THAT(*report, HasSubstr("an ATen view call, no data moves"));
 }
 
 TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
@@ -49,13 +53,19 @@ TEST(InspectTest, JsonParsesAndCarriesTheTasks) {
   const auto& tasks = parsed.fields().at("tasks").list_value().values();
   ASSERT_FALSE(tasks.empty());
   bool saw_attention = false;
+  int aten_notes = 0;
   for (const auto& task : tasks) {
     const auto& fields = task.struct_value().fields();
     EXPECT_EQ(fields.at("digest").string_value().size(), 64u);
     EXPECT_GE(fields.at("floor_us").number_value(), 0);
     saw_attention |= fields.at("family").string_value() == "ATTENTION";
+    // An ATen task's notes say why it is one; the others have none.
+    const auto& notes = fields.at("notes").list_value().values();
+    EXPECT_EQ(notes.empty(), fields.at("family").string_value() != "ATEN");
+    aten_notes += notes.size();
   }
   EXPECT_TRUE(saw_attention);
+  EXPECT_GT(aten_notes, 0);
   const auto& totals = parsed.fields().at("totals").struct_value().fields();
   EXPECT_GT(totals.at("floor_us").number_value(), 0);
   EXPECT_EQ(totals.at("unique_tasks").number_value(), static_cast<double>(tasks.size()));

@@ -317,6 +317,17 @@ std::string RenderMarkdown(const GetResultsResponse& results, const GpuArch& gpu
         r.best_candidate().template_name(), counts, StopReasonName(r.stop_reason()));
   }
 
+  // What the partitioner left to ATen, and why (its notes on each ATen task).
+  std::string why_aten;
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    for (const std::string& note : summaries[i].results->task().notes()) {
+      absl::StrAppend(&why_aten, "- #", i + 1, " `", summaries[i].name, "`: ", note, "\n");
+    }
+  }
+  if (!why_aten.empty()) {
+    absl::StrAppend(&md, "\n## What runs through ATen, and why\n\n", why_aten);
+  }
+
   absl::StrAppend(&md, "\n## Predicted vs measured\n\n");
   bool compared = false;
   for (const TaskSummary& s : summaries) {

@@ -260,6 +260,9 @@ TEST_F(ResultsTest, WritesKernelsCandidatesPlanReportsAndPlots) {
   EXPECT_THAT(markdown, HasSubstr(absl::StrCat("| `", reduction_.substr(0, 12),
                                                "` | 2.500 | 3.000 | 0.83 |")));
   EXPECT_THAT(markdown, HasSubstr("ATen calls (no candidate passed)"));
+  // The partitioner's reason for each task it left to ATen (here views of the RoPE tables).
+  EXPECT_THAT(markdown, HasSubstr("## What runs through ATen, and why"));
+  EXPECT_THAT(markdown, HasSubstr(": a view read by several tasks"));
   const Struct report = ParseJson(ReadFile(root / "report.json"));
   EXPECT_EQ(report.fields().at("version").string_value(), FullVersion());
   const auto& end_to_end = report.fields().at("end_to_end").struct_value().fields();

@@ -1,5 +1,6 @@
 // Small helpers over RedisClient for callers that keep records in Redis: a MULTI/EXEC transaction
-// sent as one pipeline, a check that a reply is not an error, and a hash reply as a map.
+// sent as one pipeline, a check that a reply is not an error, a hash reply as a map, and the keys
+// matching a pattern (SCAN, which does not block the server as KEYS does).
 //
 // Transaction(redis, operation, commands) sends MULTI, the commands and EXEC in one write. On the
 // server the commands run atomically; on the client no other caller's command can land inside the
@@ -32,6 +33,10 @@ absl::Status CheckReply(absl::string_view operation, const absl::StatusOr<RedisR
 
 // The field -> value pairs of an HGETALL reply; empty for a nil or non-array reply.
 absl::flat_hash_map<std::string, std::string> HashFields(const RedisReply& reply);
+
+// Every key matching the glob `pattern`, sorted and without repeats, read by SCAN in batches:
+// a key that exists throughout is listed; one created or deleted meanwhile may or may not be.
+absl::StatusOr<std::vector<std::string>> ScanKeys(RedisClient& redis, absl::string_view pattern);
 
 }  // namespace forge
 

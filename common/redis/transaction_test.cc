@@ -1,9 +1,12 @@
-// Transaction, CheckReply and HashFields against a real redis-server.
+// Transaction, CheckReply, HashFields and ScanKeys against a real redis-server.
 #include "common/redis/transaction.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/redis_fixture.h"
@@ -11,7 +14,9 @@
 namespace forge {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -53,6 +58,20 @@ TEST_F(TransactionTest, AServerThatIsDownFailsWithTheOperationNamed) {
   EXPECT_THAT(status.message(), HasSubstr("writing c: "));
   EXPECT_EQ(CheckReply("reading c", redis_->Command({"GET", "c"})).code(),
             absl::StatusCode::kUnavailable);
+}
+
+TEST_F(TransactionTest, ScanKeysListsEveryMatchOnceInOrder) {
+  std::vector<std::vector<std::string>> writes;
+  for (int i = 0; i < 2500; ++i) writes.push_back({"SET", absl::StrCat("k:", i), "x"});
+  writes.push_back({"SET", "other", "x"});
+  ASSERT_TRUE(Transaction(*redis_, "writing", writes).ok());
+  absl::StatusOr<std::vector<std::string>> keys = ScanKeys(*redis_, "k:*");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_EQ(keys->size(), 2500u);
+  EXPECT_TRUE(std::is_sorted(keys->begin(), keys->end()));
+  EXPECT_THAT(*ScanKeys(*redis_, "k:1?"), ElementsAre("k:10", "k:11", "k:12", "k:13", "k:14",
+                                                       "k:15", "k:16", "k:17", "k:18", "k:19"));
+  EXPECT_THAT(*ScanKeys(*redis_, "none:*"), IsEmpty());
 }
 
 TEST(CheckReplyTest, AnErrorReplyIsInternalAndOtherRepliesAreOk) {

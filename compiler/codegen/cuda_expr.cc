@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/codegen/glue_forms.h"
 
 namespace forge::codegen {
 namespace {
@@ -25,12 +26,14 @@ bool IsIndexMap(ElementForm form) {
     case ElementForm::kMatrixTranspose:
     case ElementForm::kExpand:
     case ElementForm::kSlice:
-    case ElementForm::kSelect: return true;
+    case ElementForm::kSelect:
+    case ElementForm::kSplit:
+    case ElementForm::kUnbind: return true;
     case ElementForm::kNone:
     case ElementForm::kCompute:
     case ElementForm::kCopy: return false;
+    default: return false;  // the glue forms (glue_forms.h)
   }
-  return false;
 }
 
 bool IsIdentifierOrLiteral(absl::string_view expr) {
@@ -42,16 +45,6 @@ bool IsIdentifierOrLiteral(absl::string_view expr) {
 }
 
 std::string Join(const Index& index) { return absl::StrJoin(index, ","); }
-
-int64_t NormalizeDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
-// The integer argument `name` of `node`, or `fallback` when it is absent or not an integer.
-int64_t IntArgument(const Node& node, absl::string_view name, int64_t fallback) {
-  const Argument* argument = FindArgument(node, name);
-  return argument != nullptr && argument->value_case() == Argument::kIntValue
-             ? argument->int_value()
-             : fallback;
-}
 
 // The index maps of the views (ElementForm): where in `self` (of `rank` dims, shape `from`) the
 // view's element at `index` is.
@@ -99,6 +92,53 @@ Index SelectedIndex(const Node& node, const Index& index, const std::vector<int6
   for (int64_t d = 0, i = 0; d < rank; ++d) {
     mapped[d] = d == dim ? absl::StrCat(position) : index[i++];
   }
+  return mapped;
+}
+
+// Position of `value` among `node`'s outputs, or an error.
+absl::StatusOr<int> OutputPosition(const Node& node, absl::string_view value) {
+  for (int k = 0; k < node.outputs_size(); ++k) {
+    if (node.outputs(k) == value) return k;
+  }
+  return absl::InternalError(absl::StrCat(DescribeNode(node), " has no output '", value, "'"));
+}
+
+// Output `value` of a split (split, split_with_sizes, chunk): a slice of `self` along `dim`
+// starting where the outputs before it end.
+absl::StatusOr<Index> SplitIndex(const Node& node, absl::string_view value, const Index& index,
+                                 const GroupView& view, ElementEmitter& emitter) {
+  absl::StatusOr<int> position = OutputPosition(node, value);
+  if (!position.ok()) return position.status();
+  const int64_t rank = static_cast<int64_t>(index.size());
+  const int64_t dim = NormalizeDim(IntArgument(node, "dim", 0), rank);
+  if (dim < 0 || dim >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeNode(node), ": bad dim"));
+  }
+  int64_t start = 0;
+  for (int k = 0; k < *position; ++k) {
+    const std::vector<int64_t> shape = view.Shape(node.outputs(k));
+    if (static_cast<int64_t>(shape.size()) != rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeNode(node), ": outputs of different ranks"));
+    }
+    start += shape[dim];
+  }
+  Index mapped = index;
+  if (start != 0) mapped[dim] = emitter.BindIndex(absl::StrCat("(", start, " + ", index[dim], ")"));
+  return mapped;
+}
+
+// Output `value` (the k-th) of an unbind: k inserted at `dim`.
+absl::StatusOr<Index> UnboundIndex(const Node& node, absl::string_view value, const Index& index) {
+  absl::StatusOr<int> position = OutputPosition(node, value);
+  if (!position.ok()) return position.status();
+  const int64_t rank = static_cast<int64_t>(index.size()) + 1;
+  const int64_t dim = NormalizeDim(IntArgument(node, "dim", 0), rank);
+  if (dim < 0 || dim >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeNode(node), ": bad dim"));
+  }
+  Index mapped = index;
+  mapped.insert(mapped.begin() + dim, absl::StrCat(*position));
   return mapped;
 }
 
@@ -352,6 +392,15 @@ bool IsViewOp(const Node& node) {
   return entry != nullptr && IsIndexMap(entry->form);
 }
 
+bool IsGlueOp(const Node& node) {
+  const ops::OpEntry* entry = ops::FindOp(node);
+  return entry != nullptr && IsGlueForm(entry->form);
+}
+
+bool IsElementOp(const Node& node) {
+  return IsPointwiseOp(node) || IsViewOp(node) || IsGlueOp(node);
+}
+
 Index RowMajorCoordinates(const std::string& linear, const std::vector<int64_t>& shape) {
   const std::vector<int64_t> strides = ContiguousStrides(shape);
   Index coordinates(shape.size(), "0");
@@ -441,9 +490,11 @@ absl::StatusOr<Term> ElementEmitter::EmitUncached(absl::string_view value, const
     const ElementForm form = entry == nullptr ? ElementForm::kNone : entry->form;
     absl::StatusOr<Term> emitted;
     if (form == ElementForm::kCopy || IsIndexMap(form)) {
-      emitted = EmitView(*producer, form, index);
+      emitted = EmitView(*producer, form, value, index);
     } else if (form == ElementForm::kCompute) {
       emitted = EmitPointwise(*producer, entry->emitter, value, index);
+    } else if (IsGlueForm(form)) {
+      emitted = EmitGlue(view_, *producer, form, index, *this);
     } else {
       return absl::UnimplementedError(absl::StrCat(DescribeNode(*producer),
                                                    " is not an elementwise op the generator fuses"));
@@ -454,7 +505,45 @@ absl::StatusOr<Term> ElementEmitter::EmitUncached(absl::string_view value, const
   return term;
 }
 
+absl::StatusOr<Term> ElementEmitter::EmitChoice(DType dtype,
+                                                const std::vector<Alternative>& alternatives) {
+  absl::StatusOr<std::string> type = RegisterType(dtype);
+  if (!type.ok()) return type.status();
+  if (alternatives.empty()) return absl::InternalError("EmitChoice of no alternatives");
+  const std::string variable = NewVariable();
+  AddStatement(absl::StrCat(*type, " ", variable, ";"));
+  for (size_t a = 0; a < alternatives.size(); ++a) {
+    const bool last = a + 1 == alternatives.size();
+    // What the alternative emits is moved into its block; its variables stay there.
+    const size_t first_statement = statements_.size();
+    std::map<std::string, Term> computed = computed_;
+    std::map<std::string, std::string> indices = indices_;
+    ++choice_depth_;
+    absl::StatusOr<Term> term = alternatives[a].emit();
+    --choice_depth_;
+    if (!term.ok()) return term.status();
+    std::vector<std::string> body(statements_.begin() + first_statement, statements_.end());
+    statements_.resize(first_statement);
+    computed_ = std::move(computed);
+    indices_ = std::move(indices);
+    const std::string opening =
+        alternatives.size() == 1 ? "{"
+        : last                   ? "} else {"
+                                 : absl::StrCat(a == 0 ? "" : "} else ", "if (",
+                                                alternatives[a].condition, ") {");
+    AddStatement(opening);
+    for (const std::string& statement : body) AddStatement(absl::StrCat("  ", statement));
+    const std::string converted = dtype == forge::v1::DTYPE_BOOL
+                                      ? absl::StrCat("(", term->expr, " != 0)")
+                                      : absl::StrCat("(", *type, ")", term->expr);
+    AddStatement(absl::StrCat("  ", variable, " = ", converted, ";"));
+  }
+  AddStatement("}");
+  return Term{variable, dtype};
+}
+
 absl::StatusOr<Term> ElementEmitter::EmitView(const Node& node, ElementForm form,
+                                              absl::string_view value,
                                               const Index& index) {
   const Argument* self = FindArgument(node, "self");
   if (self == nullptr || self->value_case() != Argument::kTensor) {
@@ -471,11 +560,12 @@ absl::StatusOr<Term> ElementEmitter::EmitView(const Node& node, ElementForm form
     case ElementForm::kExpand: mapped = Broadcast(index, from); break;
     case ElementForm::kSlice: mapped = SlicedIndex(node, index, from, *this); break;
     case ElementForm::kSelect: mapped = SelectedIndex(node, index, from); break;
+    case ElementForm::kSplit: mapped = SplitIndex(node, value, index, view_, *this); break;
+    case ElementForm::kUnbind: mapped = UnboundIndex(node, value, index); break;
     case ElementForm::kReshape:
       mapped = ReshapedIndex(index, from, view_.Shape(node.outputs(0)), *this);
       break;
-    case ElementForm::kNone:
-    case ElementForm::kCompute:
+    default:  // kNone, kCompute and the glue forms
       return absl::InternalError(absl::StrCat(DescribeNode(node), " is not a view"));
   }
   if (!mapped.ok()) return mapped.status();

@@ -94,10 +94,13 @@ class GroupView {
 // The argument of `node` called `name`, or nullptr when the export left it at its default.
 using ops::FindArgument;
 
-// Ops ElementEmitter computes elementwise (their op-table entry's form is kCompute or kCopy), and
-// view ops it folds in as index remapping (the other forms).
+// Ops ElementEmitter computes elementwise (their op-table entry's form is kCompute or kCopy), view
+// ops it folds in as index remapping (kReshape ... kUnbind), and glue ops it reads through by index
+// arithmetic (kCat ... kEmbedding, glue_forms.h); IsElementOp: any of the three.
 bool IsPointwiseOp(const forge::v1::Node& node);
 bool IsViewOp(const forge::v1::Node& node);
+bool IsGlueOp(const forge::v1::Node& node);
+bool IsElementOp(const forge::v1::Node& node);
 // "aten::mul.Tensor (node mul_3)": how messages name a node.
 using ops::DescribeNode;
 
@@ -154,9 +157,27 @@ class ElementEmitter {
   // leading dimensions dropped, size-1 dimensions pinned to 0).
   static Index Broadcast(const Index& index, const std::vector<int64_t>& from_shape);
 
+  // One alternative of EmitChoice: where `condition` (a C++ bool expression) holds, the element
+  // `emit` computes (by calls of this emitter). The last alternative's condition is not tested.
+  struct Alternative {
+    std::string condition;
+    std::function<absl::StatusOr<Term>()> emit;
+  };
+  // An if / else-if chain that computes the first alternative whose condition holds into a
+  // variable of `dtype`'s register type (converted from each alternative's own dtype): only that
+  // alternative's operands are read. What an alternative computes stays inside it: a later Emit
+  // of the same value at the same index computes it again outside.
+  absl::StatusOr<Term> EmitChoice(forge::v1::DType dtype,
+                                  const std::vector<Alternative>& alternatives);
+  // True while EmitChoice emits an alternative: a resolver must not then declare variables that
+  // the emission of later elements reuses (a vector loaded once for a whole chunk), as they would
+  // be out of scope there.
+  bool in_choice() const { return choice_depth_ > 0; }
+
  private:
   absl::StatusOr<Term> EmitUncached(absl::string_view value, const Index& index);
   absl::StatusOr<Term> EmitView(const forge::v1::Node& node, ops::ElementForm form,
+                                absl::string_view value,
                                 const Index& index);
   absl::StatusOr<Term> EmitPointwise(const forge::v1::Node& node, ops::PointwiseEmitter emitter,
                                      absl::string_view value, const Index& index);
@@ -170,6 +191,7 @@ class ElementEmitter {
   std::map<std::string, std::string> indices_;  // index expression -> variable
   int next_variable_ = 0;
   int depth_ = 0;  // Emit calls under way
+  int choice_depth_ = 0;  // EmitChoice alternatives under way
 };
 
 }  // namespace forge::codegen

@@ -24,6 +24,24 @@ double FlopsPerElement(const forge::v1::Node& node) {
   return entry == nullptr ? 0 : entry->flops_per_element;
 }
 
+std::string AtenReason(const forge::v1::Node& node) {
+  const ops::OpEntry* entry = ops::FindOp(node);
+  if (entry != nullptr && !entry->opaque_reason.empty()) return std::string(entry->opaque_reason);
+  switch (ClassifyNode(node)) {
+    case OpClass::kView:
+      return "a view read by several tasks or by the model's outputs: an ATen view call, no data "
+             "moves";
+    case OpClass::kBatchNormEval:  // the class without its training flag: see ClassifyNode
+    case OpClass::kOpaque:
+      if (entry != nullptr && entry->op_class == OpClass::kBatchNormEval) {
+        return "batch norm in training mode updates its running statistics";
+      }
+      break;
+    default: break;
+  }
+  return "no kernel family generates it";
+}
+
 std::vector<std::string> TensorArgumentNames(const forge::v1::Node& node) {
   std::vector<std::string> names;
   for (const forge::v1::Argument& argument : node.arguments()) {

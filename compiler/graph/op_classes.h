@@ -32,6 +32,10 @@ OpClass ClassifyNode(const forge::v1::Node& node);
 // 0 for other classes, whose flops follow from their shapes.
 double FlopsPerElement(const forge::v1::Node& node);
 
+// Why `node`, alone in an ATen task, runs as an ATen call: its op-table entry's opaque_reason, a
+// view's or batch norm in training's own reason, else that no kernel family generates the op.
+std::string AtenReason(const forge::v1::Node& node);
+
 // Names of the values `node` reads, in argument order (list elements in order, Nones skipped);
 // a value read twice appears twice.
 std::vector<std::string> TensorArgumentNames(const forge::v1::Node& node);

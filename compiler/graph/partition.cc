@@ -523,8 +523,8 @@ absl::StatusOr<PartitionResult> Partitioner::BuildResult() {
       task.set_min_bytes(cost->min_bytes);
       if (group.family == forge::v1::KERNEL_FAMILY_ATEN) {
         for (const forge::v1::Node& node : sub.nodes()) {
-          task.add_notes(absl::StrCat(node.op(), ".", node.overload(),
-                                      ": no kernel family generates it; it runs as an ATen call"));
+          task.add_notes(absl::StrCat(node.op(), ".", node.overload(), ": ", AtenReason(node),
+                                      "; it runs as an ATen call"));
         }
       }
       *task.mutable_group() = std::move(sub);

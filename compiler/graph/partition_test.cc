@@ -247,16 +247,16 @@ TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
   const std::string k = b.Input("k", {2, 4, 16, 16});
   const std::string attention =
       b.Op("aten::scaled_dot_product_attention", {q, k, k}, {2, 4, 16, 16});
-  const std::string joined = b.Op("aten::cat", {attention, q}, {2, 4, 32, 16});
-  const std::string probabilities = b.Op("aten::softmax", {joined}, {2, 4, 32, 16});
-  b.Output(b.Op("aten::gelu", {probabilities}, {2, 4, 32, 16}));
+  const std::string joined = b.Op("aten::cdist", {attention, q}, {2, 4, 16, 16});
+  const std::string probabilities = b.Op("aten::softmax", {joined}, {2, 4, 16, 16});
+  b.Output(b.Op("aten::gelu", {probabilities}, {2, 4, 16, 16}));
   const PartitionResult result = PartitionAndCheck(b.graph());
   EXPECT_THAT(Summary(result),
-              ElementsAre("ATTENTION: scaled_dot_product_attention", "ATEN: cat",
+              ElementsAre("ATTENTION: scaled_dot_product_attention", "ATEN: cdist",
                           "REDUCTION: softmax+gelu"));
   // An ATen task says why it has no generated kernel; the others carry no such note.
   EXPECT_THAT(result.tasks[1].notes(),
-              ElementsAre(HasSubstr("aten::cat.default: no kernel family generates it")));
+              ElementsAre(HasSubstr("aten::cdist.default: no kernel family generates it")));
   EXPECT_THAT(result.tasks[0].notes(), IsEmpty());
 }
 
@@ -270,15 +270,78 @@ TEST(PartitionTest, ViewsFoldIntoTheGroupThatReadsThem) {
   const std::string act = b.Op("aten::relu", {shaped}, {2, 8, 64});
   const std::string rows = b.Op("aten::slice", {table}, {8, 64});  // read by two groups
   const std::string left = b.Op("aten::mul", {act, rows}, {2, 8, 64});
-  const std::string joined = b.Op("aten::cat", {left, rows}, {2, 16, 64});
+  const std::string joined = b.Op("aten::cdist", {left, rows}, {2, 8, 8});
   b.Output(joined);
   const PartitionResult result = PartitionAndCheck(b.graph());
   // The slice runs first: the GEMM's epilogue reads it.
   EXPECT_THAT(Summary(result), ElementsAre("ATEN: slice", "GEMM: view+linear+view+relu+mul",
-                                           "ATEN: cat"));
+                                           "ATEN: cdist"));
   // The lone view moves no data.
   EXPECT_EQ(result.tasks[result.instances[0].task_index].min_bytes(), 0);
   EXPECT_THAT(result.instances[1].input_values, ElementsAre("x", "table", rows));
+}
+
+// RoPE as Llama writes it, on a projection: x * cos + cat(-x[..., 8:], x[..., :8]) * sin. The
+// slices, neg and cat are glue the pointwise family reads through: the rotation is one task.
+TEST(PartitionTest, RotaryEmbeddingIsOnePointwiseTask) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {2, 5, 24});
+  const std::string weight = b.Input("weight", {64, 24}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string cos = b.Input("cos", {5, 16});
+  const std::string sin = b.Input("sin", {5, 16});
+  const std::string projected = b.Op("aten::linear", {x, weight}, {2, 5, 64});
+  const std::string heads = b.Op("aten::view", {projected}, {2, 5, 4, 16});
+  const std::string q = b.Op("aten::transpose", {heads}, {2, 4, 5, 16});
+  const std::string first = b.Op("aten::slice", {q}, {2, 4, 5, 8});
+  const std::string second = b.Op("aten::slice", {q}, {2, 4, 5, 8});
+  const std::string negated = b.Op("aten::neg", {second}, {2, 4, 5, 8});
+  const std::string rotated = b.Op("aten::cat", {negated, first}, {2, 4, 5, 16});
+  const std::string left = b.Op("aten::mul", {q, cos}, {2, 4, 5, 16});
+  const std::string right = b.Op("aten::mul", {rotated, sin}, {2, 4, 5, 16});
+  b.Output(b.Op("aten::add", {left, right}, {2, 4, 5, 16}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("GEMM: linear",
+                                           "POINTWISE: view+transpose+slice+slice+neg+cat+mul+mul+add"));
+}
+
+// GQA's repeat_interleave of K joins K's pointwise group (here its own: K is an input); a causal
+// mask built in the graph (ones, triu) is one pointwise task, the matmul's epilogue reads it; an
+// embedding lookup joins the add that reads it.
+TEST(PartitionTest, RepeatInterleaveMaskAndEmbeddingArePointwise) {
+  GraphBuilder b;
+  const std::string q = b.Input("q", {1, 4, 5, 8});
+  const std::string k = b.Input("k", {1, 2, 5, 8});
+  const std::string repeated = b.Op("aten::repeat_interleave", {k}, {1, 4, 5, 8});
+  b.graph().mutable_nodes(0)->set_overload("self_int");
+  const std::string keys = b.Op("aten::transpose", {repeated}, {1, 4, 8, 5});
+  const std::string scores = b.Op("aten::matmul", {q, keys}, {1, 4, 5, 5});
+  const std::string ones = b.Op("aten::ones", {}, {5, 5});
+  const std::string mask = b.Op("aten::triu", {ones}, {5, 5});
+  const std::string masked = b.Op("aten::masked_fill", {scores, mask}, {1, 4, 5, 5}, -1e4);
+  b.Output(masked);
+  const std::string table = b.Input("table", {37, 8}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string ids = b.Input("ids", {5});
+  const std::string rows = b.Op("aten::embedding", {table, ids}, {5, 8});
+  b.Output(b.Op("aten::add", {rows, q}, {1, 4, 5, 8}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result),
+              ElementsAre("POINTWISE: repeat_interleave", "POINTWISE: ones+triu",
+                          "GEMM: transpose+matmul+masked_fill", "POINTWISE: embedding+add"));
+  for (const auto& task : result.tasks) EXPECT_THAT(task.notes(), IsEmpty());
+}
+
+// What stays ATen says why: the op table's reason for the overload that made it opaque.
+TEST(PartitionTest, AnAtenTaskNamesTheOverloadThatMadeItOpaque) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {6});
+  const std::string counts = b.Input("counts", {6});
+  b.Output(b.Op("aten::repeat_interleave", {x, counts}, {12}));
+  b.graph().mutable_nodes(0)->set_overload("self_Tensor");
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  ASSERT_THAT(Summary(result), ElementsAre("ATEN: repeat_interleave"));
+  EXPECT_THAT(result.tasks[0].notes(),
+              ElementsAre(HasSubstr("aten::repeat_interleave.self_Tensor: the repeat counts are "
+                                    "a tensor: the output's shape depends on its values")));
 }
 
 TEST(PartitionTest, PointwiseFusionNeverMakesACycle) {
@@ -390,6 +453,47 @@ TEST(PartitionModelsTest, LlamaBlockTasks) {
     if (row.starts_with("REDUCTION")) EXPECT_EQ(row, "REDUCTION: pow+mean+add+rsqrt+mul+mul");
   }
   EXPECT_THAT(Summary(result), ::testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
+}
+
+// The glue around a Mistral-style attention (tests/fixtures: python/tests/models.py's
+// GlueAttention): each RoPE (slices, neg, cat, mul, add) is one pointwise task, K's
+// repeat_interleave joins it, V's joins V's projection as its epilogue, the embeddings are one
+// task and the causal mask (ones, triu) another. What stays ATen is views of the model's inputs
+// that several tasks read (cos[:length], sin[:length]: no data moves), and they say so.
+TEST(PartitionModelsTest, GlueAttentionLeavesOnlyViewsToAten) {
+  const PartitionResult result = PartitionAndCheck(LoadModel("glue_attention"));
+  SCOPED_TRACE(absl::StrJoin(Summary(result), "\n"));
+  for (const auto& task : result.tasks) {
+    if (task.family() != forge::v1::KERNEL_FAMILY_ATEN) continue;
+    ASSERT_EQ(task.group().nodes_size(), 1);
+    EXPECT_EQ(task.group().nodes(0).op(), "aten::slice");
+    EXPECT_THAT(task.notes(), ElementsAre(HasSubstr("an ATen view call, no data moves")));
+  }
+  int ropes = 0;
+  std::set<std::string> glue_seen;
+  for (const auto& task : result.tasks) {
+    std::multiset<std::string> ops;
+    for (const auto& node : task.group().nodes()) ops.insert(node.op().substr(6));
+    for (const char* glue : {"cat", "repeat_interleave", "triu", "ones", "embedding", "arange"}) {
+      if (!ops.contains(glue)) continue;
+      glue_seen.insert(glue);
+      EXPECT_TRUE(task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
+                  task.family() == forge::v1::KERNEL_FAMILY_GEMM)
+          << glue << " in a " << forge::v1::KernelFamily_Name(task.family()) << " task";
+    }
+    if (ops.contains("cat")) {
+      ++ropes;
+      EXPECT_EQ(task.family(), forge::v1::KERNEL_FAMILY_POINTWISE);
+      EXPECT_EQ(ops.count("cat"), 1);
+      EXPECT_EQ(ops.count("neg"), 1);
+      EXPECT_EQ(ops.count("add"), 1);
+      EXPECT_EQ(ops.count("mul"), 2);
+      EXPECT_EQ(ops.count("slice"), 2);
+    }
+  }
+  EXPECT_EQ(ropes, 2);  // q's and k's
+  EXPECT_THAT(glue_seen, ::testing::UnorderedElementsAre("cat", "repeat_interleave", "triu",
+                                                         "ones", "embedding", "arange"));
 }
 
 TEST(PartitionModelsTest, LlamaStackCollapsesToTheBlocksTasks) {

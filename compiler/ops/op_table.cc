@@ -40,6 +40,19 @@ constexpr OpEntry View(absl::string_view name, ElementForm form) {
 constexpr OpEntry ViewCopy(absl::string_view name, ElementForm form) {
   return {.name = name, .op_class = C::kOpaque, .form = form};
 }
+// A glue op (cat, flip, gather, arange, ...): fused like a pointwise op, its element an operand's
+// at an index its form computes (or, for a source, a function of the index). Charged one flop per
+// output element, as a pointwise op: the index arithmetic and the choice of operand.
+constexpr OpEntry Glue(absl::string_view name, ElementForm form,
+                       InputDomainRule domain = InputDomainRule::kAny, unsigned adversarial = 0) {
+  return {.name = name, .op_class = C::kPointwise, .flops_per_element = 1, .form = form,
+          .domain = domain, .adversarial = adversarial};
+}
+// An overload no family generates, and why.
+constexpr OpEntry Opaque(absl::string_view name, absl::string_view overload,
+                         absl::string_view reason) {
+  return {.name = name, .overload = overload, .opaque_reason = reason};
+}
 // A reduction, charged `flops` per input element.
 constexpr OpEntry Reduction(absl::string_view name, double flops) {
   return {.name = name, .op_class = C::kReduction, .flops_per_element = flops};
@@ -94,11 +107,12 @@ constexpr OpEntry kOps[] = {
     PointwiseWithoutEmitter("lerp"),
     Pointwise("addcmul", e::Addcmul),
     Pointwise("addcdiv", e::Addcdiv),
-    PointwiseWithoutEmitter("fill"),
+    Pointwise("fill", e::Fill),
     Pointwise("masked_fill", e::MaskedFill),
     Pointwise("where", e::Where),
     // The one-argument where is nonzero: its shape depends on the data.
-    {.name = "where", .overload = "default", .op_class = C::kOpaque},
+    Opaque("where", "default",
+           "the one-argument where is nonzero: its output's shape depends on the data"),
     Pointwise("clamp", e::Clamp),
     Pointwise("clamp_min", e::ClampMin),
     Pointwise("clamp_max", e::ClampMax),
@@ -175,13 +189,41 @@ constexpr OpEntry kOps[] = {
     PointwiseWithoutEmitter("prelu"),
     // ---- pointwise: casts and copies
     Pointwise("_to_copy", e::ToCopy),
-    PointwiseWithoutEmitter("to"),
-    PointwiseWithoutEmitter("type_as"),
+    Pointwise("to", e::ToCopy),       // every overload: the result's dtype is the cast's
+    Pointwise("type_as", e::ToCopy),  // `other` gives the dtype only
     PointwiseCopy("clone"),
-    PointwiseWithoutEmitter("contiguous"),
+    PointwiseCopy("contiguous"),
     PointwiseWithoutEmitter("copy"),
     PointwiseCopy("lift_fresh_copy"),
     PointwiseWithoutEmitter("dropout"),  // in eval, the identity
+    // ---- glue: joins, reorders, repeats, masks and lookups, as index arithmetic
+    Glue("cat", F::kCat),
+    Glue("stack", F::kStack),
+    Glue("flip", F::kFlip),
+    Glue("roll", F::kRoll),
+    Glue("repeat", F::kRepeat),
+    Glue("repeat_interleave", F::kRepeatInterleave),  // self_int: the repeats are an int
+    Opaque("repeat_interleave", "Tensor",
+           "the repeat counts are a tensor: the output's shape depends on its values"),
+    Opaque("repeat_interleave", "self_Tensor",
+           "the repeat counts are a tensor: the output's shape depends on its values"),
+    Glue("triu", F::kTriu),
+    Glue("tril", F::kTril),
+    Glue("index_select", F::kIndexSelect, InputDomainRule::kDimIndex, kIntegerEdges),
+    Glue("gather", F::kGather, InputDomainRule::kDimIndex, kIntegerEdges),
+    Glue("embedding", F::kEmbedding, InputDomainRule::kEmbeddingIndices, kIntegerEdges),
+    // ---- sources: the element is a function of the index (the *_like ops read only a shape)
+    Glue("arange", F::kArange),
+    Pointwise("full", e::Full),
+    Pointwise("full_like", e::Full),
+    Pointwise("new_full", e::Full),
+    Pointwise("scalar_tensor", e::ScalarTensor),
+    Pointwise("zeros", e::Zero),
+    Pointwise("zeros_like", e::Zero),
+    Pointwise("new_zeros", e::Zero),
+    Pointwise("ones", e::One),
+    Pointwise("ones_like", e::One),
+    Pointwise("new_ones", e::One),
     // ---- batch norm in eval mode
     {.name = "_native_batch_norm_legit_no_training", .op_class = C::kBatchNormEval,
      .flops_per_element = 2, .domain = InputDomainRule::kPositiveRunningVar},
@@ -197,20 +239,20 @@ constexpr OpEntry kOps[] = {
     View("unsqueeze", F::kReshape),
     View("squeeze", F::kReshape),
     View("expand", F::kExpand),
-    View("expand_as", F::kNone),
+    View("expand_as", F::kExpand),
     View("slice", F::kSlice),
     View("select", F::kSelect),
     View("t", F::kMatrixTranspose),
-    View("split", F::kNone),
-    View("split_with_sizes", F::kNone),
-    View("chunk", F::kNone),
-    View("unbind", F::kNone),
+    View("split", F::kSplit),
+    View("split_with_sizes", F::kSplit),
+    View("chunk", F::kSplit),
+    View("unbind", F::kUnbind),
     View("alias", F::kCopy),
     View("detach", F::kCopy),
     View("flatten", F::kReshape),
-    View("unflatten", F::kNone),
-    View("narrow", F::kNone),
-    View("view_as", F::kNone),
+    View("unflatten", F::kReshape),
+    View("narrow", F::kSlice),  // `start`, `length`: a slice of step 1
+    View("view_as", F::kReshape),
     View("movedim", F::kNone),
     View("diagonal", F::kNone),
     View("as_strided", F::kNone),
@@ -289,14 +331,10 @@ constexpr OpEntry kOps[] = {
     // ---- opaque ops the judge draws inputs for
     {.name = "nll_loss2d_forward", .domain = InputDomainRule::kClassTarget,
      .adversarial = kIntegerEdges},
-    {.name = "embedding", .domain = InputDomainRule::kEmbeddingIndices,
-     .adversarial = kIntegerEdges},
     {.name = "index", .domain = InputDomainRule::kIndexPositions, .adversarial = kIntegerEdges},
-    {.name = "gather", .domain = InputDomainRule::kDimIndex, .adversarial = kIntegerEdges},
     {.name = "scatter", .domain = InputDomainRule::kDimIndex},
     {.name = "scatter_add", .domain = InputDomainRule::kDimIndex},
     {.name = "scatter_reduce", .domain = InputDomainRule::kDimIndex},
-    {.name = "index_select", .domain = InputDomainRule::kDimIndex, .adversarial = kIntegerEdges},
     {.name = "index_add", .domain = InputDomainRule::kDimIndex},
     {.name = "index_copy", .domain = InputDomainRule::kDimIndex},
     {.name = "index_fill", .domain = InputDomainRule::kDimIndex},

@@ -75,6 +75,22 @@ enum class ElementForm {
   kExpand,           // broadcast: size-1 dims pinned to 0
   kSlice,            // `start` + index * `step` along `dim`
   kSelect,           // `index` inserted at `dim`
+  kSplit,            // output k of split/chunk: a slice along `dim` after outputs 0..k-1
+  kUnbind,           // output k of unbind: k inserted at `dim`
+  // Glue: copies that move or pick elements, and sources, as index arithmetic inside the kernel
+  // (no copy materializes; compiler/codegen/glue_forms.h says how each reads its operands).
+  kCat,               // `tensors` joined along `dim`: the input whose range holds the index
+  kStack,             // `tensors` joined along a new `dim`
+  kFlip,              // `dims` reversed
+  kRoll,              // rotated by `shifts` along `dims` (no `dims`: the flattened tensor)
+  kRepeat,            // tiled `repeats` times per dim (leading dims added)
+  kRepeatInterleave,  // each element `repeats` (an int) times along `dim` (none: flattened)
+  kTriu,              // `self` where column - row >= `diagonal`, else 0
+  kTril,              // `self` where column - row <= `diagonal`, else 0
+  kArange,            // `start` + index * `step`: a source, no tensor read
+  kIndexSelect,       // `self` at position `index`[i] along `dim`
+  kGather,            // `self` at `index`'s element along `dim`
+  kEmbedding,         // row `indices`[i...] of `weight`
 };
 
 // The domain the judge draws an input of the op from (worker/judge/inputs.h says how).
@@ -132,6 +148,10 @@ struct OpEntry {
   PointwiseEmitter emitter = nullptr;  // set exactly when form is kCompute
   InputDomainRule domain = InputDomainRule::kAny;
   unsigned adversarial = 0;  // AdversarialDraw bits
+  // For an entry no family generates (class opaque): why, as `forge inspect` and the report say
+  // it ("the repeat counts are a tensor: ..."). Empty: the generic reason, that no kernel family
+  // generates the op.
+  absl::string_view opaque_reason = {};
 };
 
 // The entry of `op` ("aten::add", with its namespace) at `overload` ("Tensor"; "" is "default"):

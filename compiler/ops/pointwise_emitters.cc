@@ -378,10 +378,12 @@ Result MaskedFill(PointwiseCall& call) {
   return Selected(call, mask, fill, x);
 }
 
-Result ToCopy(PointwiseCall& call) {
-  FORGE_ASSIGN_OR_RETURN(Operand x, call.Required("self"));
-  // Rounds to the narrow type and keeps the rounded value in float. double -> bfloat16 goes
-  // through float (double rounding; off by one bf16 ulp in rare ties).
+namespace {
+
+// `x` in the result's register type, rounded to the result's dtype where that is narrower than
+// the register (float16, bfloat16), so the value is the one ATen stores. double -> bfloat16 goes
+// through float (double rounding; off by one bf16 ulp in rare ties).
+std::string RoundedToResult(const PointwiseCall& call, const Operand& x) {
   if (call.out_dtype() == forge::v1::DTYPE_FLOAT16) {
     return x.dtype == forge::v1::DTYPE_FLOAT64
                ? absl::StrCat("forge_half_to_float(forge_double_to_half(", x.expr, "))")
@@ -392,5 +394,24 @@ Result ToCopy(PointwiseCall& call) {
   }
   return call.In(x);
 }
+
+// The sources' value: scalar argument `name`, rounded to the result's dtype.
+Result ScalarArgument(PointwiseCall& call, absl::string_view name) {
+  FORGE_ASSIGN_OR_RETURN(Operand x, call.Required(name));
+  return RoundedToResult(call, x);
+}
+
+}  // namespace
+
+Result ToCopy(PointwiseCall& call) {
+  FORGE_ASSIGN_OR_RETURN(Operand x, call.Required("self"));
+  return RoundedToResult(call, x);
+}
+
+Result Full(PointwiseCall& call) { return ScalarArgument(call, "fill_value"); }
+Result Fill(PointwiseCall& call) { return ScalarArgument(call, "value"); }
+Result ScalarTensor(PointwiseCall& call) { return ScalarArgument(call, "s"); }
+Result Zero(PointwiseCall& call) { return call.Constant("0"); }
+Result One(PointwiseCall& call) { return call.Constant("1"); }
 
 }  // namespace forge::ops::emitters

@@ -78,6 +78,15 @@ absl::StatusOr<std::string> MaskedFill(PointwiseCall& call);
 // A cast: rounds to float16 or bfloat16 and keeps the rounded value in float.
 absl::StatusOr<std::string> ToCopy(PointwiseCall& call);
 
+// Sources, the same value at every index, rounded to the result's dtype: full, full_like and
+// new_full (`fill_value`), fill (`value`, a scalar or a 0-d tensor), scalar_tensor (`s`); zeros
+// and ones (and their _like and new_ forms) read no argument.
+absl::StatusOr<std::string> Full(PointwiseCall& call);
+absl::StatusOr<std::string> Fill(PointwiseCall& call);
+absl::StatusOr<std::string> ScalarTensor(PointwiseCall& call);
+absl::StatusOr<std::string> Zero(PointwiseCall& call);
+absl::StatusOr<std::string> One(PointwiseCall& call);
+
 }  // namespace forge::ops::emitters
 
 #endif  // FORGE_COMPILER_OPS_POINTWISE_EMITTERS_H_

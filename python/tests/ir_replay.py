@@ -15,6 +15,12 @@ _TORCH_DTYPES = {
     graph_pb2.DTYPE_INT32: torch.int32, graph_pb2.DTYPE_INT64: torch.int64,
     graph_pb2.DTYPE_UINT8: torch.uint8, graph_pb2.DTYPE_BOOL: torch.bool,
 }
+_TORCH_MEMORY_FORMATS = {
+    graph_pb2.MEMORY_FORMAT_CONTIGUOUS: torch.contiguous_format,
+    graph_pb2.MEMORY_FORMAT_CHANNELS_LAST: torch.channels_last,
+    graph_pb2.MEMORY_FORMAT_CHANNELS_LAST_3D: torch.channels_last_3d,
+    graph_pb2.MEMORY_FORMAT_PRESERVE: torch.preserve_format,
+}
 
 
 def _tensor_from_blob(data: bytes, spec) -> torch.Tensor:
@@ -43,6 +49,8 @@ def _argument(arg, env):
         return _TORCH_DTYPES[arg.dtype]
     if kind == "device":
         return torch.device(arg.device.type)
+    if kind == "memory_format":
+        return _TORCH_MEMORY_FORMATS[arg.memory_format]
     raise NotImplementedError(f"argument kind {kind}")
 
 

@@ -106,6 +106,68 @@ class CumsumScale(nn.Module):
         return torch.cumsum(x * 2.0, dim=-1) / x.shape[-1]
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class GlueAttention(nn.Module):
+    """A Mistral-style attention head's glue around its GEMMs, in small odd sizes: token and
+    position embeddings (embedding, arange), rotary embedding (the Llama form: slices, neg, cat),
+    grouped-query attention (repeat_interleave of K and V feeding the matmuls) and a causal mask
+    built in the graph (ones, triu, masked_fill; finite, so that every stage runs it)."""
+
+    def __init__(self, vocab=37, positions=16, width=24, heads=4, kv_heads=2, head_dim=6):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(positions, width)
+        self.q = nn.Linear(width, heads * head_dim, bias=False)
+        self.k = nn.Linear(width, kv_heads * head_dim, bias=False)
+        self.v = nn.Linear(width, kv_heads * head_dim, bias=False)
+        self.o = nn.Linear(heads * head_dim, width, bias=False)
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(positions).float(), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos())
+        self.register_buffer("sin", angles.sin())
+
+    def forward(self, ids):
+        batch, length = ids.shape
+        x = self.tokens(ids) + self.positions(torch.arange(length, device=ids.device))
+        q = self.q(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.cos[:length], self.sin[:length]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
+        v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
+        scores = q @ k.transpose(-1, -2) * self.head_dim**-0.5
+        mask = torch.triu(torch.ones(length, length, dtype=torch.bool, device=ids.device), 1)
+        probabilities = torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
+        out = (probabilities @ v).transpose(1, 2).reshape(batch, length, -1)
+        return self.o(out)
+
+
+class GlueOps(nn.Module):
+    """Every glue op the pointwise family reads through, on small odd shapes and mixed dtypes:
+    cat (float32 with bfloat16, promoted), stack, flip, roll (with and without dims), repeat,
+    repeat_interleave (with and without dim), tril, arange, full_like, zeros_like, where with a
+    scalar, index_select and gather."""
+
+    def forward(self, x, h, rows, columns):
+        joined = torch.cat((x, h), dim=1) + torch.stack((x, h.float()), dim=2).flatten(1)
+        tiled = x.repeat(1, 2) * torch.repeat_interleave(x, 2, dim=1)
+        moved = torch.flip(x, (0, 1)) + torch.roll(x, 2, 1) - torch.roll(x, -3)
+        masked = torch.tril(x, -1) + torch.where(x > 0, 1.5, x)
+        made = torch.arange(x.shape[1], device=x.device) * 0.5 + torch.full_like(x, 2.0)
+        picked = torch.index_select(x, 0, rows) * 2.0
+        gathered = torch.gather(x, 1, columns) + torch.zeros_like(columns, dtype=torch.float32)
+        flat = torch.repeat_interleave(h, 3).float() + 1.0
+        return joined + tiled, moved + masked + made, picked, gathered, flat
+
+
 def resnet18():
     import torchvision
 
@@ -126,6 +188,9 @@ def all_models():
         ("mixed_precision_softmax", MixedPrecisionSoftmax(), (torch.randn(8, 100).bfloat16(),)),
         ("cross_entropy", CrossEntropy(), (torch.randn(8, 10), torch.randint(0, 10, (8,)))),
         ("resnet18", resnet18(), (torch.randn(1, 3, 64, 64),)),
+        ("glue_attention", GlueAttention(), (torch.randint(0, 37, (2, 11)),)),
+        ("glue_ops", GlueOps(), (torch.randn(5, 6), torch.randn(5, 6).bfloat16(),
+                                 torch.tensor([4, 0, 2]), torch.randint(0, 6, (5, 3)))),
         ("cumsum_scale", CumsumScale(), (torch.randn(8, 100),)),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]

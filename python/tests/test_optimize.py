@@ -189,7 +189,7 @@ def test_without_a_gpu_optimize_stops_at_the_kernels_and_says_why(service, tmp_p
     with pytest.raises(forge.PlanError, match=r"runs on a CUDA GPU; the plan was asked to run on "
                                               r"cpu"):
         forge.optimize(module, inputs, server=service.address, bundle_dir=tmp_path / "bundle")
-    assert re.search(r"forge job-\d+: done, tasks (\d+)/\1", capsys.readouterr().err)
+    assert re.search(r"forge job-\d+-[0-9a-f]{16}: done, tasks (\d+)/\1", capsys.readouterr().err)
     assert (tmp_path / "bundle" / "plan.json").is_file()
     assert_untouched(module, before)
 
@@ -258,7 +258,7 @@ def test_a_cancelled_job_is_an_error_naming_the_job(service):
         forge.optimize(module, inputs, server=service.address, budget=100000,
                        progress=cancel_at_first_event)
     assert error.value.state == "CANCELLED"
-    assert re.fullmatch(rf"coordinator {service.address}: job job-\d+ ended CANCELLED.*",
+    assert re.fullmatch(rf"coordinator {service.address}: job job-\d+-[0-9a-f]{{16}} ended CANCELLED.*",
                         str(error.value))
     assert_untouched(module, before)
     canceller.close()

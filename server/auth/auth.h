@@ -8,12 +8,19 @@
 //   admin   everything on every owner's jobs; no caps
 //   worker  the WorkerService only (Register, Heartbeat, Lease, Report); OWNER is the worker
 //           identity, and the worker ids it may use are OWNER and OWNER/anything
-// Tokens are at least 16 characters; a token may appear once. The caps bound a job's priority and
+// Tokens are at least 16 characters, do not start with "forge1." (signed tokens do), and may
+// appear once. The caps bound a job's priority and
 // budget (0 or absent: no cap); a job over a cap is refused, not trimmed.
 //
-// A call sends its token as gRPC metadata "authorization: Bearer TOKEN". With no token file the
-// Authenticator is open: every caller is the anonymous caller, who passes every check and keeps
-// the owner the client names (the loopback development mode; the coordinator warns at start).
+// Signed tokens (auth.token-secret, common/signed_token): with a secret set, a token
+// "forge1.<payload>.<mac>" is accepted when the secret signed it and it has not expired; its
+// payload names OWNER, ROLE and caps as a token file line does. `forge admin mint-token` makes
+// them. The token file and signed tokens work side by side.
+//
+// A call sends its token as gRPC metadata "authorization: Bearer TOKEN". With neither a token file
+// nor a secret the Authenticator is open: every caller is the anonymous caller, who passes every
+// check and keeps the owner the client names (the loopback development mode; the coordinator warns
+// at start).
 //
 // Errors: UNAUTHENTICATED without a known token, PERMISSION_DENIED for a role that may not make
 // the call or a job of another owner.
@@ -24,11 +31,13 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/signed_token/signed_token.h"
 #include "grpcpp/grpcpp.h"
 
 namespace forge::server {
@@ -37,6 +46,8 @@ enum class Role { kRead, kSubmit, kAdmin, kWorker };
 
 // "read", "submit", "admin", "worker".
 absl::string_view RoleName(Role role);
+// The role of that name; InvalidArgument naming the roles otherwise.
+absl::StatusOr<Role> ParseRole(absl::string_view name);
 
 struct Caller {
   // False for the anonymous caller of an open Authenticator.
@@ -52,6 +63,10 @@ struct Caller {
   bool SeesAll() const { return !authenticated || role == Role::kAdmin; }
 };
 
+// The caller a signed token's claims describe (role and caps checked); InvalidArgument for an
+// unknown role or a malformed cap.
+absl::StatusOr<Caller> CallerFromClaims(const TokenClaims& claims);
+
 class Authenticator {
  public:
   // Open: no tokens, every caller anonymous.
@@ -60,7 +75,10 @@ class Authenticator {
   static absl::StatusOr<Authenticator> Parse(absl::string_view text, absl::string_view origin);
   static absl::StatusOr<Authenticator> FromFile(const std::string& path);
 
-  bool open() const { return grants_.empty(); }
+  // Also accepts tokens signed with `secret` (at least kMinTokenSecretBytes).
+  void AcceptSignedTokens(std::string secret) { secret_ = std::move(secret); }
+
+  bool open() const { return grants_.empty() && secret_.empty(); }
   size_t size() const { return grants_.size(); }
 
   // The caller of `context`, checked to hold one of `roles`.
@@ -73,6 +91,7 @@ class Authenticator {
  private:
   // SHA-256 of the token (hex) -> grant: lookups compare digests, not the secrets.
   absl::flat_hash_map<std::string, Caller> grants_;
+  std::string secret_;  // signs the tokens accepted besides the file's; empty: none
 };
 
 // OK when `caller` may see a job of `owner` (its own, or the caller sees all); PERMISSION_DENIED

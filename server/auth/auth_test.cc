@@ -1,5 +1,10 @@
 #include "server/auth/auth.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -59,6 +64,65 @@ TEST(AuthenticatorTest, OpenAuthenticatorLetsTheAnonymousCallerDoAnything) {
   EXPECT_TRUE(CheckCaps(*caller, 1000, 0, 0).ok());
 }
 
+constexpr char kSecret[] = "a-test-secret-of-more-than-32-bytes-0123";
+
+std::string Signed(const TokenClaims& claims, absl::string_view secret = kSecret) {
+  absl::StatusOr<std::string> token = SignToken(secret, claims);
+  EXPECT_TRUE(token.ok()) << token.status();
+  return token.ok() ? *token : "";
+}
+
+TEST(AuthenticatorTest, SignedTokensNameOwnerRoleAndCapsUntilTheyExpire) {
+  Authenticator authenticator = Parsed();
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  const std::string carol =
+      Signed({.owner = "carol", .role = "submit", .expires = later, .caps = {"max-priority=3"}});
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      authenticator.AuthorizeToken(carol, {Role::kSubmit}).status()))
+      << "no secret configured: signed tokens are unknown";
+
+  authenticator.AcceptSignedTokens(kSecret);
+  absl::StatusOr<Caller> caller = authenticator.AuthorizeToken(carol, {Role::kSubmit});
+  ASSERT_TRUE(caller.ok()) << caller.status();
+  EXPECT_TRUE(caller->authenticated);
+  EXPECT_EQ(caller->owner, "carol");
+  EXPECT_EQ(caller->role, Role::kSubmit);
+  EXPECT_EQ(caller->max_priority, 3);
+  EXPECT_TRUE(authenticator.AuthorizeToken("submit-token-alice-0001", {Role::kSubmit}).ok())
+      << "the token file still counts";
+
+  // The role is the token's: a submit token cannot purge (admin) or act as a worker.
+  absl::Status denied = authenticator.AuthorizeToken(carol, {Role::kAdmin}).status();
+  EXPECT_TRUE(absl::IsPermissionDenied(denied)) << denied;
+  EXPECT_THAT(denied.message(), HasSubstr("has role submit; the call needs admin"));
+  const std::string worker = Signed({.owner = "fleet", .role = "worker", .expires = later});
+  EXPECT_EQ(authenticator.AuthorizeToken(worker, {Role::kWorker})->owner, "fleet");
+
+  // Expired, signed with another secret, or with a role this build does not know: refused.
+  const std::string expired =
+      Signed({.owner = "carol", .role = "submit", .expires = absl::Now() - absl::Seconds(1)});
+  absl::Status old = authenticator.AuthorizeToken(expired, {Role::kSubmit}).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(old)) << old;
+  EXPECT_THAT(old.message(), HasSubstr("expired"));
+  const std::string forged = Signed({.owner = "carol", .role = "admin", .expires = later},
+                                    "another-secret-of-more-than-32-bytes-xyz");
+  EXPECT_THAT(authenticator.AuthorizeToken(forged, {Role::kAdmin}).status().message(),
+              HasSubstr("signature does not verify"));
+  const std::string unknown_role = Signed({.owner = "carol", .role = "owner", .expires = later});
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      authenticator.AuthorizeToken(unknown_role, {Role::kAdmin}).status()));
+}
+
+TEST(AuthenticatorTest, ClaimsBecomeACallerOnlyWithAKnownRoleAndCaps) {
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  EXPECT_EQ(CallerFromClaims({.owner = "x", .role = "read", .expires = later})->role, Role::kRead);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      CallerFromClaims({.owner = "x", .role = "boss", .expires = later}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      CallerFromClaims({.owner = "x", .role = "read", .expires = later, .caps = {"colour=1"}})
+          .status()));
+}
+
 TEST(AuthenticatorTest, MalformedFilesNameTheLine) {
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"short alice submit", "line 1 of f: a token has at least 16"},
@@ -66,7 +130,8 @@ TEST(AuthenticatorTest, MalformedFilesNameTheLine) {
            {"long-enough-token-1 alice", "expected TOKEN OWNER ROLE"},
            {"long-enough-token-1 alice submit max-priority=x", "a cap is KEY=N"},
            {"long-enough-token-1 alice submit colour=3", "caps are max-priority"},
-           {"long-enough-token-1 a read\nlong-enough-token-1 b read", "line 2 of f: the token"}}) {
+           {"long-enough-token-1 a read\nlong-enough-token-1 b read", "line 2 of f: the token"},
+           {"forge1.long-enough-token alice read", "may not start with \"forge1.\""}}) {
     absl::StatusOr<Authenticator> parsed = Authenticator::Parse(text, "f");
     EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << text;
     EXPECT_THAT(parsed.status().message(), HasSubstr(message));

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/signed_token/signed_token.h"
 #include "common/tls/tls.h"
 #include "compiler/codegen/family.h"
 #include "forge/v1/service.grpc.pb.h"
@@ -136,6 +138,25 @@ class SecurityTest : public ::testing::Test {
     return response->job();
   }
 
+  // The forge CLI with `args` and the connection flags to this coordinator (TLS, the test CA; no
+  // token): its exit status, and its output in `output`.
+  int Cli(std::vector<std::string> args, std::string* output) {
+    std::vector<std::string> argv = {FORGE_CLI_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (std::string flag : {std::string("--server=") + Address(), std::string("--tls"),
+                             absl::StrCat("--tls-ca=", dir_.path(), "/ca.pem")}) {
+      argv.push_back(std::move(flag));
+    }
+    const std::string name = absl::StrCat("cli-", ++cli_runs_);
+    absl::StatusOr<testing::Subprocess> cli =
+        testing::Subprocess::Start(argv, absl::StrCat(dir_.path(), "/", name, ".log"));
+    EXPECT_TRUE(cli.ok()) << cli.status();
+    if (!cli.ok()) return -1;
+    const int status = cli->Wait(std::chrono::seconds(30));
+    *output = Log(name);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
   template <typename Method, typename Request, typename Response>
   static grpc::StatusCode Call(Method method, const Request& request, Response* response) {
     grpc::ClientContext context;
@@ -159,6 +180,7 @@ class SecurityTest : public ::testing::Test {
   int port_ = 0;
   std::optional<testing::Subprocess> coordinator_;
   std::optional<testing::Subprocess> worker_;
+  int cli_runs_ = 0;
 };
 
 TEST_F(SecurityTest, UnauthenticatedClientIsRefused) {
@@ -241,6 +263,28 @@ TEST_F(SecurityTest, OwnersSeeOnlyTheirOwnJobsAndAdminSeesAll) {
             grpc::StatusCode::OK);
 }
 
+TEST_F(SecurityTest, AnOwnerOverItsActiveJobsQuotaIsRefusedAndAdminsAreExempt) {
+  coordinator_->Kill(SIGKILL);
+  StartCoordinator({"--intake.max-active-jobs-per-owner=1"});
+  absl::StatusOr<v1::Job> first = Submit(kAlice);  // no worker: it stays running
+  ASSERT_TRUE(first.ok()) << first.status() << Log("coordinator");
+  absl::StatusOr<v1::Job> second = Submit(kAlice);
+  EXPECT_TRUE(absl::IsResourceExhausted(second.status())) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("owner \"alice\" has 1 jobs queued or running"));
+  EXPECT_TRUE(Submit(kBob).ok()) << "another owner";
+  EXPECT_TRUE(Submit(kAdmin).ok());
+  EXPECT_TRUE(Submit(kAdmin).ok()) << "admins have no quota";
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(first->id());
+  v1::CancelJobResponse cancelled;
+  auto alice = Jobs(kAlice);
+  ASSERT_EQ(Call([&](auto* c, const auto& r, auto* p) { return alice->CancelJob(c, r, p); },
+                 cancel, &cancelled),
+            grpc::StatusCode::OK);
+  EXPECT_TRUE(Submit(kAlice).ok()) << "a job that ended frees its place";
+}
+
 TEST_F(SecurityTest, OnlyWorkerIdentitiesRegisterAndOnlyAsThemselves) {
   v1::RegisterResponse registered;
   auto register_as = [](auto& stub) {
@@ -260,6 +304,33 @@ TEST_F(SecurityTest, OnlyWorkerIdentitiesRegisterAndOnlyAsThemselves) {
   EXPECT_EQ(registered.worker_id(), "gpu-a");
   ASSERT_EQ(Call(register_as(worker_a), Registration("gpu-a/1"), &registered),
             grpc::StatusCode::OK);
+
+  // Nor can a client token heartbeat, lease or report, even for a registered worker's id.
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("gpu-a");
+  v1::LeaseRequest lease_request;
+  lease_request.set_worker_id("gpu-a");
+  lease_request.set_max_candidates(1);
+  lease_request.set_target_arch("sm_90");
+  v1::ReportRequest report;
+  report.set_worker_id("gpu-a");
+  report.set_lease_id("lease-1");
+  for (const char* token : {kAlice, kAdmin}) {
+    auto stub = Workers(token);
+    v1::HeartbeatResponse beaten;
+    v1::LeaseResponse leased;
+    v1::ReportResponse reported;
+    const grpc::StatusCode codes[] = {
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Heartbeat(c, r, p); }, beat,
+             &beaten),
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Lease(c, r, p); }, lease_request,
+             &leased),
+        Call([&](auto* c, const auto& r, auto* p) { return stub->Report(c, r, p); }, report,
+             &reported)};
+    for (const grpc::StatusCode code : codes) {
+      EXPECT_EQ(code, grpc::StatusCode::PERMISSION_DENIED) << token;
+    }
+  }
 }
 
 TEST_F(SecurityTest, WorkerCannotReportAnotherWorkersLease) {
@@ -300,7 +371,7 @@ TEST_F(SecurityTest, WorkerCannotReportAnotherWorkersLease) {
   EXPECT_EQ(Call(report_b, report, &reported), grpc::StatusCode::PERMISSION_DENIED);
 }
 
-TEST_F(SecurityTest, WorkerOverTlsWithItsTokenProducesAttributedResults) {
+TEST_F(SecurityTest, WorkerOverTlsWithItsTokenProducesAttributedResultsAndAnAdminPurgesThem) {
   absl::StatusOr<v1::Job> job = Submit(kAlice);
   ASSERT_TRUE(job.ok()) << job.status();
   absl::StatusOr<testing::Subprocess> worker = testing::Subprocess::Start(
@@ -341,31 +412,102 @@ TEST_F(SecurityTest, WorkerOverTlsWithItsTokenProducesAttributedResults) {
     }
   }
   EXPECT_GT(attributed, 0);
+
+  // Say gpu-a lied: only an admin may purge what it reported, and the purge is logged.
+  worker_->Kill(SIGKILL);
+  worker_.reset();
+  v1::PurgeResultsRequest purge;
+  purge.set_worker_identity("gpu-a");
+  v1::PurgeResultsResponse purged;
+  EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return alice->PurgeResults(c, r, p); },
+                 purge, &purged),
+            grpc::StatusCode::PERMISSION_DENIED);
+  std::string output;
+  EXPECT_NE(Cli({"admin", "purge-results", "--worker", "gpu-a", "--token", kAlice}, &output), 0);
+  EXPECT_THAT(output, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_NE(Cli({"admin", "purge-results", "--token", kAdmin}, &output), 0) << "no filter";
+  ASSERT_EQ(
+      Cli({"admin", "purge-results", "--worker", "gpu-a", "--json", "--token", kAdmin}, &output), 0)
+      << output << Log("coordinator");
+  EXPECT_THAT(output, HasSubstr(absl::StrCat("\"results_removed\": \"", attributed, "\"")));
+  EXPECT_THAT(Log("coordinator"), HasSubstr("results purged"));
+  EXPECT_THAT(Log("coordinator"), HasSubstr("by=root"));
+
+  ASSERT_EQ(Call([&](auto* c, const auto& r, auto* p) { return alice->GetResults(c, r, p); },
+                 results_request, &results),
+            grpc::StatusCode::OK);
+  for (const v1::TaskResults& task : results.tasks()) {
+    EXPECT_FALSE(task.has_best()) << "a best made of purged results";
+    EXPECT_THAT(task.results(), ::testing::IsEmpty());
+  }
+  // The next job over the same model is not answered by the cache: with no worker it waits.
+  absl::StatusOr<v1::Job> next = Submit(kAlice);
+  ASSERT_TRUE(next.ok()) << next.status();
+  absl::SleepFor(absl::Seconds(1));
+  get.set_job_id(next->id());
+  ASSERT_EQ(Call([&](auto* c, const auto& r, auto* p) { return alice->GetJob(c, r, p); }, get,
+                 &got),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(got.job().state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(got.job().progress().candidates_completed(), 0);
 }
 
 TEST_F(SecurityTest, TheCliSpeaksTlsWithItsToken) {
-  // The exit status of `forge jobs --json` with `flags`; its output in `output`.
-  int runs = 0;
-  auto forge_jobs = [&](std::vector<std::string> flags, std::string* output) {
-    std::vector<std::string> argv = {FORGE_CLI_BINARY, "jobs", "--json", "--server", Address()};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    const std::string name = absl::StrCat("cli-", ++runs);
-    absl::StatusOr<testing::Subprocess> cli =
-        testing::Subprocess::Start(argv, absl::StrCat(dir_.path(), "/", name, ".log"));
-    EXPECT_TRUE(cli.ok());
-    const int status = cli->Wait(std::chrono::seconds(30));
-    *output = Log(name);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  };
   ASSERT_TRUE(Submit(kAlice).ok());
-  const std::string ca = absl::StrCat("--tls-ca=", dir_.path(), "/ca.pem");
   std::string output;
-  EXPECT_EQ(forge_jobs({"--tls", ca, absl::StrCat("--token=", kAlice)}, &output), 0) << output;
+  EXPECT_EQ(Cli({"jobs", "--json", absl::StrCat("--token=", kAlice)}, &output), 0) << output;
   EXPECT_THAT(output, HasSubstr("alice"));
-  EXPECT_EQ(forge_jobs({"--tls", ca, absl::StrCat("--token=", kBob)}, &output), 0) << output;
+  EXPECT_EQ(Cli({"jobs", "--json", absl::StrCat("--token=", kBob)}, &output), 0) << output;
   EXPECT_THAT(output, Not(HasSubstr("alice"))) << "bob sees none of alice's jobs";
-  EXPECT_NE(forge_jobs({"--tls", ca}, &output), 0);
+  EXPECT_NE(Cli({"jobs", "--json"}, &output), 0);
   EXPECT_THAT(output, HasSubstr("UNAUTHENTICATED"));
+}
+
+TEST_F(SecurityTest, SignedTokensMintedByTheCliAuthenticateUntilTheyExpire) {
+  coordinator_->Kill(SIGKILL);
+  const std::string secret_file = dir_.path() + "/token.secret";
+  const std::string secret = "0123456789abcdef0123456789abcdef0123456789abcdef";
+  WriteFile(secret_file, secret + "\n");
+  StartCoordinator({absl::StrCat("--auth.token-secret=", secret_file)});
+
+  std::string token;
+  ASSERT_EQ(Cli({"admin", "mint-token", "--secret-file", secret_file, "--owner", "dave", "--role",
+                 "submit", "--expires-in", "1h", "--cap", "max-priority=2"},
+                &token),
+            0)
+      << token;
+  token = std::string(absl::StripAsciiWhitespace(token));
+  absl::StatusOr<v1::Job> job = Submit(token);
+  ASSERT_TRUE(job.ok()) << job.status() << Log("coordinator");
+  EXPECT_EQ(job->options().owner(), "dave");
+  v1::JobOptions over;
+  over.set_priority(3);
+  EXPECT_TRUE(absl::IsPermissionDenied(Submit(token, over).status())) << "the token's cap";
+  EXPECT_TRUE(Submit(kAlice).ok()) << "the token file still counts";
+
+  std::string reader;
+  ASSERT_EQ(Cli({"admin", "mint-token", "--secret-file", secret_file, "--owner", "dave", "--role",
+                 "read"},
+                &reader),
+            0);
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Submit(std::string(absl::StripAsciiWhitespace(reader))).status()));
+  std::string refused;
+  EXPECT_NE(Cli({"admin", "mint-token", "--secret-file", secret_file, "--owner", "dave", "--role",
+                 "boss"},
+                &refused),
+            0);
+  EXPECT_THAT(refused, HasSubstr("role \"boss\""));
+
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  const std::string expired =
+      *SignToken(secret, {.owner = "dave", .role = "admin", .expires = absl::Now() - absl::Seconds(1)});
+  absl::Status old = Submit(expired).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(old)) << old;
+  EXPECT_THAT(old.message(), HasSubstr("expired"));
+  const std::string forged = *SignToken("not-the-coordinators-secret-0123456789abcdef",
+                                        {.owner = "dave", .role = "admin", .expires = later});
+  EXPECT_TRUE(absl::IsUnauthenticated(Submit(forged).status()));
 }
 
 TEST_F(SecurityTest, WrongCaAndPlaintextFail) {

@@ -40,9 +40,9 @@ absl::StatusOr<PointwiseTask> Analyze(const KernelTask& task) {
   PointwiseTask analysis{*std::move(view)};
   const forge::v1::Graph& group = task.group();
   for (const forge::v1::Node& node : group.nodes()) {
-    if (!IsPointwiseOp(node) && !IsViewOp(node)) {
+    if (!IsElementOp(node)) {
       return absl::UnimplementedError(absl::StrCat("pointwise: ", DescribeNode(node),
-                                                   " is not an elementwise or view op"));
+                                                   " is not an elementwise, view or glue op"));
     }
   }
   if (group.outputs_size() == 0) {
@@ -121,7 +121,8 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
         const bool in_place = NumElements(spec.shape()) == analysis.elements && IsContiguous(spec) &&
                               index == RowMajorCoordinates(element(lane), ShapeOf(spec));
         std::string loaded;
-        if (in_place && vector_width > 1 && spec.storage_offset() % vector_width == 0 &&
+        if (in_place && vector_width > 1 && !self.in_choice() &&
+            spec.storage_offset() % vector_width == 0 &&
             ElementBytes(spec.dtype()) * vector_width <= 16) {
           auto [it, inserted] = vector_loads.try_emplace(position, "");
           if (inserted) {

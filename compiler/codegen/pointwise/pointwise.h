@@ -1,7 +1,10 @@
 // The pointwise family: any DAG of elementwise ATen ops (arithmetic, comparisons, where, unary
 // math, activations, casts), with broadcasting, arbitrary input strides, 0-d tensors, scalar
-// constants, several outputs, and view ops (view, reshape, permute, transpose, expand, slice,
-// select, squeeze, unsqueeze) folded in as index remapping. One kernel computes every output.
+// constants, several outputs, view ops (view, reshape, permute, transpose, expand, slice, select,
+// squeeze, unsqueeze, split, unbind) folded in as index remapping, and the glue ops (cat, stack,
+// flip, roll, repeat, repeat_interleave, triu/tril, arange, index_select, gather, embedding:
+// compiler/codegen/glue_forms.h) read through by index arithmetic. One kernel computes every
+// output.
 //
 // Template "pointwise_flat": each thread handles `elements_per_thread` chunks of `vector_width`
 // consecutive elements (in the row-major order of the outputs); the chunks of one block are

@@ -317,7 +317,7 @@ TEST(PointwiseTest, RejectsWhatItCannotGenerate) {
                                 .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
   absl::Status status = family.Applies(matmul);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("aten::mm.default (node mm) is not an elementwise or view op"));
+  EXPECT_THAT(status.message(), HasSubstr("aten::mm.default (node mm) is not an elementwise, view or glue op"));
 
   const KernelTask bad_gelu = TaskBuilder()
                                   .Input("x", kF32, {8})

@@ -354,7 +354,7 @@ absl::StatusOr<ReductionTask> AnalyzeAsGiven(GroupView view,
     absl::StatusOr<ReductionKind> kind = KindOf(node.op());
     if (!kind.ok()) {
       // View ops fold into the indices the emitter reads their sources at.
-      if (IsPointwiseOp(node) || IsViewOp(node)) continue;
+      if (IsElementOp(node)) continue;
       return absl::UnimplementedError(absl::StrCat(
           "reduction: ", DescribeNode(node),
           " is neither a supported reduction, elementwise nor a view"));

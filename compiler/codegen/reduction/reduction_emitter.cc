@@ -149,7 +149,9 @@ ElementEmitter ReductionEmitter::NewEmitter(const std::string& prefix) {
         const std::string storage = *StorageType(spec.dtype());
         const std::string reg = *RegisterType(spec.dtype());
         // This chunk's element lane_ of a row-shaped or broadcast input (as layer norm's weight).
+        // (Not inside an EmitChoice alternative: the chunk's vectors are declared at lane 0.)
         const bool chunk_element =
+            !self.in_choice() &&
             spec.shape_size() <= static_cast<int>(analysis_.row_shape.size()) &&
             index == ElementEmitter::Broadcast(ElementIndex(lane_), ShapeOf(spec));
         const bool row_element = chunk_element && ShapeOf(spec) == analysis_.row_shape;

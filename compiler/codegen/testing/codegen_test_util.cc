@@ -63,6 +63,12 @@ Argument IntsArg(const std::string& name, const std::vector<int64_t>& values) {
   for (int64_t value : values) argument.mutable_ints()->add_values(value);
   return argument;
 }
+Argument TensorsArg(const std::string& name, const std::vector<std::string>& values) {
+  Argument argument;
+  argument.set_name(name);
+  for (const std::string& value : values) argument.mutable_tensors()->add_value_names(value);
+  return argument;
+}
 Argument DTypeArg(const std::string& name, forge::v1::DType value) {
   Argument argument;
   argument.set_name(name);
@@ -101,17 +107,29 @@ TaskBuilder& TaskBuilder::Input(const std::string& name, forge::v1::DType dtype,
 TaskBuilder& TaskBuilder::Node(const std::string& output, const std::string& op,
                                const std::string& overload, std::vector<Argument> arguments,
                                forge::v1::DType dtype, std::vector<int64_t> shape) {
-  forge::v1::Value* value = task_.mutable_group()->add_values();
-  value->set_name(output);
-  *value->mutable_tensor() = Spec(dtype, shape, {}, 0);
+  return MultiOutputNode(output, {output}, op, overload, std::move(arguments), dtype,
+                         {std::move(shape)});
+}
+
+TaskBuilder& TaskBuilder::MultiOutputNode(const std::string& name,
+                                          const std::vector<std::string>& outputs,
+                                          const std::string& op, const std::string& overload,
+                                          std::vector<Argument> arguments,
+                                          forge::v1::DType dtype,
+                                          const std::vector<std::vector<int64_t>>& shapes) {
   forge::v1::Node* node = task_.mutable_group()->add_nodes();
-  node->set_name(output);
+  node->set_name(name);
   node->set_op(absl::StrCat("aten::", op));
   node->set_overload(overload);
   // The dispatcher's schema is not needed by the generators; the fallback only checks presence.
   node->set_schema(absl::StrCat("aten::", op, overload.empty() ? "" : ".", overload, "(...)"));
   for (Argument& argument : arguments) *node->add_arguments() = std::move(argument);
-  node->add_outputs(output);
+  for (size_t k = 0; k < outputs.size() && k < shapes.size(); ++k) {
+    forge::v1::Value* value = task_.mutable_group()->add_values();
+    value->set_name(outputs[k]);
+    *value->mutable_tensor() = Spec(dtype, shapes[k], {}, 0);
+    node->add_outputs(outputs[k]);
+  }
   return *this;
 }
 

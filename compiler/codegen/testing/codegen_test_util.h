@@ -25,6 +25,8 @@ forge::v1::Argument IntArg(const std::string& name, int64_t value);
 forge::v1::Argument BoolArg(const std::string& name, bool value);
 forge::v1::Argument StringArg(const std::string& name, const std::string& value);
 forge::v1::Argument IntsArg(const std::string& name, const std::vector<int64_t>& values);
+// A `Tensor[]` argument (cat's and stack's `tensors`).
+forge::v1::Argument TensorsArg(const std::string& name, const std::vector<std::string>& values);
 forge::v1::Argument DTypeArg(const std::string& name, forge::v1::DType value);
 
 class TaskBuilder {
@@ -36,6 +38,11 @@ class TaskBuilder {
   TaskBuilder& Node(const std::string& output, const std::string& op, const std::string& overload,
                     std::vector<forge::v1::Argument> arguments, forge::v1::DType dtype,
                     std::vector<int64_t> shape);
+  // A node `name` of several outputs (split, unbind), `outputs[k]` of shape `shapes[k]`.
+  TaskBuilder& MultiOutputNode(const std::string& name, const std::vector<std::string>& outputs,
+                               const std::string& op, const std::string& overload,
+                               std::vector<forge::v1::Argument> arguments, forge::v1::DType dtype,
+                               const std::vector<std::vector<int64_t>>& shapes);
   // Marks `name` as a kernel output; contiguous unless `strides` is given.
   TaskBuilder& Output(const std::string& name, std::vector<int64_t> strides = {});
   forge::v1::KernelTask Build(forge::v1::KernelFamily family) const;

@@ -1,0 +1,89 @@
+#include "common/signed_token/signed_token.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
+namespace forge {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef-test-secret";
+
+TokenClaims Alice(absl::Time expires) {
+  return {.owner = "alice", .role = "submit", .expires = expires, .caps = {"max-priority=5"}};
+}
+
+TEST(SignedTokenTest, ASignedTokenVerifiesUntilItExpires) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  absl::StatusOr<std::string> token = SignToken(kSecret, Alice(now + absl::Hours(1)));
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_THAT(*token, StartsWith("forge1."));
+  absl::StatusOr<TokenClaims> claims = VerifyToken(kSecret, *token, now);
+  ASSERT_TRUE(claims.ok()) << claims.status();
+  EXPECT_EQ(claims->owner, "alice");
+  EXPECT_EQ(claims->role, "submit");
+  EXPECT_EQ(claims->expires, now + absl::Hours(1));
+  EXPECT_THAT(claims->caps, ElementsAre("max-priority=5"));
+
+  absl::StatusOr<TokenClaims> expired = VerifyToken(kSecret, *token, now + absl::Hours(1));
+  EXPECT_TRUE(absl::IsUnauthenticated(expired.status())) << expired.status();
+  EXPECT_THAT(expired.status().message(), HasSubstr("expired at"));
+}
+
+TEST(SignedTokenTest, AnotherSecretOrAnEditedPayloadDoesNotVerify) {
+  const absl::Time now = absl::Now();
+  const std::string token = *SignToken(kSecret, Alice(now + absl::Hours(1)));
+  absl::StatusOr<TokenClaims> other =
+      VerifyToken("another-secret-of-at-least-32-bytes!!", token, now);
+  EXPECT_TRUE(absl::IsUnauthenticated(other.status()));
+  EXPECT_THAT(other.status().message(), HasSubstr("signature does not verify"));
+
+  // alice makes herself admin: the payload changes, the signature does not follow.
+  const size_t dot = token.rfind('.');
+  const std::string forged =
+      absl::StrCat("forge1.",
+                   absl::WebSafeBase64Escape(absl::StrCat(
+                       "alice admin exp=", absl::ToUnixSeconds(now + absl::Hours(1)))),
+                   token.substr(dot));
+  EXPECT_THAT(VerifyToken(kSecret, forged, now).status().message(),
+              HasSubstr("signature does not verify"));
+  // A signature cut short, garbage, or no token of this kind.
+  for (const std::string bad : {token.substr(0, token.size() - 4), std::string("forge1.x.y"),
+                                std::string("forge1."), std::string("plain-token-0000000")}) {
+    EXPECT_TRUE(absl::IsUnauthenticated(VerifyToken(kSecret, bad, now).status())) << bad;
+  }
+}
+
+TEST(SignedTokenTest, ClaimsThatCannotBeEncodedAreRefused) {
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      SignToken(kSecret, {.owner = "two words", .role = "read", .expires = later}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      SignToken(kSecret, {.owner = "x", .role = "", .expires = later}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      SignToken(kSecret, {.owner = "x", .role = "read", .expires = later, .caps = {"exp=1"}})
+          .status()));
+}
+
+TEST(SignedTokenTest, TheSecretFileMustHoldEnoughBytes) {
+  testing::TempDir dir;
+  const std::string good = dir.path() + "/good", short_one = dir.path() + "/short";
+  std::ofstream(good) << kSecret << "\n";
+  std::ofstream(short_one) << "too short\n";
+  EXPECT_EQ(*ReadTokenSecret(good), kSecret) << "without the trailing newline";
+  EXPECT_THAT(ReadTokenSecret(short_one).status().message(), HasSubstr("at least 32"));
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadTokenSecret(dir.path() + "/none").status()));
+}
+
+}  // namespace
+}  // namespace forge
