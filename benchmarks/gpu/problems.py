@@ -39,7 +39,7 @@ WARMUP_REPS = 5
 @dataclasses.dataclass
 class Problem:
     name: str
-    family: str  # "pointwise", "reduction" or "gemm": the family the problem exercises
+    family: str  # "pointwise", "reduction", "gemm" or "scan": the family the problem exercises
     mode: str  # "validate" or "anchor"
     forward: Callable  # the computation, on tensors
     # (make) -> example inputs; make(shape, dtype) builds one tensor, make(shape, I64, high=n)
@@ -159,7 +159,7 @@ def causal_mask_softmax(m, scores):
     return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
 
 
-P, R, G = "pointwise", "reduction", "gemm"
+P, R, G, S = "pointwise", "reduction", "gemm", "scan"
 PROBLEMS = [
     # ---- pointwise ----
     Problem("relu_f32_1000x1003", P, "validate", lambda m, x: torch.relu(x),
@@ -532,6 +532,34 @@ PROBLEMS = [
             lambda t: [t((300, 128), BF16), t((200, 128), BF16)]),
     Problem("mm_transposed_input_f16_256x384x192", G, "validate", lambda m, x, w: x @ w,
             lambda t: [t((192, 256), F16).t(), t((192, 384), F16)]),
+    # ---- scan (cumsum, cumprod, cummax / cummin with indices, logcumsumexp; row_scan over the
+    # last dim, col_scan over an inner one, chained_scan over few long rows) ----
+    Problem("cumsum_f32_1000x1003", S, "validate", lambda m, x: torch.cumsum(x, 1),
+            lambda t: [t((1000, 1003), F32)]),
+    Problem("cumsum_div_bf16_257x4096", S, "validate",
+            lambda m, x: torch.cumsum(x * 2.0, -1) / 4096, lambda t: [t((257, 4096), BF16)]),
+    Problem("cumsum_inner_f32_8x333x65", S, "validate", lambda m, x: torch.cumsum(x, 1),
+            lambda t: [t((8, 333, 65), F32)]),
+    Problem("cumsum_int32_to_int64_64x1000", S, "validate", lambda m, x: torch.cumsum(x, 1),
+            lambda t: [t((64, 1000), torch.int32, high=100)]),
+    Problem("cumsum_to_f64_f32_33x777", S, "validate",
+            lambda m, x: torch.cumsum(x, 1, dtype=torch.float64), lambda t: [t((33, 777), F32)]),
+    Problem("cumprod_f32_300x64", S, "validate", lambda m, x: torch.cumprod(x, 1),
+            lambda t: [t((300, 64), F32)]),
+    Problem("cumprod_inner_f16_4x37x50", S, "validate", lambda m, x: torch.cumprod(x, 1),
+            lambda t: [t((4, 37, 50), F16)]),
+    Problem("cummax_f32_1000x1003", S, "validate", lambda m, x: torch.cummax(x, 1),
+            lambda t: [t((1000, 1003), F32)]),
+    Problem("cummin_inner_bf16_16x100x33", S, "validate", lambda m, x: torch.cummin(x, 1),
+            lambda t: [t((16, 100, 33), BF16)]),
+    Problem("logcumsumexp_f32_512x2048", S, "validate", lambda m, x: torch.logcumsumexp(x, -1),
+            lambda t: [t((512, 2048), F32)]),
+    Problem("exp_logcumsumexp_inner_f16_8x129x31", S, "validate",
+            lambda m, x: torch.exp(torch.logcumsumexp(x, 1)), lambda t: [t((8, 129, 31), F16)]),
+    Problem("cumsum_long_f32_1x1048576", S, "validate", lambda m, x: torch.cumsum(x, -1),
+            lambda t: [t((1, 1048576), F32)]),
+    Problem("cummax_long_odd_f32_3x1000003", S, "validate", lambda m, x: torch.cummax(x, -1),
+            lambda t: [t((3, 1000003), F32)]),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -569,6 +597,12 @@ PROBLEMS = [
     # Issue 24's unseen label-smoothed cross-entropy: its floor is one read of the logits
     Problem("cross_entropy_smoothed_8192x32000_bf16", R, "anchor",
             cross_entropy(label_smoothing=0.1), logits_targets(8192, 32000, BF16)),
+    # The suite's cumsum (benchmarks/suite: l1_cumsum_32768x4096_f32): a row of 4096 per block;
+    # and few long rows, whose tiles the chained scan spreads over every SM.
+    Problem("cumsum_32768x4096_f32", S, "anchor", lambda m, x: torch.cumsum(x, 1),
+            lambda t: [t((32768, 4096), F32)], judge_inputs=lambda t: [t((2048, 4096), F32)]),
+    Problem("cumsum_8x4194304_f32", S, "anchor", lambda m, x: torch.cumsum(x, 1),
+            lambda t: [t((8, 4194304), F32)], judge_inputs=lambda t: [t((2, 4194304), F32)]),
     # GEMM + epilogue rows of the anchor table: cuBLASLt with a native epilogue, or followed by a
     # generated epilogue kernel (GELU's erf form and the residual have no native epilogue). Judged
     # at full size: cuBLASLt's algorithm list, which the schedule point indexes, depends on the

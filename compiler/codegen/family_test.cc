@@ -12,6 +12,7 @@
 namespace forge::codegen {
 namespace {
 
+using ::forge::codegen::testing::CumsumTask;
 using ::forge::codegen::testing::MatmulReluTask;
 using ::forge::codegen::testing::ReluTask;
 using ::forge::codegen::testing::SoftmaxTask;
@@ -28,8 +29,10 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 }
 
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
-  EXPECT_THAT(Names(AllFamilies()), ElementsAre("pointwise", "reduction", "gemm_library", "aten"));
+  EXPECT_THAT(Names(AllFamilies()),
+              ElementsAre("pointwise", "reduction", "scan", "gemm_library", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM)->name(), "gemm_library");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CONV), nullptr);
   for (const KernelFamily* family : AllFamilies()) {
@@ -61,6 +64,7 @@ TEST(FamilyTest, ApplicableFamiliesAlwaysIncludeTheAtenFallback) {
   EXPECT_THAT(Names(ApplicableFamilies(ReluTask())), ElementsAre("pointwise", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(SoftmaxTask(kF32, 4, 16))), ElementsAre("reduction", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(MatmulReluTask())), ElementsAre("gemm_library", "aten"));
+  EXPECT_THAT(Names(ApplicableFamilies(CumsumTask(kF32, 4, 16))), ElementsAre("scan", "aten"));
 }
 
 TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {
@@ -78,7 +82,8 @@ TEST(FamilyTest, EnumeratePointsIsTheCartesianProductInAFixedOrder) {
 // Plan is Generate without the source: the coordinator ranks points from plans alone, so a
 // plan's launch and cost hints must be the generated kernel's.
 TEST(FamilyTest, PlanIsTheGeneratedKernelWithoutItsSource) {
-  for (const KernelTask& task : {ReluTask(), SoftmaxTask(kF32, 4, 16), MatmulReluTask()}) {
+  for (const KernelTask& task : {ReluTask(), SoftmaxTask(kF32, 4, 16), MatmulReluTask(),
+                                 CumsumTask(kF32, 4, 16), CumsumTask(kF32, 2, 1 << 20)}) {
     for (const KernelFamily* family : ApplicableFamilies(task)) {
       absl::StatusOr<std::vector<TemplateSpace>> spaces = family->ScheduleSpace(task);
       ASSERT_TRUE(spaces.ok()) << spaces.status();

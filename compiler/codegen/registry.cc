@@ -9,12 +9,13 @@
 #include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/codegen/pointwise/pointwise.h"
 #include "compiler/codegen/reduction/reduction.h"
+#include "compiler/codegen/scan/scan.h"
 
 namespace forge::codegen {
 
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
-      new PointwiseFamily(), new ReductionFamily(), new GemmLibraryFamily(),
+      new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new GemmLibraryFamily(),
       new AtenFallbackFamily()};
   return *families;
 }

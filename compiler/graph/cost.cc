@@ -56,7 +56,8 @@ absl::StatusOr<double> NodeFlops(const Node& node, const SpecMap& specs) {
     case OpClass::kPointwise:
     case OpClass::kBatchNormEval:
       return FlopsPerElement(node) * output_elements;
-    case OpClass::kReduction: {
+    case OpClass::kReduction:
+    case OpClass::kScan: {
       absl::StatusOr<const TensorSpec*> input = operand(0);
       if (!input.ok()) return input.status();
       return FlopsPerElement(node) * static_cast<double>(NumElements(**input));

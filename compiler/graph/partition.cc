@@ -67,6 +67,7 @@ std::vector<int> KahnOrder(const std::vector<std::vector<int>>& successors,
 KernelFamily AnchorFamily(OpClass op_class) {
   switch (op_class) {
     case OpClass::kReduction: return forge::v1::KERNEL_FAMILY_REDUCTION;
+    case OpClass::kScan: return forge::v1::KERNEL_FAMILY_SCAN;
     case OpClass::kGemm: return forge::v1::KERNEL_FAMILY_GEMM;
     case OpClass::kConv: return forge::v1::KERNEL_FAMILY_CONV;
     case OpClass::kAttention: return forge::v1::KERNEL_FAMILY_ATTENTION;
@@ -310,7 +311,9 @@ void Partitioner::GroupAnchors() {
     const KernelFamily family = AnchorFamily(classes_[node]);
     if (family == forge::v1::KERNEL_FAMILY_UNSPECIFIED) continue;
     const int group = NewGroup(family, node);
-    if (classes_[node] == OpClass::kReduction) AbsorbPrologue(group, node);
+    if (classes_[node] == OpClass::kReduction || classes_[node] == OpClass::kScan) {
+      AbsorbPrologue(group, node);
+    }
     AbsorbEpilogue(group, node);
   }
 }

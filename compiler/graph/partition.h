@@ -2,9 +2,9 @@
 // task instances that, run in turn, compute the whole model.
 //
 // Fusion rules, applied in this order (op classes: op_classes.h):
-//  1. Anchors, in graph order: every reduction, GEMM, convolution and attention node starts a
-//     group of its family.
-//     - A reduction takes its pointwise prologue: pointwise producers whose every use is inside the
+//  1. Anchors, in graph order: every reduction, scan, GEMM, convolution and attention node starts
+//     a group of its family.
+//     - A reduction or scan takes its pointwise prologue: pointwise producers whose every use is inside the
 //       group (RMSNorm's pow feeding mean), transitively.
 //     - Every anchor takes its pointwise epilogue: while the group's last node has exactly one used
 //       output, read by exactly one pointwise (or eval batch-norm) node and not a graph output,

@@ -159,6 +159,15 @@ TEST(PartitionTest, RmsNormIsOneReductionTask) {
   EXPECT_THAT(result.instances[0].input_values, ElementsAre("x", "w"));
 }
 
+TEST(PartitionTest, ScanTakesItsPrologueAndEpilogue) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {8, 64});
+  const std::string scanned = b.Op("aten::cumsum", {b.Op("aten::tanh", {x}, {8, 64})}, {8, 64});
+  b.Output(b.Op("aten::mul", {scanned}, {8, 64}, 0.5));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("SCAN: tanh+cumsum+mul"));
+}
+
 // nn.GroupNorm(32, 320) then F.silu, as forge.export emits it (aten::group_norm, aten::silu:
 // checked with torch 2.11), is one reduction task, and so is instance norm with its epilogue.
 TEST(PartitionTest, GroupNormAndInstanceNormTakeTheirEpilogues) {
@@ -339,18 +348,18 @@ TEST(PartitionTest, PointwiseFusionNeverMakesACycle) {
   GraphBuilder b;
   const std::string x = b.Input("x", {4, 4});
   const std::string first = b.Op("aten::neg", {x}, {4, 4});
-  const std::string opaque = b.Op("aten::cumsum", {first}, {4, 4});
-  // Reads `first` and the opaque op's result: joining neg's group would need cumsum inside it.
+  const std::string opaque = b.Op("aten::sort", {first}, {4, 4});
+  // Reads `first` and the opaque op's result: joining neg's group would need sort inside it.
   b.Output(b.Op("aten::add", {first, opaque}, {4, 4}));
   const PartitionResult result = PartitionAndCheck(b.graph());
-  EXPECT_THAT(Summary(result), ElementsAre("POINTWISE: neg", "ATEN: cumsum", "POINTWISE: add"));
+  EXPECT_THAT(Summary(result), ElementsAre("POINTWISE: neg", "ATEN: sort", "POINTWISE: add"));
 }
 
 TEST(PartitionTest, IdenticalGroupsShareATask) {
   GraphBuilder b;
   std::string x = b.Input("x", {8, 64});
   for (int layer = 0; layer < 3; ++layer) {
-    x = b.Op("aten::cumsum", {b.Op("aten::tanh", {x}, {8, 64})}, {8, 64});
+    x = b.Op("aten::sort", {b.Op("aten::tanh", {x}, {8, 64})}, {8, 64});
   }
   b.Output(x);
   const PartitionResult result = PartitionAndCheck(b.graph());
@@ -500,6 +509,11 @@ TEST(PartitionModelsTest, LlamaStackCollapsesToTheBlocksTasks) {
     EXPECT_EQ(stack_occurrences.at(digest), 3 * occurrences) << digest;
   }
   EXPECT_EQ(stack.instances.size(), 3 * block.instances.size());
+}
+
+TEST(PartitionModelsTest, CumsumTakesItsPrologueAndEpilogue) {
+  const PartitionResult result = PartitionAndCheck(LoadModel("cumsum_scale"));
+  EXPECT_THAT(Summary(result), ElementsAre("SCAN: mul+cumsum+div"));
 }
 
 TEST(PartitionModelsTest, ResnetConvsTakeTheirEpilogues) {

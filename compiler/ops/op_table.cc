@@ -57,6 +57,10 @@ constexpr OpEntry Opaque(absl::string_view name, absl::string_view overload,
 constexpr OpEntry Reduction(absl::string_view name, double flops) {
   return {.name = name, .op_class = C::kReduction, .flops_per_element = flops};
 }
+// A prefix scan, charged `flops` per input element.
+constexpr OpEntry Scan(absl::string_view name, double flops) {
+  return {.name = name, .op_class = C::kScan, .flops_per_element = flops};
+}
 // An op of a class whose flops follow from shapes (GEMM, conv, attention).
 constexpr OpEntry Shaped(absl::string_view name, OpClass op_class) {
   return {.name = name, .op_class = op_class};
@@ -298,6 +302,12 @@ constexpr OpEntry kOps[] = {
     Adversarial(Reduction("native_group_norm", 8), kNormDraws),
     // Without running statistics, group norm with a group per channel (the reduction family).
     Adversarial(Reduction("instance_norm", 8), kNormDraws),
+    // ---- scans (the scan family: compiler/codegen/scan)
+    Adversarial(Scan("cumsum", 1), kCancellation | kZerosAndSubnormals),
+    Scan("cumprod", 1),
+    Adversarial(Scan("cummax", 1), kZerosAndSubnormals),
+    Adversarial(Scan("cummin", 1), kZerosAndSubnormals),
+    Adversarial(Scan("logcumsumexp", 3), kLargeLogits),
     // ---- GEMM, convolution, attention
     Shaped("linear", C::kGemm),
     Shaped("addmm", C::kGemm),
@@ -370,6 +380,7 @@ absl::string_view OpClassName(OpClass op_class) {
     case OpClass::kBatchNormEval: return "batch_norm_eval";
     case OpClass::kView: return "view";
     case OpClass::kReduction: return "reduction";
+    case OpClass::kScan: return "scan";
     case OpClass::kGemm: return "gemm";
     case OpClass::kConv: return "conv";
     case OpClass::kAttention: return "attention";

@@ -42,6 +42,10 @@ enum class OpClass {
   kView,
   // Reduces along dimensions: softmax, norms, sum, mean, losses, ...
   kReduction,
+  // Prefix scans along one dimension: cumsum, cumprod, cummax, cummin, logcumsumexp. Like a
+  // reduction they anchor a group and take its elementwise prologue and epilogue; unlike one, the
+  // output has the input's shape.
+  kScan,
   // Matrix products: linear, mm, bmm, addmm, matmul, baddbmm.
   kGemm,
   // Convolutions.

@@ -123,7 +123,8 @@ TEST(OpTableTest, FlopsFollowTheClass) {
     switch (entry.op_class) {
       case OpClass::kPointwise: EXPECT_EQ(entry.flops_per_element, 1) << Key(entry); break;
       case OpClass::kBatchNormEval: EXPECT_EQ(entry.flops_per_element, 2) << Key(entry); break;
-      case OpClass::kReduction: EXPECT_GT(entry.flops_per_element, 0) << Key(entry); break;
+      case OpClass::kReduction:
+      case OpClass::kScan: EXPECT_GT(entry.flops_per_element, 0) << Key(entry); break;
       default: EXPECT_EQ(entry.flops_per_element, 0) << Key(entry); break;
     }
   }

@@ -14,6 +14,7 @@ namespace {
 
 using ::forge::codegen::GeneratedKernel;
 using ::forge::codegen::SchedulePoint;
+using ::forge::codegen::testing::CumsumTask;
 using ::forge::codegen::testing::IntArg;
 using ::forge::codegen::testing::SoftmaxTask;
 using ::forge::codegen::testing::TaskBuilder;
@@ -95,6 +96,28 @@ TEST(CostModelPriorTest, MoreBytesInFlightArePredictedFaster) {
   const double floor_seconds =
       static_cast<double>(task.min_bytes()) / H200().gpu().dram_bytes_per_second;
   EXPECT_GE(vector, floor_seconds);
+}
+
+// A scan reads and writes once: its default points are predicted near that floor, scalar loads
+// slower; few long rows are predicted far faster as chained tiles than as a block per row.
+TEST(CostModelPriorTest, ScansArePredictedNearTheirFloor) {
+  const codegen::KernelFamily& scan = *codegen::FindFamily(forge::v1::KERNEL_FAMILY_SCAN);
+  for (const KernelTask& task : {CumsumTask(kF32, 32768, 4096), CumsumTask(kF32, 8, 1 << 22)}) {
+    const double floor_seconds =
+        static_cast<double>(task.min_bytes()) / H200().gpu().dram_bytes_per_second;
+    absl::StatusOr<std::vector<codegen::TemplateSpace>> spaces = scan.ScheduleSpace(task);
+    ASSERT_TRUE(spaces.ok()) << spaces.status();
+    const double best = Predict(task, Generate(task, task.family(),
+                                               codegen::DefaultPoint(spaces->front())));
+    EXPECT_GE(best, floor_seconds);
+    EXPECT_LT(best, 1.5 * floor_seconds) << task.outputs(0).shape(0) << " rows";
+    const SchedulePoint scalar{"row_scan",
+                               {{"threads_per_row", 32},
+                                {"rows_per_block", 1},
+                                {"vector_width", 1},
+                                {"elements_per_thread", 1}}};
+    EXPECT_GT(Predict(task, Generate(task, task.family(), scalar)), 2 * best);
+  }
 }
 
 TEST(CostModelPriorTest, EstimatesFollowTheSchedule) {

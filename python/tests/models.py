@@ -99,6 +99,13 @@ class NonFiniteConstants(nn.Module):
         return no_nan + decay.clamp(min=float("-inf"), max=4.0)
 
 
+class CumsumScale(nn.Module):
+    """A prefix sum with an elementwise prologue and epilogue: one SCAN task."""
+
+    def forward(self, x):
+        return torch.cumsum(x * 2.0, dim=-1) / x.shape[-1]
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -184,6 +191,7 @@ def all_models():
         ("glue_attention", GlueAttention(), (torch.randint(0, 37, (2, 11)),)),
         ("glue_ops", GlueOps(), (torch.randn(5, 6), torch.randn(5, 6).bfloat16(),
                                  torch.tensor([4, 0, 2]), torch.randint(0, 6, (5, 3)))),
+        ("cumsum_scale", CumsumScale(), (torch.randn(8, 100),)),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]
 

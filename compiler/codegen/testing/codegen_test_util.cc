@@ -173,17 +173,54 @@ forge::v1::KernelTask MatmulReluTask() {
       .Build(forge::v1::KERNEL_FAMILY_ATEN);
 }
 
-forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
+namespace {
+
+// `op`(x, dim=-1) over a [rows, columns] tensor of `dtype`, a task of `family`, with its flops
+// (`flops_per_element` per element) and min_bytes (read and write once) set.
+forge::v1::KernelTask LastDimTask(const std::string& op, const std::string& overload,
+                                  forge::v1::KernelFamily family, int64_t flops_per_element,
+                                  forge::v1::DType dtype, int64_t rows, int64_t columns) {
   forge::v1::KernelTask task =
       TaskBuilder()
           .Input("x", dtype, {rows, columns})
-          .Node("softmax", "softmax", "int", {TensorArg("self", "x"), IntArg("dim", -1)}, dtype,
+          .Node(op, op, overload, {TensorArg("self", "x"), IntArg("dim", -1)}, dtype,
                 {rows, columns})
-          .Output("softmax")
-          .Build(forge::v1::KERNEL_FAMILY_REDUCTION);
-  task.set_flops(rows * columns * 5);
+          .Output(op)
+          .Build(family);
+  task.set_flops(rows * columns * flops_per_element);
   task.set_min_bytes(rows * columns * 2 * DTypeBytes(dtype));
   return task;
+}
+
+}  // namespace
+
+forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
+  return LastDimTask("softmax", "int", forge::v1::KERNEL_FAMILY_REDUCTION, 5, dtype, rows,
+                     columns);
+}
+
+forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t columns) {
+  return LastDimTask("cumsum", "default", forge::v1::KERNEL_FAMILY_SCAN, 1, dtype, rows, columns);
+}
+
+std::vector<SchedulePoint> ValidPoints(const KernelFamily& family,
+                                       const forge::v1::KernelTask& task) {
+  std::vector<SchedulePoint> valid;
+  absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+  if (!spaces.ok()) return valid;
+  for (const TemplateSpace& space : *spaces) {
+    for (SchedulePoint& point : EnumeratePoints(space)) {
+      if (family.Validate(task, point).ok()) valid.push_back(std::move(point));
+    }
+  }
+  return valid;
+}
+
+std::vector<SchedulePoint> EvenSample(const std::vector<SchedulePoint>& points, size_t count) {
+  if (points.size() <= count) return points;
+  std::vector<SchedulePoint> sample;
+  for (size_t i = 0; i < count; ++i) sample.push_back(points[i * points.size() / count]);
+  return sample;
 }
 
 forge::compile::CompilePool& Pool() {

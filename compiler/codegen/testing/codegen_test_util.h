@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 
+#include "compiler/codegen/family.h"
 #include "compiler/codegen/generated_kernel.h"
 #include "forge/v1/task.pb.h"
 #include "worker/compile/compile_pool.h"
@@ -59,6 +60,16 @@ forge::v1::KernelTask MatmulReluTask();
 // softmax(x, dim=-1) over a [rows, columns] tensor of `dtype`, with its flops (5 per element) and
 // min_bytes (read and write once) set.
 forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
+// cumsum(x, dim=-1) over a [rows, columns] tensor of `dtype` (a scan task), with its flops (1 per
+// element) and min_bytes (read and write once) set.
+forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
+
+// Every point of `family`'s spaces for `task` that Validate accepts, space by space in
+// EnumeratePoints order (empty when the family does not apply).
+std::vector<SchedulePoint> ValidPoints(const KernelFamily& family,
+                                       const forge::v1::KernelTask& task);
+// `count` of `points`, evenly spread from the first (all of them when there are no more).
+std::vector<SchedulePoint> EvenSample(const std::vector<SchedulePoint>& points, size_t count);
 
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
