@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/codegen/pointwise/pointwise.h"
@@ -14,8 +15,8 @@ namespace forge::codegen {
 
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
-      new PointwiseFamily(), new ReductionFamily(), new GemmLibraryFamily(),
-      new AtenFallbackFamily()};
+      new PointwiseFamily(), new ReductionFamily(), new CutlassGemmFamily(),
+      new GemmLibraryFamily(), new AtenFallbackFamily()};
   return *families;
 }
 
