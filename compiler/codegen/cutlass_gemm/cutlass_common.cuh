@@ -78,8 +78,12 @@ inline const char* CheckArgs(const Args& args, int32_t buffer_count) {
   return "";
 }
 
-inline int32_t Fail(char* error, int32_t capacity, const char* what, const char* detail) {
-  if (error != nullptr && capacity > 0) std::snprintf(error, capacity, "%s%s", what, detail);
+// Writes what + stage + detail into `error` (at most `capacity` bytes) and returns 1.
+inline int32_t Fail(char* error, int32_t capacity, const char* what, const char* stage,
+                    const char* detail = "") {
+  if (error != nullptr && capacity > 0) {
+    std::snprintf(error, capacity, "%s%s%s", what, stage, detail);
+  }
   return 1;
 }
 

@@ -573,7 +573,8 @@ absl::StatusOr<std::string> CutlassGemmFamily::Emit(const KernelTask& task,
   absl::StrAppend(&source, "#define FORGE_ARG_COUNT ", static_cast<int>(kRuntimeArgCount), "\n",
                   cutlass_gemm::kHostLaunchAbi, cutlass_gemm::kCutlassCommon,
                   plan.template_name == kSm90Template ? cutlass_gemm::kSm90TmaWs
-                                                      : cutlass_gemm::kSm80ThreeTf32);
+                                                      : cutlass_gemm::kSm80ThreeTf32,
+                  cutlass_gemm::kCutlassEntryPoints);
   return source;
 }
 

@@ -3,7 +3,8 @@
 // shared object and launches through the host-launch ABI (host_launch_abi.h): the executor is
 // Executor::kHostLaunched, the compile output CompileOutput::kNvccSharedObject.
 //
-// Templates (each one .cuh in this folder, after cutlass_common.cuh):
+// Templates (each one .cuh in this folder, between cutlass_common.cuh and
+// cutlass_entry_points.cuh, which hold what they share):
 //  - "sm90_tma_ws" (sm90_tma_ws.cuh) for bfloat16 and float16 tasks: CUTLASS 3.x CollectiveBuilder
 //    kernels for Hopper (TMA, WGMMA, warp-specialized persistent kernels, TMA epilogue with an
 //    epilogue fusion), float32 accumulation. Parameters:
@@ -126,8 +127,9 @@ class CutlassGemmFamily : public KernelFamily {
   absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
                                   const SchedulePoint& point) const override;
   // A whole CUDA translation unit: a comment naming the configuration, its #defines (the
-  // configuration and the FORGE_ARG_* positions), host_launch_abi.h, cutlass_common.cuh and the
-  // template's .cuh. Identical for every task planned to the same configuration.
+  // configuration and the FORGE_ARG_* positions), host_launch_abi.h, cutlass_common.cuh, the
+  // template's .cuh and cutlass_entry_points.cuh. Identical for every task planned to the same
+  // configuration.
   absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
                                    const LaunchPlan& plan) const override;
   // sm90_tma_ws: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.

@@ -13,6 +13,8 @@
 // Everything about the problem (sizes, leading dimensions, batch strides, buffers, alpha, beta,
 // the tile scheduler's raster order and swizzle) is a runtime argument (FORGE_ARG_*).
 //
+// cutlass_entry_points.cuh follows with the entry points.
+//
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
@@ -142,46 +144,6 @@ typename Gemm::Arguments MakeArguments(const Args& args, void* const* buffers) {
   return arguments;
 }
 
+constexpr char kTemplateName[] = "sm90_tma_ws: ";
+
 }  // namespace forge_cutlass
-
-extern "C" int64_t forge_workspace_bytes(const int64_t* runtime_args, int32_t runtime_arg_count) {
-  const forge_cutlass::Args args{runtime_args, runtime_arg_count};
-  if (forge_cutlass::CheckArgs(args, -1)[0] != '\0') return -1;
-  // Only sizes and scalars enter the workspace size: no buffers here.
-  return static_cast<int64_t>(
-      forge_cutlass::Gemm::get_workspace_size(forge_cutlass::MakeArguments(args, nullptr)));
-}
-
-extern "C" int32_t forge_launch(void* const* buffers, int32_t buffer_count,
-                                const int64_t* runtime_args, int32_t runtime_arg_count,
-                                void* workspace, int64_t workspace_bytes, void* stream,
-                                char* error, int32_t error_capacity) {
-  const forge_cutlass::Args args{runtime_args, runtime_arg_count};
-  if (const char* reason = forge_cutlass::CheckArgs(args, buffer_count); reason[0] != '\0') {
-    return forge_cutlass::Fail(error, error_capacity, "sm90_tma_ws: ", reason);
-  }
-  forge_cutlass::Gemm gemm;
-  const typename forge_cutlass::Gemm::Arguments arguments =
-      forge_cutlass::MakeArguments(args, buffers);
-  if (static_cast<int64_t>(forge_cutlass::Gemm::get_workspace_size(arguments)) > workspace_bytes) {
-    return forge_cutlass::Fail(error, error_capacity, "sm90_tma_ws: ",
-                               "the workspace is smaller than forge_workspace_bytes");
-  }
-  cutlass::Status status = gemm.can_implement(arguments);
-  if (status != cutlass::Status::kSuccess) {
-    return forge_cutlass::Fail(error, error_capacity, "sm90_tma_ws: can_implement: ",
-                               cutlass::cutlassGetStatusString(status));
-  }
-  const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  status = gemm.initialize(arguments, workspace, cuda_stream);
-  if (status != cutlass::Status::kSuccess) {
-    return forge_cutlass::Fail(error, error_capacity, "sm90_tma_ws: initialize: ",
-                               cutlass::cutlassGetStatusString(status));
-  }
-  status = gemm.run(cuda_stream);
-  if (status != cutlass::Status::kSuccess) {
-    return forge_cutlass::Fail(error, error_capacity, "sm90_tma_ws: run: ",
-                               cutlass::cutlassGetStatusString(status));
-  }
-  return 0;
-}
