@@ -1,15 +1,8 @@
 // Compiles one configuration of each cutlass_gemm template with the worker's nvcc command line
-// (nvcc_command.h) into a shared object, loads it (dlopen needs no GPU) and checks the
-// host-launch ABI: the three entry points, the ABI version, and that bad runtime arguments are
-// refused with a reason before any CUDA call. About a minute per compile: labelled slow.
-#include <dlfcn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+// (nvcc_command.h, through CompileHostLaunched) into a shared object, loads it (dlopen needs no
+// GPU) and checks the host-launch ABI: the three entry points, the ABI version, and that bad
+// runtime arguments are refused with a reason before any CUDA call. About a minute per compile:
+// labelled slow.
 #include <string>
 #include <vector>
 
@@ -18,7 +11,6 @@
 
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/host_launch_abi.h"
-#include "compiler/codegen/nvcc_command/nvcc_command.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 
 namespace forge::codegen {
@@ -45,51 +37,21 @@ KernelTask LinearGeluTask(forge::v1::DType dtype) {
       .Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
-// Runs argv, returns its exit status.
-int RunCommand(const std::vector<std::string>& argv) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 class CutlassGemmCompileTest : public ::testing::TestWithParam<forge::v1::DType> {};
 
 TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
-  const NvccToolchain toolchain{FORGE_TEST_NVCC, FORGE_TEST_CUTLASS_INCLUDE};
-  if (toolchain.cutlass_include.empty()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
+  if (!testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
   const KernelTask task = LinearGeluTask(GetParam());
   const CutlassGemmFamily family;
   auto spaces = family.ScheduleSpace(task);
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   auto kernel = family.Generate(task, DefaultPoint(spaces->front()));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                                    ("cutlass_" + kernel->kernel_name);
-  std::filesystem::create_directories(dir);
-  const std::string source = (dir / "candidate.cu").string();
-  const std::string object = (dir / "candidate.so").string();
-  std::ofstream(source) << kernel->source;
-  auto argv = NvccCommand(*kernel, toolchain, "sm_90", source, object);
-  ASSERT_TRUE(argv.ok()) << argv.status();
-  ASSERT_EQ(RunCommand(*argv), 0) << kernel->kernel_name << " failed to compile";
-
-  void* handle = dlopen(object.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(handle, nullptr) << dlerror();
-  auto version = reinterpret_cast<HostAbiVersionFn>(dlsym(handle, FORGE_HOST_ABI_VERSION_SYMBOL));
-  auto workspace = reinterpret_cast<WorkspaceBytesFn>(dlsym(handle, FORGE_WORKSPACE_BYTES_SYMBOL));
-  auto launch = reinterpret_cast<HostLaunchFn>(dlsym(handle, FORGE_LAUNCH_SYMBOL));
-  ASSERT_NE(version, nullptr);
-  ASSERT_NE(workspace, nullptr);
-  ASSERT_NE(launch, nullptr);
+  auto object = testing::CompileHostLaunched(*kernel, "sm_90");
+  ASSERT_TRUE(object.ok()) << object.status();
+  const HostAbiVersionFn version = (*object)->version;
+  const WorkspaceBytesFn workspace = (*object)->workspace_bytes;
+  const HostLaunchFn launch = (*object)->launch;
   EXPECT_EQ(version(), kHostLaunchAbiVersion);
   // Too few runtime arguments, and a problem of no rows: refused before any CUDA call.
   EXPECT_EQ(workspace(kernel->runtime_args.data(), 3), -1);
@@ -108,7 +70,6 @@ TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
                    sizeof(error)),
             0);
   EXPECT_THAT(std::string(error), ::testing::HasSubstr("names no buffer"));
-  dlclose(handle);
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, CutlassGemmCompileTest,

@@ -1,7 +1,15 @@
 #include "compiler/codegen/testing/codegen_test_util.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <iostream>
 #include <memory>
 #include <utility>
@@ -9,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
 #include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/nvcc_command/nvcc_command.h"
 
 namespace forge::codegen::testing {
 
@@ -212,6 +221,71 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
           << label << " for " << arch << " spills:\n" << result.log;
     }
   }
+}
+
+namespace {
+
+// Runs argv with stdout and stderr into `log_path`; its exit status (-1: killed or not started).
+int RunLogged(const std::vector<std::string>& argv, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (log >= 0) {
+      dup2(log, STDOUT_FILENO);
+      dup2(log, STDERR_FILENO);
+    }
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid < 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+HostLaunchedObject::~HostLaunchedObject() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+bool HaveCutlass() { return !std::string(FORGE_TEST_CUTLASS_INCLUDE).empty(); }
+
+absl::StatusOr<std::unique_ptr<HostLaunchedObject>> CompileHostLaunched(
+    const GeneratedKernel& kernel, const std::string& arch) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    absl::StrCat("host_launched_", kernel.kernel_name, "_", arch);
+  std::filesystem::create_directories(dir);
+  const std::string source = (dir / "candidate.cu").string();
+  const std::string object = (dir / "candidate.so").string();
+  const std::string log = (dir / "nvcc.log").string();
+  std::ofstream(source) << kernel.source;
+  absl::StatusOr<std::vector<std::string>> argv = NvccCommand(
+      kernel, {FORGE_TEST_NVCC, FORGE_TEST_CUTLASS_INCLUDE}, arch, source, object);
+  if (!argv.ok()) return argv.status();
+  if (RunLogged(*argv, log) != 0) {
+    std::stringstream output;
+    output << std::ifstream(log).rdbuf();
+    return absl::InternalError(absl::StrCat("nvcc failed on ", kernel.kernel_name, ":\n",
+                                            output.str()));
+  }
+  auto loaded = std::make_unique<HostLaunchedObject>();
+  loaded->handle_ = dlopen(object.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (loaded->handle_ == nullptr) return absl::InternalError(dlerror());
+  loaded->version =
+      reinterpret_cast<HostAbiVersionFn>(dlsym(loaded->handle_, FORGE_HOST_ABI_VERSION_SYMBOL));
+  loaded->workspace_bytes =
+      reinterpret_cast<WorkspaceBytesFn>(dlsym(loaded->handle_, FORGE_WORKSPACE_BYTES_SYMBOL));
+  loaded->launch = reinterpret_cast<HostLaunchFn>(dlsym(loaded->handle_, FORGE_LAUNCH_SYMBOL));
+  if (loaded->version == nullptr || loaded->workspace_bytes == nullptr ||
+      loaded->launch == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat(kernel.kernel_name, " lacks a host_launch_abi.h entry point"));
+  }
+  return loaded;
 }
 
 }  // namespace forge::codegen::testing
