@@ -25,70 +25,15 @@ namespace {
 using codegen::CutlassGemmFamily;
 using codegen::GeneratedKernel;
 using codegen::SchedulePoint;
-using codegen::testing::FloatArg;
 using codegen::testing::HostLaunchedObject;
-using codegen::testing::IntArg;
-using codegen::testing::OptionalTensorArg;
-using codegen::testing::StringArg;
-using codegen::testing::TaskBuilder;
-using codegen::testing::TensorArg;
+using codegen::testing::LinearActivationTask;
+using codegen::testing::MatmulTask;
+using codegen::testing::ScaleResidualTask;
 using forge::v1::KernelTask;
 
 constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
 constexpr auto kF16 = forge::v1::DTYPE_FLOAT16;
 constexpr auto kBF16 = forge::v1::DTYPE_BFLOAT16;
-constexpr auto kGemm = forge::v1::KERNEL_FAMILY_GEMM;
-
-// linear(x[m, k], w[n, k], bias[n]), then `activation` (gelu's `approximate` when given).
-KernelTask LinearTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
-                      const std::string& activation, const std::string& approximate = "") {
-  TaskBuilder builder;
-  builder.Input("x", dtype, {m, k}).Input("w", dtype, {n, k}).Input("bias", dtype, {n});
-  builder.Node("linear", "linear", "",
-               {TensorArg("input", "x"), TensorArg("weight", "w"), OptionalTensorArg("bias", "bias")},
-               dtype, {m, n});
-  std::vector<forge::v1::Argument> arguments = {TensorArg("self", "linear")};
-  if (!approximate.empty()) arguments.push_back(StringArg("approximate", approximate));
-  builder.Node("act", activation, "", arguments, dtype, {m, n});
-  return builder.Output("act").Build(kGemm);
-}
-
-// mm(a[m, k], b[k, n]) * scale + residual[m, n].
-KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k) {
-  return TaskBuilder()
-      .Input("a", dtype, {m, k})
-      .Input("b", dtype, {k, n})
-      .Input("residual", dtype, {m, n})
-      .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, dtype, {m, n})
-      .Node("scaled", "mul", "Tensor", {TensorArg("self", "mm"), FloatArg("other", 0.5)}, dtype,
-            {m, n})
-      .Node("sum", "add", "Tensor", {TensorArg("self", "scaled"), TensorArg("other", "residual")},
-            dtype, {m, n})
-      .Output("sum")
-      .Build(kGemm);
-}
-
-// matmul(a[batch_a, m, k], b), b = transpose(bt[batch_b, n, k]) when `transposed`, else
-// b[batch_b, k, n]; then `activation` when given.
-KernelTask BmmTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b, int64_t m, int64_t n,
-                   int64_t k, bool transposed, const std::string& activation = "") {
-  TaskBuilder builder;
-  builder.Input("a", dtype, {batch_a, m, k});
-  if (transposed) {
-    builder.Input("bt", dtype, {batch_b, n, k});
-    builder.Node("b", "transpose", "int",
-                 {TensorArg("self", "bt"), IntArg("dim0", 1), IntArg("dim1", 2)}, dtype,
-                 {batch_b, k, n});
-  } else {
-    builder.Input("b", dtype, {batch_b, k, n});
-  }
-  const int64_t batch = std::max(batch_a, batch_b);
-  builder.Node("out", "matmul", "", {TensorArg("self", "a"), TensorArg("other", "b")}, dtype,
-               {batch, m, n});
-  if (activation.empty()) return builder.Output("out").Build(kGemm);
-  builder.Node("act", activation, "", {TensorArg("self", "out")}, dtype, {batch, m, n});
-  return builder.Output("act").Build(kGemm);
-}
 
 class CutlassGemmGpuTest : public testing::GpuTest {
  protected:
@@ -170,49 +115,33 @@ class CutlassGemmGpuTest : public testing::GpuTest {
 };
 
 TEST_F(CutlassGemmGpuTest, LinearBiasGeluTanhBfloat16) {
-  ExpectAccepted(LinearTask(kBF16, 256, 384, 512, "gelu", "tanh"));
+  ExpectAccepted(LinearActivationTask(kBF16, 256, 384, 512, true, "gelu", "tanh"));
 }
 
 TEST_F(CutlassGemmGpuTest, PingPongTransposedBatchedFloat16WithRasterAlongN) {
-  ExpectAccepted(BmmTask(kF16, 3, 3, 200, 96, 64, /*transposed=*/true),
+  ExpectAccepted(MatmulTask(kF16, 3, 3, 200, 96, 64, /*transposed=*/true),
                  {CutlassGemmFamily::kSm90Template,
                   {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64}, {"cluster_m", 1},
                    {"cluster_n", 2}, {"schedule", 1}, {"raster", 2}, {"swizzle", 2}}});
 }
 
 TEST_F(CutlassGemmGpuTest, ScaleResidualFloat32KeepsFloat32Accuracy) {
-  ExpectAccepted(ScaleResidualTask(kF32, 512, 768, 1024));
+  ExpectAccepted(ScaleResidualTask(kF32, 512, 768, 1024, 0.5));
 }
 
 TEST_F(CutlassGemmGpuTest, BroadcastBatchOddKSigmoidFloat32) {
-  ExpectAccepted(BmmTask(kF32, 4, 1, 100, 72, 37, /*transposed=*/false, "sigmoid"));
+  ExpectAccepted(MatmulTask(kF32, 4, 1, 100, 72, 37, /*transposed=*/false, "sigmoid"));
 }
 
 TEST_F(CutlassGemmGpuTest, Bfloat16Matmul8192IsTimed) {
   constexpr int64_t kSize = 8192;
-  const KernelTask task =
-      TaskBuilder()
-          .Input("a", kBF16, {kSize, kSize})
-          .Input("b", kBF16, {kSize, kSize})
-          .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, kBF16,
-                {kSize, kSize})
-          .Output("mm")
-          .Build(kGemm);
-  ExpectAccepted(task);
+  ExpectAccepted(MatmulTask(kBF16, 0, 0, kSize, kSize, kSize));
   Time(2.0 * kSize * kSize * kSize);
 }
 
 TEST_F(CutlassGemmGpuTest, Float32Matmul4096IsTimed) {
   constexpr int64_t kSize = 4096;
-  const KernelTask task =
-      TaskBuilder()
-          .Input("a", kF32, {kSize, kSize})
-          .Input("b", kF32, {kSize, kSize})
-          .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, kF32,
-                {kSize, kSize})
-          .Output("mm")
-          .Build(kGemm);
-  ExpectAccepted(task);
+  ExpectAccepted(MatmulTask(kF32, 0, 0, kSize, kSize, kSize));
   Time(2.0 * kSize * kSize * kSize);
 }
 

@@ -17,31 +17,14 @@ namespace forge::codegen {
 namespace {
 
 using forge::v1::KernelTask;
-using testing::OptionalTensorArg;
-using testing::StringArg;
-using testing::TaskBuilder;
-using testing::TensorArg;
-
-// gelu(linear(x, w, bias)) of `dtype`: the bias and an activation exercise the fused epilogue.
-KernelTask LinearGeluTask(forge::v1::DType dtype) {
-  return TaskBuilder()
-      .Input("x", dtype, {256, 128})
-      .Input("w", dtype, {512, 128})
-      .Input("bias", dtype, {512})
-      .Node("linear", "linear", "",
-            {TensorArg("input", "x"), TensorArg("weight", "w"), OptionalTensorArg("bias", "bias")},
-            dtype, {256, 512})
-      .Node("act", "gelu", "", {TensorArg("self", "linear"), StringArg("approximate", "tanh")},
-            dtype, {256, 512})
-      .Output("act")
-      .Build(forge::v1::KERNEL_FAMILY_GEMM);
-}
 
 class CutlassGemmCompileTest : public ::testing::TestWithParam<forge::v1::DType> {};
 
 TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
   if (!testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
-  const KernelTask task = LinearGeluTask(GetParam());
+  // gelu(linear(x, w, bias)): the bias and an activation exercise the fused epilogue.
+  const KernelTask task =
+      testing::LinearActivationTask(GetParam(), 256, 512, 128, true, "gelu", "tanh");
   const CutlassGemmFamily family;
   auto spaces = family.ScheduleSpace(task);
   ASSERT_TRUE(spaces.ok()) << spaces.status();

@@ -17,9 +17,7 @@ namespace {
 using forge::v1::KernelTask;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::FloatArg;
 using testing::OptionalTensorArg;
-using testing::StringArg;
 using testing::TaskBuilder;
 using testing::TensorArg;
 
@@ -51,62 +49,13 @@ std::vector<int64_t> ArgsOf(const KernelTask& task) {
   return PlanOf(task, DefaultOf(task)).runtime_args;
 }
 
-// x[m, k] @ weight[n, k]^T (+ bias), then `activation` (with gelu's `approximate`) when given.
 KernelTask LinearTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k, bool bias = true,
                       const std::string& activation = "", const std::string& approximate = "") {
-  TaskBuilder builder;
-  builder.Input("x", dtype, {m, k}).Input("w", dtype, {n, k});
-  std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"), TensorArg("weight", "w")};
-  if (bias) {
-    builder.Input("bias", dtype, {n});
-    arguments.push_back(OptionalTensorArg("bias", "bias"));
-  }
-  builder.Node("linear", "linear", "", arguments, dtype, {m, n});
-  std::string result = "linear";
-  if (!activation.empty()) {
-    std::vector<forge::v1::Argument> act = {TensorArg("self", "linear")};
-    if (!approximate.empty()) act.push_back(StringArg("approximate", approximate));
-    builder.Node("act", activation, "", act, dtype, {m, n});
-    result = "act";
-  }
-  return builder.Output(result).Build(kGemm);
+  return testing::LinearActivationTask(dtype, m, n, k, bias, activation, approximate);
 }
 
-// (a @ b) * scale + residual: the "linear + scale + residual" anchor's shape.
 KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k) {
-  return TaskBuilder()
-      .Input("a", dtype, {m, k})
-      .Input("b", dtype, {k, n})
-      .Input("residual", dtype, {m, n})
-      .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, dtype, {m, n})
-      .Node("scaled", "mul", "Tensor", {TensorArg("self", "mm"), FloatArg("other", 0.125)}, dtype,
-            {m, n})
-      .Node("sum", "add", "Tensor", {TensorArg("self", "residual"), TensorArg("other", "scaled")},
-            dtype, {m, n})
-      .Output("sum")
-      .Build(kGemm);
-}
-
-// bmm(a, b) of [batch_a, m, k] x [batch_b, k, n]; `b_transposed`: b is stored as [batch, n, k].
-KernelTask BmmTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b, int64_t m, int64_t n,
-                   int64_t k, bool b_transposed = false) {
-  TaskBuilder builder;
-  builder.Input("a", dtype, {batch_a, m, k});
-  std::string b = "b";
-  if (b_transposed) {
-    builder.Input("bt", dtype, {batch_b, n, k});
-    builder.Node("b", "transpose", "int",
-                 {TensorArg("self", "bt"), testing::IntArg("dim0", 1), testing::IntArg("dim1", 2)},
-                 dtype, {batch_b, k, n});
-  } else {
-    builder.Input("b", dtype, {batch_b, k, n});
-  }
-  const int64_t batch = std::max(batch_a, batch_b);
-  return builder
-      .Node("out", "matmul", "", {TensorArg("self", "a"), TensorArg("other", b)}, dtype,
-            {batch, m, n})
-      .Output("out")
-      .Build(kGemm);
+  return testing::ScaleResidualTask(dtype, m, n, k, 0.125);
 }
 
 TEST(CutlassGemmTest, EachDTypeHasItsTemplate) {
@@ -171,9 +120,9 @@ TEST(CutlassGemmTest, DeclinesWithReasons) {
               HasSubstr("not a bias and a residual together"));
 
   // A bf16 broadcast batch has no TMA descriptor; float32 runs it.
-  EXPECT_THAT(std::string(kFamily.Applies(BmmTask(kBF16, 4, 1, 64, 64, 64)).message()),
+  EXPECT_THAT(std::string(kFamily.Applies(testing::MatmulTask(kBF16, 4, 1, 64, 64, 64)).message()),
               HasSubstr("broadcast batch"));
-  EXPECT_TRUE(kFamily.Applies(BmmTask(kF32, 4, 1, 64, 64, 64)).ok());
+  EXPECT_TRUE(kFamily.Applies(testing::MatmulTask(kF32, 4, 1, 64, 64, 64)).ok());
 }
 
 TEST(CutlassGemmTest, ValidateEnforcesTheScheduleRules) {
@@ -296,18 +245,18 @@ TEST(CutlassGemmTest, ScaleAndResidualAreAlphaAndC) {
 
 TEST(CutlassGemmTest, BatchedTransposedAndBroadcastOperands) {
   // b stored as [batch, n, k]: B is column-major with ld k and batch stride n * k.
-  const KernelTask transposed = BmmTask(kBF16, 3, 3, 64, 32, 16, true);
+  const KernelTask transposed = testing::MatmulTask(kBF16, 3, 3, 64, 32, 16, true);
   const LaunchPlan plan = PlanOf(transposed, DefaultOf(transposed));
   EXPECT_THAT(plan.kernel_name, HasSubstr("_tn_"));
   EXPECT_THAT(plan.runtime_args,
               ElementsAre(64, 32, 16, 3, 0, 16, 64 * 16, 1, 16, 32 * 16, -1, -1, 32, 64 * 32, 2,
                           32, 64 * 32, Bits(1.0), Bits(0.0), 0, 1));
   // Row-major b: B is row-major (ld n).
-  const std::vector<int64_t> plain = ArgsOf(BmmTask(kBF16, 3, 3, 64, 32, 16));
+  const std::vector<int64_t> plain = ArgsOf(testing::MatmulTask(kBF16, 3, 3, 64, 32, 16));
   EXPECT_EQ(plain[kArgLdb], 32);
   EXPECT_EQ(plain[kArgBatchStrideB], 16 * 32);
   // A broadcast batch (float32): b's one matrix serves the 4 batches.
-  const std::vector<int64_t> broadcast = ArgsOf(BmmTask(kF32, 4, 1, 8, 12, 20));
+  const std::vector<int64_t> broadcast = ArgsOf(testing::MatmulTask(kF32, 4, 1, 8, 12, 20));
   EXPECT_EQ(broadcast[kArgBatch], 4);
   EXPECT_EQ(broadcast[kArgBatchStrideA], 8 * 20);
   EXPECT_EQ(broadcast[kArgBatchStrideB], 0);

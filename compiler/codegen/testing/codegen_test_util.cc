@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -221,6 +222,64 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
           << label << " for " << arch << " spills:\n" << result.log;
     }
   }
+}
+
+forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           bool bias, const std::string& activation,
+                                           const std::string& approximate) {
+  TaskBuilder builder;
+  builder.Input("x", dtype, {m, k}).Input("w", dtype, {n, k});
+  std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"), TensorArg("weight", "w")};
+  if (bias) {
+    builder.Input("bias", dtype, {n});
+    arguments.push_back(OptionalTensorArg("bias", "bias"));
+  }
+  builder.Node("linear", "linear", "", arguments, dtype, {m, n});
+  if (activation.empty()) return builder.Output("linear").Build(forge::v1::KERNEL_FAMILY_GEMM);
+  std::vector<forge::v1::Argument> act = {TensorArg("self", "linear")};
+  if (!approximate.empty()) act.push_back(StringArg("approximate", approximate));
+  builder.Node("act", activation, "", act, dtype, {m, n});
+  return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                        double scale) {
+  return TaskBuilder()
+      .Input("a", dtype, {m, k})
+      .Input("b", dtype, {k, n})
+      .Input("residual", dtype, {m, n})
+      .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, dtype, {m, n})
+      .Node("scaled", "mul", "Tensor", {TensorArg("self", "mm"), FloatArg("other", scale)}, dtype,
+            {m, n})
+      .Node("sum", "add", "Tensor", {TensorArg("self", "residual"), TensorArg("other", "scaled")},
+            dtype, {m, n})
+      .Output("sum")
+      .Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b,
+                                 int64_t m, int64_t n, int64_t k, bool b_transposed,
+                                 const std::string& activation) {
+  const bool batched = batch_a > 0 || batch_b > 0;
+  auto shape = [&](int64_t batch, int64_t rows, int64_t cols) {
+    return batched ? std::vector<int64_t>{batch, rows, cols} : std::vector<int64_t>{rows, cols};
+  };
+  TaskBuilder builder;
+  builder.Input("a", dtype, shape(batch_a, m, k));
+  if (b_transposed) {
+    builder.Input("bt", dtype, shape(batch_b, n, k));
+    builder.Node("b", "transpose", "int",
+                 {TensorArg("self", "bt"), IntArg("dim0", batched ? 1 : 0),
+                  IntArg("dim1", batched ? 2 : 1)},
+                 dtype, shape(batch_b, k, n));
+  } else {
+    builder.Input("b", dtype, shape(batch_b, k, n));
+  }
+  const std::vector<int64_t> out = shape(std::max(batch_a, batch_b), m, n);
+  builder.Node("out", "matmul", "", {TensorArg("self", "a"), TensorArg("other", "b")}, dtype, out);
+  if (activation.empty()) return builder.Output("out").Build(forge::v1::KERNEL_FAMILY_GEMM);
+  builder.Node("act", activation, "", {TensorArg("self", "out")}, dtype, out);
+  return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
 namespace {

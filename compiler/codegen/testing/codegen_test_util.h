@@ -56,6 +56,22 @@ forge::v1::KernelTask MatmulReluTask();
 // min_bytes (read and write once) set.
 forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
 
+// GEMM tasks of the GEMM families' tests (unit and GPU):
+// linear(x[m, k], w[n, k], bias[n] when `bias`), then `activation` when not empty (with gelu's
+// `approximate` when not empty).
+forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           bool bias, const std::string& activation,
+                                           const std::string& approximate = "");
+// mm(a[m, k], b[k, n]) * scale + residual[m, n].
+forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                        double scale);
+// matmul(a[batch_a, m, k], b) with b = transpose(bt[batch_b, n, k], 1, 2) when `b_transposed`,
+// else b[batch_b, k, n] (batch_a != batch_b broadcasts the batch of size 1); then `activation`
+// when not empty. batch_a = batch_b = 0: 2-d mm(a[m, k], b[k, n]).
+forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b,
+                                 int64_t m, int64_t n, int64_t k, bool b_transposed = false,
+                                 const std::string& activation = "");
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
