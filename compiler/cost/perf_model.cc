@@ -72,6 +72,11 @@ constexpr double kLibraryComputeEfficiency = 0.8;
 constexpr double kGemmMainloopEfficiency = 0.85;
 // 3xTF32 issues three TF32 products (big*big, big*small, small*big) per float32 multiply-add.
 constexpr double kThreeTf32Products = 3;
+// 3xTF32 runs on mma.sync, which reaches the table's TF32 peak (a WGMMA figure) only before
+// Hopper. On sm_90 mma.sync is the slow path: the CUTLASS probe on the H200
+// (benchmarks/results/2026-12-02-h200-cutlass-probe.md) measured 30-41 TFLOP/s of 3xTF32 at
+// 4096^3, i.e. 41 x 3 / 0.85 / 494.7 = 0.29 of the TF32 peak for its mma.sync products.
+constexpr double kMmaSyncShareOfTf32PeakOnSm90 = 0.29;
 // Operand reuse (tm * tn / (tm + tn)) of a 128 x 128 tile: at or above it, shared memory feeds
 // the tensor cores at full rate (CUTLASS's profiler: 64 x 64 tiles reach about half the peak).
 constexpr double kFullRateTileReuse = 64;
@@ -262,8 +267,10 @@ absl::StatusOr<GemmPrediction> PredictGemmTime(const GpuArch& gpu, double flops,
   }
   if (flops < 0 || bytes < 0) return absl::InvalidArgumentError("negative flops or bytes");
   const bool three_tf32 = hints.gemm_math == codegen::GemmMath::kTensorCore3xTf32;
-  const double peak = three_tf32 ? gpu.PeakFlops(MathMode::kTf32) / kThreeTf32Products
-                                 : gpu.PeakFlops(MathMode::kBf16);
+  const double mma_sync_share = gpu.compute_capability >= 90 ? kMmaSyncShareOfTf32PeakOnSm90 : 1;
+  const double peak =
+      three_tf32 ? gpu.PeakFlops(MathMode::kTf32) * mma_sync_share / kThreeTf32Products
+                 : gpu.PeakFlops(MathMode::kBf16);
   if (peak <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(gpu.name, " has no tensor cores for this GEMM's math"));

@@ -106,7 +106,8 @@ absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double 
 
 // A tiled GEMM kernel Forge instantiates (a host-launched CUTLASS candidate), from its cost hints
 // (CostHints' gemm_* fields): the roofline at the tensor-core peak of its math (3xTF32: a third
-// of the TF32 peak, three products per multiply-add), slowed by
+// of the TF32 peak, three products per multiply-add, on mma.sync, which sm_90 runs at a measured
+// fraction of its WGMMA peak), slowed by
 //  - tile quantization: the padded part of edge tiles computes nothing (gemm_tile_utilization);
 //  - wave quantization: the last, partial wave of CTAs over the SMs costs a whole wave;
 //  - operand reuse: a tile of tm x tn loads (tm + tn) elements per k step for tm * tn

@@ -22,10 +22,13 @@
 //    Compile for "sm_90a" (WGMMA and TMA multicast need the arch-specific variant): see
 //    NvccArchFor.
 //  - "sm80_3xtf32" (sm80_3xtf32.cuh) for float32 tasks: a CUTLASS 2.x device GEMM with
-//    OpMultiplyAddFastF32 (3xTF32 on mma.sync: float32 accuracy at tensor-core speed; never
-//    plain TF32, which fails float32's tolerance). CUTLASS 4.2 has no sm90 3xTF32 mainloop, and
-//    mma.sync runs on sm_80 and later. One parameter, `config`: an index into kSm80Configs (the
-//    threadblock tile, warp tile and stages of CUTLASS's own profiler list for this math).
+//    OpMultiplyAddFastF32 (3xTF32 on mma.sync: float32 accuracy on the tensor cores; never plain
+//    TF32, which fails float32's tolerance). CUTLASS 4.2 has no sm90 3xTF32 mainloop, and
+//    mma.sync runs on sm_80 and later. On Ampere it beats FFMA about twofold; on the H200 the
+//    CUTLASS probe (benchmarks/results/2026-12-02-h200-cutlass-probe.md) measured it below FFMA
+//    (41 TFLOP/s at best against 50): there it is a competitor that loses, and the cost model
+//    says so. One parameter, `config`: an index into kSm80Configs (the threadblock tile, warp
+//    tile and stages of CUTLASS's own profiler list for this math; default 7, the probe's best).
 //    Global accesses are 16 bytes when every leading dimension, batch stride and contiguous extent
 //    is a multiple of 4 elements, else one element (K need not be a multiple of anything).
 //
