@@ -1,11 +1,12 @@
 // Runs the kernel families on a real GPU: problems exported by problems.py are partitioned, and
-// every task's candidates are generated, compiled with NVRTC, judged against the float64 ATen
-// reference and (for anchor problems) timed.
+// every task's candidates are generated, compiled (NVRTC, or nvcc for host-launched ones), judged
+// against the float64 ATen reference and (for anchor problems) timed.
 //
 //   generators_bench validate PROBLEMS_DIR OUT.jsonl
 //     For each "validate" problem of PROBLEMS_DIR/manifest.tsv, per task: the default schedule
 //     point and kSampledPoints others of the task's family (POINTWISE, REDUCTION, or GEMM through
-//     the gemm_library family's cuBLASLt calls), then the ATen fallback (the group run through
+//     the gemm_library family's cuBLASLt calls) and of every other generated family that applies
+//     (host-launched CUTLASS GEMMs), then the ATen fallback (the group run through
 //     ATen on CUDA), each judged (3 draws). One JSON line per problem. Problems
 //     already in OUT.jsonl are skipped, so after a kernel kills the CUDA context (exit code 75)
 //     the caller reruns the same command to go on with the next problem.
@@ -13,10 +14,19 @@
 //   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
 //   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints;
 //   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints)
-//     For each "anchor" problem: up to kAnchorPoints schedule points timed (L2 flushed, median of
-//     kTimedReps), the fastest judged (then the next, if it fails), timed again on the judge's
-//     buffers with the outputs poisoned before every rep and re-checked; roofline floors from the
-//     arch table and from the measured copy bandwidth. One JSON line per problem.
+//     For each "anchor" problem: up to kAnchorPoints schedule points per applicable family timed
+//     (L2 flushed, median of kTimedReps), the fastest judged (then the next, if it fails), timed
+//     again on the judge's buffers with the outputs poisoned before every rep and re-checked;
+//     roofline floors from the arch table and from the measured copy bandwidth. One JSON line
+//     per problem.
+//
+// Host-launched candidates (CUTLASS: compiler/codegen/host_launch_abi.h) are built by the
+// pool's nvcc into shared objects and loaded with worker/library/host_launched.h, then judged
+// and timed like the others. nvcc is single-threaded and a CUTLASS configuration takes ~45 s,
+// so the pool runs one compile per core (16 on the H200 machine: 16 configurations build at
+// once, while earlier candidates are judged). $FORGE_NVCC and $FORGE_CUTLASS_INCLUDE override
+// the build's nvcc and CUTLASS headers (the GPU machine has its own toolkit; the headers travel
+// with the bundle).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -60,6 +70,7 @@
 #include "worker/judge/inputs.h"
 #include "worker/judge/judge.h"
 #include "worker/library/cublaslt_gemm.h"
+#include "worker/library/host_launched.h"
 #include "worker/timer/timer.h"
 
 namespace forge {
@@ -261,11 +272,12 @@ std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
   for (auto& point : points) {
     Candidate candidate{&family, std::move(point), absl::UnknownError("not generated")};
     candidate.kernel = family.Generate(task, candidate.point);
-    // What NVRTC compiles: the kernel, or for a gemm_library point its epilogue kernel if any.
+    // What the pool compiles: the kernel (NVRTC's cubin, or nvcc's shared object for a
+    // host-launched candidate), or for a gemm_library point its epilogue kernel if any.
     const codegen::GeneratedKernel* to_compile =
         candidate.kernel.ok() && !codegen::IsAtenFallback(*candidate.kernel) ? &*candidate.kernel
                                                                               : nullptr;
-    if (candidate.kernel.ok() && family.kind() == forge::v1::KERNEL_FAMILY_GEMM) {
+    if (candidate.kernel.ok() && candidate.kernel->hints.executor == codegen::Executor::kCublasLt) {
       absl::StatusOr<codegen::GemmLibraryCandidate> library =
           codegen::DescribeGemmLibrary(task, candidate.point);
       if (library.ok()) {
@@ -275,15 +287,37 @@ std::vector<Candidate> GenerateAndSubmit(const codegen::KernelFamily& family,
         candidate.kernel = library.status();
       }
     }
-    candidate.needs_compile = to_compile != nullptr;
-    if (candidate.needs_compile) {
-      compile::CompileRequest request;
-      request.source = to_compile->source;
-      request.name_expressions = {to_compile->kernel_name};
-      request.arch = arch;
-      candidate.compiled_future = pool.Submit(std::move(request));
-    }
+    std::optional<compile::CompileRequest> request =
+        to_compile != nullptr ? compile::CompileRequestFor(*to_compile, arch) : std::nullopt;
+    candidate.needs_compile = request.has_value();
+    if (candidate.needs_compile) candidate.compiled_future = pool.Submit(*std::move(request));
     candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+// The candidates of every other generated family that applies to `task` (not `own`, not the ATen
+// fallback): a second family for the same kind of task, such as CUTLASS GEMMs beside
+// gemm_library's cuBLASLt calls. Up to `others` sampled points each; why a family's points could
+// not be picked is appended to `not_applicable`.
+std::vector<Candidate> OtherFamiliesCandidates(const forge::v1::KernelTask& task,
+                                               const codegen::KernelFamily* own, int others,
+                                               uint64_t seed, compile::CompilePool& pool,
+                                               const std::string& arch,
+                                               std::string* not_applicable) {
+  std::vector<Candidate> candidates;
+  for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
+    if (family == own || family->kind() == forge::v1::KERNEL_FAMILY_ATEN) continue;
+    absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
+        PickPoints(*family, task, others, seed);
+    if (!points.ok()) {
+      absl::StrAppend(not_applicable, not_applicable->empty() ? "" : "; ", family->name(), ": ",
+                      points.status().ToString());
+      continue;
+    }
+    for (Candidate& candidate : GenerateAndSubmit(*family, task, *points, pool, arch)) {
+      candidates.push_back(std::move(candidate));
+    }
   }
   return candidates;
 }
@@ -301,6 +335,7 @@ std::string CompileProblem(Candidate& candidate) {
 }
 
 std::string CompileJson(const Candidate& candidate) {
+  // A host-launched candidate's log starts with the nvcc command line.
   return absl::StrCat("\"compile_seconds\":", JsonDouble(candidate.compiled.compile_seconds),
                       ",\"nvrtc_log\":", JsonString(candidate.compiled.log.substr(0, 600)));
 }
@@ -404,8 +439,17 @@ judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
 
 // Why `candidate` cannot run on this GPU, or empty: a gemm_library `algo` past the end of
 // cuBLASLt's heuristic list for the call (the family's documented "unsupported there", which the
-// judge would report as a crash of the launch).
+// judge would report as a crash of the launch), or a host-launched object whose
+// forge_workspace_bytes refuses the candidate's runtime arguments.
 std::string UnsupportedOnThisGpu(Context& context, const Candidate& candidate) {
+  if (candidate.kernel.ok() &&
+      candidate.kernel->hints.executor == codegen::Executor::kHostLaunched) {
+    absl::StatusOr<std::unique_ptr<library::HostLaunchedObject>> object =
+        library::HostLaunchedObject::Load(candidate.compiled.cubin);
+    if (!object.ok()) return "";  // the judged launch reports it
+    absl::StatusOr<int64_t> workspace = (*object)->WorkspaceBytes(candidate.kernel->runtime_args);
+    return absl::IsOutOfRange(workspace.status()) ? std::string(workspace.status().message()) : "";
+  }
   if (!candidate.library) return "";
   absl::StatusOr<int> algorithms = context.gemm->AlgorithmCount(candidate.library->gemm);
   if (!algorithms.ok()) return "";  // the judged launch reports it
@@ -423,6 +467,12 @@ absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
                                              candidate.compiled.cubin);
   }
   if (codegen::IsAtenFallback(*candidate.kernel)) return AtenFallbackLaunch(task);
+  if (candidate.kernel->hints.executor == codegen::Executor::kHostLaunched) {
+    FORGE_ASSIGN_OR_RETURN(std::unique_ptr<library::HostLaunchedObject> object,
+                           library::HostLaunchedObject::Load(candidate.compiled.cubin));
+    return library::LoadHostLaunchedCandidate(*context.device, std::move(object),
+                                              candidate.kernel->runtime_args);
+  }
   return judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
 }
 
@@ -482,6 +532,11 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
         } else {
           not_applicable = points.status().ToString();
         }
+      }
+      for (Candidate& candidate : OtherFamiliesCandidates(
+               task, family, kSampledPoints, std::hash<std::string>()(problem.name + task.digest()),
+               *context.pool, arch, &not_applicable)) {
+        candidates.push_back(std::move(candidate));
       }
       // The ATen fallback applies to every well-formed task: always judged too.
       absl::StatusOr<std::vector<codegen::SchedulePoint>> fallback_points =
@@ -668,6 +723,15 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
     }
     std::vector<Candidate> candidates =
         GenerateAndSubmit(*family, task, *points, *context.pool, arch);
+    std::string other_families;
+    for (Candidate& candidate : OtherFamiliesCandidates(task, family, kAnchorPoints - 1,
+                                                        0xA11C40ull, *context.pool, arch,
+                                                        &other_families)) {
+      candidates.push_back(std::move(candidate));
+    }
+    if (!other_families.empty()) {
+      std::printf("note   %s: %s\n", problem.name.c_str(), other_families.c_str());
+    }
 
     struct Timed {
       size_t index;
@@ -742,8 +806,8 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
       std::vector<Candidate> reduced_candidates;
       Candidate* judged_kernel = &candidate;
       if (judge_task.digest() != task.digest()) {
-        reduced_candidates =
-            GenerateAndSubmit(*family, judge_task, {candidate.point}, *context.pool, arch);
+        reduced_candidates = GenerateAndSubmit(*candidate.family, judge_task, {candidate.point},
+                                               *context.pool, arch);
         judged_kernel = &reduced_candidates.front();
       }
       if (std::string why = CompileProblem(*judged_kernel); !why.empty()) {
@@ -840,9 +904,14 @@ int Main(int argc, char** argv) {
   }
   Context context;
   absl::StatusOr<std::unique_ptr<gpu::Device>> device = gpu::Device::Open(0);
+  compile::CompilePoolOptions pool_options;
+  pool_options.threads = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  if (const char* nvcc = std::getenv("FORGE_NVCC")) pool_options.nvcc_path = nvcc;
+  if (const char* cutlass = std::getenv("FORGE_CUTLASS_INCLUDE")) {
+    pool_options.cutlass_include = cutlass;
+  }
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
-      compile::CompilePool::Create({.threads = static_cast<int>(
-                                        std::max(2u, std::thread::hardware_concurrency()))});
+      compile::CompilePool::Create(std::move(pool_options));
   if (!device.ok() || !pool.ok()) {
     std::fprintf(stderr, "device: %s; compile pool: %s\n", device.status().ToString().c_str(),
                  pool.status().ToString().c_str());

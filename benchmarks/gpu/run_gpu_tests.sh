@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Every GPU test binary of the bundle (.gpu/bin/*_test), on the GPU machine, one log each under
 # $OUT, and a summary line per binary in $OUT/gpu_tests.md. The sandbox test finds its child
-# through FORGE_SANDBOX_CHILD; tests that read the exported test models (gpu_executor_gpu_test)
-# find them in FORGE_TEST_MODELS, written here as ctest's fixtures.make_models writes them.
+# through FORGE_SANDBOX_CHILD, and the host-launched tests their source through
+# FORGE_HOST_LAUNCH_TEST_SOURCE (they build it with the machine's nvcc); tests that read the
+# exported test models (gpu_executor_gpu_test) find them in FORGE_TEST_MODELS, written here as
+# ctest's fixtures.make_models writes them.
 # Needs python/forge/v1 carried from the build machine.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
 export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
+# The host-launched tests' source (sandbox_gpu_test, host_launched_test build it with nvcc here).
+export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_launch_scale.cu"
 mkdir -p "$OUT/logs"
 export FORGE_TEST_MODELS=/tmp/forge-test-models
 python3 "$here/../../tests/fixtures/make_models.py" "$FORGE_TEST_MODELS" \

@@ -26,10 +26,6 @@
 //
 // Each output element must be written by every launch (the judge poisons outputs between
 // launches), as for generated kernels.
-//
-// Families that emit such sources embed this header's text after the next line (forge_embed_cuda)
-// at the top of each source, so that the worker needs no repository to compile them.
-// FORGE_EMBED_BEGIN
 #ifndef FORGE_COMPILER_CODEGEN_HOST_LAUNCH_ABI_H_
 #define FORGE_COMPILER_CODEGEN_HOST_LAUNCH_ABI_H_
 

@@ -1,8 +1,7 @@
-// cutlass_gemm candidates on the GPU: each compiled with the worker's nvcc command line
-// (nvcc_command.h), loaded with dlopen and launched through host_launch_abi.h, judged by the real
-// judge against the production float64 ATen reference (float32 at 1e-4: 3xTF32 must keep float32
-// accuracy), and a large bf16 and float32 product timed. Without the worker's host-launch path
-// (compile pool, sandbox child) this is what checks the family's kernels on the card.
+// cutlass_gemm candidates on the GPU: each compiled through the worker's compile pool (nvcc),
+// loaded and launched with the worker's host-launched loader (worker/library/host_launched.h),
+// judged by the real judge against the production float64 ATen reference (float32 at 1e-4:
+// 3xTF32 must keep float32 accuracy), and a large bf16 and float32 product timed.
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "tests/support/gpu_test.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/judge.h"
+#include "worker/library/host_launched.h"
 #include "worker/timer/timer.h"
 
 namespace forge {
@@ -25,7 +25,6 @@ namespace {
 using codegen::CutlassGemmFamily;
 using codegen::GeneratedKernel;
 using codegen::SchedulePoint;
-using codegen::testing::HostLaunchedObject;
 using codegen::testing::LinearActivationTask;
 using codegen::testing::MatmulTask;
 using codegen::testing::ScaleResidualTask;
@@ -54,35 +53,15 @@ class CutlassGemmGpuTest : public testing::GpuTest {
     auto kernel = family.Generate(task, point);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     kernel_ = *std::move(kernel);
-    auto object = codegen::testing::CompileHostLaunched(kernel_, device_->properties().arch());
+    auto bytes = codegen::testing::CompileSharedObject(kernel_, device_->properties().arch());
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    auto object = library::HostLaunchedObject::Load(*bytes);
     ASSERT_TRUE(object.ok()) << object.status();
-    object_ = *std::move(object);
-    const int64_t workspace_bytes = object_->workspace_bytes(
-        kernel_.runtime_args.data(), static_cast<int32_t>(kernel_.runtime_args.size()));
-    ASSERT_GE(workspace_bytes, 0) << kernel_.kernel_name;
-    CUdeviceptr workspace = 0;
-    if (workspace_bytes > 0) {
-      auto buffer = device_->Allocate(static_cast<size_t>(workspace_bytes));
-      ASSERT_TRUE(buffer.ok()) << buffer.status();
-      workspace_ = std::make_unique<gpu::DeviceBuffer>(*std::move(buffer));
-      workspace = workspace_->address();
-    }
-    const HostLaunchedObject* object_ptr = object_.get();
-    const std::vector<int64_t> args = kernel_.runtime_args;
-    judge::CandidateLaunch launch = [object_ptr, args, workspace, workspace_bytes](
-                                        gpu::Stream& stream,
-                                        absl::Span<const CUdeviceptr> buffers) -> absl::Status {
-      std::vector<void*> pointers;
-      for (CUdeviceptr buffer : buffers) pointers.push_back(reinterpret_cast<void*>(buffer));
-      char error[512] = {};
-      if (object_ptr->launch(pointers.data(), static_cast<int32_t>(pointers.size()), args.data(),
-                             static_cast<int32_t>(args.size()), reinterpret_cast<void*>(workspace),
-                             workspace_bytes, stream.handle(), error, sizeof(error)) != 0) {
-        return absl::InternalError(error);
-      }
-      return absl::OkStatus();
-    };
-    auto judged = judge::Judge(*device_, task, std::move(launch), aten::Float64Reference());
+    auto launch = library::LoadHostLaunchedCandidate(
+        *device_, std::shared_ptr<const library::HostLaunchedObject>(*std::move(object)),
+        kernel_.runtime_args);
+    ASSERT_TRUE(launch.ok()) << kernel_.kernel_name << ": " << launch.status();
+    auto judged = judge::Judge(*device_, task, *std::move(launch), aten::Float64Reference());
     ASSERT_TRUE(judged.ok()) << judged.status();
     judged_ = *std::move(judged);
     const judge::JudgeVerdict& verdict = judged_->verdict();
@@ -109,8 +88,6 @@ class CutlassGemmGpuTest : public testing::GpuTest {
   }
 
   GeneratedKernel kernel_;
-  std::unique_ptr<HostLaunchedObject> object_;
-  std::unique_ptr<gpu::DeviceBuffer> workspace_;
   std::unique_ptr<judge::JudgedCandidate> judged_;
 };
 

@@ -1,8 +1,17 @@
 // The sandbox on a real GPU with the real forge-sandbox-child: a kernel that reads far out of
 // bounds, one that never returns and one that traps each fail for their reason and cost a child,
 // and after each a correct kernel passes the judge and the timer through the same sandbox.
-// Skips where there is no GPU. The child is $FORGE_SANDBOX_CHILD, else the one built here.
+// Host-launched candidates (compiler/codegen/host_launch_abi.h) of the same task: the shared
+// object the pool's nvcc builds from worker/compile/testdata/host_launch_scale.cu is judged and
+// timed, its variant whose forge_launch refuses fails with the object's own message, and runtime
+// arguments the object cannot run make it unsupported.
+// Skips where there is no GPU. The child is $FORGE_SANDBOX_CHILD, else the one built here; the
+// objects' source $FORGE_HOST_LAUNCH_TEST_SOURCE, else the tree's.
 #include <cstdlib>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -93,6 +102,13 @@ extern "C" __global__ void twice_trapping(const float* x, float* y) {
 }
 )";
 
+// $FORGE_HOST_LAUNCH_TEST_SOURCE where the build tree's path does not exist (the GPU machine:
+// benchmarks/gpu/run_gpu_tests.sh sets it), else the tree's.
+std::string HostLaunchSourcePath() {
+  const char* path = std::getenv("FORGE_HOST_LAUNCH_TEST_SOURCE");
+  return path != nullptr ? path : FORGE_HOST_LAUNCH_TEST_SOURCE;
+}
+
 std::string ChildPath() {
   const char* path = std::getenv("FORGE_SANDBOX_CHILD");
   return path != nullptr ? path : FORGE_SANDBOX_CHILD;
@@ -111,14 +127,35 @@ class SandboxGpuTest : public ::testing::Test {
     const SandboxStats stats = sandbox_->stats();
     ASSERT_TRUE(stats.device_status.ok()) << stats.device_status;
 
-    auto pool = compile::CompilePool::Create({.threads = 1});
+    // The kernels' cubin and both host-launched objects at once (a few seconds of nvcc).
+    auto pool = compile::CompilePool::Create({.threads = 3});
     ASSERT_TRUE(pool.ok()) << pool.status();
+    std::ifstream in(HostLaunchSourcePath());
+    const std::string object_source((std::istreambuf_iterator<char>(in)),
+                                    std::istreambuf_iterator<char>());
+    ASSERT_FALSE(object_source.empty()) << HostLaunchSourcePath();
+    std::future<compile::CompileResult> objects[2];
+    for (int fails = 0; fails < 2; ++fails) {
+      compile::CompileRequest request;
+      request.output = codegen::CompileOutput::kNvccSharedObject;
+      request.source = object_source;
+      request.arch = stats.device_arch;
+      if (fails) request.options = {"-DFORGE_TEST_LAUNCH_FAILS"};
+      objects[fails] = (*pool)->Submit(std::move(request));
+    }
     compile::CompileRequest request;
     request.source = kKernels;
     request.arch = stats.device_arch;
     compile::CompileResult compiled = (*pool)->Compile(request);
     ASSERT_TRUE(compiled.ok()) << compiled.status << "\n" << compiled.log;
     cubin_ = new std::string(compiled.cubin);
+    for (int fails = 0; fails < 2; ++fails) {
+      compile::CompileResult built = objects[fails].get();
+      ASSERT_TRUE(built.ok()) << built.status << "\n" << built.log;
+      std::cout << (fails ? "refusing object: " : "object: ") << built.cubin.size()
+                << " bytes, nvcc " << built.compile_seconds << " s\n";
+      objects_[fails] = new std::string(std::move(built.cubin));
+    }
   }
 
   static void TearDownTestSuite() {
@@ -140,6 +177,19 @@ class SandboxGpuTest : public ::testing::Test {
     candidate.kernel.launch.grid = {static_cast<uint32_t>((kCount + kBlock - 1) / kBlock), 1, 1};
     candidate.kernel.launch.block = {kBlock, 1, 1};
     candidate.cubin = *cubin_;
+    return candidate;
+  }
+
+  // The host-launched candidate of the same task: x * 2 through the object's workspace.
+  static SandboxCandidate HostLaunched(bool launch_fails, int64_t n = kCount) {
+    SandboxCandidate candidate;
+    candidate.digest = launch_fails ? "host-launched-refusing" : "host-launched-scale";
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(kTask, &candidate.task));
+    candidate.kernel.template_name = "host_launch_scale_test";
+    candidate.kernel.hints.executor = codegen::Executor::kHostLaunched;
+    candidate.kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+    candidate.kernel.runtime_args = {n, 2};
+    candidate.cubin = *objects_[launch_fails ? 1 : 0];
     return candidate;
   }
 
@@ -172,6 +222,7 @@ class SandboxGpuTest : public ::testing::Test {
 
   static inline Sandbox* sandbox_ = nullptr;
   static inline std::string* cubin_ = nullptr;
+  static inline std::string* objects_[2] = {nullptr, nullptr};  // the object, the refusing one
 };
 
 TEST_F(SandboxGpuTest, CorrectKernelPassesTheJudgeAndTheTimer) { ExpectCorrectKernelPasses(); }
@@ -219,6 +270,49 @@ TEST_F(SandboxGpuTest, TrapIsACrash) {
   EXPECT_THAT(outcome->failure->detail(), HasSubstr("CUDA_ERROR_"));
   ExpectChildReplaced(before);
   ExpectCorrectKernelPasses();
+}
+
+TEST_F(SandboxGpuTest, HostLaunchedObjectPassesTheJudgeAndIsTimed) {
+  ASSERT_NE(objects_[0], nullptr);
+  absl::StatusOr<SandboxOutcome> judged = sandbox_->Judge(HostLaunched(false));
+  ASSERT_TRUE(judged.ok()) << judged.status();
+  EXPECT_TRUE(judged->passed()) << judged->failure->ShortDebugString();
+  ASSERT_TRUE(judged->verdict.has_value());
+  EXPECT_GE(judged->verdict->evidence.draws(), 3);
+
+  absl::StatusOr<SandboxOutcome> timed = sandbox_->Time(HostLaunched(false));
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_TRUE(timed->passed()) << timed->failure->ShortDebugString();
+  ASSERT_TRUE(timed->timing.has_value());
+  EXPECT_EQ(timed->timing->rep_us.size(), 20u);
+  // 8 bytes an element (and the workspace's 8 more) at no more than ~4.8 TB/s: a shorter median
+  // was not this object's kernel.
+  EXPECT_GT(timed->timing->summary.median, kCount * 8 / 4.8e6);
+  std::cout << "host-launched x * 2: median " << timed->timing->summary.median << " us on "
+            << sandbox_->stats().device_name << "\n";
+}
+
+TEST_F(SandboxGpuTest, HostLaunchedRefusingLaunchFailsWithTheObjectsMessage) {
+  ASSERT_NE(objects_[1], nullptr);
+  absl::StatusOr<SandboxOutcome> judged = sandbox_->Judge(HostLaunched(true));
+  ASSERT_TRUE(judged.ok()) << judged.status();
+  ASSERT_TRUE(judged->failure.has_value());
+  std::cout << "refusing object: " << judged->failure->ShortDebugString() << "\n";
+  EXPECT_EQ(judged->failure->stage(), forge::v1::FAILURE_STAGE_JUDGE);
+  EXPECT_EQ(judged->failure->reason(), forge::v1::FAILURE_REASON_CRASH);
+  EXPECT_THAT(judged->failure->detail(),
+              HasSubstr("planted failure: this object refuses every launch"));
+  ExpectCorrectKernelPasses();
+}
+
+TEST_F(SandboxGpuTest, HostLaunchedArgumentsTheObjectCannotRunAreUnsupported) {
+  ASSERT_NE(objects_[0], nullptr);
+  absl::StatusOr<SandboxOutcome> judged = sandbox_->Judge(HostLaunched(false, /*n=*/-1));
+  ASSERT_TRUE(judged.ok()) << judged.status();
+  ASSERT_TRUE(judged->failure.has_value());
+  EXPECT_EQ(judged->failure->reason(), forge::v1::FAILURE_REASON_UNSUPPORTED)
+      << judged->failure->ShortDebugString();
+  EXPECT_THAT(judged->failure->detail(), HasSubstr("forge_workspace_bytes"));
 }
 
 }  // namespace

@@ -29,10 +29,17 @@
 #include "common/status/status_macros.h"
 
 namespace forge::compile {
+
+// The text of compiler/codegen/host_launch_abi.h, embedded at build time (CMakeLists.txt).
+extern const char kHostLaunchAbiHeader[];
+
 namespace {
 
-// The name NVRTC gives the source in its messages ("kernel.cu(10): error: ...").
+// The name NVRTC gives the source in its messages ("kernel.cu(10): error: ..."); nvcc's source file.
 constexpr char kProgramName[] = "kernel.cu";
+constexpr char kSharedObjectName[] = "kernel.so";
+// Where the host-launch ABI header goes beside a shared object's source, under an include dir.
+constexpr char kAbiHeaderPath[] = "compiler/codegen/host_launch_abi.h";
 constexpr char kDiskCacheMagic[] = "forge-compile-cache-v1";
 constexpr char kDiskCacheSuffix[] = ".forgecubin";
 
@@ -267,6 +274,81 @@ std::optional<std::string> ReadWholeFile(const std::filesystem::path& path) {
   return std::move(contents).str();
 }
 
+// Whether a failed compile's log says that a CUTLASS header was not found.
+bool MissesCutlassHeader(absl::string_view log) {
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "cutlass/") &&
+        (absl::StrContains(line, "No such file") || absl::StrContains(line, "cannot open"))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status WriteFile(const std::filesystem::path& path, absl::string_view contents) {
+  std::error_code ignored;
+  std::filesystem::create_directories(path.parent_path(), ignored);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("writing ", path.string()));
+  return absl::OkStatus();
+}
+
+// Runs nvcc for `request` in a private temporary directory (removed afterwards), filling `result`
+// as far as it gets (the command line and nvcc's output even on failure).
+absl::Status RunNvcc(const CompileRequest& request, const NvccToolchain& toolchain,
+                     absl::Duration timeout, CompileResult& result) {
+  FORGE_ASSIGN_OR_RETURN(TemporaryDirectory directory,
+                         TemporaryDirectory::Create("forge-nvcc-"));
+  const std::filesystem::path root(directory.path());
+  FORGE_RETURN_IF_ERROR(WriteFile(root / kProgramName, request.source));
+  FORGE_RETURN_IF_ERROR(WriteFile(root / "include" / kAbiHeaderPath, kHostLaunchAbiHeader));
+  const std::vector<std::string> command =
+      NvccCommand(toolchain, request.arch, {(root / "include").string()}, request.options,
+                  kProgramName, kSharedObjectName);
+  FORGE_ASSIGN_OR_RETURN(const ToolRun run, RunTool(command, directory.path(), timeout));
+  result.compile_seconds = run.seconds;
+  result.log = absl::StrCat("$ ", absl::StrJoin(command, " "), "\n", run.output);
+  const std::string arch = SharedObjectArch(request.arch);
+  if (run.timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("nvcc did not build ", kProgramName, " for ",
+                                                    arch, " within ",
+                                                    absl::FormatDuration(timeout), "; killed"));
+  }
+  if (!run.succeeded()) {
+    if (toolchain.cutlass_include.empty() && MissesCutlassHeader(run.output)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compiling ", kProgramName, " for ", arch, " with nvcc: the source needs CUTLASS's "
+          "headers and this worker has none (worker flag --compile.cutlass-include, default the "
+          "build's FORGE_CUTLASS_INCLUDE; scripts/setup installs them) (",
+          FirstErrorLine(run.output), ")"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("compiling ", kProgramName, " for ", arch,
+                                                   " with nvcc (exit ", run.exit_code, "): ",
+                                                   FirstErrorLine(run.output)));
+  }
+  std::optional<std::string> object = ReadWholeFile(root / kSharedObjectName);
+  if (!object.has_value() || object->empty()) {
+    return absl::InternalError(absl::StrCat("nvcc succeeded but wrote no ", kSharedObjectName));
+  }
+  result.cubin = *std::move(object);
+  result.ptxas = ParsePtxasReport(run.output);
+  return absl::OkStatus();
+}
+
+CompileResult CompileWithNvcc(const CompileRequest& request, const NvccToolchain& toolchain,
+                              absl::Duration timeout) {
+  CompileResult result;
+  const absl::Time start = absl::Now();
+  result.status = RunNvcc(request, toolchain, timeout, result);
+  if (result.compile_seconds == 0) {
+    result.compile_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  }
+  if (!result.ok()) result.cubin.clear();
+  return result;
+}
+
 void HashField(Sha256& hash, absl::string_view field) {
   hash.Update(absl::StrCat(field.size(), ":"));
   hash.Update(field);
@@ -279,6 +361,24 @@ std::future<CompileResult> ReadyFuture(CompileResult result) {
 }
 
 }  // namespace
+
+std::optional<CompileRequest> CompileRequestFor(const codegen::GeneratedKernel& kernel,
+                                                const std::string& arch) {
+  CompileRequest request;
+  request.output = kernel.compile_output;
+  request.source = kernel.source;
+  request.arch = arch;
+  switch (kernel.compile_output) {
+    case codegen::CompileOutput::kNvrtcCubin:
+      if (kernel.kernel_name.empty()) return std::nullopt;
+      request.name_expressions = {kernel.kernel_name};
+      return request;
+    case codegen::CompileOutput::kNvccSharedObject:
+      request.options = kernel.compile_options;
+      return request;
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOptions options) {
   if (options.threads < 1) {
@@ -342,7 +442,16 @@ CompilePool::~CompilePool() {
 Digest CompilePool::CacheKey(const CompileRequest& request) const {
   Sha256 hash;
   HashField(hash, kDiskCacheMagic);
-  HashField(hash, nvrtc_version_);
+  if (request.output == codegen::CompileOutput::kNvccSharedObject) {
+    // Cubin keys stay as they were, so that existing disk caches still hit.
+    HashField(hash, "nvcc-shared-object");
+    absl::StatusOr<NvccToolchain> toolchain = nvcc_toolchain();
+    HashField(hash, toolchain.ok() ? toolchain->nvcc_version : "no nvcc");
+    HashField(hash, toolchain.ok() ? toolchain->cutlass_version : "");
+    HashField(hash, kHostLaunchAbiHeader);
+  } else {
+    HashField(hash, nvrtc_version_);
+  }
   HashField(hash, request.arch);
   HashField(hash, request.source);
   HashField(hash, absl::StrCat(request.options.size()));
@@ -352,15 +461,50 @@ Digest CompilePool::CacheKey(const CompileRequest& request) const {
   return hash.Finish();
 }
 
+absl::StatusOr<NvccToolchain> CompilePool::nvcc_toolchain() const {
+  absl::MutexLock lock(&toolchain_mutex_);
+  if (!toolchain_.has_value()) {
+    toolchain_ = DescribeNvccToolchain(options_.nvcc_path, options_.cutlass_include);
+  }
+  return *toolchain_;
+}
+
+absl::Status CompilePool::CheckRequest(const CompileRequest& request) const {
+  FORGE_RETURN_IF_ERROR(CheckArch(request.arch, supported_archs_));
+  if (request.output == codegen::CompileOutput::kNvccSharedObject) {
+    if (!request.name_expressions.empty()) {
+      return absl::InvalidArgumentError(
+          "name expressions are for NVRTC cubins; a shared object is looked up by its "
+          "host_launch_abi.h entry points");
+    }
+    return nvcc_toolchain().status();
+  }
+  return absl::OkStatus();
+}
+
+CompileResult CompilePool::Run(const CompileRequest& request) const {
+  switch (request.output) {
+    case codegen::CompileOutput::kNvrtcCubin:
+      return CompileWithNvrtc(request);
+    case codegen::CompileOutput::kNvccSharedObject: {
+      // CheckRequest found the toolchain before the request was queued.
+      return CompileWithNvcc(request, *nvcc_toolchain(), options_.nvcc_timeout);
+    }
+  }
+  CompileResult result;
+  result.status = absl::InvalidArgumentError("unknown compile output kind");
+  return result;
+}
+
 std::future<CompileResult> CompilePool::Submit(CompileRequest request) {
+  const absl::Status request_status = CheckRequest(request);
   const Digest key = CacheKey(request);
-  const absl::Status arch_status = CheckArch(request.arch, supported_archs_);
   absl::MutexLock lock(&mutex_);
   ++stats_.requests;
-  if (!arch_status.ok()) {
+  if (!request_status.ok()) {
     ++stats_.failures;
     CompileResult result;
-    result.status = arch_status;
+    result.status = request_status;
     return ReadyFuture(std::move(result));
   }
   if (auto cached = memory_cache_.find(key); cached != memory_cache_.end()) {
@@ -420,7 +564,7 @@ CompileResult CompilePool::Produce(const Job& job) {
     }
   }
 
-  CompileResult result = CompileWithNvrtc(job.request);
+  CompileResult result = Run(job.request);
   const bool saved = disk_path.empty() || !result.ok() ||
                      WriteFileAtomically(disk_path, EncodeDiskEntry(job.key, result)).ok();
   absl::MutexLock lock(&mutex_);

@@ -1,10 +1,15 @@
 // The compile stage of Forge's pipeline: CUDA C++ -> cubin for one GPU architecture through NVRTC,
-// with ptxas' resource report. NVRTC needs neither a GPU nor the driver, so this runs anywhere the
-// toolkit is installed.
+// with ptxas' resource report; or, for host-launched candidates (CUTLASS kernels, whose launch
+// needs host code: compiler/codegen/host_launch_abi.h), a whole translation unit -> a shared object
+// through the toolkit's nvcc, run as a child process (worker/compile/nvcc.h). Neither needs a GPU
+// or the driver, so this runs anywhere the toolkit is installed.
 //
 // CompilePool runs compiles on its own threads. Results are cached in memory and, optionally, on
-// disk, keyed by the SHA-256 of everything that determines the cubin (source, arch, options, name
-// expressions, NVRTC version); equal requests submitted while one is compiling share that compile.
+// disk, keyed by the SHA-256 of everything that determines the output: the kind, source, arch,
+// options, name expressions and the compiler's version (NVRTC's; for shared objects nvcc's
+// `--version` text, the CUTLASS headers' version and the host-launch ABI header). Equal requests
+// submitted while one is compiling share that compile. A restarted pool with the same disk cache
+// directory finds both kinds there.
 #ifndef FORGE_WORKER_COMPILE_COMPILE_POOL_H_
 #define FORGE_WORKER_COMPILE_COMPILE_POOL_H_
 
@@ -12,6 +17,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,20 +30,40 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/digest/sha256.h"
+#include "compiler/codegen/generated_kernel.h"
+#include "worker/compile/nvcc.h"
 #include "worker/compile/ptxas_report.h"
 
 namespace forge::compile {
 
 struct CompileRequest {
+  // kNvrtcCubin: NVRTC -> the cubin of the named kernels. kNvccSharedObject: nvcc -> a shared
+  // object (LaunchPlan::compile_output of a host-launched candidate); `source` is then a whole
+  // translation unit exporting host_launch_abi.h's entry points, which may #include
+  // "compiler/codegen/host_launch_abi.h" (the pool provides it) and CUTLASS's headers.
+  codegen::CompileOutput output = codegen::CompileOutput::kNvrtcCubin;
   std::string source;  // CUDA C++
   // Kernels to keep and look up by name: "my_kernel", "gemm<128, 64>", "ns::f". Each comes back
-  // in CompileResult::lowered_names with the mangled name the cubin uses.
+  // in CompileResult::lowered_names with the mangled name the cubin uses. Cubins only: must be
+  // empty for a shared object.
   std::vector<std::string> name_expressions;
-  std::string arch = "sm_90";  // a real GPU architecture (sm_XX, sm_XXa or sm_XXf), not compute_XX
-  // Extra NVRTC options, e.g. "--use_fast_math", "--maxrregcount=64", "-DTILE=128". The pool adds
-  // --gpu-architecture and --ptxas-options=-v itself.
+  // A real GPU architecture (sm_XX, sm_XXa or sm_XXf), not compute_XX. Shared objects are built
+  // for its arch-specific variant (SharedObjectArch: sm_90 -> sm_90a).
+  std::string arch = "sm_90";
+  // Extra compiler options. NVRTC's, e.g. "--use_fast_math", "--maxrregcount=64", "-DTILE=128";
+  // the pool adds --gpu-architecture and --ptxas-options=-v itself. For a shared object nvcc's
+  // (LaunchPlan::compile_options), after the pool's own (NvccCommand).
   std::vector<std::string> options;
 };
+
+// The compile a generated candidate needs for `arch`: NVRTC's cubin of kernel.kernel_name, or for
+// a host-launched candidate (kernel.compile_output kNvccSharedObject) nvcc's shared object with the
+// plan's compile_options; nullopt for a cubin candidate without a kernel name (the ATen fallback,
+// a plain cuBLASLt call), which has nothing to compile. The worker's executors, the emulated
+// backend and the GPU benchmarks all ask with it, so that their compiles of one kernel share one
+// cache entry.
+std::optional<CompileRequest> CompileRequestFor(const codegen::GeneratedKernel& kernel,
+                                                const std::string& arch);
 
 // Where a result's cubin came from.
 enum class CompileSource {
@@ -48,14 +74,19 @@ enum class CompileSource {
 };
 
 struct CompileResult {
-  // OK, or why there is no cubin: InvalidArgument for a source that does not compile, an
-  // unsupported arch or a rejected option (the NVRTC log says more), Internal for NVRTC failures.
+  // OK, or why there is no output: InvalidArgument for a source that does not compile, an
+  // unsupported arch or a rejected option (the log says more), Internal for NVRTC failures.
+  // Shared objects also: FailedPrecondition when nvcc is missing (the message names the path and
+  // the worker flag), DeadlineExceeded when nvcc ran past CompilePoolOptions::nvcc_timeout; a
+  // source that needs CUTLASS's headers where there are none says so.
   absl::Status status;
-  std::string cubin;                                 // ELF bytes; empty unless ok()
-  std::map<std::string, std::string> lowered_names;  // name expression -> mangled name
-  std::string log;                                   // the NVRTC program log, ptxas lines included
-  PtxasReport ptxas;                                 // parsed from `log`
-  double compile_seconds = 0;  // NVRTC time of the compile that produced this result
+  // ELF bytes, empty unless ok(): the cubin, or for kNvccSharedObject the shared object.
+  std::string cubin;
+  std::map<std::string, std::string> lowered_names;  // name expression -> mangled name (cubins)
+  // The NVRTC program log, or nvcc's command line and output; ptxas lines included.
+  std::string log;
+  PtxasReport ptxas;  // parsed from `log`
+  double compile_seconds = 0;  // NVRTC or nvcc time of the compile that produced this result
   CompileSource source = CompileSource::kCompiled;
 
   bool ok() const { return status.ok(); }
@@ -70,11 +101,18 @@ struct CompilePoolOptions {
   std::string disk_cache_dir;
   // Past this many bytes of cubins and logs the oldest in-memory entries are dropped.
   std::int64_t memory_cache_bytes = std::int64_t{256} << 20;
+  // Shared objects: the nvcc to run (looked up at the first such request, so a pool without one
+  // still compiles cubins), the CUTLASS headers passed to it (empty or without
+  // cutlass/version.h: none), and how long one nvcc run may take before it is killed. A CUTLASS
+  // sm90 configuration takes about 45 s on one core.
+  std::string nvcc_path = DefaultNvccPath();
+  std::string cutlass_include = DefaultCutlassInclude();
+  absl::Duration nvcc_timeout = absl::Minutes(10);
 };
 
 struct CompilePoolStats {
   std::int64_t requests = 0;
-  std::int64_t compiles = 0;  // NVRTC runs, failed ones included
+  std::int64_t compiles = 0;  // NVRTC and nvcc runs, failed ones included
   std::int64_t failures = 0;  // requests answered with an error
   std::int64_t memory_hits = 0;
   std::int64_t disk_hits = 0;
@@ -105,7 +143,11 @@ class CompilePool {
   CompilePoolStats stats() const;
   // "13.0": part of every cache key, so a toolkit upgrade never serves old cubins.
   const std::string& nvrtc_version() const { return nvrtc_version_; }
-  // The cache key of `request`; on disk the entry is <disk_cache_dir>/<key hex>.forgecubin.
+  // The nvcc and CUTLASS headers shared objects are built with, described at the first call (it
+  // runs `nvcc --version` once); the error says what is missing.
+  absl::StatusOr<NvccToolchain> nvcc_toolchain() const;
+  // The cache key of `request`; on disk the entry is <disk_cache_dir>/<key hex>.forgecubin (for
+  // shared objects too). A shared object's key without a usable nvcc is never looked up.
   Digest CacheKey(const CompileRequest& request) const;
 
  private:
@@ -121,6 +163,10 @@ class CompilePool {
   CompilePool(CompilePoolOptions options, std::string nvrtc_version, std::vector<int> archs);
   void WorkerLoop();
   CompileResult Produce(const Job& job);
+  // The compile itself, by the request's output kind.
+  CompileResult Run(const CompileRequest& request) const;
+  // Why the pool cannot take `request` at all (an arch it does not know, nvcc missing), or OK.
+  absl::Status CheckRequest(const CompileRequest& request) const;
   void Finish(const Digest& key, CompileResult result);
   void RememberLocked(const Digest& key, const CompileResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -130,6 +176,9 @@ class CompilePool {
   const std::string nvrtc_version_;
   const std::vector<int> supported_archs_;  // NVRTC's sm numbers: 75, 80, ..., 121
   const absl::Time created_;
+
+  mutable absl::Mutex toolchain_mutex_;
+  mutable std::optional<absl::StatusOr<NvccToolchain>> toolchain_ ABSL_GUARDED_BY(toolchain_mutex_);
 
   mutable absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

@@ -274,6 +274,29 @@ TEST(CompilePoolTest, EvictsTheOldestEntryPastTheMemoryBudget) {
   EXPECT_EQ(pool->Compile(VariantRequest(1)).source, CompileSource::kCompiled);
 }
 
+// A new pool on `cache_dir` (a restarted worker) answers `request` from disk without compiling,
+// with what `built` had, and then from memory.
+void ExpectDiskHit(const std::string& cache_dir, const CompileRequest& request,
+                   const CompileResult& built) {
+  std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
+  ASSERT_NE(pool, nullptr);
+  const CompileResult loaded = pool->Compile(request);
+  ASSERT_TRUE(loaded.ok()) << loaded.status;
+  EXPECT_EQ(loaded.source, CompileSource::kDiskCache);
+  EXPECT_EQ(loaded.cubin, built.cubin);
+  EXPECT_EQ(loaded.lowered_names, built.lowered_names);
+  EXPECT_EQ(loaded.log, built.log);
+  EXPECT_EQ(loaded.ptxas, built.ptxas);
+  EXPECT_DOUBLE_EQ(loaded.compile_seconds, built.compile_seconds);
+
+  // Once read from disk it is served from memory.
+  EXPECT_EQ(pool->Compile(request).source, CompileSource::kMemoryCache);
+  const CompilePoolStats stats = pool->stats();
+  EXPECT_EQ(stats.compiles, 0);
+  EXPECT_EQ(stats.disk_hits, 1);
+  EXPECT_EQ(stats.memory_hits, 1);
+}
+
 TEST(CompilePoolTest, NewPoolOnTheSameDirectoryGetsADiskHit) {
   forge::testing::TempDir dir;
   const std::string cache_dir = dir.path() + "/cubins";
@@ -291,23 +314,7 @@ TEST(CompilePoolTest, NewPoolOnTheSameDirectoryGetsADiskHit) {
                           std::filesystem::directory_iterator()),
             1);
 
-  std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
-  ASSERT_NE(pool, nullptr);
-  const CompileResult loaded = pool->Compile(ScaleRequest());
-  ASSERT_TRUE(loaded.ok()) << loaded.status;
-  EXPECT_EQ(loaded.source, CompileSource::kDiskCache);
-  EXPECT_EQ(loaded.cubin, compiled.cubin);
-  EXPECT_EQ(loaded.lowered_names, compiled.lowered_names);
-  EXPECT_EQ(loaded.log, compiled.log);
-  EXPECT_EQ(loaded.ptxas, compiled.ptxas);
-  EXPECT_DOUBLE_EQ(loaded.compile_seconds, compiled.compile_seconds);
-
-  // Once read from disk it is served from memory.
-  EXPECT_EQ(pool->Compile(ScaleRequest()).source, CompileSource::kMemoryCache);
-  const CompilePoolStats stats = pool->stats();
-  EXPECT_EQ(stats.compiles, 0);
-  EXPECT_EQ(stats.disk_hits, 1);
-  EXPECT_EQ(stats.memory_hits, 1);
+  ExpectDiskHit(cache_dir, ScaleRequest(), compiled);
 }
 
 TEST(CompilePoolTest, CorruptDiskEntryIsRecompiled) {
@@ -427,6 +434,169 @@ TEST(CompilePoolTest, RejectsBadOptions) {
   std::ofstream(file) << "x";
   EXPECT_EQ(CompilePool::Create({.disk_cache_dir = file + "/cache"}).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// ---- shared objects through nvcc (host-launched candidates) -------------------------------------
+
+// testdata/host_launch_scale.cu: the host-launch ABI over one small kernel (no CUTLASS: ~2-6 s).
+std::string HostLaunchSource() {
+  std::ifstream in(FORGE_HOST_LAUNCH_TEST_SOURCE);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+CompileRequest SharedObjectRequest(std::string source = HostLaunchSource()) {
+  CompileRequest request;
+  request.output = codegen::CompileOutput::kNvccSharedObject;
+  request.source = std::move(source);
+  request.arch = "sm_90";
+  return request;
+}
+
+TEST(CompilePoolSharedObjectTest, BuildsReportsAndCachesInMemoryAndOnDisk) {
+  ASSERT_FALSE(HostLaunchSource().empty()) << FORGE_HOST_LAUNCH_TEST_SOURCE;
+  forge::testing::TempDir dir;
+  const std::string cache_dir = dir.path() + "/objects";
+  CompileResult built;
+  {
+    std::unique_ptr<CompilePool> pool = MakePool({.disk_cache_dir = cache_dir});
+    ASSERT_NE(pool, nullptr);
+    built = pool->Compile(SharedObjectRequest());
+    ASSERT_TRUE(built.ok()) << built.status << "\n" << built.log;
+    EXPECT_THAT(built.cubin, StartsWith(kElfMagic));
+    EXPECT_EQ(built.source, CompileSource::kCompiled);
+    EXPECT_GT(built.compile_seconds, 0);
+    EXPECT_TRUE(built.lowered_names.empty());
+    // The pool's command line, sm_90 built as its arch-specific variant, and ptxas' report of the
+    // one kernel (a mangled name in an anonymous namespace).
+    EXPECT_THAT(built.log, HasSubstr("-arch=sm_90a"));
+    EXPECT_THAT(built.log, HasSubstr("-Xptxas -v"));
+    ASSERT_EQ(built.ptxas.functions.size(), 1u) << built.log;
+    const PtxasFunctionReport& kernel = built.ptxas.functions.begin()->second;
+    EXPECT_THAT(built.ptxas.functions.begin()->first, HasSubstr("scale_through_workspace"));
+    EXPECT_TRUE(kernel.is_entry);
+    EXPECT_EQ(kernel.arch, "sm_90a");
+    EXPECT_GT(kernel.registers, 0);
+
+    const CompileResult again = pool->Compile(SharedObjectRequest());
+    EXPECT_EQ(again.source, CompileSource::kMemoryCache);
+    EXPECT_EQ(again.cubin, built.cubin);
+    EXPECT_EQ(pool->stats().compiles, 1);
+    EXPECT_EQ(pool->stats().memory_hits, 1);
+    absl::StatusOr<NvccToolchain> toolchain = pool->nvcc_toolchain();
+    ASSERT_TRUE(toolchain.ok()) << toolchain.status();
+    EXPECT_THAT(toolchain->nvcc_version, HasSubstr("release 13."));
+  }
+  // A restarted worker (a new pool on the same directory) finds the object without nvcc.
+  ExpectDiskHit(cache_dir, SharedObjectRequest(), built);
+}
+
+TEST(CompilePoolSharedObjectTest, KeyCoversKindSourceOptionsAndArch) {
+  std::unique_ptr<CompilePool> pool = MakePool();
+  ASSERT_NE(pool, nullptr);
+  const CompileRequest base = SharedObjectRequest("extern \"C\" int f() { return 1; }");
+  const Digest key = pool->CacheKey(base);
+  EXPECT_EQ(pool->CacheKey(SharedObjectRequest("extern \"C\" int f() { return 1; }")), key);
+
+  CompileRequest as_cubin = base;
+  as_cubin.output = codegen::CompileOutput::kNvrtcCubin;
+  CompileRequest other_source = base;
+  other_source.source += "\n";
+  CompileRequest with_option = base;
+  with_option.options = {"-DFORGE_TEST_LAUNCH_FAILS"};
+  CompileRequest other_option = base;
+  other_option.options = {"-DFORGE_TEST_LAUNCH_FAILS=2"};
+  CompileRequest other_arch = base;
+  other_arch.arch = "sm_100";
+  std::set<std::string> keys = {key.ToHex()};
+  for (const CompileRequest* request :
+       {&as_cubin, &other_source, &with_option, &other_option, &other_arch}) {
+    keys.insert(pool->CacheKey(*request).ToHex());
+  }
+  EXPECT_EQ(keys.size(), 6u);
+  // No compile was needed to tell them apart.
+  EXPECT_EQ(pool->stats().compiles, 0);
+}
+
+TEST(CompilePoolSharedObjectTest, SourceThatDoesNotCompileGivesNvccsLog) {
+  std::unique_ptr<CompilePool> pool = MakePool();
+  ASSERT_NE(pool, nullptr);
+  const CompileResult result =
+      pool->Compile(SharedObjectRequest("extern \"C\" int forge_host_abi_version(void) { return 1 }"));
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kInvalidArgument) << result.status;
+  EXPECT_THAT(result.status.message(), HasSubstr("with nvcc"));
+  EXPECT_THAT(result.status.message(), HasSubstr("error"));
+  EXPECT_THAT(result.log, HasSubstr("kernel.cu"));
+  EXPECT_THAT(result.log, HasSubstr("nvcc"));
+  EXPECT_TRUE(result.cubin.empty());
+  // Failures are not cached: the same request runs nvcc again.
+  const CompileResult again = pool->Compile(
+      SharedObjectRequest("extern \"C\" int forge_host_abi_version(void) { return 1 }"));
+  EXPECT_FALSE(again.ok());
+  EXPECT_EQ(again.source, CompileSource::kCompiled);
+  EXPECT_EQ(pool->stats().compiles, 2);
+  EXPECT_EQ(pool->stats().failures, 2);
+}
+
+TEST(CompilePoolSharedObjectTest, MissingCutlassHeadersAreNamed) {
+  std::unique_ptr<CompilePool> pool = MakePool({.cutlass_include = ""});
+  ASSERT_NE(pool, nullptr);
+  const CompileResult result =
+      pool->Compile(SharedObjectRequest("#include \"cutlass/cutlass.h\"\nint x;\n"));
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kInvalidArgument) << result.status;
+  EXPECT_THAT(result.status.message(), HasSubstr("CUTLASS's headers"));
+  EXPECT_THAT(result.status.message(), HasSubstr("--compile.cutlass-include"));
+}
+
+TEST(CompilePoolSharedObjectTest, MissingNvccIsAClearFailureAndCubinsStillCompile) {
+  std::unique_ptr<CompilePool> pool = MakePool({.nvcc_path = "/nonexistent/cuda/bin/nvcc"});
+  ASSERT_NE(pool, nullptr);
+  const CompileResult result = pool->Compile(SharedObjectRequest());
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kFailedPrecondition) << result.status;
+  EXPECT_THAT(result.status.message(), HasSubstr("/nonexistent/cuda/bin/nvcc"));
+  EXPECT_THAT(result.status.message(), HasSubstr("--compile.nvcc"));
+  EXPECT_TRUE(pool->Compile(ScaleRequest()).ok());
+  EXPECT_EQ(pool->stats().failures, 1);
+}
+
+TEST(CompilePoolSharedObjectTest, NvccPastItsTimeoutIsKilled) {
+  std::unique_ptr<CompilePool> pool = MakePool({.nvcc_timeout = absl::Milliseconds(1)});
+  ASSERT_NE(pool, nullptr);
+  const CompileResult result = pool->Compile(SharedObjectRequest());
+  EXPECT_EQ(result.status.code(), absl::StatusCode::kDeadlineExceeded) << result.status;
+  EXPECT_THAT(result.status.message(), HasSubstr("killed"));
+}
+
+TEST(CompileRequestForTest, CubinsByKernelNameSharedObjectsWithThePlansOptions) {
+  codegen::GeneratedKernel kernel;
+  kernel.source = "extern \"C\" __global__ void k() {}";
+  kernel.kernel_name = "k";
+  kernel.compile_options = {"-DNOT_FOR_NVRTC"};  // a cubin plan has none; never passed to NVRTC
+  std::optional<CompileRequest> request = CompileRequestFor(kernel, "sm_80");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->output, codegen::CompileOutput::kNvrtcCubin);
+  EXPECT_EQ(request->name_expressions, std::vector<std::string>{"k"});
+  EXPECT_EQ(request->arch, "sm_80");
+  EXPECT_TRUE(request->options.empty());
+  kernel.kernel_name.clear();  // the ATen fallback, a plain cuBLASLt call
+  EXPECT_FALSE(CompileRequestFor(kernel, "sm_80").has_value());
+
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  kernel.compile_options = {"-DTILE=128"};
+  request = CompileRequestFor(kernel, "sm_90");
+  ASSERT_TRUE(request.has_value());
+  EXPECT_EQ(request->output, codegen::CompileOutput::kNvccSharedObject);
+  EXPECT_EQ(request->source, kernel.source);
+  EXPECT_EQ(request->options, kernel.compile_options);
+  EXPECT_TRUE(request->name_expressions.empty());
+}
+
+TEST(CompilePoolSharedObjectTest, NameExpressionsAreRefused) {
+  std::unique_ptr<CompilePool> pool = MakePool();
+  ASSERT_NE(pool, nullptr);
+  CompileRequest request = SharedObjectRequest();
+  request.name_expressions = {"forge_launch"};
+  EXPECT_EQ(pool->Compile(std::move(request)).status.code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // The executor of a worker without a GPU: each emulated GPU is a virtual lane whose "execution" is
 // the emulated backend's prediction (worker/emulated): the kernel compiled for real for the
 // emulated GPU's architecture, ptxas' figures and the performance model. Its measurements are
-// MEASUREMENT_KIND_PREDICTED, and it registers its GPUs with emulated = true.
+// MEASUREMENT_KIND_PREDICTED, and it registers its GPUs with emulated = true. Host-launched
+// candidates (CUTLASS shared objects) are not compiled here: nvcc takes ~45 s per configuration,
+// which would make CI and the no-GPU demo crawl; they are predicted from their cost hints like
+// library calls, with resources unavailable.
 #ifndef FORGE_WORKER_DAEMON_EMULATED_EXECUTOR_H_
 #define FORGE_WORKER_DAEMON_EMULATED_EXECUTOR_H_
 
@@ -32,6 +35,8 @@ class EmulatedExecutor final : public Executor {
  private:
   EmulatedExecutor(forge::v1::GpuInfo gpu, compile::CompilePool* pool)
       : Executor(std::move(gpu), pool), backend_(pool) {}
+
+  bool CompilesHostLaunched() const override { return false; }
 
   const emulated::EmulatedBackend backend_;
 };

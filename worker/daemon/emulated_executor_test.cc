@@ -163,6 +163,26 @@ TEST_F(EmulatedExecutorTest, CandidateForAnotherArchIsRefused) {
   EXPECT_FALSE(times.ran(Stage::kGenerate));
 }
 
+TEST_F(EmulatedExecutorTest, HostLaunchedCandidateIsPredictedWithoutCompiling) {
+  codegen::GeneratedKernel kernel;
+  kernel.template_name = "some_cutlass_configuration";
+  kernel.source = "not CUDA: nvcc would fail on it";
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  kernel.compile_options = {"-DTILE=128"};
+  PreparedCandidate prepared;
+  prepared.digest = "host-launched-digest";
+  prepared.task = &pointwise_;
+  prepared.kernel = kernel;
+  StageTimes times;
+  absl::StatusOr<forge::v1::Result> result = executor_->Execute(std::move(prepared), &times);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->has_measurement()) << result->DebugString();
+  EXPECT_EQ(result->measurement().kind(), forge::v1::MEASUREMENT_KIND_PREDICTED);
+  EXPECT_FALSE(result->measurement().metrics().resources_available());
+  EXPECT_EQ(pool_->stats().requests, 0);
+}
+
 TEST(EmulatedExecutorCreateTest, UnknownGpuIsNotFound) {
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
       compile::CompilePool::Create({.threads = 1});

@@ -77,23 +77,24 @@ PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
     return prepared;
   }
   prepared.kernel = *std::move(kernel);
-  if (prepared.kernel.kernel_name.empty()) return prepared;
+  const bool host_launched =
+      prepared.kernel.compile_output == codegen::CompileOutput::kNvccSharedObject;
+  std::optional<compile::CompileRequest> request =
+      compile::CompileRequestFor(prepared.kernel, gpu_.arch());
+  if (!request.has_value() || (host_launched && !CompilesHostLaunched())) return prepared;
 
-  // The same request the emulated backend makes, so that its compile is a cache hit.
-  compile::CompileRequest request;
-  request.source = prepared.kernel.source;
-  request.name_expressions = {prepared.kernel.kernel_name};
-  request.arch = gpu_.arch();
   start = std::chrono::steady_clock::now();
-  compile::CompileResult compiled = pool_->Compile(std::move(request));
+  compile::CompileResult compiled = pool_->Compile(*std::move(request));
   times->Add(Stage::kCompile, SecondsSince(start));
   if (!compiled.ok()) {
     prepared.failure = FailureResult(
         candidate.digest(), forge::v1::FAILURE_STAGE_COMPILE,
         absl::IsInternal(compiled.status) ? forge::v1::FAILURE_REASON_INTERNAL
                                           : forge::v1::FAILURE_REASON_COMPILE_ERROR,
-        absl::StrCat("compile ", prepared.kernel.kernel_name, " for ", gpu_.arch(), ": ",
-                     compiled.status.message()),
+        absl::StrCat("compile ",
+                     prepared.kernel.kernel_name.empty() ? prepared.kernel.template_name
+                                                         : prepared.kernel.kernel_name,
+                     " for ", gpu_.arch(), ": ", compiled.status.message()),
         compiled.log);
     return prepared;
   }

@@ -55,8 +55,9 @@ struct PreparedCandidate {
   // The leased task; the caller keeps it alive until Execute returns.
   const forge::v1::KernelTask* task = nullptr;
   codegen::GeneratedKernel kernel;
-  // The compile of kernel.source for the executor's arch: unset when the kernel names no kernel
-  // to compile (the ATen fallback, a plain cuBLASLt call).
+  // The compile of kernel.source for the executor's arch: unset when compile::CompileRequestFor
+  // asks for none (the ATen fallback, a plain cuBLASLt call), or for a host-launched candidate on
+  // an executor that does not build them (CompilesHostLaunched).
   std::optional<compile::CompileResult> compiled;
   // Set when generation or compilation failed: the result to report; Execute is not called.
   std::optional<forge::v1::Result> failure;
@@ -73,7 +74,7 @@ class Executor {
   const forge::v1::GpuInfo& gpu() const { return gpu_; }
 
   // Generates the candidate's kernel (search::GenerateCandidate) and compiles it for gpu().arch()
-  // when it names a kernel. Thread-safe; adds the generate and compile seconds to `times`.
+  // as compile::CompileRequestFor says. Thread-safe; adds the generate and compile seconds to `times`.
   PreparedCandidate Prepare(const forge::v1::KernelTask& task,
                             const forge::v1::Candidate& candidate, StageTimes* times) const;
 
@@ -95,6 +96,10 @@ class Executor {
       : gpu_(std::move(gpu)), pool_(pool) {}
 
   compile::CompilePool* pool() const { return pool_; }
+  // Whether Prepare builds host-launched candidates' shared objects (nvcc) for Execute. The
+  // emulated executor does not: nvcc takes ~45 s per CUTLASS configuration, which would make CI
+  // and the no-GPU demo crawl; it predicts them from their cost hints.
+  virtual bool CompilesHostLaunched() const { return true; }
 
  private:
   const forge::v1::GpuInfo gpu_;

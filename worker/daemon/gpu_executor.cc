@@ -9,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
-#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/graph/cost.h"
 
 namespace forge::daemon {
@@ -19,21 +18,40 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// cuBLASLt candidates compile at most their epilogue kernel: ptxas' figures would describe that
-// kernel, not the call (forge.v1.KernelMetrics.resources_available).
-bool IsLibraryCall(const codegen::GeneratedKernel& kernel) {
-  return kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
-         kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
+// The ptxas figures that describe the candidate (forge.v1.KernelMetrics.resources_available): a
+// generated kernel's own; a host-launched object's when it has exactly one kernel (with several,
+// no one kernel's figures describe it). None for cuBLASLt calls, which compile at most their
+// epilogue kernel, whose figures would not describe the call, nor for the ATen fallback.
+const compile::PtxasFunctionReport* DescribingReport(const codegen::GeneratedKernel& kernel,
+                                                     const compile::CompileResult& compiled) {
+  switch (kernel.hints.executor) {
+    case codegen::Executor::kGeneratedKernel: {
+      const auto lowered = compiled.lowered_names.find(kernel.kernel_name);
+      return compiled.ptxas.Find(
+          lowered == compiled.lowered_names.end() ? kernel.kernel_name : lowered->second);
+    }
+    case codegen::Executor::kHostLaunched: {
+      const compile::PtxasFunctionReport* only = nullptr;
+      for (const auto& [name, report] : compiled.ptxas.functions) {
+        if (!report.is_entry) continue;
+        if (only != nullptr) return nullptr;
+        only = &report;
+      }
+      return only;
+    }
+    case codegen::Executor::kCublasLt:
+    case codegen::Executor::kAten:
+      return nullptr;
+  }
+  return nullptr;
 }
 
 void FillResources(const codegen::GeneratedKernel& kernel,
                    const std::optional<compile::CompileResult>& compiled,
                    forge::v1::KernelMetrics* metrics) {
   metrics->set_counters_available(false);
-  if (!compiled.has_value() || IsLibraryCall(kernel)) return;
-  const auto lowered = compiled->lowered_names.find(kernel.kernel_name);
-  const compile::PtxasFunctionReport* report = compiled->ptxas.Find(
-      lowered == compiled->lowered_names.end() ? kernel.kernel_name : lowered->second);
+  if (!compiled.has_value()) return;
+  const compile::PtxasFunctionReport* report = DescribingReport(kernel, *compiled);
   if (report == nullptr) return;
   metrics->set_resources_available(true);
   metrics->set_registers_per_thread(report->registers);

@@ -1,7 +1,8 @@
 // The executor of a real GPU: one sandbox child per GPU (worker/sandbox) judges each compiled
 // candidate against the float64 ATen reference and then times it; generated kernels, cuBLASLt
-// calls and the ATen fallback all go through the same Judge and Time requests (the latter two
-// with an empty cubin). Measurements are MEASUREMENT_KIND_MEASURED and carry the roofline floor
+// calls, host-launched candidates (their shared object, built by the pool's nvcc, in place of the
+// cubin) and the ATen fallback all go through the same Judge and Time requests (cuBLASLt without
+// an epilogue and the ATen fallback with an empty cubin). Measurements are MEASUREMENT_KIND_MEASURED and carry the roofline floor
 // of the GPU's entry in common/arch's table.
 #ifndef FORGE_WORKER_DAEMON_GPU_EXECUTOR_H_
 #define FORGE_WORKER_DAEMON_GPU_EXECUTOR_H_

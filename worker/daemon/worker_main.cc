@@ -50,10 +50,20 @@ ConfigSchema Schema() {
               "emulated H200s.")
       .Int64("gpus", 1, "How many GPUs to emulate (with --emulate, or when no GPU is found).",
              {.min = 1, .max = 64})
-      .Int64("compile-threads", cores, "Threads that generate and compile candidates (NVRTC).",
+      .Int64("compile-threads", cores,
+             "Threads that generate and compile candidates (NVRTC, or one nvcc process each).",
              {.min = 1, .max = 1024})
       .String("compile-cache-dir", "",
-              "Directory that keeps compiled cubins across restarts; empty keeps them in memory.")
+              "Directory that keeps compiled cubins and shared objects across restarts; empty "
+              "keeps them in memory.")
+      .String("compile.nvcc", compile::DefaultNvccPath(),
+              "The nvcc that builds host-launched (CUTLASS) candidates into shared objects.")
+      .String("compile.cutlass-include", compile::DefaultCutlassInclude(),
+              "CUTLASS's include directory for those builds (default: the headers the build "
+              "found, scripts/setup's pinned CUTLASS); empty: none.")
+      .Duration("compile.nvcc-timeout", absl::Minutes(10),
+                "Longest one nvcc build may take before it is killed (a CUTLASS configuration "
+                "takes ~45 s on one core).")
       .String("worker-id", "",
               "Id to register with; reuse it across restarts. Empty: the coordinator assigns one.")
       .String("hostname", "", "Host name to register with; empty: this machine's.")
@@ -172,7 +182,11 @@ int Run(int argc, char** argv) {
 
   const int compile_threads = static_cast<int>(config->GetInt64("compile-threads"));
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool = compile::CompilePool::Create(
-      {.threads = compile_threads, .disk_cache_dir = config->GetString("compile-cache-dir")});
+      {.threads = compile_threads,
+       .disk_cache_dir = config->GetString("compile-cache-dir"),
+       .nvcc_path = config->GetString("compile.nvcc"),
+       .cutlass_include = config->GetString("compile.cutlass-include"),
+       .nvcc_timeout = config->GetDuration("compile.nvcc-timeout")});
   if (!pool.ok()) {
     log->critical("{}", pool.status().ToString());
     return 1;

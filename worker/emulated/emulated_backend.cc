@@ -91,7 +91,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
   if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
     double seconds = 0;
     std::string explanation;
-    if (kernel.hints.executor == codegen::Executor::kHostLaunched) {
+    if (kernel.hints.gemm_math != codegen::GemmMath::kNone) {
       // A tiled GEMM Forge instantiated (CUTLASS): its tile, CTAs and math are in the hints.
       FORGE_ASSIGN_OR_RETURN(const cost::GemmPrediction prediction,
                              cost::PredictGemmTime(gpu, static_cast<double>(task.flops()),
@@ -102,7 +102,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
     } else {
       // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs
       // its epilogue kernel after the matmul, through a scratch tensor written and read once
-      // more.
+      // more; a host-launched candidate without GEMM hints is a library-like call too.
       double bytes = static_cast<double>(task.min_bytes());
       if (kernel.hints.output_through_scratch) {
         for (const forge::v1::TensorSpec& output : task.outputs()) {
@@ -123,11 +123,14 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
     return outcome;
   }
 
-  compile::CompileRequest request;
-  request.source = kernel.source;
-  request.name_expressions = {kernel.kernel_name};
-  request.arch = gpu.arch;
-  const compile::CompileResult compiled = pool_->Compile(std::move(request));
+  std::optional<compile::CompileRequest> request = compile::CompileRequestFor(kernel, gpu.arch);
+  if (!request.has_value()) {
+    return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_INTERNAL,
+                          absl::StrCat("the generated kernel of template '", kernel.template_name,
+                                       "' names no kernel to compile"),
+                          "");
+  }
+  const compile::CompileResult compiled = pool_->Compile(*std::move(request));
   if (!compiled.ok()) {
     return CompileFailure(candidate_digest, forge::v1::FAILURE_REASON_COMPILE_ERROR,
                           absl::StrCat("compile for ", gpu.arch, " (", gpu.name,

@@ -47,7 +47,9 @@ class EmulatedBackend {
   // "A100", "RTX 4090", ...). Generated kernels are compiled for that GPU's architecture first; a
   // source that does not compile, or a kernel that fits no SM, gives a Failure at
   // FAILURE_STAGE_COMPILE. Library candidates (the ATen fallback, cuBLASLt) are predicted from
-  // the roofline (cost::PredictLibraryTime); the kernel's cost hints say which it is. Fails only
+  // the roofline (cost::PredictLibraryTime); host-launched candidates (CUTLASS shared objects)
+  // from their cost hints too, never compiled here (nvcc takes ~45 s a configuration); both with
+  // resources unavailable. The kernel's cost hints say which it is. Fails only
   // for an unknown GPU or an inconsistent task.
   absl::StatusOr<EmulatedResult> Predict(const forge::v1::KernelTask& task,
                                          const codegen::GeneratedKernel& kernel,

@@ -136,6 +136,27 @@ TEST_F(EmulatedBackendTest, AtenFallbackIsPredictedFromTheRoofline) {
   EXPECT_EQ(pool_->stats().requests, 0);  // nothing to compile
 }
 
+TEST_F(EmulatedBackendTest, HostLaunchedCandidateIsPredictedWithoutNvcc) {
+  const forge::v1::KernelTask task = ReluTask();
+  // A host-launched candidate: a whole translation unit for nvcc, which the emulated backend must
+  // not build (this one would not compile at all).
+  codegen::GeneratedKernel kernel;
+  kernel.template_name = "some_cutlass_configuration";
+  kernel.source = "not CUDA: compiling this would fail";
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  kernel.runtime_args = {1, 2, 3};
+
+  absl::StatusOr<EmulatedResult> outcome = backend_->Predict(task, kernel, "H200", "d");
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_TRUE(outcome->result.has_measurement()) << outcome->result.DebugString();
+  const forge::v1::Measurement& m = outcome->result.measurement();
+  EXPECT_EQ(m.kind(), forge::v1::MEASUREMENT_KIND_PREDICTED);
+  EXPECT_FALSE(m.metrics().resources_available());
+  EXPECT_GT(m.median_us(), 0);
+  EXPECT_EQ(pool_->stats().requests, 0);
+}
+
 TEST_F(EmulatedBackendTest, UnknownGpuIsAnError) {
   EXPECT_TRUE(absl::IsNotFound(
       backend_->Predict(ReluTask(), ReluKernel(), "Voodoo 2", "d").status()));

@@ -63,8 +63,8 @@ struct SandboxOptions {
 absl::Duration RequestDeadline(const SandboxOptions& options, const forge::v1::KernelTask& task,
                                absl::Duration base);
 
-// A candidate of any family, ready to run. `kernel` is what the family generated; its template
-// says how the child runs it:
+// A candidate of any family, ready to run. `kernel` is what the family generated; its executor
+// (kernel.hints.executor) says how the child runs it:
 //  - a generated kernel (pointwise, reduction, ...): `cubin` is NVRTC's compile of kernel.source,
 //    launched as kernel.kernel_name with kernel.launch;
 //  - a gemm_library call ("cublaslt", "cublaslt_then_pointwise"): the child describes the
@@ -72,8 +72,12 @@ absl::Duration RequestDeadline(const SandboxOptions& options, const forge::v1::K
 //    "cublaslt_then_pointwise", loads the epilogue kernel (kernel.kernel_name) from `cubin`,
 //    NVRTC's compile of kernel.source; "cublaslt" has no kernel_name and an empty `cubin`;
 //  - the ATen fallback ("aten_calls"): the task's group through ATen on the GPU; empty `cubin`.
-//    Its timing is the task's eager baseline.
-// So: compile kernel.source exactly when kernel.kernel_name is not empty.
+//    Its timing is the task's eager baseline;
+//  - a host-launched candidate (kernel.compile_output kNvccSharedObject): `cubin` holds the
+//    shared object nvcc built from kernel.source, called through host_launch_abi.h with
+//    kernel.runtime_args and a workspace of the size it asks for.
+// So: compile kernel.source when kernel.kernel_name is not empty, as NVRTC's cubin, or when the
+// candidate is host-launched, as nvcc's shared object (daemon/executor.h's CompileRequestFor).
 struct SandboxCandidate {
   std::string digest;  // the candidate digest, for Failure.candidate_digest
   forge::v1::KernelTask task;

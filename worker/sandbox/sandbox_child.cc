@@ -19,6 +19,7 @@
 #include "worker/judge/device_draws.h"
 #include "worker/judge/host_staging.h"
 #include "worker/library/cublaslt_gemm.h"
+#include "worker/library/host_launched.h"
 #include "worker/sandbox/sandbox.pb.h"
 #include "worker/sandbox/wire.h"
 #include "worker/timer/timer.h"
@@ -183,6 +184,20 @@ class ChildServer {
     return runnable;
   }
 
+  // Loads a host-launched candidate's shared object, or says why it cannot run the task.
+  absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> LoadHostLaunched(
+      const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel) {
+    FORGE_ASSIGN_OR_RETURN(std::unique_ptr<library::HostLaunchedObject> object,
+                           library::HostLaunchedObject::Load(candidate.cubin()));
+    absl::StatusOr<judge::CandidateLaunch> launch =
+        library::LoadHostLaunchedCandidate(*device_, std::move(object), kernel.runtime_args);
+    if (absl::IsOutOfRange(launch.status())) {
+      return Unsupported{std::string(launch.status().message())};
+    }
+    FORGE_RETURN_IF_ERROR(launch.status());
+    return Relaunchable(*std::move(launch));
+  }
+
   // Loads the candidate, or says why this GPU cannot run it.
   absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> Load(
       const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel,
@@ -195,6 +210,8 @@ class ChildServer {
       }
       case CandidateKind::kCublasLt:
         return LoadCublasLt(candidate, kernel);
+      case CandidateKind::kHostLaunched:
+        return LoadHostLaunched(candidate, kernel);
       case CandidateKind::kAtenFallback: {
         FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
                                options_.load_aten_fallback(*device_, candidate.task()));

@@ -68,6 +68,7 @@ SandboxCandidate SomeCublasLtCandidate() {
   candidate.kernel.source = "// forge library call: cublaslt ...\n";
   candidate.kernel.template_name = codegen::GemmLibraryFamily::kCublasLtTemplate;
   candidate.kernel.parameters = {{"algo", 0}};
+  candidate.kernel.hints.executor = codegen::Executor::kCublasLt;
   return candidate;
 }
 
@@ -77,6 +78,7 @@ SandboxCandidate SomeAtenFallbackCandidate() {
   candidate.digest = "aten-candidate-digest";
   candidate.task.set_digest("task-digest");
   candidate.kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
+  candidate.kernel.hints.executor = codegen::Executor::kAten;
   return candidate;
 }
 
@@ -231,6 +233,8 @@ TEST(WireTest, CandidatesCarryTemplateParametersAndLaunch) {
   kernel.template_name = codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate;
   kernel.parameters = {{"algo", 3}, {"unused", -1}};
   kernel.generator_version = "gemm_library-1";  // does not travel
+  kernel.hints.executor = codegen::Executor::kCublasLt;
+  kernel.hints.kernel_launches = 2;  // does not travel
 
   const wire::Candidate candidate = CandidateToWire(task, kernel, "the cubin");
   wire::Candidate parsed;
@@ -246,22 +250,42 @@ TEST(WireTest, CandidatesCarryTemplateParametersAndLaunch) {
   EXPECT_EQ(back.parameters, kernel.parameters);
   EXPECT_EQ(back.source, "");
   EXPECT_EQ(back.generator_version, "");
+  EXPECT_EQ(back.hints.executor, codegen::Executor::kCublasLt);
+  EXPECT_EQ(back.hints.kernel_launches, 1);
+  EXPECT_TRUE(back.runtime_args.empty());
 }
 
-TEST(WireTest, TheTemplateTellsHowTheChildRunsACandidate) {
+TEST(WireTest, HostLaunchedCandidateCarriesItsObjectAndRuntimeArguments) {
+  forge::v1::KernelTask task;
+  task.set_digest("task-digest");
   codegen::GeneratedKernel kernel;
-  for (const char* library : {codegen::GemmLibraryFamily::kCublasLtTemplate,
-                              codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate}) {
-    kernel.template_name = library;
-    EXPECT_EQ(KindOf(kernel), CandidateKind::kCublasLt) << library;
-  }
-  kernel.template_name = codegen::AtenFallbackFamily::kTemplateName;
+  kernel.template_name = "some_cutlass_template";
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  kernel.runtime_args = {4096, 4096, -1, 0};
+  wire::Candidate parsed;
+  ASSERT_TRUE(parsed.ParseFromString(
+      CandidateToWire(task, kernel, "\x7f" "ELF the object").SerializeAsString()));
+  EXPECT_EQ(parsed.cubin(), "\x7f" "ELF the object");
+  const codegen::GeneratedKernel back = KernelFromWire(parsed);
+  EXPECT_EQ(back.hints.executor, codegen::Executor::kHostLaunched);
+  EXPECT_EQ(back.compile_output, codegen::CompileOutput::kNvccSharedObject);
+  EXPECT_EQ(back.runtime_args, kernel.runtime_args);
+  EXPECT_EQ(KindOf(back), CandidateKind::kHostLaunched);
+}
+
+TEST(WireTest, TheExecutorTellsHowTheChildRunsACandidate) {
+  codegen::GeneratedKernel kernel;
+  EXPECT_EQ(KindOf(kernel), CandidateKind::kGeneratedKernel);
+  kernel.hints.executor = codegen::Executor::kCublasLt;
+  EXPECT_EQ(KindOf(kernel), CandidateKind::kCublasLt);
+  kernel.hints.executor = codegen::Executor::kAten;
   EXPECT_EQ(KindOf(kernel), CandidateKind::kAtenFallback);
-  for (const char* generated : {codegen::PointwiseFamily::kTemplateName,
-                                codegen::ReductionFamily::kTemplateName, ""}) {
-    kernel.template_name = generated;
-    EXPECT_EQ(KindOf(kernel), CandidateKind::kGeneratedKernel) << generated;
-  }
+  kernel.hints.executor = codegen::Executor::kHostLaunched;
+  EXPECT_EQ(KindOf(kernel), CandidateKind::kHostLaunched);
+  // The executor decides, not the template's name.
+  kernel.template_name = codegen::GemmLibraryFamily::kCublasLtTemplate;
+  EXPECT_EQ(KindOf(kernel), CandidateKind::kHostLaunched);
 }
 
 TEST(SandboxTest, CreateRejectsAPathThatIsNotAnExecutable) {

@@ -9,8 +9,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/aten_fallback/aten_fallback.h"
-#include "compiler/codegen/gemm_library/gemm_library.h"
 #include "worker/timer/stats.h"
 
 namespace forge::sandbox {
@@ -81,6 +79,28 @@ absl::Status ReadAll(int fd, char* data, size_t size, absl::Time deadline, bool 
     started = true;
   }
   return absl::OkStatus();
+}
+
+// One row per codegen::Executor: its wire value and how the child runs it.
+struct ExecutorRow {
+  codegen::Executor executor;
+  wire::Executor on_wire;
+  CandidateKind kind;
+};
+constexpr ExecutorRow kExecutors[] = {
+    {codegen::Executor::kGeneratedKernel, wire::EXECUTOR_GENERATED_KERNEL,
+     CandidateKind::kGeneratedKernel},
+    {codegen::Executor::kCublasLt, wire::EXECUTOR_CUBLASLT, CandidateKind::kCublasLt},
+    {codegen::Executor::kAten, wire::EXECUTOR_ATEN, CandidateKind::kAtenFallback},
+    {codegen::Executor::kHostLaunched, wire::EXECUTOR_HOST_LAUNCHED,
+     CandidateKind::kHostLaunched},
+};
+
+const ExecutorRow& RowOf(codegen::Executor executor) {
+  for (const ExecutorRow& row : kExecutors) {
+    if (row.executor == executor) return row;
+  }
+  return kExecutors[0];
 }
 
 }  // namespace
@@ -263,6 +283,8 @@ wire::Candidate CandidateToWire(const forge::v1::KernelTask& task,
   result.set_cubin(std::string(cubin));
   result.set_template_name(kernel.template_name);
   result.mutable_parameters()->insert(kernel.parameters.begin(), kernel.parameters.end());
+  result.set_executor(RowOf(kernel.hints.executor).on_wire);
+  result.mutable_runtime_args()->Add(kernel.runtime_args.begin(), kernel.runtime_args.end());
   return result;
 }
 
@@ -278,18 +300,18 @@ codegen::GeneratedKernel KernelFromWire(const wire::Candidate& candidate) {
   kernel.launch.dynamic_shared_bytes = candidate.dynamic_shared_bytes();
   kernel.template_name = candidate.template_name();
   kernel.parameters.insert(candidate.parameters().begin(), candidate.parameters().end());
+  for (const ExecutorRow& row : kExecutors) {
+    if (row.on_wire == candidate.executor()) kernel.hints.executor = row.executor;
+  }
+  if (kernel.hints.executor == codegen::Executor::kHostLaunched) {
+    kernel.compile_output = codegen::CompileOutput::kNvccSharedObject;
+  }
+  kernel.runtime_args.assign(candidate.runtime_args().begin(), candidate.runtime_args().end());
   return kernel;
 }
 
 CandidateKind KindOf(const codegen::GeneratedKernel& kernel) {
-  if (kernel.template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
-      kernel.template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
-    return CandidateKind::kCublasLt;
-  }
-  if (kernel.template_name == codegen::AtenFallbackFamily::kTemplateName) {
-    return CandidateKind::kAtenFallback;
-  }
-  return CandidateKind::kGeneratedKernel;
+  return RowOf(kernel.hints.executor).kind;
 }
 
 }  // namespace forge::sandbox

@@ -52,17 +52,20 @@ wire::Timing ToWire(const timer::Timing& timing);
 timer::Timing FromWire(const wire::Timing& timing);
 
 // A candidate for the child: the task, what of the family's GeneratedKernel the child uses (the
-// kernel's name and launch, its template and parameters; not its source) and the cubin.
+// kernel's name and launch, its template and parameters, its executor and runtime arguments; not
+// its source) and the compiled bytes (a cubin, or a host-launched candidate's shared object).
 wire::Candidate CandidateToWire(const forge::v1::KernelTask& task,
                                 const codegen::GeneratedKernel& kernel, absl::string_view cubin);
-// The GeneratedKernel as far as it travels: source and generator_version stay empty.
+// The GeneratedKernel as far as it travels: source, generator_version and every cost hint but
+// the executor stay empty.
 codegen::GeneratedKernel KernelFromWire(const wire::Candidate& candidate);
 
-// How the child runs a candidate, told by the template its family generated it from.
+// How the child runs a candidate, told by its plan's executor (CostHints::executor).
 enum class CandidateKind {
   kGeneratedKernel,  // an NVRTC-compiled kernel: the cubin, launched as kernel_name with launch
   kCublasLt,         // the gemm_library family: cuBLASLt, then the cubin's epilogue kernel if any
   kAtenFallback,     // the ATen fallback family: the task's group through ATen on the GPU
+  kHostLaunched,     // nvcc's shared object (in cubin), through host_launch_abi.h's entry points
 };
 CandidateKind KindOf(const codegen::GeneratedKernel& kernel);
 

@@ -1,13 +1,10 @@
-// The cutlass_gemm family's CUDA, kept as .cuh files in this folder (and host_launch_abi.h) and
-// embedded at build time (forge_embed_cuda in compiler/codegen/CMakeLists.txt): each array holds
+// The cutlass_gemm family's CUDA, kept as .cuh files in this folder and embedded at build time (forge_embed_cuda in compiler/codegen/CMakeLists.txt): each array holds
 // its file's text after the "FORGE_EMBED_BEGIN" line, byte for byte, as the sources contain it.
 #ifndef FORGE_COMPILER_CODEGEN_CUTLASS_GEMM_CUDA_SOURCES_H_
 #define FORGE_COMPILER_CODEGEN_CUTLASS_GEMM_CUDA_SOURCES_H_
 
 namespace forge::codegen::cutlass_gemm {
 
-// host_launch_abi.h: the entry points' names and types, first in every source.
-extern const char kHostLaunchAbi[];
 // cutlass_common.cuh: runtime-argument access, errors, accurate activation functors.
 extern const char kCutlassCommon[];
 // sm90_tma_ws.cuh and sm80_3xtf32.cuh: one template each, after the two above.

@@ -1,6 +1,7 @@
 // What both CUTLASS templates of the cutlass_gemm family share, embedded at build time after the
 // generated prologue (the configuration's #defines, including the runtime-argument positions
-// FORGE_ARG_* and FORGE_ARG_COUNT written from cutlass_gemm.h's table) and host_launch_abi.h:
+// FORGE_ARG_* and FORGE_ARG_COUNT written from cutlass_gemm.h's table); it includes
+// host_launch_abi.h, which the worker's compile pool provides beside every host-launched source:
 //  - forge_cutlass::Args: checked access to the runtime arguments and the buffers they name;
 //  - forge_cutlass::Fail: the error text of forge_launch;
 //  - activation functors that compute in float with the accurate libm functions (CUTLASS's own
@@ -11,6 +12,8 @@
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
+#include "compiler/codegen/host_launch_abi.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

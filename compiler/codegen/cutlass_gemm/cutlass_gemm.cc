@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/cuda_expr.h"
@@ -572,7 +571,7 @@ absl::StatusOr<std::string> CutlassGemmFamily::Emit(const KernelTask& task,
                     " ", arg, "\n");
   }
   absl::StrAppend(&source, "#define FORGE_ARG_COUNT ", static_cast<int>(kRuntimeArgCount), "\n",
-                  cutlass_gemm::kHostLaunchAbi, cutlass_gemm::kCutlassCommon,
+                  cutlass_gemm::kCutlassCommon,
                   plan.template_name == kSm90Template ? cutlass_gemm::kSm90TmaWs
                                                       : cutlass_gemm::kSm80ThreeTf32,
                   cutlass_gemm::kCutlassEntryPoints);
@@ -593,14 +592,6 @@ absl::Status CutlassGemmFamily::SupportsArch(const KernelTask& /*task*/,
         "sm80_3xtf32 needs sm_80 or later (TF32 mma.sync), not ", target_arch));
   }
   return absl::OkStatus();
-}
-
-std::string NvccArchFor(const LaunchPlan& plan, absl::string_view target_arch) {
-  if (plan.template_name == CutlassGemmFamily::kSm90Template &&
-      !absl::EndsWith(target_arch, "a")) {
-    return absl::StrCat(target_arch, "a");
-  }
-  return std::string(target_arch);
 }
 
 }  // namespace forge::codegen

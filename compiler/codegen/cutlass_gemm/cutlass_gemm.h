@@ -19,8 +19,9 @@
 //      swizzle          1, 2, 4, 8         the scheduler's max swizzle size (run time)
 //    TMA needs every leading dimension and batch stride of A, B, C and D to be a multiple of 16
 //    bytes, and a batch stride that is not 0 for a batched operand (no broadcast batch).
-//    Compile for "sm_90a" (WGMMA and TMA multicast need the arch-specific variant): see
-//    NvccArchFor.
+//    It compiles only for "sm_90a" (WGMMA and TMA multicast need the arch-specific variant): the
+//    worker's compile pool builds every shared object for that variant on sm_90
+//    (compile::SharedObjectArch).
 //  - "sm80_3xtf32" (sm80_3xtf32.cuh) for float32 tasks: a CUTLASS 2.x device GEMM with
 //    OpMultiplyAddFastF32 (3xTF32 on mma.sync: float32 accuracy on the tensor cores; never plain
 //    TF32, which fails float32's tolerance). CUTLASS 4.2 has no sm90 3xTF32 mainloop, and
@@ -130,20 +131,15 @@ class CutlassGemmFamily : public KernelFamily {
   absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
                                   const SchedulePoint& point) const override;
   // A whole CUDA translation unit: a comment naming the configuration, its #defines (the
-  // configuration and the FORGE_ARG_* positions), host_launch_abi.h, cutlass_common.cuh, the
-  // template's .cuh and cutlass_entry_points.cuh. Identical for every task planned to the same
-  // configuration.
+  // configuration and the FORGE_ARG_* positions), cutlass_common.cuh (which includes
+  // "compiler/codegen/host_launch_abi.h": the compile pool provides it), the template's .cuh and
+  // cutlass_entry_points.cuh. Identical for every task planned to the same configuration.
   absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
                                    const LaunchPlan& plan) const override;
   // sm90_tma_ws: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
 };
-
-// The -arch value nvcc compiles `plan` with for `target_arch` ("sm_90"): "sm_90a" for the sm90
-// templates (their WGMMA and TMA instructions exist only in the arch-specific variant), the
-// target itself otherwise.
-std::string NvccArchFor(const LaunchPlan& plan, absl::string_view target_arch);
 
 }  // namespace forge::codegen
 

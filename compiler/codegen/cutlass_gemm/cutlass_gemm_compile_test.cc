@@ -1,8 +1,8 @@
-// Compiles one configuration of each cutlass_gemm template with the worker's nvcc command line
-// (nvcc_command.h, through CompileHostLaunched) into a shared object, loads it (dlopen needs no
-// GPU) and checks the host-launch ABI: the three entry points, the ABI version, and that bad
-// runtime arguments are refused with a reason before any CUDA call. About a minute per compile:
-// labelled slow.
+// Compiles one configuration of each cutlass_gemm template into a shared object through the
+// worker's compile pool (its nvcc command line), loads it with the worker's loader (dlopen needs
+// no GPU) and checks the host-launch ABI: the entry points, the ABI version, and that bad runtime
+// arguments are refused with a reason before any CUDA call. About a minute per compile: labelled
+// slow.
 #include <string>
 #include <vector>
 
@@ -11,6 +11,7 @@
 
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/host_launch_abi.h"
+#include "worker/library/host_launched.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 
 namespace forge::codegen {
@@ -30,29 +31,26 @@ TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   auto kernel = family.Generate(task, DefaultPoint(spaces->front()));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  auto object = testing::CompileHostLaunched(*kernel, "sm_90");
+  auto bytes = testing::CompileSharedObject(*kernel, "sm_90");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto object = library::HostLaunchedObject::Load(*bytes);
   ASSERT_TRUE(object.ok()) << object.status();
-  const HostAbiVersionFn version = (*object)->version;
-  const WorkspaceBytesFn workspace = (*object)->workspace_bytes;
-  const HostLaunchFn launch = (*object)->launch;
-  EXPECT_EQ(version(), kHostLaunchAbiVersion);
+  EXPECT_EQ((*object)->abi_version(), kHostLaunchAbiVersion);
   // Too few runtime arguments, and a problem of no rows: refused before any CUDA call.
-  EXPECT_EQ(workspace(kernel->runtime_args.data(), 3), -1);
-  std::vector<int64_t> empty = kernel->runtime_args;
+  const std::vector<int64_t>& args = kernel->runtime_args;
+  EXPECT_EQ((*object)->WorkspaceBytes(absl::MakeConstSpan(args).subspan(0, 3)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  std::vector<int64_t> empty = args;
   empty[kArgM] = 0;
-  EXPECT_EQ(workspace(empty.data(), static_cast<int32_t>(empty.size())), -1);
-  char error[256] = {};
-  void* buffers[4] = {};
-  EXPECT_NE(launch(buffers, 4, empty.data(), static_cast<int32_t>(empty.size()), nullptr, 0,
-                   nullptr, error, sizeof(error)),
-            0);
-  EXPECT_THAT(std::string(error), ::testing::HasSubstr("the problem sizes are not positive"));
+  EXPECT_EQ((*object)->WorkspaceBytes(empty).status().code(), absl::StatusCode::kOutOfRange);
+  const std::vector<CUdeviceptr> buffers(4, 0);
+  const absl::Status no_rows = (*object)->Launch(buffers, empty, 0, 0, nullptr);
+  EXPECT_THAT(std::string(no_rows.message()),
+              ::testing::HasSubstr("the problem sizes are not positive"));
   // A buffer position past the buffers.
-  EXPECT_NE(launch(buffers, 2, kernel->runtime_args.data(),
-                   static_cast<int32_t>(kernel->runtime_args.size()), nullptr, 0, nullptr, error,
-                   sizeof(error)),
-            0);
-  EXPECT_THAT(std::string(error), ::testing::HasSubstr("names no buffer"));
+  const absl::Status too_few =
+      (*object)->Launch(absl::MakeConstSpan(buffers).subspan(0, 2), args, 0, 0, nullptr);
+  EXPECT_THAT(std::string(too_few.message()), ::testing::HasSubstr("names no buffer"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, CutlassGemmCompileTest,

@@ -1,16 +1,9 @@
 #include "compiler/codegen/testing/codegen_test_util.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <future>
-#include <sstream>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <utility>
@@ -18,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
 #include "compiler/codegen/cuda_expr.h"
-#include "compiler/codegen/nvcc_command/nvcc_command.h"
 
 namespace forge::codegen::testing {
 
@@ -182,6 +174,8 @@ forge::compile::CompilePool& Pool() {
   static forge::compile::CompilePool* pool = [] {
     forge::compile::CompilePoolOptions options;
     options.threads = 2;
+    // CUTLASS sm90 configurations take minutes of nvcc on a loaded machine.
+    options.nvcc_timeout = absl::Minutes(30);
     auto created = forge::compile::CompilePool::Create(options);
     if (!created.ok()) {
       std::cerr << "compile pool: " << created.status() << "\n";
@@ -282,69 +276,22 @@ forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
-namespace {
+bool HaveCutlass() { return !forge::compile::DefaultCutlassInclude().empty(); }
 
-// Runs argv with stdout and stderr into `log_path`; its exit status (-1: killed or not started).
-int RunLogged(const std::vector<std::string>& argv, const std::string& log_path) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (log >= 0) {
-      dup2(log, STDOUT_FILENO);
-      dup2(log, STDERR_FILENO);
-    }
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+absl::StatusOr<std::string> CompileSharedObject(const GeneratedKernel& kernel,
+                                                const std::string& arch) {
+  std::optional<forge::compile::CompileRequest> request =
+      forge::compile::CompileRequestFor(kernel, arch);
+  if (!request.has_value() || request->output != CompileOutput::kNvccSharedObject) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel.kernel_name, " is not compiled into a shared object"));
   }
-  if (pid < 0) return -1;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-}  // namespace
-
-HostLaunchedObject::~HostLaunchedObject() {
-  if (handle_ != nullptr) dlclose(handle_);
-}
-
-bool HaveCutlass() { return !std::string(FORGE_TEST_CUTLASS_INCLUDE).empty(); }
-
-absl::StatusOr<std::unique_ptr<HostLaunchedObject>> CompileHostLaunched(
-    const GeneratedKernel& kernel, const std::string& arch) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                                    absl::StrCat("host_launched_", kernel.kernel_name, "_", arch);
-  std::filesystem::create_directories(dir);
-  const std::string source = (dir / "candidate.cu").string();
-  const std::string object = (dir / "candidate.so").string();
-  const std::string log = (dir / "nvcc.log").string();
-  std::ofstream(source) << kernel.source;
-  absl::StatusOr<std::vector<std::string>> argv = NvccCommand(
-      kernel, {FORGE_TEST_NVCC, FORGE_TEST_CUTLASS_INCLUDE}, arch, source, object);
-  if (!argv.ok()) return argv.status();
-  if (RunLogged(*argv, log) != 0) {
-    std::stringstream output;
-    output << std::ifstream(log).rdbuf();
-    return absl::InternalError(absl::StrCat("nvcc failed on ", kernel.kernel_name, ":\n",
-                                            output.str()));
+  forge::compile::CompileResult compiled = Pool().Compile(*std::move(request));
+  if (!compiled.ok()) {
+    return absl::Status(compiled.status.code(),
+                        absl::StrCat(compiled.status.message(), "\n", compiled.log));
   }
-  auto loaded = std::make_unique<HostLaunchedObject>();
-  loaded->handle_ = dlopen(object.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (loaded->handle_ == nullptr) return absl::InternalError(dlerror());
-  loaded->version =
-      reinterpret_cast<HostAbiVersionFn>(dlsym(loaded->handle_, FORGE_HOST_ABI_VERSION_SYMBOL));
-  loaded->workspace_bytes =
-      reinterpret_cast<WorkspaceBytesFn>(dlsym(loaded->handle_, FORGE_WORKSPACE_BYTES_SYMBOL));
-  loaded->launch = reinterpret_cast<HostLaunchFn>(dlsym(loaded->handle_, FORGE_LAUNCH_SYMBOL));
-  if (loaded->version == nullptr || loaded->workspace_bytes == nullptr ||
-      loaded->launch == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat(kernel.kernel_name, " lacks a host_launch_abi.h entry point"));
-  }
-  return loaded;
+  return std::move(compiled.cubin);
 }
 
 }  // namespace forge::codegen::testing

@@ -12,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/codegen/generated_kernel.h"
-#include "compiler/codegen/host_launch_abi.h"
 #include "forge/v1/task.pb.h"
 #include "worker/compile/compile_pool.h"
 
@@ -83,31 +82,15 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
                     const std::vector<std::string>& labels, bool expect_no_spills,
                     const std::vector<std::string>& archs = {"sm_80", "sm_90"});
 
-// A host-launched candidate (Executor::kHostLaunched) compiled by nvcc with the worker's command
-// line (nvcc_command.h) and loaded with dlopen: its host_launch_abi.h entry points. dlopen needs
-// no GPU. Unloads the object when destroyed.
-class HostLaunchedObject {
- public:
-  ~HostLaunchedObject();
-  HostAbiVersionFn version = nullptr;
-  WorkspaceBytesFn workspace_bytes = nullptr;
-  HostLaunchFn launch = nullptr;
-
- private:
-  friend absl::StatusOr<std::unique_ptr<HostLaunchedObject>> CompileHostLaunched(
-      const GeneratedKernel&, const std::string&);
-  void* handle_ = nullptr;
-};
-
 // True when the build found CUTLASS's headers (FORGE_CUTLASS_INCLUDE): the tests that compile
 // host-launched candidates skip without them.
 bool HaveCutlass();
 
-// Compiles `kernel` for `arch` ("sm_90") into a shared object under the test's temporary
-// directory with the build's nvcc and CUTLASS headers, then loads it. Fails with nvcc's output
-// when it does not compile, or naming the entry point it lacks.
-absl::StatusOr<std::unique_ptr<HostLaunchedObject>> CompileHostLaunched(
-    const GeneratedKernel& kernel, const std::string& arch);
+// The shared object of a host-launched candidate (CompileOutput::kNvccSharedObject) for `arch`,
+// compiled through Pool() as the worker compiles it (compile::CompileRequestFor: its nvcc command
+// line, arch and options); fails with nvcc's log.
+absl::StatusOr<std::string> CompileSharedObject(const GeneratedKernel& kernel,
+                                                const std::string& arch);
 
 }  // namespace forge::codegen::testing
 
