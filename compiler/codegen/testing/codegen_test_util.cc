@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <optional>
 #include <iostream>
@@ -170,10 +171,26 @@ forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t 
   return task;
 }
 
+namespace {
+
+// The CUTLASS headers host-launched sources compile against: $FORGE_CUTLASS_INCLUDE where set (the
+// GPU machine, whose bundle carries them elsewhere), else the build's.
+std::string CutlassInclude() {
+  const char* configured = std::getenv("FORGE_CUTLASS_INCLUDE");
+  return configured != nullptr && *configured != '\0' ? std::string(configured)
+                                                      : forge::compile::DefaultCutlassInclude();
+}
+
+}  // namespace
+
 forge::compile::CompilePool& Pool() {
   static forge::compile::CompilePool* pool = [] {
     forge::compile::CompilePoolOptions options;
     options.threads = 2;
+    options.cutlass_include = CutlassInclude();
+    if (const char* nvcc = std::getenv("FORGE_NVCC"); nvcc != nullptr && *nvcc != '\0') {
+      options.nvcc_path = nvcc;
+    }
     // CUTLASS sm90 configurations take minutes of nvcc on a loaded machine.
     options.nvcc_timeout = absl::Minutes(30);
     auto created = forge::compile::CompilePool::Create(options);
@@ -276,7 +293,11 @@ forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
-bool HaveCutlass() { return !forge::compile::DefaultCutlassInclude().empty(); }
+bool HaveCutlass() {
+  const std::string include = CutlassInclude();
+  return !include.empty() &&
+         std::filesystem::exists(std::filesystem::path(include) / "cutlass" / "version.h");
+}
 
 absl::StatusOr<std::string> CompileSharedObject(const GeneratedKernel& kernel,
                                                 const std::string& arch) {

@@ -82,8 +82,9 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
                     const std::vector<std::string>& labels, bool expect_no_spills,
                     const std::vector<std::string>& archs = {"sm_80", "sm_90"});
 
-// True when the build found CUTLASS's headers (FORGE_CUTLASS_INCLUDE): the tests that compile
-// host-launched candidates skip without them.
+// True when CUTLASS's headers are where Pool() looks ($FORGE_CUTLASS_INCLUDE, else the build's
+// FORGE_CUTLASS_INCLUDE): the tests that compile host-launched candidates skip without them.
+// Pool() runs $FORGE_NVCC where set, else the toolkit's nvcc.
 bool HaveCutlass();
 
 // The shared object of a host-launched candidate (CompileOutput::kNvccSharedObject) for `arch`,
