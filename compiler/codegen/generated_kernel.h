@@ -41,6 +41,13 @@ enum class RowCache {
   kSharedMemory,  // copied into shared memory once (cache_row in a thread block cluster)
 };
 
+// The math a tiled GEMM kernel runs on.
+enum class GemmMath {
+  kNone,
+  kTensorCore16Bit,   // bfloat16 / float16 on the tensor cores, float32 accumulation
+  kTensorCore3xTf32,  // float32 as three TF32 products on the tensor cores (float32 accuracy)
+};
+
 // Facts about a candidate's schedule that the cost models (the search's prior, the emulated
 // backend's performance model: compiler/cost) read instead of the schedule's parameters: each
 // family computes them from its own layout, so that a model needs no template names, parameter
@@ -74,6 +81,18 @@ struct CostHints {
   int64_t rows_per_block = 1;   // rows one block holds at once
   // The register cap per thread the kernel asks for (__launch_bounds__); 0: the compiler's.
   int64_t max_registers = 0;
+
+  // Tiled matrix products (host-launched CUTLASS kernels): the math they run on, the CTA tile,
+  // the CTAs one execution computes (output tiles times batches), how many of them an SM holds
+  // at once, and the share of the tiles' padded work that is the product's (1: the tiles cover
+  // the output exactly; tile quantization makes it smaller). gemm_math kNone: not a tiled GEMM.
+  GemmMath gemm_math = GemmMath::kNone;
+  int64_t gemm_tile_m = 0;
+  int64_t gemm_tile_n = 0;
+  int64_t gemm_tile_k = 0;
+  int64_t gemm_ctas = 0;
+  int64_t gemm_ctas_per_sm = 1;
+  double gemm_tile_utilization = 1;
 };
 
 // A candidate's launch, before (and without) its source: what KernelFamily::Plan computes and

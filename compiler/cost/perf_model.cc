@@ -65,6 +65,24 @@ constexpr double kTailHeavyWaves = 4;
 constexpr double kLibraryMemoryEfficiency = 0.9;
 constexpr double kLibraryComputeEfficiency = 0.8;
 
+// ---- Tiled GEMM kernels ----
+// The share of the tensor-core peak a well-tiled GEMM mainloop sustains on large shapes: cuBLAS
+// bf16 8192^3 runs at 699 TFLOP/s on the H200 (issue 26), 88% of the table's measured 790;
+// CUTLASS's sm90 kernels are on par. Used for 3xTF32 on mma.sync too.
+constexpr double kGemmMainloopEfficiency = 0.85;
+// 3xTF32 issues three TF32 products (big*big, big*small, small*big) per float32 multiply-add.
+constexpr double kThreeTf32Products = 3;
+// 3xTF32 runs on mma.sync, which reaches the table's TF32 peak (a WGMMA figure) only before
+// Hopper. On sm_90 mma.sync is the slow path: the CUTLASS probe on the H200
+// (benchmarks/results/2026-12-02-h200-cutlass-probe.md) measured 30-41 TFLOP/s of 3xTF32 at
+// 4096^3, i.e. 41 x 3 / 0.85 / 494.7 = 0.29 of the TF32 peak for its mma.sync products.
+constexpr double kMmaSyncShareOfTf32PeakOnSm90 = 0.29;
+// Operand reuse (tm * tn / (tm + tn)) of a 128 x 128 tile: at or above it, shared memory feeds
+// the tensor cores at full rate (CUTLASS's profiler: 64 x 64 tiles reach about half the peak).
+constexpr double kFullRateTileReuse = 64;
+// Fraction of the table's DRAM bandwidth a GEMM's operand and epilogue streams reach.
+constexpr double kGemmBandwidthEfficiency = 0.85;
+
 std::int64_t RoundUp(std::int64_t value, std::int64_t unit) { return (value + unit - 1) / unit * unit; }
 
 }  // namespace
@@ -237,6 +255,51 @@ absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double 
   prediction.explanation = absl::StrFormat(
       "%s: library call, roofline at %.0f%% efficiency plus %d launch(es), %s", gpu.name,
       100 * efficiency, std::max(kernel_launches, 1), PredictedBoundName(prediction.bound));
+  return prediction;
+}
+
+absl::StatusOr<GemmPrediction> PredictGemmTime(const GpuArch& gpu, double flops, double bytes,
+                                               const codegen::CostHints& hints) {
+  if (hints.gemm_math == codegen::GemmMath::kNone || hints.gemm_tile_m <= 0 ||
+      hints.gemm_tile_n <= 0 || hints.gemm_ctas <= 0 || hints.gemm_ctas_per_sm <= 0 ||
+      hints.gemm_tile_utilization <= 0) {
+    return absl::InvalidArgumentError("the cost hints describe no tiled GEMM kernel");
+  }
+  if (flops < 0 || bytes < 0) return absl::InvalidArgumentError("negative flops or bytes");
+  const bool three_tf32 = hints.gemm_math == codegen::GemmMath::kTensorCore3xTf32;
+  const double mma_sync_share = gpu.compute_capability >= 90 ? kMmaSyncShareOfTf32PeakOnSm90 : 1;
+  const double peak =
+      three_tf32 ? gpu.PeakFlops(MathMode::kTf32) * mma_sync_share / kThreeTf32Products
+                 : gpu.PeakFlops(MathMode::kBf16);
+  if (peak <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gpu.name, " has no tensor cores for this GEMM's math"));
+  }
+  GemmPrediction prediction;
+  const double slots = static_cast<double>(gpu.sm_count) * hints.gemm_ctas_per_sm;
+  prediction.waves = static_cast<double>(hints.gemm_ctas) / slots;
+  prediction.wave_efficiency = prediction.waves / std::ceil(prediction.waves);
+  const double tile_m = static_cast<double>(hints.gemm_tile_m);
+  const double tile_n = static_cast<double>(hints.gemm_tile_n);
+  prediction.reuse_efficiency =
+      std::min(1.0, tile_m * tile_n / (tile_m + tile_n) / kFullRateTileReuse);
+  prediction.compute_seconds =
+      flops / (peak * kGemmMainloopEfficiency * prediction.reuse_efficiency *
+               prediction.wave_efficiency * hints.gemm_tile_utilization);
+  prediction.memory_seconds = bytes / (gpu.dram_bytes_per_second * kGemmBandwidthEfficiency);
+  const double body = std::max(prediction.compute_seconds, prediction.memory_seconds);
+  prediction.seconds = body + kLaunchOverheadSeconds;
+  prediction.bound = kLaunchOverheadSeconds > body ? PredictedBound::kLatency
+                     : prediction.compute_seconds >= prediction.memory_seconds
+                         ? PredictedBound::kCompute
+                         : PredictedBound::kMemory;
+  prediction.explanation = absl::StrFormat(
+      "%s: %s GEMM, %lldx%lld tiles (%.0f%% useful, reuse %.2f), %.2f waves (efficiency %.2f), "
+      "%s",
+      gpu.name, three_tf32 ? "3xTF32" : "16-bit tensor-core",
+      static_cast<long long>(hints.gemm_tile_m), static_cast<long long>(hints.gemm_tile_n),
+      100 * hints.gemm_tile_utilization, prediction.reuse_efficiency, prediction.waves,
+      prediction.wave_efficiency, PredictedBoundName(prediction.bound));
   return prediction;
 }
 

@@ -104,6 +104,30 @@ absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double 
                                                      double bytes, MathMode mode,
                                                      int kernel_launches);
 
+// A tiled GEMM kernel Forge instantiates (a host-launched CUTLASS candidate), from its cost hints
+// (CostHints' gemm_* fields): the roofline at the tensor-core peak of its math (3xTF32: a third
+// of the TF32 peak, three products per multiply-add, on mma.sync, which sm_90 runs at a measured
+// fraction of its WGMMA peak), slowed by
+//  - tile quantization: the padded part of edge tiles computes nothing (gemm_tile_utilization);
+//  - wave quantization: the last, partial wave of CTAs over the SMs costs a whole wave;
+//  - operand reuse: a tile of tm x tn loads (tm + tn) elements per k step for tm * tn
+//    multiply-adds; tiles below 128 x 128's reuse feed the tensor cores proportionally slower;
+// at a mainloop efficiency (below), plus one launch.
+struct GemmPrediction {
+  double seconds = 0;
+  double waves = 0;
+  double wave_efficiency = 1;
+  double reuse_efficiency = 1;
+  double compute_seconds = 0;
+  double memory_seconds = 0;
+  PredictedBound bound = PredictedBound::kCompute;
+  std::string explanation;
+};
+// InvalidArgument when the hints describe no tiled GEMM (gemm_math kNone, no tile or CTAs), the
+// GPU lacks the math, or a count is negative.
+absl::StatusOr<GemmPrediction> PredictGemmTime(const GpuArch& gpu, double flops, double bytes,
+                                               const codegen::CostHints& hints);
+
 }  // namespace forge::cost
 
 #endif  // FORGE_COMPILER_COST_PERF_MODEL_H_

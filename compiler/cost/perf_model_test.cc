@@ -193,5 +193,81 @@ TEST(LibraryPredictionTest, RooflineOverEfficiencyPlusLaunches) {
   EXPECT_GT(gemm->seconds, 1e13 / gpu.peak_bf16_flops);
 }
 
+// ---- Tiled GEMMs ----
+
+// The hints of a GEMM of `ctas` CTAs of tile_m x tile_n.
+codegen::CostHints GemmHints(int64_t tile_m, int64_t tile_n, int64_t ctas,
+                             codegen::GemmMath math = codegen::GemmMath::kTensorCore16Bit,
+                             double utilization = 1) {
+  codegen::CostHints hints;
+  hints.executor = codegen::Executor::kHostLaunched;
+  hints.gemm_math = math;
+  hints.gemm_tile_m = tile_m;
+  hints.gemm_tile_n = tile_n;
+  hints.gemm_tile_k = 64;
+  hints.gemm_ctas = ctas;
+  hints.gemm_tile_utilization = utilization;
+  return hints;
+}
+
+double GemmSeconds(const codegen::CostHints& hints, double flops = 2.0 * 8192 * 8192 * 8192,
+                   double bytes = 3.0 * 8192 * 8192 * 2) {
+  absl::StatusOr<GemmPrediction> prediction = PredictGemmTime(Gpu("H200"), flops, bytes, hints);
+  EXPECT_TRUE(prediction.ok()) << prediction.status();
+  return prediction.ok() ? prediction->seconds : 0;
+}
+
+TEST(GemmPredictionTest, AFullWaveBeatsOneThatSpillsOneCtaIntoASecond) {
+  // 132 SMs: 132 CTAs are one full wave; 133 need a second wave that is almost empty.
+  const double full = GemmSeconds(GemmHints(128, 256, 132));
+  const double spilled = GemmSeconds(GemmHints(128, 256, 133));
+  EXPECT_GT(spilled, 1.9 * full);
+  EXPECT_LT(spilled, 2.1 * full);
+}
+
+TEST(GemmPredictionTest, PaddedTilesAreSlower) {
+  // The same CTAs, half of each tile's work padding.
+  EXPECT_GT(GemmSeconds(GemmHints(128, 256, 132 * 8, codegen::GemmMath::kTensorCore16Bit, 0.5)),
+            1.9 * GemmSeconds(GemmHints(128, 256, 132 * 8)));
+}
+
+TEST(GemmPredictionTest, SmallTilesReuseLessAndAreSlower) {
+  const double large = GemmSeconds(GemmHints(128, 256, 132 * 8));
+  const double medium = GemmSeconds(GemmHints(128, 128, 132 * 8));
+  const double small = GemmSeconds(GemmHints(64, 64, 132 * 8));
+  EXPECT_DOUBLE_EQ(large, medium);  // both at full reuse
+  EXPECT_GT(small, 1.9 * medium);
+}
+
+// 3xTF32 on mma.sync: about twice FFMA's float32 roofline on the A100, but below it on the H200,
+// where mma.sync is the slow path (the CUTLASS probe: 41 TFLOP/s at best against FFMA's 50).
+TEST(GemmPredictionTest, ThreeTf32BeatsFloat32OnAmpereNotOnHopper) {
+  const double flops = 2.0 * 4096 * 4096 * 4096;
+  const double bytes = 3.0 * 4096 * 4096 * 4;
+  const codegen::CostHints hints =
+      GemmHints(128, 128, 132 * 8, codegen::GemmMath::kTensorCore3xTf32);
+  auto seconds = [&](absl::string_view gpu) {
+    absl::StatusOr<GemmPrediction> prediction = PredictGemmTime(Gpu(gpu), flops, bytes, hints);
+    EXPECT_TRUE(prediction.ok()) << prediction.status();
+    return prediction.ok() ? prediction->seconds : 0;
+  };
+  EXPECT_LT(seconds("A100"), flops / Gpu("A100").peak_fp32_flops / 1.5);
+  EXPECT_GT(seconds("H200"), flops / Gpu("H200").peak_fp32_flops);
+  // And far below bf16's rate on the same card.
+  EXPECT_GT(seconds("H200"), 10 * GemmSeconds(GemmHints(128, 128, 132 * 8), flops, bytes));
+}
+
+TEST(GemmPredictionTest, ASmallGemmIsMemoryOrLaunchBound) {
+  absl::StatusOr<GemmPrediction> prediction =
+      PredictGemmTime(Gpu("H200"), 2.0 * 8 * 4096 * 14336, 4096.0 * 14336 * 2, GemmHints(64, 64, 224));
+  ASSERT_TRUE(prediction.ok()) << prediction.status();
+  EXPECT_EQ(prediction->bound, PredictedBound::kMemory);
+}
+
+TEST(GemmPredictionTest, NotAGemmIsRefused) {
+  EXPECT_EQ(PredictGemmTime(Gpu("H200"), 1, 1, codegen::CostHints()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace forge::cost

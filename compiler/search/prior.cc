@@ -111,7 +111,13 @@ absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTas
   }
   const double flops = static_cast<double>(task.flops());
   const double bytes = static_cast<double>(task.min_bytes());
-  if (plan.hints.executor == codegen::Executor::kCublasLt) {
+  if (plan.hints.gemm_math != codegen::GemmMath::kNone) {
+    FORGE_ASSIGN_OR_RETURN(const cost::GemmPrediction prediction,
+                           cost::PredictGemmTime(gpu_, flops, bytes, plan.hints));
+    return prediction.seconds;
+  }
+  if (plan.hints.executor == codegen::Executor::kCublasLt ||
+      plan.hints.executor == codegen::Executor::kHostLaunched) {
     FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
                            cost::PredictLibraryTime(gpu_, flops, bytes, MathModeOf(task, true),
                                                     plan.hints.kernel_launches));

@@ -180,6 +180,30 @@ TEST(CostModelPriorTest, LibraryPointsArePredictedAsTheCall) {
   EXPECT_GE(first, static_cast<double>(task.flops()) / H200().gpu().peak_bf16_flops);
 }
 
+SchedulePoint Sm90Point(int64_t tile_m, int64_t tile_n, int64_t schedule) {
+  return {"sm90_tma_ws",
+          {{"tile_m", tile_m}, {"tile_n", tile_n}, {"tile_k", 64}, {"cluster_m", 1},
+           {"cluster_n", 1}, {"schedule", schedule}, {"raster", 0}, {"swizzle", 1}}};
+}
+
+// CUTLASS points are ranked by their tiles. 4224 = 33 x 128: 128 x 128 tiles cover the output
+// exactly in 1089 CTAs, 8.25 waves of 132 SMs; 128 x 256 tiles pad N to 4352 and make 561 CTAs,
+// 4.25 waves, so more of their last wave idles; 64 x 64 tiles feed the tensor cores at half their
+// rate. All above the bf16 roofline.
+TEST(CostModelPriorTest, CutlassPointsAreRankedByTheirTiles) {
+  KernelTask task =
+      codegen::testing::LinearActivationTask(kBf16, 4224, 4224, 4096, /*bias=*/false, "");
+  task.set_flops(int64_t{2} * 4224 * 4224 * 4096);
+  task.set_min_bytes(int64_t{2} * (2 * 4224 * 4096 + 4224 * 4224));
+  const auto cutlass = forge::v1::KERNEL_FAMILY_CUTLASS_GEMM;
+  const double wide = Predict(task, Generate(task, cutlass, Sm90Point(128, 256, 0)));
+  const double square = Predict(task, Generate(task, cutlass, Sm90Point(128, 128, 0)));
+  const double small = Predict(task, Generate(task, cutlass, Sm90Point(64, 64, 1)));
+  EXPECT_LT(square, wide);
+  EXPECT_LT(wide, small);
+  EXPECT_GE(square, static_cast<double>(task.flops()) / H200().gpu().peak_bf16_flops);
+}
+
 TEST(CostModelPriorTest, TheAtenFallbackIsNotRanked) {
   const KernelTask task = LargeReluTask();
   const GeneratedKernel fallback =

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -88,23 +89,37 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
   EmulatedResult outcome;
 
   if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
-    // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs its
-    // epilogue kernel after the matmul, through a scratch tensor written and read once more.
-    const int launches = kernel.hints.kernel_launches;
-    double bytes = static_cast<double>(task.min_bytes());
-    if (kernel.hints.output_through_scratch) {
-      for (const forge::v1::TensorSpec& output : task.outputs()) {
-        bytes += 2.0 * graph::SpannedBytes(output);
+    double seconds = 0;
+    std::string explanation;
+    if (kernel.hints.gemm_math != codegen::GemmMath::kNone) {
+      // A tiled GEMM Forge instantiated (CUTLASS): its tile, CTAs and math are in the hints.
+      FORGE_ASSIGN_OR_RETURN(const cost::GemmPrediction prediction,
+                             cost::PredictGemmTime(gpu, static_cast<double>(task.flops()),
+                                                   static_cast<double>(task.min_bytes()),
+                                                   kernel.hints));
+      seconds = prediction.seconds;
+      explanation = prediction.explanation;
+    } else {
+      // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs
+      // its epilogue kernel after the matmul, through a scratch tensor written and read once
+      // more; a host-launched candidate without GEMM hints is a library-like call too.
+      double bytes = static_cast<double>(task.min_bytes());
+      if (kernel.hints.output_through_scratch) {
+        for (const forge::v1::TensorSpec& output : task.outputs()) {
+          bytes += 2.0 * graph::SpannedBytes(output);
+        }
       }
+      FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
+                             cost::PredictLibraryTime(gpu, static_cast<double>(task.flops()),
+                                                      bytes, mode, kernel.hints.kernel_launches));
+      seconds = prediction.seconds;
+      explanation = prediction.explanation;
     }
-    FORGE_ASSIGN_OR_RETURN(
-        const cost::LibraryPrediction prediction,
-        cost::PredictLibraryTime(gpu, static_cast<double>(task.flops()), bytes, mode, launches));
     forge::v1::Measurement* measurement =
-        StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);
+        StartMeasurement(outcome, gpu, candidate_digest, seconds, floor.seconds);
     measurement->mutable_metrics()->set_counters_available(false);
     measurement->mutable_metrics()->set_resources_available(false);
-    outcome.explanation = prediction.explanation;
+    outcome.explanation = std::move(explanation);
     return outcome;
   }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/gemm_analysis/gemm_analysis.h"
 
 namespace forge::codegen {
 
@@ -37,34 +38,18 @@ enum class LibraryEpilogue { kNone, kBias, kRelu, kReluBias, kGelu, kGeluBias };
 // "NONE", "BIAS", "RELU", "RELU_BIAS", "GELU", "GELU_BIAS": cuBLASLt's names.
 const char* LibraryEpilogueName(LibraryEpilogue epilogue);
 
-// One matrix operand of a row-major product: element (i, j) of batch b sits at
-// b * batch_stride + i * leading_dim + j (transposed = false), or
-// b * batch_stride + j * leading_dim + i (transposed = true, the matrix is stored as its transpose).
-struct LibraryMatrix {
-  int input = -1;  // position among the task's inputs (kernel arguments)
-  bool transposed = false;
-  int64_t leading_dim = 0;
-  int64_t batch_stride = 0;
-
-  bool operator==(const LibraryMatrix&) const = default;
-};
+// One matrix operand of the product (gemm_analysis.h).
+using LibraryMatrix = GemmMatrix;
 
 // One cuBLASLt matmul: for each of `batch` products, D (m x n, row-major, leading dimension n,
-// batches m * n apart) = A (m x k) * B (k x n), then the epilogue (bias[n] broadcast over rows,
-// then the activation). A, B and D share `dtype`; the product accumulates in float32.
-struct LibraryGemmCall {
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-  int64_t batch = 1;
-  forge::v1::DType dtype = forge::v1::DTYPE_UNSPECIFIED;
-  LibraryMatrix a;
-  LibraryMatrix b;
+// batches m * n apart) = A (m x k) * B (k x n) (the shared analysis's GemmProduct), then the
+// epilogue (bias[n] broadcast over rows, then the activation). A, B and D share `dtype`; the
+// product accumulates in float32.
+struct LibraryGemmCall : GemmProduct {
   LibraryEpilogue epilogue = LibraryEpilogue::kNone;
   int bias_input = -1;  // position among the task's inputs of the contiguous bias[n]; -1: none
   int algo = 0;         // index into cuBLASLt's heuristic list
 
-  int64_t output_elements() const { return batch * m * n; }
   bool operator==(const LibraryGemmCall&) const = default;
 };
 

@@ -1,7 +1,10 @@
 #include "compiler/codegen/testing/codegen_test_util.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <utility>
@@ -223,10 +226,28 @@ std::vector<SchedulePoint> EvenSample(const std::vector<SchedulePoint>& points, 
   return sample;
 }
 
+namespace {
+
+// The CUTLASS headers host-launched sources compile against: $FORGE_CUTLASS_INCLUDE where set (the
+// GPU machine, whose bundle carries them elsewhere), else the build's.
+std::string CutlassInclude() {
+  const char* configured = std::getenv("FORGE_CUTLASS_INCLUDE");
+  return configured != nullptr && *configured != '\0' ? std::string(configured)
+                                                      : forge::compile::DefaultCutlassInclude();
+}
+
+}  // namespace
+
 forge::compile::CompilePool& Pool() {
   static forge::compile::CompilePool* pool = [] {
     forge::compile::CompilePoolOptions options;
     options.threads = 2;
+    options.cutlass_include = CutlassInclude();
+    if (const char* nvcc = std::getenv("FORGE_NVCC"); nvcc != nullptr && *nvcc != '\0') {
+      options.nvcc_path = nvcc;
+    }
+    // CUTLASS sm90 configurations take minutes of nvcc on a loaded machine.
+    options.nvcc_timeout = absl::Minutes(30);
     auto created = forge::compile::CompilePool::Create(options);
     if (!created.ok()) {
       std::cerr << "compile pool: " << created.status() << "\n";
@@ -267,6 +288,86 @@ void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
           << label << " for " << arch << " spills:\n" << result.log;
     }
   }
+}
+
+forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           bool bias, const std::string& activation,
+                                           const std::string& approximate) {
+  TaskBuilder builder;
+  builder.Input("x", dtype, {m, k}).Input("w", dtype, {n, k});
+  std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"), TensorArg("weight", "w")};
+  if (bias) {
+    builder.Input("bias", dtype, {n});
+    arguments.push_back(OptionalTensorArg("bias", "bias"));
+  }
+  builder.Node("linear", "linear", "", arguments, dtype, {m, n});
+  if (activation.empty()) return builder.Output("linear").Build(forge::v1::KERNEL_FAMILY_GEMM);
+  std::vector<forge::v1::Argument> act = {TensorArg("self", "linear")};
+  if (!approximate.empty()) act.push_back(StringArg("approximate", approximate));
+  builder.Node("act", activation, "", act, dtype, {m, n});
+  return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                        double scale) {
+  return TaskBuilder()
+      .Input("a", dtype, {m, k})
+      .Input("b", dtype, {k, n})
+      .Input("residual", dtype, {m, n})
+      .Node("mm", "mm", "", {TensorArg("self", "a"), TensorArg("mat2", "b")}, dtype, {m, n})
+      .Node("scaled", "mul", "Tensor", {TensorArg("self", "mm"), FloatArg("other", scale)}, dtype,
+            {m, n})
+      .Node("sum", "add", "Tensor", {TensorArg("self", "residual"), TensorArg("other", "scaled")},
+            dtype, {m, n})
+      .Output("sum")
+      .Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b,
+                                 int64_t m, int64_t n, int64_t k, bool b_transposed,
+                                 const std::string& activation) {
+  const bool batched = batch_a > 0 || batch_b > 0;
+  auto shape = [&](int64_t batch, int64_t rows, int64_t cols) {
+    return batched ? std::vector<int64_t>{batch, rows, cols} : std::vector<int64_t>{rows, cols};
+  };
+  TaskBuilder builder;
+  builder.Input("a", dtype, shape(batch_a, m, k));
+  if (b_transposed) {
+    builder.Input("bt", dtype, shape(batch_b, n, k));
+    builder.Node("b", "transpose", "int",
+                 {TensorArg("self", "bt"), IntArg("dim0", batched ? 1 : 0),
+                  IntArg("dim1", batched ? 2 : 1)},
+                 dtype, shape(batch_b, k, n));
+  } else {
+    builder.Input("b", dtype, shape(batch_b, k, n));
+  }
+  const std::vector<int64_t> out = shape(std::max(batch_a, batch_b), m, n);
+  builder.Node("out", "matmul", "", {TensorArg("self", "a"), TensorArg("other", "b")}, dtype, out);
+  if (activation.empty()) return builder.Output("out").Build(forge::v1::KERNEL_FAMILY_GEMM);
+  builder.Node("act", activation, "", {TensorArg("self", "out")}, dtype, out);
+  return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+bool HaveCutlass() {
+  const std::string include = CutlassInclude();
+  return !include.empty() &&
+         std::filesystem::exists(std::filesystem::path(include) / "cutlass" / "version.h");
+}
+
+absl::StatusOr<std::string> CompileSharedObject(const GeneratedKernel& kernel,
+                                                const std::string& arch) {
+  std::optional<forge::compile::CompileRequest> request =
+      forge::compile::CompileRequestFor(kernel, arch);
+  if (!request.has_value() || request->output != CompileOutput::kNvccSharedObject) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel.kernel_name, " is not compiled into a shared object"));
+  }
+  forge::compile::CompileResult compiled = Pool().Compile(*std::move(request));
+  if (!compiled.ok()) {
+    return absl::Status(compiled.status.code(),
+                        absl::StrCat(compiled.status.message(), "\n", compiled.log));
+  }
+  return std::move(compiled.cubin);
 }
 
 }  // namespace forge::codegen::testing

@@ -4,11 +4,13 @@
 #define FORGE_COMPILER_CODEGEN_TESTING_CODEGEN_TEST_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 
+#include "absl/status/statusor.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/generated_kernel.h"
 #include "forge/v1/task.pb.h"
@@ -71,6 +73,22 @@ std::vector<SchedulePoint> ValidPoints(const KernelFamily& family,
 // `count` of `points`, evenly spread from the first (all of them when there are no more).
 std::vector<SchedulePoint> EvenSample(const std::vector<SchedulePoint>& points, size_t count);
 
+// GEMM tasks of the GEMM families' tests (unit and GPU):
+// linear(x[m, k], w[n, k], bias[n] when `bias`), then `activation` when not empty (with gelu's
+// `approximate` when not empty).
+forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           bool bias, const std::string& activation,
+                                           const std::string& approximate = "");
+// mm(a[m, k], b[k, n]) * scale + residual[m, n].
+forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                        double scale);
+// matmul(a[batch_a, m, k], b) with b = transpose(bt[batch_b, n, k], 1, 2) when `b_transposed`,
+// else b[batch_b, k, n] (batch_a != batch_b broadcasts the batch of size 1); then `activation`
+// when not empty. batch_a = batch_b = 0: 2-d mm(a[m, k], b[k, n]).
+forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_t batch_b,
+                                 int64_t m, int64_t n, int64_t k, bool b_transposed = false,
+                                 const std::string& activation = "");
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
@@ -81,6 +99,17 @@ forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const s
 void ExpectCompiles(const std::vector<GeneratedKernel>& kernels,
                     const std::vector<std::string>& labels, bool expect_no_spills,
                     const std::vector<std::string>& archs = {"sm_80", "sm_90"});
+
+// True when CUTLASS's headers are where Pool() looks ($FORGE_CUTLASS_INCLUDE, else the build's
+// FORGE_CUTLASS_INCLUDE): the tests that compile host-launched candidates skip without them.
+// Pool() runs $FORGE_NVCC where set, else the toolkit's nvcc.
+bool HaveCutlass();
+
+// The shared object of a host-launched candidate (CompileOutput::kNvccSharedObject) for `arch`,
+// compiled through Pool() as the worker compiles it (compile::CompileRequestFor: its nvcc command
+// line, arch and options); fails with nvcc's log.
+absl::StatusOr<std::string> CompileSharedObject(const GeneratedKernel& kernel,
+                                                const std::string& arch);
 
 }  // namespace forge::codegen::testing
 

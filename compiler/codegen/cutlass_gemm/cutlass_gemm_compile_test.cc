@@ -1,0 +1,64 @@
+// Compiles one configuration of each cutlass_gemm template into a shared object through the
+// worker's compile pool (its nvcc command line), loads it with the worker's loader (dlopen needs
+// no GPU) and checks the host-launch ABI: the entry points, the ABI version, and that bad runtime
+// arguments are refused with a reason before any CUDA call. About a minute per compile: labelled
+// slow.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
+#include "compiler/codegen/host_launch_abi.h"
+#include "worker/library/host_launched.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
+
+namespace forge::codegen {
+namespace {
+
+using forge::v1::KernelTask;
+
+class CutlassGemmCompileTest : public ::testing::TestWithParam<forge::v1::DType> {};
+
+TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
+  if (!testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
+  // gelu(linear(x, w, bias)): the bias and an activation exercise the fused epilogue.
+  const KernelTask task =
+      testing::LinearActivationTask(GetParam(), 256, 512, 128, true, "gelu", "tanh");
+  const CutlassGemmFamily family;
+  auto spaces = family.ScheduleSpace(task);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  auto kernel = family.Generate(task, DefaultPoint(spaces->front()));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto bytes = testing::CompileSharedObject(*kernel, "sm_90");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto object = library::HostLaunchedObject::Load(*bytes);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->abi_version(), kHostLaunchAbiVersion);
+  // Too few runtime arguments, and a problem of no rows: refused before any CUDA call.
+  const std::vector<int64_t>& args = kernel->runtime_args;
+  EXPECT_EQ((*object)->WorkspaceBytes(absl::MakeConstSpan(args).subspan(0, 3)).status().code(),
+            absl::StatusCode::kOutOfRange);
+  std::vector<int64_t> empty = args;
+  empty[kArgM] = 0;
+  EXPECT_EQ((*object)->WorkspaceBytes(empty).status().code(), absl::StatusCode::kOutOfRange);
+  const std::vector<CUdeviceptr> buffers(4, 0);
+  const absl::Status no_rows = (*object)->Launch(buffers, empty, 0, 0, nullptr);
+  EXPECT_THAT(std::string(no_rows.message()),
+              ::testing::HasSubstr("the problem sizes are not positive"));
+  // A buffer position past the buffers.
+  const absl::Status too_few =
+      (*object)->Launch(absl::MakeConstSpan(buffers).subspan(0, 2), args, 0, 0, nullptr);
+  EXPECT_THAT(std::string(too_few.message()), ::testing::HasSubstr("names no buffer"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, CutlassGemmCompileTest,
+                         ::testing::Values(forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT32),
+                         [](const auto& info) {
+                           return info.param == forge::v1::DTYPE_BFLOAT16 ? std::string("sm90_tma_ws")
+                                                                          : std::string("sm80_3xtf32");
+                         });
+
+}  // namespace
+}  // namespace forge::codegen
