@@ -101,6 +101,8 @@ struct Winner {
   // kLibrary: the cuBLASLt algorithm the call's algo index chose where it was measured; empty
   // for predicted times and older results.
   std::string library_algorithm;
+  // Why the plan runs this step otherwise than its winner (empty when it runs the winner).
+  std::string plan_note;
 };
 
 Winner Regenerate(const TaskResults& results) {
@@ -126,6 +128,18 @@ Winner Regenerate(const TaskResults& results) {
     winner.kernel = *std::move(kernel);
   } else {
     winner.generate_error = kernel.status().ToString();
+  }
+  // The plan's runtime (runtime/extension) loads NVRTC kernels and cuBLASLt calls, not yet the
+  // shared objects of host-launched candidates (CUTLASS): such a step runs its nodes through
+  // ATen, so that the plan stays runnable and right, and says so; the kernel's source stays in
+  // the bundle.
+  if (winner.kernel.has_value() &&
+      winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
+    winner.implementation = Implementation::kAten;
+    winner.plan_note = absl::StrCat(
+        "the winner (", candidate.template_name(),
+        ") is a host-launched CUTLASS kernel, which the plan's runtime does not load yet: this "
+        "step runs its nodes through ATen");
   }
   return winner;
 }
@@ -654,7 +668,11 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     if (!winner.library_algorithm.empty()) {
       absl::StrAppend(&step, ", \"library_algorithm\": ", JsonString(winner.library_algorithm));
     }
-    if (winner.kernel.has_value() && !winner.kernel->source.empty()) {
+    if (!winner.plan_note.empty()) {
+      absl::StrAppend(&step, ", \"note\": ", JsonString(winner.plan_note));
+    }
+    if (winner.kernel.has_value() && !winner.kernel->source.empty() &&
+        winner.implementation != Implementation::kAten) {
       absl::StrAppend(&step, ", \"kernel_name\": ", JsonString(winner.kernel->kernel_name),
                       ", \"source\": ",
                       JsonString(absl::StrCat("tasks/", names[found->second], "/", kKernelFile)),

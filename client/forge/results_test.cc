@@ -316,6 +316,34 @@ TEST_F(ResultsTest, AMeasuredLibraryWinnerCarriesItsCublasLtAlgorithm) {
   EXPECT_GE(library_steps, 1);
 }
 
+TEST_F(ResultsTest, AHostLaunchedWinnerRunsThroughAtenInThePlanAndSaysWhy) {
+  // The plan's runtime does not load host-launched (CUTLASS) objects yet: the step keeps the
+  // plan runnable through ATen, with a note, and no kernel source for the runtime to compile.
+  std::string cutlass_task;
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    const codegen::KernelFamily* cutlass = FamilyNamed(task.task(), "cutlass_gemm");
+    if (cutlass == nullptr || !cutlass_task.empty()) continue;
+    cutlass_task = task.task().digest();
+    SetWinner(task, *cutlass, 9.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+  }
+  ASSERT_FALSE(cutlass_task.empty()) << "no llama_block GEMM task the CUTLASS family runs";
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const Struct plan = ParseJson(ReadFile(fs::path(directory_.path()) / "plan.json"));
+  int found = 0;
+  for (const Value& entry : plan.fields().at("steps").list_value().values()) {
+    const auto& step = entry.struct_value().fields();
+    if (step.at("task").string_value() != cutlass_task) continue;
+    ++found;
+    EXPECT_EQ(step.at("implementation").string_value(), "aten");
+    EXPECT_THAT(step.at("note").string_value(), ::testing::HasSubstr("host-launched CUTLASS"));
+    EXPECT_TRUE(step.contains("calls"));
+    EXPECT_FALSE(step.contains("source"));
+  }
+  EXPECT_GE(found, 1);
+}
+
 TEST_F(ResultsTest, WithoutTheModelThereIsNoPlanAndTheReportSaysWhy) {
   absl::StatusOr<std::vector<std::string>> written =
       WriteResultsBundle(results_, nullptr, ResultsOptions{}, directory_.path());

@@ -46,6 +46,9 @@ enum class GemmMath {
   kNone,
   kTensorCore16Bit,   // bfloat16 / float16 on the tensor cores, float32 accumulation
   kTensorCore3xTf32,  // float32 as three TF32 products on the tensor cores (float32 accuracy)
+                      // through mma.sync (sm80_3xtf32)
+  kTensorCore3xTf32Wgmma,  // the same three products as one WGMMA GEMM over a tripled K, its
+                           // partial sums promoted into float32 registers (sm90_3xtf32)
 };
 
 // Facts about a candidate's schedule that the cost models (the search's prior, the emulated

@@ -77,6 +77,11 @@ constexpr double kThreeTf32Products = 3;
 // (benchmarks/results/2026-12-02-h200-cutlass-probe.md) measured 30-41 TFLOP/s of 3xTF32 at
 // 4096^3, i.e. 41 x 3 / 0.85 / 494.7 = 0.29 of the TF32 peak for its mma.sync products.
 constexpr double kMmaSyncShareOfTf32PeakOnSm90 = 0.29;
+// sm90_3xtf32: WGMMA TF32 products over a tripled K, with a split pass before them and the
+// tensor cores' partial sums promoted into float32 registers every few MMAs (which also limits
+// the tile: the second accumulator doubles the registers). The probe's promoted 128 x 128 tiles
+// ran 94 TFLOP/s of float32 work at 4096^3: 94 x 3 / 0.85 / 494.7 = 0.67 of the TF32 peak.
+constexpr double kPromotedShareOfTf32Peak = 0.67;
 // Operand reuse (tm * tn / (tm + tn)) of a 128 x 128 tile: at or above it, shared memory feeds
 // the tensor cores at full rate (CUTLASS's profiler: 64 x 64 tiles reach about half the peak).
 constexpr double kFullRateTileReuse = 64;
@@ -267,10 +272,13 @@ absl::StatusOr<GemmPrediction> PredictGemmTime(const GpuArch& gpu, double flops,
   }
   if (flops < 0 || bytes < 0) return absl::InvalidArgumentError("negative flops or bytes");
   const bool three_tf32 = hints.gemm_math == codegen::GemmMath::kTensorCore3xTf32;
+  const bool three_tf32_wgmma = hints.gemm_math == codegen::GemmMath::kTensorCore3xTf32Wgmma;
   const double mma_sync_share = gpu.compute_capability >= 90 ? kMmaSyncShareOfTf32PeakOnSm90 : 1;
   const double peak =
       three_tf32 ? gpu.PeakFlops(MathMode::kTf32) * mma_sync_share / kThreeTf32Products
-                 : gpu.PeakFlops(MathMode::kBf16);
+      : three_tf32_wgmma
+          ? gpu.PeakFlops(MathMode::kTf32) * kPromotedShareOfTf32Peak / kThreeTf32Products
+          : gpu.PeakFlops(MathMode::kBf16);
   if (peak <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(gpu.name, " has no tensor cores for this GEMM's math"));
@@ -296,7 +304,8 @@ absl::StatusOr<GemmPrediction> PredictGemmTime(const GpuArch& gpu, double flops,
   prediction.explanation = absl::StrFormat(
       "%s: %s GEMM, %lldx%lld tiles (%.0f%% useful, reuse %.2f), %.2f waves (efficiency %.2f), "
       "%s",
-      gpu.name, three_tf32 ? "3xTF32" : "16-bit tensor-core",
+      gpu.name,
+      three_tf32 ? "3xTF32 (mma.sync)" : three_tf32_wgmma ? "3xTF32 (WGMMA)" : "16-bit tensor-core",
       static_cast<long long>(hints.gemm_tile_m), static_cast<long long>(hints.gemm_tile_n),
       100 * hints.gemm_tile_utilization, prediction.reuse_efficiency, prediction.waves,
       prediction.wave_efficiency, PredictedBoundName(prediction.bound));

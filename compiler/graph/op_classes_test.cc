@@ -27,7 +27,9 @@ TEST(ClassifyOpTest, SortsOpsIntoTheirClasses) {
   EXPECT_EQ(ClassifyOp("aten::conv2d", "default"), OpClass::kConv);
   EXPECT_EQ(ClassifyOp("aten::_scaled_dot_product_flash_attention", "default"),
             OpClass::kAttention);
-  EXPECT_EQ(ClassifyOp("aten::cat", "default"), OpClass::kOpaque);
+  EXPECT_EQ(ClassifyOp("aten::cat", "default"), OpClass::kPointwise);  // glue: index arithmetic
+  EXPECT_EQ(ClassifyOp("aten::cumsum", "default"), OpClass::kScan);
+  EXPECT_EQ(ClassifyOp("aten::sort", "default"), OpClass::kOpaque);
   EXPECT_EQ(ClassifyOp("aten::max_pool2d", "default"), OpClass::kOpaque);
 }
 

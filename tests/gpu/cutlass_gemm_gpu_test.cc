@@ -106,6 +106,19 @@ TEST_F(CutlassGemmGpuTest, ScaleResidualFloat32KeepsFloat32Accuracy) {
   ExpectAccepted(ScaleResidualTask(kF32, 512, 768, 1024, 0.5));
 }
 
+TEST_F(CutlassGemmGpuTest, Sm80ThreeTf32ScaleResidualFloat32) {
+  ExpectAccepted(ScaleResidualTask(kF32, 512, 768, 1024, 0.5),
+                 {CutlassGemmFamily::kSm80Template, {{"config", 7}}});
+}
+
+TEST_F(CutlassGemmGpuTest, Sm90ThreeTf32LinearBiasReluOddKFloat32) {
+  // linear's weight is read transposed (B column-major), K = 333 is padded to 336 by the split.
+  ExpectAccepted(LinearActivationTask(kF32, 300, 256, 333, true, "relu", ""),
+                 {CutlassGemmFamily::kSm90ThreeTf32Template,
+                  {{"tile_m", 128}, {"tile_n", 64}, {"cluster_m", 1}, {"cluster_n", 2},
+                   {"raster", 1}, {"swizzle", 2}, {"promotion", 8}}});
+}
+
 TEST_F(CutlassGemmGpuTest, BroadcastBatchOddKSigmoidFloat32) {
   ExpectAccepted(MatmulTask(kF32, 4, 1, 100, 72, 37, /*transposed=*/false, "sigmoid"));
 }

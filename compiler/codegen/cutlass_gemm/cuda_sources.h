@@ -10,6 +10,7 @@ extern const char kCutlassCommon[];
 // sm90_tma_ws.cuh and sm80_3xtf32.cuh: one template each, after the two above.
 extern const char kSm90TmaWs[];
 extern const char kSm80ThreeTf32[];
+extern const char kSm90ThreeTf32[];
 // cutlass_entry_points.cuh: forge_workspace_bytes and forge_launch, after the template.
 extern const char kCutlassEntryPoints[];
 

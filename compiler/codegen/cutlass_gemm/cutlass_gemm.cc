@@ -204,8 +204,10 @@ bool Is16Bit(DType dtype) {
   return dtype == forge::v1::DTYPE_BFLOAT16 || dtype == forge::v1::DTYPE_FLOAT16;
 }
 
-const char* TemplateFor(DType dtype) {
-  return Is16Bit(dtype) ? CutlassGemmFamily::kSm90Template : CutlassGemmFamily::kSm80Template;
+// The templates of a product of `dtype`, in the order their spaces are offered.
+std::vector<const char*> TemplatesFor(DType dtype) {
+  if (Is16Bit(dtype)) return {CutlassGemmFamily::kSm90Template};
+  return {CutlassGemmFamily::kSm90ThreeTf32Template, CutlassGemmFamily::kSm80Template};
 }
 
 TemplateSpace SpaceOf(absl::string_view template_name) {
@@ -219,6 +221,17 @@ TemplateSpace SpaceOf(absl::string_view template_name) {
              {"schedule", {0, 1}, 0},
              {"raster", {0, 1, 2}, 0},
              {"swizzle", {1, 2, 4, 8}, 1}}};
+  }
+  if (template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
+    // The probe's fastest promoted configuration is the default: 128 x 128, cluster 2 x 1.
+    return {std::string(template_name),
+            {{"tile_m", {128, 256}, 128},
+             {"tile_n", {64, 128}, 128},
+             {"cluster_m", {1, 2}, 2},
+             {"cluster_n", {1, 2}, 1},
+             {"raster", {0, 1, 2}, 0},
+             {"swizzle", {1, 2, 4, 8}, 1},
+             {"promotion", {4, 8}, 4}}};
   }
   std::vector<int64_t> configs(kSm80Configs.size());
   for (size_t i = 0; i < configs.size(); ++i) configs[i] = static_cast<int64_t>(i);
@@ -251,12 +264,23 @@ int Sm80Alignment(const CutlassAnalysis& analysis) {
   return aligned ? 4 : 1;
 }
 
-// What keeps the task's template from running it at any point; empty when nothing does.
-std::string TemplateObstacle(const CutlassAnalysis& analysis) {
+// What keeps `template_name` from running the task at any point; empty when nothing does.
+std::string TemplateObstacle(const CutlassAnalysis& analysis, absl::string_view template_name) {
   const GemmProduct& p = analysis.product;
-  if (!Is16Bit(p.dtype)) {
+  if (template_name == CutlassGemmFamily::kSm80Template) {
     if (analysis.bias_input >= 0 && analysis.residual.buffer >= 0) {
       return "sm80_3xtf32 adds a bias as its C operand, so not a bias and a residual together";
+    }
+    return "";
+  }
+  if (template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
+    // A and B go through the split kernel (any strides); only the TMA epilogue's C and D remain.
+    const std::vector<std::pair<std::string, int64_t>> strides = Strides(analysis);
+    for (size_t i = 4; i < strides.size(); ++i) {
+      if (strides[i].second % 4 != 0) {
+        return absl::StrCat("sm90_3xtf32: ", strides[i].first, " (", strides[i].second,
+                            " elements) is not a multiple of 16 bytes, as TMA needs");
+      }
     }
     return "";
   }
@@ -271,6 +295,21 @@ std::string TemplateObstacle(const CutlassAnalysis& analysis) {
     return "sm90_tma_ws: a broadcast batch (batch stride 0) has no TMA descriptor here";
   }
   return "";
+}
+
+// The templates that can run the task, or the obstacles of all of them ("; "-joined).
+std::vector<const char*> UsableTemplates(const CutlassAnalysis& analysis, std::string* obstacles) {
+  std::vector<const char*> usable;
+  std::vector<std::string> reasons;
+  for (const char* name : TemplatesFor(analysis.product.dtype)) {
+    if (std::string obstacle = TemplateObstacle(analysis, name); obstacle.empty()) {
+      usable.push_back(name);
+    } else {
+      reasons.push_back(std::move(obstacle));
+    }
+  }
+  if (obstacles != nullptr) *obstacles = absl::StrJoin(reasons, "; ");
+  return usable;
 }
 
 // The point-level constraints of sm90_tma_ws (see cutlass_gemm.h).
@@ -302,16 +341,19 @@ absl::Status ValidateSm90Point(const SchedulePoint& point) {
 }
 
 absl::Status ValidateAgainst(const CutlassAnalysis& analysis, const SchedulePoint& point) {
-  const char* expected = TemplateFor(analysis.product.dtype);
-  if (point.template_name != expected) {
+  const std::vector<const char*> templates = TemplatesFor(analysis.product.dtype);
+  if (std::find(templates.begin(), templates.end(), point.template_name) == templates.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cutlass_gemm: template '", point.template_name, "' does not apply to a ",
-        DTypeName(analysis.product.dtype), " product (its template is '", expected, "')"));
+        DTypeName(analysis.product.dtype), " product (its templates are '",
+        absl::StrJoin(templates, "', '"), "')"));
   }
-  if (absl::Status status = CheckPointInSpace(SpaceOf(expected), point); !status.ok()) {
+  if (absl::Status status = CheckPointInSpace(SpaceOf(point.template_name), point);
+      !status.ok()) {
     return status;
   }
-  if (const std::string obstacle = TemplateObstacle(analysis); !obstacle.empty()) {
+  if (const std::string obstacle = TemplateObstacle(analysis, point.template_name);
+      !obstacle.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cutlass_gemm: ", obstacle));
   }
   if (point.template_name == CutlassGemmFamily::kSm90Template) return ValidateSm90Point(point);
@@ -489,13 +531,60 @@ Configuration Sm80Configuration(const CutlassAnalysis& analysis, const ScheduleP
   return config;
 }
 
+Configuration Sm90ThreeTf32Configuration(const CutlassAnalysis& analysis,
+                                         const SchedulePoint& point) {
+  const GemmProduct& p = analysis.product;
+  const auto& params = point.parameters;
+  const int64_t tile_m = params.at("tile_m");
+  const int64_t tile_n = params.at("tile_n");
+  constexpr int64_t kTileK = 32;  // 128 bytes of float
+  const int64_t cluster_m = params.at("cluster_m");
+  const int64_t cluster_n = params.at("cluster_n");
+  const bool source = analysis.residual.buffer >= 0;
+  Configuration config;
+  // No operand layouts in the name or the source: the split kernel reads any.
+  config.kernel_name =
+      absl::StrCat("cutlass_sm90_3xtf32_", tile_m, "x", tile_n, "x", kTileK, "_", cluster_m, "x",
+                   cluster_n, "x1", EpilogueName(analysis, source));
+  config.defines = {{"FORGE_TILE_M", absl::StrCat(tile_m)},
+                    {"FORGE_TILE_N", absl::StrCat(tile_n)},
+                    {"FORGE_TILE_K", absl::StrCat(kTileK)},
+                    {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
+                    {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
+                    {"FORGE_ACTIVATION", analysis.activation->functor},
+                    {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
+                    {"FORGE_HAS_SOURCE", source ? "1" : "0"}};
+  config.runtime_args = CommonRuntimeArgs(analysis);
+  std::vector<int64_t>& args = config.runtime_args;
+  args[kArgBias] = analysis.bias_input;
+  args[kArgLdc] = analysis.output.leading_dim;
+  args[kArgBatchStrideC] = analysis.output.batch_stride;
+  if (source) SetResidual(analysis.residual, args);
+  args[kArgRaster] = params.at("raster");
+  args[kArgSwizzle] = params.at("swizzle");
+  args[kArgARowMajor] = ARowMajor(p) ? 1 : 0;
+  args[kArgBRowMajor] = BRowMajor(p) ? 1 : 0;
+  args[kArgPromotion] = params.at("promotion");
+  config.launch.grid = {static_cast<uint32_t>(RoundUp(CeilDiv(p.m, tile_m), cluster_m)),
+                        static_cast<uint32_t>(RoundUp(CeilDiv(p.n, tile_n), cluster_n)),
+                        static_cast<uint32_t>(p.batch)};
+  config.launch.block = {384, 1, 1};
+  SetGemmHints(p, tile_m, tile_n, kTileK, GemmMath::kTensorCore3xTf32Wgmma, 1, config.hints);
+  config.hints.kernel_launches = 3;  // two split kernels, then the GEMM
+  return config;
+}
+
 absl::StatusOr<Configuration> ConfigurationOf(const KernelTask& task, const SchedulePoint& point) {
   absl::StatusOr<CutlassAnalysis> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   if (absl::Status status = ValidateAgainst(*analysis, point); !status.ok()) return status;
-  return point.template_name == CutlassGemmFamily::kSm90Template
-             ? Sm90Configuration(*analysis, point)
-             : Sm80Configuration(*analysis, point);
+  if (point.template_name == CutlassGemmFamily::kSm90Template) {
+    return Sm90Configuration(*analysis, point);
+  }
+  if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
+    return Sm90ThreeTf32Configuration(*analysis, point);
+  }
+  return Sm80Configuration(*analysis, point);
 }
 
 // The compile options every template's source needs beyond the worker's -std, -arch and include
@@ -512,15 +601,17 @@ const char* RuntimeArgName(RuntimeArg arg) {
   static constexpr const char* kNames[kRuntimeArgCount] = {
       "M",   "N",   "K",    "BATCH",          "A",   "LDA",   "BATCH_STRIDE_A",
       "B",   "LDB", "BATCH_STRIDE_B", "BIAS", "C",   "LDC",   "BATCH_STRIDE_C",
-      "D",   "LDD", "BATCH_STRIDE_D", "ALPHA", "BETA", "RASTER", "SWIZZLE"};
+      "D",   "LDD", "BATCH_STRIDE_D", "ALPHA", "BETA", "RASTER", "SWIZZLE",
+      "A_ROW_MAJOR", "B_ROW_MAJOR", "PROMOTION"};
   return arg >= 0 && arg < kRuntimeArgCount ? kNames[arg] : "?";
 }
 
 absl::Status CutlassGemmFamily::Applies(const KernelTask& task) const {
   absl::StatusOr<CutlassAnalysis> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
-  if (const std::string obstacle = TemplateObstacle(*analysis); !obstacle.empty()) {
-    return absl::UnimplementedError(absl::StrCat("cutlass_gemm: ", obstacle));
+  std::string obstacles;
+  if (UsableTemplates(*analysis, &obstacles).empty()) {
+    return absl::UnimplementedError(absl::StrCat("cutlass_gemm: ", obstacles));
   }
   return absl::OkStatus();
 }
@@ -530,7 +621,9 @@ absl::StatusOr<std::vector<TemplateSpace>> CutlassGemmFamily::ScheduleSpace(
   if (absl::Status status = Applies(task); !status.ok()) return status;
   absl::StatusOr<CutlassAnalysis> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
-  return std::vector<TemplateSpace>{SpaceOf(TemplateFor(analysis->product.dtype))};
+  std::vector<TemplateSpace> spaces;
+  for (const char* name : UsableTemplates(*analysis, nullptr)) spaces.push_back(SpaceOf(name));
+  return spaces;
 }
 
 absl::Status CutlassGemmFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
@@ -572,8 +665,9 @@ absl::StatusOr<std::string> CutlassGemmFamily::Emit(const KernelTask& task,
   }
   absl::StrAppend(&source, "#define FORGE_ARG_COUNT ", static_cast<int>(kRuntimeArgCount), "\n",
                   cutlass_gemm::kCutlassCommon,
-                  plan.template_name == kSm90Template ? cutlass_gemm::kSm90TmaWs
-                                                      : cutlass_gemm::kSm80ThreeTf32,
+                  plan.template_name == kSm90Template           ? cutlass_gemm::kSm90TmaWs
+                  : plan.template_name == kSm90ThreeTf32Template ? cutlass_gemm::kSm90ThreeTf32
+                                                                 : cutlass_gemm::kSm80ThreeTf32,
                   cutlass_gemm::kCutlassEntryPoints);
   return source;
 }
@@ -583,9 +677,10 @@ absl::Status CutlassGemmFamily::SupportsArch(const KernelTask& /*task*/,
                                              absl::string_view target_arch) const {
   absl::StatusOr<int> capability = ComputeCapabilityOf(target_arch);
   if (!capability.ok()) return capability.status();
-  if (point.template_name == kSm90Template && *capability != 90) {
+  if ((point.template_name == kSm90Template || point.template_name == kSm90ThreeTf32Template) &&
+      *capability != 90) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "sm90_tma_ws needs sm_90 (TMA and WGMMA of Hopper), not ", target_arch));
+        point.template_name, " needs sm_90 (TMA and WGMMA of Hopper), not ", target_arch));
   }
   if (point.template_name == kSm80Template && *capability < 80) {
     return absl::FailedPreconditionError(absl::StrCat(

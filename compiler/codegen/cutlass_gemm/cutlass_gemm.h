@@ -32,6 +32,16 @@
 //    tile and stages of CUTLASS's own profiler list for this math; default 7, the probe's best).
 //    Global accesses are 16 bytes when every leading dimension, batch stride and contiguous extent
 //    is a multiple of 4 elements, else one element (K need not be a multiple of anything).
+//  - "sm90_3xtf32" (sm90_3xtf32.cuh) for float32 tasks on sm_90: the three TF32 products as one
+//    CUTLASS 3.x WGMMA GEMM over a tripled K, after a split kernel that writes each operand's
+//    TF32 big and small parts K-major into the workspace (any layout of A and B: the split reads
+//    them through runtime strides), with CUTLASS's FP8 mainloop promotion (every `promotion` MMAs
+//    the tensor cores' partial sum goes into a float32 register accumulator): the tensor cores'
+//    TF32 accumulation alone loses float32's tolerance over a 3K-long sum. Parameters: tile_m
+//    (128, 256), tile_n (64, 128), cluster_m/_n (1, 2), raster, swizzle, promotion (4, 8: MMAs
+//    of K = 8 between promotions). Cooperative schedule, TMA epilogue (D and C need 16-byte
+//    leading dimensions). The CUTLASS probe measured 1.89x eager float32 at 4096^3 with 0
+//    elements outside float32's tolerance (benchmarks/results/2026-12-02-h200-cutlass-probe.md).
 //
 // Epilogue: D = activation(alpha * (A B) + beta * C + bias) with
 //  - alpha: a scalar multiply (or divide) of the product, before anything is added;
@@ -89,6 +99,9 @@ enum RuntimeArg : int {
   kArgBeta,           // double bits
   kArgRaster,         // sm90_tma_ws's raster order (0 heuristic, 1 along M, 2 along N)
   kArgSwizzle,        // sm90_tma_ws's max swizzle size
+  kArgARowMajor,      // sm90_3xtf32: 1 when A (m x k) is row-major, 0 column-major
+  kArgBRowMajor,      // sm90_3xtf32: 1 when B (k x n) is row-major, 0 column-major
+  kArgPromotion,      // sm90_3xtf32: MMAs between promotions into float32 registers
   kRuntimeArgCount,
 };
 // "M", "N", ..., "SWIZZLE": the FORGE_ARG_ suffix of `arg`.
@@ -118,10 +131,11 @@ class CutlassGemmFamily : public KernelFamily {
  public:
   static constexpr char kSm90Template[] = "sm90_tma_ws";
   static constexpr char kSm80Template[] = "sm80_3xtf32";
+  static constexpr char kSm90ThreeTf32Template[] = "sm90_3xtf32";
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_CUTLASS_GEMM; }
   absl::string_view name() const override { return "cutlass_gemm"; }
-  absl::string_view generator_version() const override { return "cutlass_gemm-1"; }
+  absl::string_view generator_version() const override { return "cutlass_gemm-2"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
@@ -136,7 +150,7 @@ class CutlassGemmFamily : public KernelFamily {
   // cutlass_entry_points.cuh. Identical for every task planned to the same configuration.
   absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
                                    const LaunchPlan& plan) const override;
-  // sm90_tma_ws: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.
+  // sm90_tma_ws and sm90_3xtf32: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
 };

@@ -3,6 +3,7 @@
 // no GPU) and checks the host-launch ABI: the entry points, the ABI version, and that bad runtime
 // arguments are refused with a reason before any CUDA call. About a minute per compile: labelled
 // slow.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,17 +20,27 @@ namespace {
 
 using forge::v1::KernelTask;
 
-class CutlassGemmCompileTest : public ::testing::TestWithParam<forge::v1::DType> {};
+// A template, and the dtype of the task that exercises it.
+struct TemplateCase {
+  const char* template_name;
+  forge::v1::DType dtype;
+};
+
+class CutlassGemmCompileTest : public ::testing::TestWithParam<TemplateCase> {};
 
 TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
   if (!testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
   // gelu(linear(x, w, bias)): the bias and an activation exercise the fused epilogue.
   const KernelTask task =
-      testing::LinearActivationTask(GetParam(), 256, 512, 128, true, "gelu", "tanh");
+      testing::LinearActivationTask(GetParam().dtype, 256, 512, 128, true, "gelu", "tanh");
   const CutlassGemmFamily family;
   auto spaces = family.ScheduleSpace(task);
   ASSERT_TRUE(spaces.ok()) << spaces.status();
-  auto kernel = family.Generate(task, DefaultPoint(spaces->front()));
+  const auto space = std::find_if(spaces->begin(), spaces->end(), [](const TemplateSpace& s) {
+    return s.template_name == GetParam().template_name;
+  });
+  ASSERT_NE(space, spaces->end()) << GetParam().template_name;
+  auto kernel = family.Generate(task, DefaultPoint(*space));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   auto bytes = testing::CompileSharedObject(*kernel, "sm_90");
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -53,12 +64,13 @@ TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
   EXPECT_THAT(std::string(too_few.message()), ::testing::HasSubstr("names no buffer"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Templates, CutlassGemmCompileTest,
-                         ::testing::Values(forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT32),
-                         [](const auto& info) {
-                           return info.param == forge::v1::DTYPE_BFLOAT16 ? std::string("sm90_tma_ws")
-                                                                          : std::string("sm80_3xtf32");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Templates, CutlassGemmCompileTest,
+    ::testing::Values(TemplateCase{CutlassGemmFamily::kSm90Template, forge::v1::DTYPE_BFLOAT16},
+                      TemplateCase{CutlassGemmFamily::kSm90ThreeTf32Template,
+                                   forge::v1::DTYPE_FLOAT32},
+                      TemplateCase{CutlassGemmFamily::kSm80Template, forge::v1::DTYPE_FLOAT32}),
+    [](const auto& info) { return std::string(info.param.template_name); });
 
 }  // namespace
 }  // namespace forge::codegen

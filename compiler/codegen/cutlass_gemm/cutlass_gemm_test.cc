@@ -31,11 +31,11 @@ const CutlassGemmFamily kFamily;
 
 int64_t Bits(double value) { return std::bit_cast<int64_t>(value); }
 
-// The default point of the task's one template.
+// The default point of the task's first template (float32: sm90_3xtf32).
 SchedulePoint DefaultOf(const KernelTask& task) {
   auto spaces = kFamily.ScheduleSpace(task);
   EXPECT_TRUE(spaces.ok()) << spaces.status();
-  if (!spaces.ok() || spaces->size() != 1) return {};
+  if (!spaces.ok() || spaces->empty()) return {};
   return DefaultPoint(spaces->front());
 }
 
@@ -70,7 +70,9 @@ TEST(CutlassGemmTest, EachDTypeHasItsTemplate) {
   };
   EXPECT_THAT(names(LinearTask(kBF16, 256, 512, 128)), ElementsAre("sm90_tma_ws"));
   EXPECT_THAT(names(LinearTask(kF16, 256, 512, 128)), ElementsAre("sm90_tma_ws"));
-  EXPECT_THAT(names(LinearTask(kF32, 256, 512, 128)), ElementsAre("sm80_3xtf32"));
+  EXPECT_THAT(names(LinearTask(kF32, 256, 512, 128)), ElementsAre("sm90_3xtf32", "sm80_3xtf32"));
+  // sm90_3xtf32's TMA epilogue needs D's rows 16-byte aligned (66 floats are not); sm80 runs it.
+  EXPECT_THAT(names(LinearTask(kF32, 64, 66, 32)), ElementsAre("sm80_3xtf32"));
 }
 
 TEST(CutlassGemmTest, DeclinesWithReasons) {
@@ -116,7 +118,10 @@ TEST(CutlassGemmTest, DeclinesWithReasons) {
                 kF32, {64, 16})
           .Output("sum")
           .Build(kGemm);
-  EXPECT_THAT(std::string(kFamily.Applies(bias_and_residual).message()),
+  // sm90_3xtf32 has both in its epilogue, so only sm80_3xtf32 declines it.
+  EXPECT_TRUE(kFamily.Applies(bias_and_residual).ok());
+  EXPECT_THAT(std::string(kFamily.Validate(bias_and_residual, {"sm80_3xtf32", {{"config", 0}}})
+                              .message()),
               HasSubstr("not a bias and a residual together"));
 
   // A bf16 broadcast batch has no TMA descriptor; float32 runs it.
@@ -149,15 +154,15 @@ TEST(CutlassGemmTest, ValidateEnforcesTheScheduleRules) {
   EXPECT_EQ(kFamily.Validate(task, point).code(), absl::StatusCode::kInvalidArgument);
   // The float32 template's point is not the bf16 task's.
   EXPECT_THAT(std::string(kFamily.Validate(task, {"sm80_3xtf32", {{"config", 0}}}).message()),
-              HasSubstr("its template is 'sm90_tma_ws'"));
+              HasSubstr("its templates are 'sm90_tma_ws'"));
 }
 
 TEST(CutlassGemmTest, SpaceSizes) {
-  auto valid_points = [](const KernelTask& task) {
+  auto valid_points = [](const KernelTask& task, size_t template_index = 0) {
     auto spaces = kFamily.ScheduleSpace(task);
     EXPECT_TRUE(spaces.ok()) << spaces.status();
     int valid = 0, all = 0;
-    for (const SchedulePoint& point : EnumeratePoints(spaces->front())) {
+    for (const SchedulePoint& point : EnumeratePoints(spaces->at(template_index))) {
       ++all;
       valid += kFamily.Validate(task, point).ok();
     }
@@ -167,7 +172,9 @@ TEST(CutlassGemmTest, SpaceSizes) {
   // schedule) pairs, cooperative allows 128 x {64, 128, 256} and 256 x {64, 128}, ping-pong
   // 64 x {64, 128, 256} and 128 x {64, 128}: 10.
   EXPECT_EQ(valid_points(LinearTask(kBF16, 256, 512, 128)), std::make_pair(10 * 4 * 12, 864));
-  EXPECT_EQ(valid_points(LinearTask(kF32, 256, 512, 128)),
+  // sm90_3xtf32: tile_m 2 x tile_n 2 x cluster 4 x raster 3 x swizzle 4 x promotion 2, all valid.
+  EXPECT_EQ(valid_points(LinearTask(kF32, 256, 512, 128)), std::make_pair(384, 384));
+  EXPECT_EQ(valid_points(LinearTask(kF32, 256, 512, 128), 1),
             std::make_pair(static_cast<int>(kSm80Configs.size()),
                            static_cast<int>(kSm80Configs.size())));
 }
@@ -186,7 +193,7 @@ TEST(CutlassGemmTest, LinearBiasGeluPlan) {
   // output is buffer 3 (after the three inputs); no C.
   EXPECT_THAT(plan.runtime_args,
               ElementsAre(256, 512, 128, 1, 0, 128, 0, 1, 128, 0, 2, -1, 512, 0, 3, 512, 0,
-                          Bits(1.0), Bits(0.0), 2, 4));
+                          Bits(1.0), Bits(0.0), 2, 4, 0, 0, 0));
   EXPECT_EQ(plan.hints.gemm_math, GemmMath::kTensorCore16Bit);
   EXPECT_EQ(plan.hints.gemm_ctas, 2 * 2);
   EXPECT_DOUBLE_EQ(plan.hints.gemm_tile_utilization, 1.0);
@@ -229,13 +236,16 @@ TEST(CutlassGemmTest, ScaleAndResidualAreAlphaAndC) {
   EXPECT_EQ(bf16[kArgAlpha], Bits(0.125));
   EXPECT_EQ(bf16[kArgBeta], Bits(1.0));
   EXPECT_EQ(bf16[kArgD], 3);
-  // float32: the same through the 2.x kernel.
+  // float32: the same through sm90_3xtf32 (the default) ...
   const std::vector<int64_t> f32 = ArgsOf(ScaleResidualTask(kF32, 64, 128, 32));
   EXPECT_EQ(f32[kArgC], 2);
   EXPECT_EQ(f32[kArgLdc], 128);
   EXPECT_EQ(f32[kArgAlpha], Bits(0.125));
-  // A float32 bias is C broadcast over rows: ld 0, beta 1.
-  const std::vector<int64_t> bias = ArgsOf(LinearTask(kF32, 64, 128, 32));
+  EXPECT_EQ(ArgsOf(LinearTask(kF32, 64, 128, 32))[kArgBias], 2);
+  // ... and through the 2.x kernel, whose bias is C broadcast over rows: ld 0, beta 1.
+  const KernelTask linear = LinearTask(kF32, 64, 128, 32);
+  const std::vector<int64_t> bias =
+      PlanOf(linear, {"sm80_3xtf32", {{"config", 7}}}).runtime_args;
   EXPECT_EQ(bias[kArgBias], -1);
   EXPECT_EQ(bias[kArgC], 2);
   EXPECT_EQ(bias[kArgLdc], 0);
@@ -250,7 +260,7 @@ TEST(CutlassGemmTest, BatchedTransposedAndBroadcastOperands) {
   EXPECT_THAT(plan.kernel_name, HasSubstr("_tn_"));
   EXPECT_THAT(plan.runtime_args,
               ElementsAre(64, 32, 16, 3, 0, 16, 64 * 16, 1, 16, 32 * 16, -1, -1, 32, 64 * 32, 2,
-                          32, 64 * 32, Bits(1.0), Bits(0.0), 0, 1));
+                          32, 64 * 32, Bits(1.0), Bits(0.0), 0, 1, 0, 0, 0));
   // Row-major b: B is row-major (ld n).
   const std::vector<int64_t> plain = ArgsOf(testing::MatmulTask(kBF16, 3, 3, 64, 32, 16));
   EXPECT_EQ(plain[kArgLdb], 32);
@@ -289,7 +299,7 @@ TEST(CutlassGemmTest, SourceDependsOnTheConfigurationOnly) {
   auto gelu = kFamily.Generate(LinearTask(kBF16, 64, 128, 64, true, "gelu"), point);
   ASSERT_TRUE(gelu.ok());
   EXPECT_NE(first->source, gelu->source);
-  // float32: the same for the 2.x template.
+  // float32: the same for its default template (sm90_3xtf32).
   const KernelTask f32_small = LinearTask(kF32, 32, 64, 16);
   const KernelTask f32_large = LinearTask(kF32, 1024, 2048, 4096);
   auto f32_first = kFamily.Generate(f32_small, DefaultOf(f32_small));
@@ -312,9 +322,12 @@ TEST(CutlassGemmTest, ArchRules) {
   EXPECT_TRUE(kFamily.SupportsArch(bf16, DefaultOf(bf16), "sm_90").ok());
   EXPECT_EQ(kFamily.SupportsArch(bf16, DefaultOf(bf16), "sm_80").code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(kFamily.SupportsArch(f32, DefaultOf(f32), "sm_80").ok());
-  EXPECT_TRUE(kFamily.SupportsArch(f32, DefaultOf(f32), "sm_90").ok());
-  EXPECT_EQ(kFamily.SupportsArch(f32, DefaultOf(f32), "sm_75").code(),
+  const SchedulePoint sm80 = {"sm80_3xtf32", {{"config", 7}}};
+  EXPECT_TRUE(kFamily.SupportsArch(f32, sm80, "sm_80").ok());
+  EXPECT_TRUE(kFamily.SupportsArch(f32, sm80, "sm_90").ok());
+  EXPECT_EQ(kFamily.SupportsArch(f32, sm80, "sm_75").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(kFamily.SupportsArch(f32, DefaultOf(f32), "sm_90").ok());  // sm90_3xtf32
+  EXPECT_EQ(kFamily.SupportsArch(f32, DefaultOf(f32), "sm_80").code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -327,6 +340,33 @@ TEST(CutlassGemmTest, RegisteredBeforeTheLibraryFamily) {
     names.emplace_back(applicable->name());
   }
   EXPECT_THAT(names, ElementsAre("cutlass_gemm", "gemm_library", "aten"));
+}
+
+TEST(CutlassGemmTest, ThreeTf32OnSm90ReadsAnyLayoutThroughRuntimeArguments) {
+  // The same product with B stored transposed or not: one configuration, one source; the layout
+  // travels in the runtime arguments, which the split kernel reads.
+  const KernelTask plain = testing::MatmulTask(kF32, 0, 0, 96, 80, 40, false);
+  const KernelTask transposed = testing::MatmulTask(kF32, 0, 0, 96, 80, 40, true);
+  const SchedulePoint point = DefaultOf(plain);
+  ASSERT_EQ(point.template_name, "sm90_3xtf32");
+  const LaunchPlan plain_plan = PlanOf(plain, point);
+  const LaunchPlan transposed_plan = PlanOf(transposed, point);
+  EXPECT_EQ(plain_plan.hints.gemm_math, GemmMath::kTensorCore3xTf32Wgmma);
+  EXPECT_EQ(plain_plan.runtime_args[kArgBRowMajor], 1);
+  EXPECT_EQ(transposed_plan.runtime_args[kArgBRowMajor], 0);
+  EXPECT_EQ(plain_plan.runtime_args[kArgARowMajor], 1);
+  EXPECT_EQ(plain_plan.runtime_args[kArgPromotion], 4);
+  auto plain_source = kFamily.Emit(plain, plain_plan);
+  auto transposed_source = kFamily.Emit(transposed, transposed_plan);
+  ASSERT_TRUE(plain_source.ok()) << plain_source.status();
+  ASSERT_TRUE(transposed_source.ok()) << transposed_source.status();
+  EXPECT_EQ(*plain_source, *transposed_source);
+  EXPECT_THAT(*plain_source, HasSubstr("#define FORGE_ARG_PROMOTION 23"));
+  EXPECT_THAT(*plain_source, HasSubstr("MainloopSm90TmaGmmaWarpSpecializedFP8"));
+  // It needs Hopper.
+  EXPECT_EQ(kFamily.SupportsArch(plain, point, "sm_80").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(kFamily.SupportsArch(plain, point, "sm_90").ok());
 }
 
 }  // namespace

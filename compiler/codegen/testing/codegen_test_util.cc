@@ -248,6 +248,11 @@ forge::compile::CompilePool& Pool() {
     }
     // CUTLASS sm90 configurations take minutes of nvcc on a loaded machine.
     options.nvcc_timeout = absl::Minutes(30);
+    // Where set, compiled results persist across test processes (the GPU scripts run test cases
+    // in parallel to compile them at once, then time them again from the cache).
+    if (const char* cache = std::getenv("FORGE_TEST_COMPILE_CACHE"); cache != nullptr && *cache) {
+      options.disk_cache_dir = cache;
+    }
     auto created = forge::compile::CompilePool::Create(options);
     if (!created.ok()) {
       std::cerr << "compile pool: " << created.status() << "\n";

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# After a change to the kernel families or the judge: on the GPU machine, in phases
+#   benchmarks/gpu/run_families_check.sh [tests] [validate] [anchor]     (default: tests validate)
+#  tests:    the judge's planted bugs (guard zones included), the host-launched path
+#            (host_launched_test, sandbox_gpu_test) and cutlass_gemm_gpu_test. The CUTLASS test's
+#            cases run as parallel processes first (their nvcc compiles overlap; a disk cache keeps
+#            the objects), then its two timed cases again one at a time, alone on the GPU.
+#  validate: every pointwise (glue included), reduction and scan validate problem, judged.
+#  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
+#            timed and judged, with eager and torch.compile in the same run.
+# Needs .gpu/ (scripts/gpu-bundle of planted_bugs_test, host_launched_test, sandbox_gpu_test,
+# cutlass_gemm_gpu_test, forge-sandbox-child, generators_bench), .gpu/cutlass.tar.gz (the CUTLASS
+# headers: tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf .gpu/cutlass.tar.gz include) and
+# python/forge/v1. Writes summary.md and the generator run's files under $OUT.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/env.sh"
+phases=" ${*:-tests validate} "
+export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
+export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_launch_scale.cu"
+mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz"
+export FORGE_CUTLASS_INCLUDE=/tmp/forge-cutlass/include
+export FORGE_TEST_COMPILE_CACHE=/tmp/forge-compile-cache
+logs=/tmp/forge-check-logs; mkdir -p "$logs"
+summary="$OUT/summary.md"
+gtest_line() {  # name log rc
+  echo "| $1 | exit $3: $(grep -c '^\[       OK \]' "$2") passed, $(grep -c '^\[  FAILED  \].*(' "$2") failed, $(grep -c '^\[  SKIPPED \].*(' "$2") skipped |"
+}
+echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader), $(date -u +%FT%TZ)" >> "$summary"
+
+if [[ $phases == *" tests "* ]]; then
+  cutlass="$FORGE_BUNDLE/bin/cutlass_gemm_gpu_test"
+  cases=$("$cutlass" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
+  pids=()
+  for c in $cases; do
+    timeout 420 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_$c.log" 2>&1 & pids+=($!)
+  done
+  { echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
+  for t in planted_bugs_test host_launched_test sandbox_gpu_test; do
+    timeout 300 "$FORGE_BUNDLE/bin/$t" > "$logs/$t.log" 2>&1
+    gtest_line "$t" "$logs/$t.log" $? >> "$summary"
+  done
+  wait "${pids[@]}"
+  for c in $cases; do gtest_line "cutlass_gemm_gpu_test $c (parallel)" "$logs/cutlass_$c.log" 0 >> "$summary"; done
+  for c in $(echo "$cases" | grep IsTimed); do
+    timeout 200 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_timed_$c.log" 2>&1
+    gtest_line "cutlass_gemm_gpu_test $c (alone)" "$logs/cutlass_timed_$c.log" $? >> "$summary"
+    grep -i "tflop" "$logs/cutlass_timed_$c.log" | sed 's/^/    /' >> "$summary"
+  done
+fi
+if [[ $phases == *" validate "* ]]; then
+  export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate)"
+  VALIDATE_TIMEOUT_S=420 bash "$here/run_generators.sh" validate > "$logs/generators_validate.log" 2>&1
+  echo "validate: exit $?" >> "$summary"
+fi
+if [[ $phases == *" anchor "* ]]; then
+  export ONLY="${ANCHORS:-group_norm_silu_16x320x64x64_f16 group_norm_silu_2x320x64x64_f16 cross_entropy_smoothed_8192x32000_bf16 cumsum_32768x4096_f32 cumsum_8x4194304_f32}"
+  ANCHOR_TIMEOUT_S=240 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines > "$logs/generators_anchor.log" 2>&1
+  echo "anchor: exit $?" >> "$summary"
+fi
+[ -f "$OUT/table.md" ] || python3 "$here/problems.py" report "$OUT" >/dev/null 2>&1
+(cd "$logs" && tar czf "$OUT/logs.tar.gz" .)
+cat "$summary"
+grep -v '^| [a-z0-9_]* | [a-z_]* | [0-9]* | [0-9]* | [0-9]* | 0 | 0 |  |$' "$OUT/table.md" 2>/dev/null | head -60
