@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # After a change to the kernel families or the judge: on the GPU machine, in phases
-#   benchmarks/gpu/run_families_check.sh [tests] [validate] [anchor]     (default: tests validate)
-#  tests:    the judge's planted bugs (guard zones included), the host-launched path
-#            (host_launched_test, sandbox_gpu_test) and cutlass_gemm_gpu_test. The CUTLASS test's
-#            cases run as parallel processes first (their nvcc compiles overlap; a disk cache keeps
-#            the objects), then its two timed cases again one at a time, alone on the GPU.
+#   benchmarks/gpu/run_families_check.sh [tests] [cutlass] [validate] [anchor]
+#   (default: tests cutlass validate)
+#  tests:    the judge's planted bugs (guard zones included) and the host-launched path
+#            (host_launched_test, sandbox_gpu_test).
+#  cutlass:  cutlass_gemm_gpu_test. Its cases run as parallel processes first (their nvcc compiles
+#            overlap; a disk cache keeps the objects), then its timed cases again one at a time,
+#            alone on the GPU.
 #  validate: every pointwise (glue included), reduction and scan validate problem, judged.
 #  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
 #            timed and judged, with eager and torch.compile in the same run.
@@ -15,7 +17,7 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
-phases=" ${*:-tests validate} "
+phases=" ${*:-tests cutlass validate} "
 export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
 export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_launch_scale.cu"
 mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz"
@@ -28,18 +30,22 @@ gtest_line() {  # name log rc
 }
 echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader), $(date -u +%FT%TZ)" >> "$summary"
 
-if [[ $phases == *" tests "* ]]; then
+{ echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
+if [[ $phases == *" cutlass "* ]]; then
   cutlass="$FORGE_BUNDLE/bin/cutlass_gemm_gpu_test"
   cases=$("$cutlass" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
   pids=()
   for c in $cases; do
     timeout 420 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_$c.log" 2>&1 & pids+=($!)
   done
-  { echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
+fi
+if [[ $phases == *" tests "* ]]; then
   for t in planted_bugs_test host_launched_test sandbox_gpu_test; do
     timeout 300 "$FORGE_BUNDLE/bin/$t" > "$logs/$t.log" 2>&1
     gtest_line "$t" "$logs/$t.log" $? >> "$summary"
   done
+fi
+if [[ $phases == *" cutlass "* ]]; then
   wait "${pids[@]}"
   for c in $cases; do gtest_line "cutlass_gemm_gpu_test $c (parallel)" "$logs/cutlass_$c.log" 0 >> "$summary"; done
   for c in $(echo "$cases" | grep IsTimed); do
@@ -47,6 +53,7 @@ if [[ $phases == *" tests "* ]]; then
     gtest_line "cutlass_gemm_gpu_test $c (alone)" "$logs/cutlass_timed_$c.log" $? >> "$summary"
     grep -i "tflop" "$logs/cutlass_timed_$c.log" | sed 's/^/    /' >> "$summary"
   done
+  grep -h "max abs error" "$logs"/cutlass_Cutlass*.log | sed 's/^/    /' >> "$summary"
 fi
 if [[ $phases == *" validate "* ]]; then
   export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate)"
