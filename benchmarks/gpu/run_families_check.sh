@@ -6,7 +6,8 @@
 #            (host_launched_test, sandbox_gpu_test).
 #  cutlass:  cutlass_gemm_gpu_test. Its cases run as parallel processes first (their nvcc compiles
 #            overlap; a disk cache keeps the objects), then its timed cases again one at a time,
-#            alone on the GPU.
+#            alone on the GPU (CUTLASS_CASES / CUTLASS_TIMED: regexes over the case names),
+#            and eager matmul on their shapes in the same run (eager_matmul.py).
 #  validate: every pointwise (glue included), reduction and scan validate problem, judged.
 #  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
 #            timed and judged, with eager and torch.compile in the same run.
@@ -33,7 +34,7 @@ echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,nohe
 { echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
 if [[ $phases == *" cutlass "* ]]; then
   cutlass="$FORGE_BUNDLE/bin/cutlass_gemm_gpu_test"
-  cases=$("$cutlass" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}')
+  cases=$("$cutlass" --gtest_list_tests | awk '/^[^ ]/{suite=$1} /^  /{print suite $1}' | grep "${CUTLASS_CASES:-.}")
   pids=()
   for c in $cases; do
     timeout 420 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_$c.log" 2>&1 & pids+=($!)
@@ -48,12 +49,14 @@ fi
 if [[ $phases == *" cutlass "* ]]; then
   wait "${pids[@]}"
   for c in $cases; do gtest_line "cutlass_gemm_gpu_test $c (parallel)" "$logs/cutlass_$c.log" 0 >> "$summary"; done
-  for c in $(echo "$cases" | grep IsTimed); do
+  for c in $(echo "$cases" | grep "${CUTLASS_TIMED:-IsTimed}"); do
     timeout 200 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_timed_$c.log" 2>&1
     gtest_line "cutlass_gemm_gpu_test $c (alone)" "$logs/cutlass_timed_$c.log" $? >> "$summary"
     grep -i "tflop" "$logs/cutlass_timed_$c.log" | sed 's/^/    /' >> "$summary"
   done
   grep -h "max abs error" "$logs"/cutlass_Cutlass*.log | sed 's/^/    /' >> "$summary"
+  # Eager on the timed cases' shapes, in this run (ratios within one run).
+  python3 "$here/eager_matmul.py" bf16:8192:8192:8192 f32:4096:4096:4096 | sed 's/^/    /' >> "$summary"
 fi
 if [[ $phases == *" validate "* ]]; then
   export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate)"
