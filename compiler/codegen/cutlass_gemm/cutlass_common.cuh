@@ -1,9 +1,11 @@
-// What both CUTLASS templates of the cutlass_gemm family share, embedded at build time after the
+// What every CUTLASS template of the cutlass_gemm family shares, embedded at build time after the
 // generated prologue (the configuration's #defines, including the runtime-argument positions
 // FORGE_ARG_* and FORGE_ARG_COUNT written from cutlass_gemm.h's table); it includes
 // host_launch_abi.h, which the worker's compile pool provides beside every host-launched source:
 //  - forge_cutlass::Args: checked access to the runtime arguments and the buffers they name;
 //  - forge_cutlass::Fail: the error text of forge_launch;
+//  - forge_cutlass::SetSm90EpilogueAndScheduler: the sm90 templates' epilogue scalars, bias and
+//    tile-scheduler settings from the runtime arguments;
 //  - activation functors that compute in float with the accurate libm functions (CUTLASS's own
 //    Tanh and GELU_taylor use tanh.approx.f32, about 2^-11 relative error: too coarse for
 //    float32's 1e-4 tolerance), for scalars and for the fragments (cutlass::Array) the epilogues
@@ -132,6 +134,24 @@ template <class T>
 using Sigmoid = Elementwise<SigmoidOp, T>;
 template <class T>
 using Silu = Elementwise<SiluOp, T>;
+
+// The sm90 templates (CUTLASS 3.x): the epilogue fusion's alpha, beta and bias (of ElementBias),
+// and the persistent tile scheduler's raster order and max swizzle, from the runtime arguments.
+template <class ElementBias, class Arguments>
+void SetSm90EpilogueAndScheduler(const Args& args, void* const* buffers, Arguments& arguments) {
+  auto& fusion = arguments.epilogue.thread;
+  fusion.alpha = static_cast<float>(args.Scalar(FORGE_ARG_ALPHA));
+  fusion.beta = static_cast<float>(args.Scalar(FORGE_ARG_BETA));
+#if FORGE_HAS_BIAS
+  fusion.bias_ptr = args.Buffer<const ElementBias>(buffers, FORGE_ARG_BIAS);
+#endif
+  using RasterOrder = decltype(arguments.scheduler.raster_order);
+  static constexpr RasterOrder kRasterOrders[] = {RasterOrder::Heuristic, RasterOrder::AlongM,
+                                                  RasterOrder::AlongN};
+  const int64_t raster = args[FORGE_ARG_RASTER];
+  arguments.scheduler.raster_order = kRasterOrders[raster >= 0 && raster < 3 ? raster : 0];
+  arguments.scheduler.max_swizzle_size = static_cast<int>(args[FORGE_ARG_SWIZZLE]);
+}
 
 }  // namespace forge_cutlass
 

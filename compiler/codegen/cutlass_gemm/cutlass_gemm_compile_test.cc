@@ -4,6 +4,7 @@
 // arguments are refused with a reason before any CUDA call. About a minute per compile: labelled
 // slow.
 #include <algorithm>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct TemplateCase {
   const char* template_name;
   forge::v1::DType dtype;
 };
+
+void PrintTo(const TemplateCase& c, std::ostream* os) { *os << c.template_name; }
 
 class CutlassGemmCompileTest : public ::testing::TestWithParam<TemplateCase> {};
 

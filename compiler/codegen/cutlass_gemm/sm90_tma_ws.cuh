@@ -83,8 +83,6 @@ using StrideA = typename Gemm::GemmKernel::StrideA;
 using StrideB = typename Gemm::GemmKernel::StrideB;
 using StrideC = typename Gemm::GemmKernel::StrideC;
 using StrideD = typename Gemm::GemmKernel::StrideD;
-using RasterOrder =
-    typename cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrderOptions;
 
 // CUTLASS's (M, K, L) stride of A and (N, K, L) stride of B from a leading dimension: the
 // unit-stride mode is the one the layout makes contiguous.
@@ -130,17 +128,7 @@ typename Gemm::Arguments MakeArguments(const Args& args, void* const* buffers) {
        nullptr,
 #endif
        stride_c, args.Buffer<Element>(buffers, FORGE_ARG_D), stride_d}};
-  auto& fusion = arguments.epilogue.thread;
-  fusion.alpha = static_cast<ElementCompute>(args.Scalar(FORGE_ARG_ALPHA));
-  fusion.beta = static_cast<ElementCompute>(args.Scalar(FORGE_ARG_BETA));
-#if FORGE_HAS_BIAS
-  fusion.bias_ptr = args.Buffer<const Element>(buffers, FORGE_ARG_BIAS);
-#endif
-  static constexpr RasterOrder kRasterOrders[] = {RasterOrder::Heuristic, RasterOrder::AlongM,
-                                                  RasterOrder::AlongN};
-  const int64_t raster = args[FORGE_ARG_RASTER];
-  arguments.scheduler.raster_order = kRasterOrders[raster >= 0 && raster < 3 ? raster : 0];
-  arguments.scheduler.max_swizzle_size = static_cast<int>(args[FORGE_ARG_SWIZZLE]);
+  SetSm90EpilogueAndScheduler<Element>(args, buffers, arguments);
   return arguments;
 }
 
