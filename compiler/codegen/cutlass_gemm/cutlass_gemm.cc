@@ -444,6 +444,30 @@ void SetGemmHints(const GemmProduct& p, int64_t tile_m, int64_t tile_n, int64_t 
                                 (static_cast<double>(RoundUp(p.m, tile_m)) * RoundUp(p.n, tile_n));
 }
 
+// What the sm90 templates share: the runtime arguments of the epilogue (bias, C, residual) and
+// of the tile scheduler (raster, swizzle), and the launch: the grid a non-persistent launch would
+// have (the persistent kernel runs min(this, SMs) CTAs); a producer warp group plus two consumer
+// warp groups.
+void SetSm90RuntimeArgsAndLaunch(const CutlassAnalysis& analysis, const SchedulePoint& point,
+                                 int64_t tile_m, int64_t tile_n, Configuration& config) {
+  const GemmProduct& p = analysis.product;
+  config.runtime_args = CommonRuntimeArgs(analysis);
+  std::vector<int64_t>& args = config.runtime_args;
+  args[kArgBias] = analysis.bias_input;
+  // Without a residual the kernel has no C (ElementC void); its strides mirror D's.
+  args[kArgLdc] = analysis.output.leading_dim;
+  args[kArgBatchStrideC] = analysis.output.batch_stride;
+  if (analysis.residual.buffer >= 0) SetResidual(analysis.residual, args);
+  args[kArgRaster] = point.parameters.at("raster");
+  args[kArgSwizzle] = point.parameters.at("swizzle");
+  const int64_t cluster_m = point.parameters.at("cluster_m");
+  const int64_t cluster_n = point.parameters.at("cluster_n");
+  config.launch.grid = {static_cast<uint32_t>(RoundUp(CeilDiv(p.m, tile_m), cluster_m)),
+                        static_cast<uint32_t>(RoundUp(CeilDiv(p.n, tile_n), cluster_n)),
+                        static_cast<uint32_t>(p.batch)};
+  config.launch.block = {384, 1, 1};
+}
+
 Configuration Sm90Configuration(const CutlassAnalysis& analysis, const SchedulePoint& point) {
   const GemmProduct& p = analysis.product;
   const auto& params = point.parameters;
@@ -473,21 +497,7 @@ Configuration Sm90Configuration(const CutlassAnalysis& analysis, const ScheduleP
       {"FORGE_ACTIVATION", analysis.activation->functor},
       {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
       {"FORGE_HAS_SOURCE", source ? "1" : "0"}};
-  config.runtime_args = CommonRuntimeArgs(analysis);
-  std::vector<int64_t>& args = config.runtime_args;
-  args[kArgBias] = analysis.bias_input;
-  // Without a residual the kernel has no C (ElementC void); its strides mirror D's.
-  args[kArgLdc] = analysis.output.leading_dim;
-  args[kArgBatchStrideC] = analysis.output.batch_stride;
-  if (source) SetResidual(analysis.residual, args);
-  args[kArgRaster] = params.at("raster");
-  args[kArgSwizzle] = params.at("swizzle");
-  // The grid a non-persistent launch would have (the persistent kernel runs min(this, SMs)
-  // CTAs); a producer warp group plus two consumer warp groups.
-  config.launch.grid = {static_cast<uint32_t>(RoundUp(CeilDiv(p.m, tile_m), cluster_m)),
-                        static_cast<uint32_t>(RoundUp(CeilDiv(p.n, tile_n), cluster_n)),
-                        static_cast<uint32_t>(p.batch)};
-  config.launch.block = {384, 1, 1};
+  SetSm90RuntimeArgsAndLaunch(analysis, point, tile_m, tile_n, config);
   SetGemmHints(p, tile_m, tile_n, tile_k, GemmMath::kTensorCore16Bit, 1, config.hints);
   return config;
 }
@@ -554,21 +564,11 @@ Configuration Sm90ThreeTf32Configuration(const CutlassAnalysis& analysis,
                     {"FORGE_ACTIVATION", analysis.activation->functor},
                     {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
                     {"FORGE_HAS_SOURCE", source ? "1" : "0"}};
-  config.runtime_args = CommonRuntimeArgs(analysis);
+  SetSm90RuntimeArgsAndLaunch(analysis, point, tile_m, tile_n, config);
   std::vector<int64_t>& args = config.runtime_args;
-  args[kArgBias] = analysis.bias_input;
-  args[kArgLdc] = analysis.output.leading_dim;
-  args[kArgBatchStrideC] = analysis.output.batch_stride;
-  if (source) SetResidual(analysis.residual, args);
-  args[kArgRaster] = params.at("raster");
-  args[kArgSwizzle] = params.at("swizzle");
   args[kArgARowMajor] = ARowMajor(p) ? 1 : 0;
   args[kArgBRowMajor] = BRowMajor(p) ? 1 : 0;
   args[kArgPromotion] = params.at("promotion");
-  config.launch.grid = {static_cast<uint32_t>(RoundUp(CeilDiv(p.m, tile_m), cluster_m)),
-                        static_cast<uint32_t>(RoundUp(CeilDiv(p.n, tile_n), cluster_n)),
-                        static_cast<uint32_t>(p.batch)};
-  config.launch.block = {384, 1, 1};
   SetGemmHints(p, tile_m, tile_n, kTileK, GemmMath::kTensorCore3xTf32Wgmma, 1, config.hints);
   config.hints.kernel_launches = 3;  // two split kernels, then the GEMM
   return config;
