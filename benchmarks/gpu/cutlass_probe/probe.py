@@ -7,27 +7,20 @@ CUDA events (L2 flushed by a 2x-L2 write before every rep, median of 30), next t
 (1e-4 + 1e-4 |ref|), ours and eager's. Prints a markdown table.
 """
 import ctypes
+import pathlib
 import statistics
 import sys
 
 import torch
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from problems import bench  # noqa: E402  the timer's protocol, as the baselines use it
+
 FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 
 
-def time_ms(fn, reps=30, warmup=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        FLUSH.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def time_ms(fn):
+    return statistics.median(bench(fn, FLUSH))
 
 
 def main(args):
