@@ -6,6 +6,8 @@
 //  - forge_cutlass::Fail: the error text of forge_launch;
 //  - forge_cutlass::SetSm90EpilogueAndScheduler: the sm90 templates' epilogue scalars, bias and
 //    tile-scheduler settings from the runtime arguments;
+//  - forge_cutlass::Sm90Stride: a CuTe (rows, cols, batch) stride from a leading dimension and a
+//    batch stride, for the sm90 templates' operands and outputs;
 //  - activation functors that compute in float with the accurate libm functions (CUTLASS's own
 //    Tanh and GELU_taylor use tanh.approx.f32, about 2^-11 relative error: too coarse for
 //    float32's 1e-4 tolerance), for scalars and for the fragments (cutlass::Array) the epilogues
@@ -27,6 +29,7 @@
 #include "cutlass/array.h"
 #include "cutlass/numeric_types.h"
 #include "cutlass/epilogue/thread/activation.h"
+#include "cute/container/tuple.hpp"
 
 extern "C" {
 int32_t forge_host_abi_version(void);
@@ -151,6 +154,21 @@ void SetSm90EpilogueAndScheduler(const Args& args, void* const* buffers, Argumen
   const int64_t raster = args[FORGE_ARG_RASTER];
   arguments.scheduler.raster_order = kRasterOrders[raster >= 0 && raster < 3 ? raster : 0];
   arguments.scheduler.max_swizzle_size = static_cast<int>(args[FORGE_ARG_SWIZZLE]);
+}
+
+// CUTLASS 3's (rows, K or N, batch) stride of an operand or output from its leading dimension
+// and batch stride: the unit-stride mode is the one the layout makes contiguous (the second when
+// kUnitStrideSecond: a K-major A or B, a row-major C or D).
+template <class Stride, bool kUnitStrideSecond>
+Stride Sm90Stride(int64_t leading_dim, int64_t batch_stride) {
+  Stride stride{};
+  if constexpr (kUnitStrideSecond) {
+    cute::get<0>(stride) = leading_dim;
+  } else {
+    cute::get<1>(stride) = leading_dim;
+  }
+  cute::get<2>(stride) = batch_stride;
+  return stride;
 }
 
 }  // namespace forge_cutlass

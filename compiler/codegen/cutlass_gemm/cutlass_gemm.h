@@ -135,7 +135,7 @@ class CutlassGemmFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_CUTLASS_GEMM; }
   absl::string_view name() const override { return "cutlass_gemm"; }
-  absl::string_view generator_version() const override { return "cutlass_gemm-3"; }
+  absl::string_view generator_version() const override { return "cutlass_gemm-4"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

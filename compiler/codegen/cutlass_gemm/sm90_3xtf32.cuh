@@ -158,18 +158,14 @@ typename Gemm::Arguments MakeArguments(const Args& args, void* const* buffers,
   const float* a3 = A3(operand_workspace);
   const float* b3 = B3(layout, operand_workspace);
   const int64_t k3 = 3 * layout.padded_k;
-  StrideA stride_a{};
-  cute::get<0>(stride_a) = k3;
-  cute::get<2>(stride_a) = layout.a3_batches == 1 ? 0 : args[FORGE_ARG_M] * k3;
-  StrideB stride_b{};
-  cute::get<0>(stride_b) = k3;
-  cute::get<2>(stride_b) = layout.b3_batches == 1 ? 0 : args[FORGE_ARG_N] * k3;
-  StrideC stride_c{};
-  cute::get<0>(stride_c) = args[FORGE_ARG_LDC];
-  cute::get<2>(stride_c) = args[FORGE_ARG_BATCH_STRIDE_C];
-  StrideD stride_d{};
-  cute::get<0>(stride_d) = args[FORGE_ARG_LDD];
-  cute::get<2>(stride_d) = args[FORGE_ARG_BATCH_STRIDE_D];
+  const StrideA stride_a =
+      Sm90Stride<StrideA, true>(k3, layout.a3_batches == 1 ? 0 : args[FORGE_ARG_M] * k3);
+  const StrideB stride_b =
+      Sm90Stride<StrideB, true>(k3, layout.b3_batches == 1 ? 0 : args[FORGE_ARG_N] * k3);
+  const StrideC stride_c =
+      Sm90Stride<StrideC, true>(args[FORGE_ARG_LDC], args[FORGE_ARG_BATCH_STRIDE_C]);
+  const StrideD stride_d =
+      Sm90Stride<StrideD, true>(args[FORGE_ARG_LDD], args[FORGE_ARG_BATCH_STRIDE_D]);
   typename Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {static_cast<int>(args[FORGE_ARG_M]), static_cast<int>(args[FORGE_ARG_N]),

@@ -84,20 +84,6 @@ using StrideB = typename Gemm::GemmKernel::StrideB;
 using StrideC = typename Gemm::GemmKernel::StrideC;
 using StrideD = typename Gemm::GemmKernel::StrideD;
 
-// CUTLASS's (M, K, L) stride of A and (N, K, L) stride of B from a leading dimension: the
-// unit-stride mode is the one the layout makes contiguous.
-template <class Stride, bool kKMajor>
-Stride OperandStride(int64_t leading_dim, int64_t batch_stride) {
-  Stride stride{};
-  if constexpr (kKMajor) {
-    cute::get<0>(stride) = leading_dim;
-  } else {
-    cute::get<1>(stride) = leading_dim;
-  }
-  cute::get<2>(stride) = batch_stride;
-  return stride;
-}
-
 typename Gemm::Arguments MakeArguments(const Args& args, void* const* buffers) {
   const int m = static_cast<int>(args[FORGE_ARG_M]);
   const int n = static_cast<int>(args[FORGE_ARG_N]);
@@ -106,15 +92,13 @@ typename Gemm::Arguments MakeArguments(const Args& args, void* const* buffers) {
   constexpr bool kAKMajor = std::is_same_v<LayoutA, cutlass::layout::RowMajor>;
   constexpr bool kBKMajor = std::is_same_v<LayoutB, cutlass::layout::ColumnMajor>;
   const StrideA stride_a =
-      OperandStride<StrideA, kAKMajor>(args[FORGE_ARG_LDA], args[FORGE_ARG_BATCH_STRIDE_A]);
+      Sm90Stride<StrideA, kAKMajor>(args[FORGE_ARG_LDA], args[FORGE_ARG_BATCH_STRIDE_A]);
   const StrideB stride_b =
-      OperandStride<StrideB, kBKMajor>(args[FORGE_ARG_LDB], args[FORGE_ARG_BATCH_STRIDE_B]);
-  StrideC stride_c{};
-  cute::get<0>(stride_c) = args[FORGE_ARG_LDC];
-  cute::get<2>(stride_c) = args[FORGE_ARG_BATCH_STRIDE_C];
-  StrideD stride_d{};
-  cute::get<0>(stride_d) = args[FORGE_ARG_LDD];
-  cute::get<2>(stride_d) = args[FORGE_ARG_BATCH_STRIDE_D];
+      Sm90Stride<StrideB, kBKMajor>(args[FORGE_ARG_LDB], args[FORGE_ARG_BATCH_STRIDE_B]);
+  const StrideC stride_c =
+      Sm90Stride<StrideC, true>(args[FORGE_ARG_LDC], args[FORGE_ARG_BATCH_STRIDE_C]);
+  const StrideD stride_d =
+      Sm90Stride<StrideD, true>(args[FORGE_ARG_LDD], args[FORGE_ARG_BATCH_STRIDE_D]);
 
   typename Gemm::Arguments arguments{
       cutlass::gemm::GemmUniversalMode::kGemm,
