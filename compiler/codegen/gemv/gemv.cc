@@ -254,17 +254,25 @@ absl::StatusOr<std::vector<TemplateSpace>> GemvFamily::ScheduleSpace(
     return *std::find_if(space.parameters.begin(), space.parameters.end(),
                          [&](const ScheduleParameter& p) { return p.name == name; });
   };
-  // Default: every row of A in one pass (up to 8), then the widest valid vector; the rest of the
-  // default point fits every task the family takes.
-  int64_t rows = 1;
-  while (rows < analysis->product.m && rows < 8) rows *= 2;
-  parameter("m_per_pass").default_value = rows;
-  for (int64_t width : {8, 4, 2, 1}) {
-    SchedulePoint point = DefaultPoint(space);
-    point.parameters["vector_width"] = width;
-    if (ValidateLayout(*analysis, point).ok()) {
-      parameter("vector_width").default_value = width;
-      break;
+  // Default: every row of A in one pass (a second pass would read W again, and W is larger than
+  // L2), 4 outputs per warp from M = 4 on (each vector of A read from L1 then serves 4 of W's:
+  // at M = 8 with 2, A's loads come near L1's bandwidth), the widest valid vector, then fewer
+  // outputs per warp and loads in flight until the point fits the register budget.
+  const int64_t m = analysis->product.m;
+  int64_t pass = 1;
+  while (pass < m) pass *= 2;
+  parameter("m_per_pass").default_value = pass;
+  parameter("rows").default_value = m >= 4 ? 4 : 2;
+  for (int64_t rows : {parameter("rows").default_value, int64_t{2}, int64_t{1}}) {
+    for (int64_t width : {8, 4, 2, 1}) {
+      SchedulePoint point = DefaultPoint(space);
+      point.parameters["rows"] = rows;
+      point.parameters["vector_width"] = width;
+      if (ValidateLayout(*analysis, point).ok()) {
+        parameter("rows").default_value = rows;
+        parameter("vector_width").default_value = width;
+        return std::vector<TemplateSpace>{space};
+      }
     }
   }
   return std::vector<TemplateSpace>{space};

@@ -129,17 +129,24 @@ TEST(GemvTest, PlansTheDecodeShape) {
   const SchedulePoint point = DefaultOf(task);
   EXPECT_EQ(point.parameters.at("vector_width"), 8);
   EXPECT_EQ(point.parameters.at("m_per_pass"), 8);
+  EXPECT_EQ(point.parameters.at("rows"), 4);
   auto plan = kFamily.Plan(task, point);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  // 4 warps x 2 rows = 8 outputs per block: 14336 / 8 blocks of 128 threads.
-  EXPECT_EQ(plan->launch.grid[0], 14336u / 8);
+  // 4 warps x 4 rows = 16 outputs per block: 14336 / 16 blocks of 128 threads.
+  EXPECT_EQ(plan->launch.grid[0], 14336u / 16);
   EXPECT_EQ(plan->launch.block[0], 128u);
   EXPECT_EQ(plan->hints.vector_width, 8);
-  EXPECT_EQ(plan->hints.unrolled_elements, 8 * 2 * 2);
-  EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 64.0);
+  EXPECT_EQ(plan->hints.unrolled_elements, 8 * 2 * 4);
+  EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 128.0);
   auto split = kFamily.Plan(task, With(point, {{"split_k", 4}}));
   ASSERT_TRUE(split.ok()) << split.status();
-  EXPECT_EQ(split->launch.grid[0], 4u * 14336 / 8);
+  EXPECT_EQ(split->launch.grid[0], 4u * 14336 / 16);
+  // M = 1: two outputs per warp, one pass of one row.
+  const SchedulePoint one = DefaultOf(DecodeTask(1));
+  EXPECT_EQ(one.parameters.at("rows"), 2);
+  EXPECT_EQ(one.parameters.at("m_per_pass"), 1);
+  // M = 16: one pass of 16 rows (a second pass would read the weight again).
+  EXPECT_EQ(DefaultOf(Linear(kBF16, 16, 4096, 4096)).parameters.at("m_per_pass"), 16);
 }
 
 TEST(GemvTest, EmitIsDeterministicAndUsesAClusterToSplitK) {
