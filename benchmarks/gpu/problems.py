@@ -528,6 +528,16 @@ PROBLEMS = [
             lambda t: [t((333, 1), F32), t((1, 257), F32)]),
     Problem("mm_transposed_a_f32_1000x999x257", G, "validate", lambda m, x, w: x.t() @ w,
             lambda t: [t((257, 1000), F32), t((257, 999), F32)]),
+    # Skinny products (M <= 16: the gemv family competes): both weight layouts, odd sizes, a
+    # batch, epilogues.
+    Problem("linear_silu_bf16_8x1000x1024", G, "validate", lambda m, x: F.silu(linear(m, x)),
+            lambda t: [t((8, 1024), BF16)], linear_weights(1000, 1024, BF16)),
+    Problem("linear_f16_3d_2x3x257x1001", G, "validate", linear,
+            lambda t: [t((2, 3, 1001), F16)], linear_weights(257, 1001, F16)),
+    Problem("mm_residual_f32_16x768x512", G, "validate", lambda m, x, w, r: x @ w * 0.5 + r,
+            lambda t: [t((16, 512), F32), t((512, 768), F32), t((16, 768), F32)]),
+    Problem("bmm_bf16_4x2x129x333", G, "validate", lambda m, x, w: torch.bmm(x, w),
+            lambda t: [t((4, 2, 333), BF16), t((4, 333, 129), BF16)]),
     Problem("mm_transposed_b_bf16_300x200x128", G, "validate", lambda m, x, w: x @ w.t(),
             lambda t: [t((300, 128), BF16), t((200, 128), BF16)]),
     Problem("mm_transposed_input_f16_256x384x192", G, "validate", lambda m, x, w: x @ w,
@@ -615,6 +625,12 @@ PROBLEMS = [
     Problem("linear_leaky_relu_1024x8192x8192_f32", G, "anchor",
             lambda m, x: F.leaky_relu(linear(m, x) * 2),
             lambda t: [t((1024, 8192), F32)], linear_weights(8192, 8192, F32)),
+    # Decode's skinny GEMM (issue 26): x[M, 4096] W[14336, 4096] bf16, the 117 MB weight read
+    # once; target >= 88% of the measured copy bandwidth (the gemv family).
+    Problem("gemv_1x4096x14336_bf16", G, "anchor", linear,
+            lambda t: [t((1, 4096), BF16)], linear_weights(14336, 4096, BF16, bias=False)),
+    Problem("gemv_8x4096x14336_bf16", G, "anchor", linear,
+            lambda t: [t((8, 4096), BF16)], linear_weights(14336, 4096, BF16, bias=False)),
 ]
 
 

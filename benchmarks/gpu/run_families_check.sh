@@ -11,10 +11,14 @@
 #  validate: every pointwise (glue included), reduction and scan validate problem, judged.
 #  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
 #            timed and judged, with eager and torch.compile in the same run.
+#  gemv:     gemv_gpu_test (every case judged; the bf16 4096 -> 14336 decode shape, M = 1 and 8,
+#            timed at several points against the copy bandwidth), then the two decode anchors
+#            (gemv_{1,8}x4096x14336_bf16: the gemv family beside cuBLASLt and CUTLASS, its likely
+#            best points requested, eager and torch.compile in the same run).
 # Needs .gpu/ (scripts/gpu-bundle of planted_bugs_test, host_launched_test, sandbox_gpu_test,
-# cutlass_gemm_gpu_test, forge-sandbox-child, generators_bench), .gpu/cutlass.tar.gz (the CUTLASS
-# headers: tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf .gpu/cutlass.tar.gz include) and
-# python/forge/v1. Writes summary.md and the generator run's files under $OUT.
+# cutlass_gemm_gpu_test, gemv_gpu_test, forge-sandbox-child, generators_bench),
+# .gpu/cutlass.tar.gz (the CUTLASS headers: tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf
+# .gpu/cutlass.tar.gz include) and python/forge/v1. Writes summary.md and the generator run's files under $OUT.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
@@ -67,6 +71,16 @@ if [[ $phases == *" anchor "* ]]; then
   export ONLY="${ANCHORS:-group_norm_silu_16x320x64x64_f16 group_norm_silu_2x320x64x64_f16 cross_entropy_smoothed_8192x32000_bf16 cumsum_32768x4096_f32 cumsum_8x4194304_f32}"
   ANCHOR_TIMEOUT_S=240 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines > "$logs/generators_anchor.log" 2>&1
   echo "anchor: exit $?" >> "$summary"
+fi
+if [[ $phases == *" gemv "* ]]; then
+  timeout 500 "$FORGE_BUNDLE/bin/gemv_gpu_test" > "$logs/gemv_gpu_test.log" 2>&1
+  gtest_line gemv_gpu_test "$logs/gemv_gpu_test.log" $? >> "$summary"
+  grep -E "copy bandwidth|^\| M=" "$logs/gemv_gpu_test.log" | sed 's/^/    /' >> "$summary"
+  ONLY="gemv_1x4096x14336_bf16 gemv_8x4096x14336_bf16" FORGE_BENCH_SAMPLES="${GEMV_SAMPLES:-6}" \
+    FORGE_BENCH_POINTS="unroll=4;split_k=2;rows=4,unroll=1;rows=1,unroll=4;warps=8,rows=1;split_k=4,unroll=4" \
+    ANCHOR_TIMEOUT_S=420 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines \
+    > "$logs/generators_gemv.log" 2>&1
+  echo "gemv anchors: exit $?" >> "$summary"
 fi
 [ -f "$OUT/table.md" ] || python3 "$here/problems.py" report "$OUT" >/dev/null 2>&1
 (cd "$logs" && tar czf "$OUT/logs.tar.gz" .)

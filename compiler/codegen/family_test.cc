@@ -30,12 +30,13 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   EXPECT_THAT(Names(AllFamilies()),
-              ElementsAre("pointwise", "reduction", "scan", "cutlass_gemm", "gemm_library",
-                          "aten"));
+              ElementsAre("pointwise", "reduction", "scan", "cutlass_gemm", "gemv",
+                          "gemm_library", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM)->name(), "gemm_library");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CUTLASS_GEMM)->name(), "cutlass_gemm");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMV)->name(), "gemv");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CONV), nullptr);
   for (const KernelFamily* family : AllFamilies()) {
     EXPECT_FALSE(family->generator_version().empty()) << family->name();
@@ -66,7 +67,7 @@ TEST(FamilyTest, ApplicableFamiliesAlwaysIncludeTheAtenFallback) {
   EXPECT_THAT(Names(ApplicableFamilies(ReluTask())), ElementsAre("pointwise", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(SoftmaxTask(kF32, 4, 16))), ElementsAre("reduction", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(MatmulReluTask())),
-              ElementsAre("cutlass_gemm", "gemm_library", "aten"));
+              ElementsAre("cutlass_gemm", "gemv", "gemm_library", "aten"));
   EXPECT_THAT(Names(ApplicableFamilies(CumsumTask(kF32, 4, 16))), ElementsAre("scan", "aten"));
 }
 

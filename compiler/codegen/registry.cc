@@ -8,6 +8,7 @@
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
+#include "compiler/codegen/gemv/gemv.h"
 #include "compiler/codegen/pointwise/pointwise.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/scan/scan.h"
@@ -17,7 +18,7 @@ namespace forge::codegen {
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
       new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new CutlassGemmFamily(),
-      new GemmLibraryFamily(), new AtenFallbackFamily()};
+      new GemvFamily(), new GemmLibraryFamily(), new AtenFallbackFamily()};
   return *families;
 }
 

@@ -10,14 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "aten/aten.h"
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
-#include "tests/support/gpu_test.h"
+#include "tests/gpu/judged_kernel_fixture.h"
 #include "worker/gpu/device.h"
-#include "worker/judge/judge.h"
 #include "worker/library/host_launched.h"
-#include "worker/timer/timer.h"
 
 namespace forge {
 namespace {
@@ -34,7 +31,7 @@ constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
 constexpr auto kF16 = forge::v1::DTYPE_FLOAT16;
 constexpr auto kBF16 = forge::v1::DTYPE_BFLOAT16;
 
-class CutlassGemmGpuTest : public testing::GpuTest {
+class CutlassGemmGpuTest : public testing::JudgedKernelTest {
  protected:
   void SetUpDevice() override {
     if (!codegen::testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
@@ -61,39 +58,17 @@ class CutlassGemmGpuTest : public testing::GpuTest {
         *device_, std::shared_ptr<const library::HostLaunchedObject>(*std::move(object)),
         kernel_.runtime_args);
     ASSERT_TRUE(launch.ok()) << kernel_.kernel_name << ": " << launch.status();
-    // TaskBuilder writes placeholder schemas ("aten::mm(...)"); the reference then finds each
-    // operator by name and overload in this LibTorch alone.
-    KernelTask judged_task = task;
-    for (forge::v1::Node& node : *judged_task.mutable_group()->mutable_nodes()) node.clear_schema();
-    auto judged =
-        judge::Judge(*device_, judged_task, *std::move(launch), aten::Float64Reference());
-    ASSERT_TRUE(judged.ok()) << judged.status();
-    judged_ = *std::move(judged);
-    const judge::JudgeVerdict& verdict = judged_->verdict();
-    EXPECT_TRUE(verdict.passed()) << kernel_.kernel_name << ": " << verdict.detail;
-    std::cout << kernel_.kernel_name << ": max abs error " << verdict.evidence.max_abs_error()
-              << ", rel norm error " << verdict.evidence.rel_norm_error() << "\n";
+    JudgeLaunch(task, *std::move(launch), kernel_.kernel_name);
   }
 
   // Times the accepted candidate and prints its TFLOP/s for `flops` a launch.
   void Time(double flops) {
-    ASSERT_NE(judged_, nullptr);
-    auto timer = timer::Timer::Create(*device_);
-    ASSERT_TRUE(timer.ok()) << timer.status();
-    timer::TimerOptions options;
-    options.before_each_rep = [&](gpu::Stream& stream) { return judged_->PoisonOutputs(stream); };
-    auto timing = (*timer)->Time([&](gpu::Stream& stream) { return judged_->Launch(stream); },
-                                 options);
-    ASSERT_TRUE(timing.ok()) << timing.status();
-    std::cout << kernel_.kernel_name << ": median " << timing->summary.median << " us, "
-              << flops / (timing->summary.median * 1e-6) / 1e12 << " TFLOP/s\n";
-    auto rechecked = judged_->RecheckTimedOutputs();
-    ASSERT_TRUE(rechecked.ok()) << rechecked.status();
-    EXPECT_TRUE(rechecked->passed()) << rechecked->detail;
+    const double median_us = TimeJudged();
+    std::cout << kernel_.kernel_name << ": median " << median_us << " us, "
+              << flops / (median_us * 1e-6) / 1e12 << " TFLOP/s\n";
   }
 
   GeneratedKernel kernel_;
-  std::unique_ptr<judge::JudgedCandidate> judged_;
 };
 
 TEST_F(CutlassGemmGpuTest, LinearBiasGeluTanhBfloat16) {
