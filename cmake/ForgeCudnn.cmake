@@ -32,7 +32,11 @@ if(FORGE_WITH_TORCH AND FORGE_TORCH_DIR AND FORGE_CUDNN_FRONTEND_INCLUDE)
     add_library(forge::cudnn_frontend ALIAS forge_cudnn_frontend)
     target_include_directories(forge_cudnn_frontend SYSTEM INTERFACE
       ${FORGE_CUDNN_FRONTEND_INCLUDE} ${_forge_cudnn_root}/include)
-    target_link_libraries(forge_cudnn_frontend INTERFACE CUDA::toolkit ${_forge_cudnn_root}/lib/libcudnn.so.9)
+    # The frontend calls the CUDA runtime (memsets, events) itself: the static one, so nothing
+    # more has to be found at run time; it uses the device's primary context, as Forge's
+    # driver-API code and cuDNN do.
+    target_link_libraries(forge_cudnn_frontend INTERFACE CUDA::toolkit CUDA::cudart_static
+      ${_forge_cudnn_root}/lib/libcudnn.so.9)
     set_target_properties(forge_cudnn_frontend PROPERTIES
       INTERFACE_LINK_OPTIONS "-Wl,-rpath,${_forge_cudnn_root}/lib")
     set(FORGE_HAVE_CUDNN ON)
