@@ -73,3 +73,4 @@ endif()
 
 include(ForgeTorch)
 include(ForgeCutlass)
+include(ForgeCudnn)

@@ -27,3 +27,14 @@ forge_cutlass_path() {
   local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
   echo "$base/cutlass-$FORGE_CUTLASS_VERSION"
 }
+
+# The cuDNN frontend's header-only C++ API (the cudnn_conv family's graphs), from the pinned
+# nvidia-cudnn-frontend wheel (the CPython 3.11 manylinux x86-64 build; only its include/ is
+# used), unpacked by scripts/setup outside the clone. cuDNN 9 itself comes with torch
+# (nvidia/cudnn in the Python environment).
+FORGE_CUDNN_FRONTEND_VERSION=1.16.0
+FORGE_CUDNN_FRONTEND_WHEEL_SHA256=5c4a8fc573d85a86e08b15d9bf37f729e2487298781867a492a59cde6ac295e2
+forge_cudnn_frontend_path() {
+  local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
+  echo "$base/cudnn-frontend-$FORGE_CUDNN_FRONTEND_VERSION"
+}

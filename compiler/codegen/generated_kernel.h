@@ -26,6 +26,7 @@ enum class Executor {
   kAten,             // the task's group through ATen, node by node
   kHostLaunched,     // a shared object built by nvcc from the candidate's source, whose host
                      // entry point launches it (host_launch_abi.h: CUTLASS kernels)
+  kCudnn,            // a cuDNN fused graph (the cudnn_conv family), nothing compiled
 };
 
 // What the worker's compile stage makes of a candidate's source.

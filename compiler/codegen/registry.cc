@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
@@ -18,7 +19,8 @@ namespace forge::codegen {
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
       new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new CutlassGemmFamily(),
-      new GemvFamily(), new GemmLibraryFamily(), new AtenFallbackFamily()};
+      new GemvFamily(), new GemmLibraryFamily(), new CudnnConvFamily(),
+      new AtenFallbackFamily()};
   return *families;
 }
 

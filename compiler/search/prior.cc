@@ -117,6 +117,7 @@ absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTas
     return prediction.seconds;
   }
   if (plan.hints.executor == codegen::Executor::kCublasLt ||
+      plan.hints.executor == codegen::Executor::kCudnn ||
       plan.hints.executor == codegen::Executor::kHostLaunched) {
     FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
                            cost::PredictLibraryTime(gpu_, flops, bytes, MathModeOf(task, true),

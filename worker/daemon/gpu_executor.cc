@@ -21,7 +21,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // The ptxas figures that describe the candidate (forge.v1.KernelMetrics.resources_available): a
 // generated kernel's own; a host-launched object's when it has exactly one kernel (with several,
 // no one kernel's figures describe it). None for cuBLASLt calls, which compile at most their
-// epilogue kernel, whose figures would not describe the call, nor for the ATen fallback.
+// epilogue kernel, whose figures would not describe the call, nor for cuDNN graphs or the ATen
+// fallback.
 const compile::PtxasFunctionReport* DescribingReport(const codegen::GeneratedKernel& kernel,
                                                      const compile::CompileResult& compiled) {
   switch (kernel.hints.executor) {
@@ -40,6 +41,7 @@ const compile::PtxasFunctionReport* DescribingReport(const codegen::GeneratedKer
       return only;
     }
     case codegen::Executor::kCublasLt:
+    case codegen::Executor::kCudnn:
     case codegen::Executor::kAten:
       return nullptr;
   }

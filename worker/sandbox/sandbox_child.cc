@@ -20,6 +20,9 @@
 #include "worker/judge/host_staging.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/library/host_launched.h"
+#if FORGE_SANDBOX_CHILD_WITH_CUDNN
+#include "worker/library/cudnn_conv.h"
+#endif
 #include "worker/sandbox/sandbox.pb.h"
 #include "worker/sandbox/wire.h"
 #include "worker/timer/timer.h"
@@ -184,6 +187,35 @@ class ChildServer {
     return runnable;
   }
 
+  // Loads a cudnn_conv candidate (its graph and engine built, cached per process), or says why
+  // cuDNN cannot run it on this GPU.
+  absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> LoadCudnn(
+      const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel) {
+#if FORGE_SANDBOX_CHILD_WITH_CUDNN
+    if (cudnn_ == nullptr) {
+      FORGE_ASSIGN_OR_RETURN(cudnn_, library::CudnnConv::Create(*device_));
+    }
+    absl::StatusOr<library::CudnnConvLaunch> loaded = library::LoadCudnnConvCandidate(
+        *cudnn_, candidate.task(), codegen::SchedulePoint{kernel.template_name, kernel.parameters});
+    if (absl::IsOutOfRange(loaded.status())) {
+      return Unsupported{std::string(loaded.status().message())};
+    }
+    if (!loaded.ok()) {
+      return Annotate(loaded.status(),
+                      absl::StrCat("cudnn_conv point of task ", candidate.task().digest()));
+    }
+    RunnableCandidate runnable = Relaunchable(std::move(loaded->launch));
+    runnable.library_algorithm = std::move(loaded->engine_name);
+    return runnable;
+#else
+    (void)candidate;
+    (void)kernel;
+    return absl::FailedPreconditionError(
+        "this forge-sandbox-child was built without cuDNN and the cuDNN frontend headers "
+        "(cmake/ForgeCudnn.cmake), which cudnn_conv candidates run on");
+#endif
+  }
+
   // Loads a host-launched candidate's shared object, or says why it cannot run the task.
   absl::StatusOr<std::variant<RunnableCandidate, Unsupported>> LoadHostLaunched(
       const wire::Candidate& candidate, const codegen::GeneratedKernel& kernel) {
@@ -212,6 +244,8 @@ class ChildServer {
         return LoadCublasLt(candidate, kernel);
       case CandidateKind::kHostLaunched:
         return LoadHostLaunched(candidate, kernel);
+      case CandidateKind::kCudnn:
+        return LoadCudnn(candidate, kernel);
       case CandidateKind::kAtenFallback: {
         FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
                                options_.load_aten_fallback(*device_, candidate.task()));
@@ -369,6 +403,9 @@ class ChildServer {
   std::unique_ptr<gpu::Device> device_;
   std::unique_ptr<timer::Timer> timer_;
   std::unique_ptr<library::CublasLtGemm> gemm_;  // created by the first cuBLASLt candidate
+#if FORGE_SANDBOX_CHILD_WITH_CUDNN
+  std::unique_ptr<library::CudnnConv> cudnn_;  // created by the first cudnn_conv candidate
+#endif
   // Page-locked host buffers the judge reuses across draws and candidates (after device_).
   std::unique_ptr<judge::HostStaging> staging_;
   // The judge's device path (after device_); null where it could not be made or is turned off.

@@ -94,6 +94,7 @@ constexpr ExecutorRow kExecutors[] = {
     {codegen::Executor::kAten, wire::EXECUTOR_ATEN, CandidateKind::kAtenFallback},
     {codegen::Executor::kHostLaunched, wire::EXECUTOR_HOST_LAUNCHED,
      CandidateKind::kHostLaunched},
+    {codegen::Executor::kCudnn, wire::EXECUTOR_CUDNN, CandidateKind::kCudnn},
 };
 
 const ExecutorRow& RowOf(codegen::Executor executor) {

@@ -66,6 +66,7 @@ enum class CandidateKind {
   kCublasLt,         // the gemm_library family: cuBLASLt, then the cubin's epilogue kernel if any
   kAtenFallback,     // the ATen fallback family: the task's group through ATen on the GPU
   kHostLaunched,     // nvcc's shared object (in cubin), through host_launch_abi.h's entry points
+  kCudnn,            // the cudnn_conv family: a cuDNN fused graph, nothing compiled
 };
 CandidateKind KindOf(const codegen::GeneratedKernel& kernel);
 

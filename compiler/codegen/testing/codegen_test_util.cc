@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
+#include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/cuda_expr.h"
 
 namespace forge::codegen::testing {
@@ -311,6 +312,63 @@ forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, in
   if (!approximate.empty()) act.push_back(StringArg("approximate", approximate));
   builder.Node("act", activation, "", act, dtype, {m, n});
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& shape, bool bias,
+                                       const std::vector<std::string>& epilogue,
+                                       bool channels_last) {
+  const int64_t p = (shape.h + 2 * shape.padding - shape.dilation * (shape.r - 1) - 1) / shape.stride + 1;
+  const int64_t q = (shape.w + 2 * shape.padding - shape.dilation * (shape.s - 1) - 1) / shape.stride + 1;
+  const std::vector<int64_t> y = {shape.n, shape.k, p, q};
+  auto nhwc = [channels_last](const std::vector<int64_t>& d) -> std::vector<int64_t> {
+    if (!channels_last) return {};
+    return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+  };
+  TaskBuilder builder;
+  builder.Input("x", dtype, {shape.n, shape.c, shape.h, shape.w},
+                nhwc({shape.n, shape.c, shape.h, shape.w}))
+      .Input("weight", dtype, {shape.k, shape.c / shape.groups, shape.r, shape.s});
+  std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"),
+                                                TensorArg("weight", "weight")};
+  if (bias) {
+    builder.Input("bias", dtype, {shape.k});
+    arguments.push_back(OptionalTensorArg("bias", "bias"));
+  } else {
+    arguments.push_back(NoneArg("bias"));
+  }
+  arguments.push_back(IntsArg("stride", {shape.stride, shape.stride}));
+  arguments.push_back(IntsArg("padding", {shape.padding, shape.padding}));
+  arguments.push_back(IntsArg("dilation", {shape.dilation, shape.dilation}));
+  arguments.push_back(IntArg("groups", shape.groups));
+  builder.Node("conv", "conv2d", "", arguments, dtype, y);
+  std::string current = "conv";
+  for (size_t i = 0; i < epilogue.size(); ++i) {
+    const std::string& step = epilogue[i];
+    const std::string out = absl::StrCat("step", i);
+    if (step == "residual" || step == "channel_bias") {
+      const bool residual = step == "residual";
+      builder.Input(step, dtype, residual ? y : std::vector<int64_t>{1, shape.k, 1, 1},
+                    residual ? nhwc(y) : std::vector<int64_t>{});
+      builder.Node(out, "add", "Tensor", {TensorArg("self", current), TensorArg("other", step)},
+                   dtype, y);
+    } else if (step == "scale") {
+      builder.Node(out, "mul", "Tensor", {TensorArg("self", current), FloatArg("other", 0.5)},
+                   dtype, y);
+    } else if (step == "gelu_tanh") {
+      builder.Node(out, "gelu", "", {TensorArg("self", current), StringArg("approximate", "tanh")},
+                   dtype, y);
+    } else {
+      builder.Node(out, step, "", {TensorArg("self", current)}, dtype, y);
+    }
+    current = out;
+  }
+  forge::v1::KernelTask task = builder.Output(current, nhwc(y)).Build(forge::v1::KERNEL_FAMILY_CONV);
+  const int64_t outputs = y[0] * y[1] * y[2] * y[3];
+  task.set_flops(2 * outputs * (shape.c / shape.groups) * shape.r * shape.s);
+  int64_t bytes = 0;
+  for (const forge::v1::TensorSpec& spec : task.inputs()) bytes += Elements(spec) * ElementBytes(spec.dtype());
+  task.set_min_bytes(bytes + outputs * ElementBytes(dtype));
+  return task;
 }
 
 forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,

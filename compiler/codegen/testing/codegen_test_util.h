@@ -89,6 +89,20 @@ forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_
                                  int64_t m, int64_t n, int64_t k, bool b_transposed = false,
                                  const std::string& activation = "");
 
+// Convolution tasks of the cudnn_conv family's tests (unit and GPU): conv2d(x[n, c, h, w],
+// weight[k, c / groups, r, s], bias[k] when `bias`, stride, padding, dilation, groups), then each
+// step of `epilogue` in order: "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh" (the
+// activation), "residual" (+ residual[n, k, p, q], a task input), "channel_bias" (+ a task input
+// channel_bias[1, k, 1, 1]), "scale" (* 0.5). `channels_last`: x and the output in NHWC strides.
+// Its flops and min_bytes are set.
+struct ConvShape {
+  int64_t n = 1, c = 1, h = 1, w = 1, k = 1, r = 1, s = 1;
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& shape, bool bias,
+                                       const std::vector<std::string>& epilogue,
+                                       bool channels_last = false);
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);

@@ -1,0 +1,435 @@
+#include "compiler/codegen/cudnn_conv/cudnn_conv.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
+#include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/gemm_analysis/gemm_analysis.h"
+
+namespace forge::codegen {
+namespace {
+
+using forge::v1::Argument;
+using forge::v1::DType;
+using forge::v1::KernelTask;
+using forge::v1::Node;
+using forge::v1::TensorSpec;
+
+absl::Status Declined(absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("cudnn_conv: ", why));
+}
+
+// The convolution ops and how many spatial dims they take (0: as many as the input has).
+struct ConvOp {
+  absl::string_view op;
+  int spatial_dims;
+};
+constexpr ConvOp kConvOps[] = {
+    {"conv2d", 2}, {"conv3d", 3}, {"convolution", 0}, {"_convolution", 0}};
+
+const ConvOp* FindConvOp(const Node& node) {
+  for (const ConvOp& op : kConvOps) {
+    if (OpName(node) == op.op) return &op;
+  }
+  return nullptr;
+}
+
+// An int[] argument of `spatial` entries: absent gives `fallback` for each, one entry is
+// broadcast (the schema's `int[2] stride=1`).
+absl::StatusOr<std::vector<int64_t>> SpatialInts(const Node& node, absl::string_view name,
+                                                 int spatial, int64_t fallback) {
+  const Argument* argument = FindArgument(node, name);
+  if (argument == nullptr) return std::vector<int64_t>(spatial, fallback);
+  if (argument->value_case() != Argument::kInts) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node), " is not an int list"));
+  }
+  std::vector<int64_t> values(argument->ints().values().begin(), argument->ints().values().end());
+  if (values.size() == 1) values.assign(spatial, values[0]);
+  if (static_cast<int>(values.size()) != spatial) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node), " has ", values.size(),
+                                 " entries for ", spatial, " spatial dims"));
+  }
+  return values;
+}
+
+// A task input read directly as a tensor of cuDNN (no view between): its position and layout.
+absl::StatusOr<std::pair<int, ConvTensor>> DirectInput(const GroupView& view,
+                                                       absl::string_view value,
+                                                       absl::string_view role) {
+  const int position = view.InputPosition(value);
+  if (position < 0) {
+    return Declined(absl::StrCat("the ", role, " '", value, "' is computed in the task, not a task input"));
+  }
+  const TensorSpec& spec = view.InputSpec(position);
+  if (spec.storage_offset() != 0) {
+    return Declined(absl::StrCat("the ", role, " '", value, "' starts at storage offset ",
+                                 spec.storage_offset()));
+  }
+  ConvTensor tensor;
+  tensor.dims.assign(spec.shape().begin(), spec.shape().end());
+  tensor.strides = spec.strides().empty()
+                       ? ContiguousStrides(tensor.dims)
+                       : std::vector<int64_t>(spec.strides().begin(), spec.strides().end());
+  for (size_t d = 0; d < tensor.dims.size(); ++d) {
+    if (tensor.dims[d] < 1 || tensor.strides[d] < 1) {
+      return Declined(absl::StrCat("the ", role, " '", value,
+                                   "' has an empty, broadcast or negative-stride dim"));
+    }
+  }
+  return std::make_pair(position, std::move(tensor));
+}
+
+// Reads the convolution node into `call` (everything but the epilogue and the output).
+absl::Status ReadConv(const GroupView& view, const Node& conv, const ConvOp& op,
+                      CudnnConvCall& call) {
+  if (const Argument* transposed = FindArgument(conv, "transposed");
+      transposed != nullptr && transposed->bool_value()) {
+    return Declined(absl::StrCat(DescribeNode(conv), " is a transposed convolution"));
+  }
+  const std::string x = TensorArgument(conv, "input");
+  const std::string w = TensorArgument(conv, "weight");
+  FORGE_ASSIGN_OR_RETURN(auto x_input, DirectInput(view, x, "conv input"));
+  FORGE_ASSIGN_OR_RETURN(auto w_input, DirectInput(view, w, "conv weight"));
+  std::tie(call.x_input, call.x) = std::move(x_input);
+  std::tie(call.w_input, call.w) = std::move(w_input);
+  const int rank = static_cast<int>(call.x.dims.size());
+  const int spatial = rank - 2;
+  if (spatial != 2 && spatial != 3) {
+    return Declined(absl::StrCat(DescribeNode(conv), " has ", spatial,
+                                 " spatial dims (2-d and 3-d convolutions only, batched)"));
+  }
+  if (op.spatial_dims != 0 && op.spatial_dims != spatial) {
+    return Declined(absl::StrCat(DescribeNode(conv), " reads an unbatched input"));
+  }
+  if (static_cast<int>(call.w.dims.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("cudnn_conv: the weight of ", DescribeNode(conv),
+                                                   " has rank ", call.w.dims.size(), ", not ", rank));
+  }
+  call.dtype = view.DType(x);
+  if (view.DType(w) != call.dtype) return Declined("the input and the weight differ in dtype");
+  if (call.dtype != forge::v1::DTYPE_FLOAT32 && call.dtype != forge::v1::DTYPE_BFLOAT16 &&
+      call.dtype != forge::v1::DTYPE_FLOAT16) {
+    return Declined(absl::StrCat("dtype ", DTypeName(call.dtype),
+                                 " (float32, bfloat16 and float16 only)"));
+  }
+  FORGE_ASSIGN_OR_RETURN(call.stride, SpatialInts(conv, "stride", spatial, 1));
+  FORGE_ASSIGN_OR_RETURN(call.dilation, SpatialInts(conv, "dilation", spatial, 1));
+  const Argument* padding = FindArgument(conv, "padding");
+  if (padding != nullptr && padding->value_case() == Argument::kStringValue) {
+    // conv2d.padding: "valid" is none; "same" pads each side by half the dilated filter's
+    // extent, which cuDNN's symmetric padding expresses only when that extent is even.
+    call.padding.assign(spatial, 0);
+    if (padding->string_value() == "same") {
+      for (int d = 0; d < spatial; ++d) {
+        const int64_t extent = call.dilation[d] * (call.w.dims[2 + d] - 1);
+        if (extent % 2 != 0) {
+          return Declined(absl::StrCat("padding=\"same\" of ", DescribeNode(conv),
+                                       " pads asymmetrically"));
+        }
+        call.padding[d] = extent / 2;
+      }
+    } else if (padding->string_value() != "valid") {
+      return Declined(absl::StrCat("padding=\"", padding->string_value(), "\""));
+    }
+  } else {
+    FORGE_ASSIGN_OR_RETURN(call.padding, SpatialInts(conv, "padding", spatial, 0));
+  }
+  if (const Argument* groups = FindArgument(conv, "groups"); groups != nullptr) {
+    call.groups = groups->int_value();
+  }
+  if (op.op == "convolution" || op.op == "_convolution") {
+    FORGE_ASSIGN_OR_RETURN(const std::vector<int64_t> output_padding,
+                           SpatialInts(conv, "output_padding", spatial, 0));
+    if (std::any_of(output_padding.begin(), output_padding.end(), [](int64_t p) { return p; })) {
+      return Declined(absl::StrCat(DescribeNode(conv), " has an output padding"));
+    }
+  }
+  const int64_t channels = call.x.dims[1];
+  if (call.groups < 1 || channels % call.groups != 0 || call.w.dims[0] % call.groups != 0 ||
+      call.w.dims[1] * call.groups != channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cudnn_conv: ", DescribeNode(conv), ": ", channels, " input channels, weight [",
+        absl::StrJoin(call.w.dims, ", "), "] and groups ", call.groups, " disagree"));
+  }
+  // y's dims: N, K, then each spatial extent from the usual formula.
+  std::vector<int64_t> y_dims = {call.x.dims[0], call.w.dims[0]};
+  for (int d = 0; d < spatial; ++d) {
+    if (call.stride[d] < 1 || call.dilation[d] < 1 || call.padding[d] < 0) {
+      return Declined(absl::StrCat(DescribeNode(conv), " has a stride or dilation below 1 or a negative padding"));
+    }
+    const int64_t extent = call.x.dims[2 + d] + 2 * call.padding[d] -
+                           call.dilation[d] * (call.w.dims[2 + d] - 1) - 1;
+    if (extent < 0) return Declined(absl::StrCat(DescribeNode(conv), " has an empty output"));
+    y_dims.push_back(extent / call.stride[d] + 1);
+  }
+  if (y_dims != view.Shape(conv.outputs(0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cudnn_conv: ", DescribeNode(conv), " outputs [", absl::StrJoin(view.Shape(conv.outputs(0)), ", "),
+        "], its arguments give [", absl::StrJoin(y_dims, ", "), "]"));
+  }
+  call.y.dims = std::move(y_dims);
+  return absl::OkStatus();
+}
+
+// A per-channel vector of K elements, contiguous, of the conv's dtype, a task input at offset 0:
+// its position, or -1. `conv_bias`: the conv's own bias argument, [K]. Otherwise an addend that
+// broadcasts against y (aligned at the trailing dims) along everything but the channels:
+// [K, 1, 1] or [1, K, 1, 1] for a 2-d conv ([K] alone would line up with W).
+int ChannelVector(const GroupView& view, absl::string_view value, const CudnnConvCall& call,
+                  bool conv_bias) {
+  const int position = view.InputPosition(value);
+  if (position < 0) return -1;
+  const TensorSpec& spec = view.InputSpec(position);
+  if (spec.dtype() != call.dtype || spec.storage_offset() != 0 || !IsContiguous(spec)) return -1;
+  const std::vector<int64_t> shape(spec.shape().begin(), spec.shape().end());
+  const int64_t channels = call.y.dims[1];
+  if (conv_bias) return shape == std::vector<int64_t>{channels} ? position : -1;
+  const size_t rank = call.y.dims.size();
+  if (shape.size() > rank || rank - shape.size() > 1) return -1;
+  const size_t lead = rank - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != (lead + d == 1 ? channels : 1)) return -1;
+  }
+  return position;
+}
+
+// Adds the step of `node`, a consumer of `current` (the running result), to `call`; Declined
+// when the node is not one cuDNN's pointwise modes express here.
+using StepReader = absl::Status (*)(const GroupView&, const Node&, absl::string_view current,
+                                    CudnnConvCall&);
+
+absl::Status ReadAdd(const GroupView& view, const Node& node, absl::string_view current,
+                     CudnnConvCall& call) {
+  if (!IsUnitScalar(node, "alpha")) return Declined(absl::StrCat(DescribeNode(node), " scales by alpha"));
+  const std::string self = TensorArgument(node, "self");
+  const std::string other = TensorArgument(node, "other");
+  if (self == other || (self != current && other != current)) {
+    return Declined(absl::StrCat(DescribeNode(node), " adds the result to itself or not at all"));
+  }
+  const std::string& addend = self == current ? other : self;
+  if (addend.empty()) return Declined(absl::StrCat(DescribeNode(node), " adds a scalar"));
+  if (const int bias = ChannelVector(view, addend, call, /*conv_bias=*/false); bias >= 0) {
+    call.epilogue.push_back({ConvStep::kBias, bias, 1});
+    return absl::OkStatus();
+  }
+  if (view.Shape(addend) != call.y.dims || view.DType(addend) != call.dtype) {
+    return Declined(absl::StrCat(DescribeNode(node), " adds a tensor that is neither a per-channel "
+                                 "bias nor of the output's shape and dtype"));
+  }
+  FORGE_ASSIGN_OR_RETURN(auto residual, DirectInput(view, addend, "residual"));
+  call.epilogue.push_back({ConvStep::kResidual, residual.first, 1});
+  call.residuals.push_back(std::move(residual.second));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ScalarOperand(const Node& node) {
+  const Argument* other = FindArgument(node, "other");
+  if (other == nullptr) return Declined(absl::StrCat(DescribeNode(node), " has no scalar operand"));
+  if (other->value_case() == Argument::kFloatValue) return other->float_value();
+  if (other->value_case() == Argument::kIntValue) return static_cast<double>(other->int_value());
+  return Declined(absl::StrCat(DescribeNode(node), " multiplies by a tensor"));
+}
+
+absl::Status ReadMul(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
+  FORGE_ASSIGN_OR_RETURN(const double scalar, ScalarOperand(node));
+  call.epilogue.push_back({ConvStep::kScale, -1, scalar});
+  return absl::OkStatus();
+}
+
+absl::Status ReadDiv(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
+  if (FindArgument(node, "rounding_mode") != nullptr) {
+    return Declined(absl::StrCat(DescribeNode(node), " rounds"));
+  }
+  FORGE_ASSIGN_OR_RETURN(const double scalar, ScalarOperand(node));
+  if (scalar == 0) return Declined(absl::StrCat(DescribeNode(node), " divides by zero"));
+  call.epilogue.push_back({ConvStep::kScale, -1, 1.0 / scalar});
+  return absl::OkStatus();
+}
+
+absl::Status ReadGelu(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
+  const Argument* approximate = FindArgument(node, "approximate");
+  const bool tanh = approximate != nullptr && approximate->string_value() == "tanh";
+  if (approximate != nullptr && !tanh && approximate->string_value() != "none") {
+    return Declined(absl::StrCat(DescribeNode(node), ": approximate=", approximate->string_value()));
+  }
+  call.epilogue.push_back({tanh ? ConvStep::kGeluTanh : ConvStep::kGelu, -1, 1});
+  return absl::OkStatus();
+}
+
+template <ConvStep kStep>
+absl::Status ReadActivation(const GroupView&, const Node&, absl::string_view, CudnnConvCall& call) {
+  call.epilogue.push_back({kStep, -1, 1});
+  return absl::OkStatus();
+}
+
+struct EpilogueOp {
+  absl::string_view op;
+  StepReader read;
+};
+constexpr EpilogueOp kEpilogueOps[] = {
+    {"add", ReadAdd},
+    {"mul", ReadMul},
+    {"div", ReadDiv},
+    {"gelu", ReadGelu},
+    {"relu", ReadActivation<ConvStep::kRelu>},
+    {"silu", ReadActivation<ConvStep::kSilu>},
+    {"sigmoid", ReadActivation<ConvStep::kSigmoid>},
+    {"tanh", ReadActivation<ConvStep::kTanh>},
+};
+
+// The call without its engine choice (heuristic and engine 0), or why the task is declined.
+absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
+  FORGE_ASSIGN_OR_RETURN(const GroupView view, GroupView::Create(task));
+  const forge::v1::Graph& group = task.group();
+  const Node* conv = nullptr;
+  const ConvOp* conv_op = nullptr;
+  for (const Node& node : group.nodes()) {
+    if (const ConvOp* op = FindConvOp(node); op != nullptr) {
+      if (conv != nullptr) return Declined("the task has two convolutions");
+      conv = &node;
+      conv_op = op;
+    }
+  }
+  if (conv == nullptr) return Declined("the task has no convolution");
+  CudnnConvCall call;
+  FORGE_RETURN_IF_ERROR(ReadConv(view, *conv, *conv_op, call));
+  if (const std::string bias = TensorArgument(*conv, "bias"); !bias.empty()) {
+    const int position = ChannelVector(view, bias, call, /*conv_bias=*/true);
+    if (position < 0) {
+      return Declined(absl::StrCat("the bias of ", DescribeNode(*conv),
+                                   " is not a contiguous task input of the conv's dtype"));
+    }
+    call.epilogue.push_back({ConvStep::kBias, position, 1});
+  }
+  std::string current = conv->outputs(0);
+  int nodes = 1;
+  while (const Node* next = SoleConsumer(group, current)) {
+    const EpilogueOp* op = nullptr;
+    for (const EpilogueOp& candidate : kEpilogueOps) {
+      if (OpName(*next) == candidate.op) op = &candidate;
+    }
+    if (op == nullptr) {
+      return Declined(absl::StrCat(DescribeNode(*next), " has no cuDNN pointwise form here",
+                                   OpName(*next).find("batch_norm") != absl::string_view::npos
+                                       ? " (batch norm is not folded into the weights yet)"
+                                       : ""));
+    }
+    if (view.Shape(next->outputs(0)) != call.y.dims || view.DType(next->outputs(0)) != call.dtype) {
+      return Declined(absl::StrCat(DescribeNode(*next), " changes the shape or dtype"));
+    }
+    FORGE_RETURN_IF_ERROR(op->read(view, *next, current, call));
+    current = next->outputs(0);
+    ++nodes;
+  }
+  if (task.outputs_size() != 1 || group.outputs_size() != 1 ||
+      group.outputs(0).value_name() != current || nodes != group.nodes_size()) {
+    return Declined(absl::StrCat("the group is not one chain from the conv to its one output (",
+                                 group.nodes_size(), " nodes, ", task.outputs_size(),
+                                 " outputs; the chain ends at '", current, "')"));
+  }
+  const TensorSpec& output = task.outputs(0);
+  if (output.storage_offset() != 0) return Declined("the output starts at a storage offset");
+  call.y.strides = output.strides().empty()
+                       ? ContiguousStrides(call.y.dims)
+                       : std::vector<int64_t>(output.strides().begin(), output.strides().end());
+  return call;
+}
+
+TemplateSpace GraphSpace() {
+  std::vector<int64_t> modes(CudnnConvFamily::kHeuristicModes);
+  for (int i = 0; i < CudnnConvFamily::kHeuristicModes; ++i) modes[i] = i;
+  std::vector<int64_t> engines(CudnnConvFamily::kEngineConfigs);
+  for (int i = 0; i < CudnnConvFamily::kEngineConfigs; ++i) engines[i] = i;
+  return {CudnnConvFamily::kGraphTemplate, {{"heuristic", modes, 0}, {"engine", engines, 0}}};
+}
+
+std::string DescribeTensor(const ConvTensor& tensor) {
+  return absl::StrCat("[", absl::StrJoin(tensor.dims, ","), "]/[", absl::StrJoin(tensor.strides, ","), "]");
+}
+
+}  // namespace
+
+const char* ConvStepName(ConvStep step) {
+  switch (step) {
+    case ConvStep::kBias: return "bias";
+    case ConvStep::kResidual: return "residual";
+    case ConvStep::kScale: return "scale";
+    case ConvStep::kRelu: return "relu";
+    case ConvStep::kGelu: return "gelu";
+    case ConvStep::kGeluTanh: return "gelu_tanh";
+    case ConvStep::kSilu: return "silu";
+    case ConvStep::kSigmoid: return "sigmoid";
+    case ConvStep::kTanh: return "tanh";
+  }
+  return "?";
+}
+
+std::string DescribeCall(const CudnnConvCall& call) {
+  std::vector<std::string> steps;
+  size_t residual = 0;
+  for (const CudnnConvStep& step : call.epilogue) {
+    std::string text = ConvStepName(step.step);
+    if (step.step == ConvStep::kBias) absl::StrAppend(&text, "(input ", step.input, ")");
+    if (step.step == ConvStep::kResidual) {
+      absl::StrAppend(&text, "(input ", step.input, " ", DescribeTensor(call.residuals[residual++]), ")");
+    }
+    if (step.step == ConvStep::kScale) absl::StrAppend(&text, "(", step.scalar, ")");
+    steps.push_back(std::move(text));
+  }
+  return absl::StrCat("cudnn conv_fprop ", DTypeName(call.dtype), " x (input ", call.x_input, " ",
+                      DescribeTensor(call.x), ") w (input ", call.w_input, " ",
+                      DescribeTensor(call.w), ") y ", DescribeTensor(call.y), " padding [",
+                      absl::StrJoin(call.padding, ","), "] stride [", absl::StrJoin(call.stride, ","),
+                      "] dilation [", absl::StrJoin(call.dilation, ","), "] groups ", call.groups,
+                      " epilogue [", absl::StrJoin(steps, " "), "] heuristic ", call.heuristic,
+                      " engine ", call.engine);
+}
+
+absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {
+  return Analyze(task).status();
+}
+
+absl::StatusOr<std::vector<TemplateSpace>> CudnnConvFamily::ScheduleSpace(
+    const KernelTask& task) const {
+  FORGE_RETURN_IF_ERROR(Applies(task));
+  return std::vector<TemplateSpace>{GraphSpace()};
+}
+
+absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
+  return DescribeCudnnConv(task, point).status();
+}
+
+absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task, const SchedulePoint& point) {
+  FORGE_ASSIGN_OR_RETURN(CudnnConvCall call, Analyze(task));
+  FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
+  call.heuristic = static_cast<int>(point.parameters.at("heuristic"));
+  call.engine = static_cast<int>(point.parameters.at("engine"));
+  return call;
+}
+
+absl::StatusOr<LaunchPlan> CudnnConvFamily::Plan(const KernelTask& task,
+                                                 const SchedulePoint& point) const {
+  FORGE_RETURN_IF_ERROR(Validate(task, point));
+  LaunchPlan plan;
+  plan.template_name = point.template_name;
+  plan.parameters = point.parameters;
+  plan.generator_version = std::string(generator_version());
+  // cuDNN's kernels are not Forge's: only that one graph runs (one launch for a fused engine).
+  plan.hints.executor = Executor::kCudnn;
+  return plan;
+}
+
+absl::StatusOr<std::string> CudnnConvFamily::Emit(const KernelTask& task,
+                                                  const LaunchPlan& plan) const {
+  FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call,
+                         DescribeCudnnConv(task, {plan.template_name, plan.parameters}));
+  return absl::StrCat("// forge library call: ", DescribeCall(call), "\n");
+}
+
+}  // namespace forge::codegen

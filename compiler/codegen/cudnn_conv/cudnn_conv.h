@@ -1,0 +1,125 @@
+// The cuDNN convolution family (KERNEL_FAMILY_CUDNN_CONV): a convolution task (aten::conv2d,
+// conv3d or convolution, not transposed, on float32, bfloat16 or float16) and the pointwise
+// epilogue the partitioner fused after it, run as ONE cuDNN fused graph (cuDNN frontend's graph
+// API): conv fprop, then the epilogue's steps in the task's order, each a cuDNN pointwise node:
+//  - bias add: the conv's own bias, or an add of a [K], [K, 1, 1] or [1, K, 1, 1] task input (one
+//    value per output channel, contiguous);
+//  - residual add: an add of a task input of the output's shape (any strides);
+//  - scale: a mul or div by a Python scalar;
+//  - activation: relu, gelu (erf; approximate="tanh" too), silu (cuDNN's swish), sigmoid, tanh.
+// Groups, dilation, stride and padding (ints, or "valid" / symmetric "same") are the conv's. The
+// graph computes in float32 and writes the task's one output in its dtype and strides. Anything
+// else (batch norm, several outputs, a second reader of an intermediate, another op, mixed dtypes,
+// a storage offset, a reshape after the epilogue) is declined by Applies with the obstacle named:
+// the task keeps the ATen fallback. Batch norm is not folded here (see docs/ARCHITECTURE.md).
+//
+// One template, "graph", whose parameters choose cuDNN's engine configuration, the schedule
+// space cuDNN itself exposes:
+//  - `heuristic`: the heuristic mode that ranks the engine configurations: 0 = A (fast, the
+//    default), 1 = B (slower, more accurate ranking), 2 = FALLBACK (the configurations cuDNN
+//    keeps for graphs the others cannot run);
+//  - `engine`: the index in that mode's list of configurations cuDNN supports for the graph (after
+//    removing those that down-convert inputs, and for float32 those that use tensor cores, which
+//    would compute in TF32: the judge holds float32 to 1e-4). The list is only known on the GPU;
+//    an index past its end is an unsupported candidate there, not an error.
+//
+// Generation is pure: DescribeCudnnConv turns (task, point) into a CudnnConvCall (data only);
+// the worker (worker/library/cudnn_conv.h) builds, checks and caches the graph through
+// runtime/extension/cudnn_conv_graph.h, the header the runtime extension builds with too. The
+// family's source is the call's canonical description as a comment: nothing to compile.
+#ifndef FORGE_COMPILER_CODEGEN_CUDNN_CONV_CUDNN_CONV_H_
+#define FORGE_COMPILER_CODEGEN_CUDNN_CONV_CUDNN_CONV_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/family.h"
+
+namespace forge::codegen {
+
+// One step of the fused epilogue; cuDNN's pointwise mode in the comment.
+enum class ConvStep {
+  kBias,      // ADD of a per-channel vector (CudnnConvStep::input)
+  kResidual,  // ADD of a tensor of the output's shape (CudnnConvStep::input)
+  kScale,     // MUL by CudnnConvStep::scalar
+  kRelu,      // RELU_FWD
+  kGelu,      // GELU_FWD (erf)
+  kGeluTanh,  // GELU_APPROX_TANH_FWD
+  kSilu,      // SWISH_FWD (beta 1)
+  kSigmoid,   // SIGMOID_FWD
+  kTanh,      // TANH_FWD
+};
+// "bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh".
+const char* ConvStepName(ConvStep step);
+
+struct CudnnConvStep {
+  ConvStep step = ConvStep::kRelu;
+  int input = -1;     // kBias, kResidual: the operand's position among the task inputs
+  double scalar = 1;  // kScale
+
+  bool operator==(const CudnnConvStep&) const = default;
+};
+
+// A tensor as cuDNN sees it: dims in N, C, spatial... order and the element strides of each.
+struct ConvTensor {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+
+  bool operator==(const ConvTensor&) const = default;
+};
+
+// One fused graph: y = epilogue(conv(x, w)). x is (N, C, spatial...), w (K, C / groups,
+// filter...), y (N, K, out...); every tensor shares `dtype`; the graph computes in float32.
+struct CudnnConvCall {
+  forge::v1::DType dtype = forge::v1::DTYPE_UNSPECIFIED;
+  int x_input = -1;  // positions among the task inputs
+  int w_input = -1;
+  ConvTensor x;
+  ConvTensor w;
+  ConvTensor y;  // the task's output
+  std::vector<int64_t> padding;
+  std::vector<int64_t> stride;
+  std::vector<int64_t> dilation;
+  int64_t groups = 1;
+  std::vector<CudnnConvStep> epilogue;
+  // kResidual steps' tensors, in step order.
+  std::vector<ConvTensor> residuals;
+  int heuristic = 0;  // 0 A, 1 B, 2 FALLBACK
+  int engine = 0;     // index into that heuristic's supported configurations
+
+  bool operator==(const CudnnConvCall&) const = default;
+};
+
+// The canonical one-line description of `call` (what the candidate's source is).
+std::string DescribeCall(const CudnnConvCall& call);
+
+class CudnnConvFamily : public KernelFamily {
+ public:
+  static constexpr char kGraphTemplate[] = "graph";
+  // Engine configurations per heuristic mode the search may pick from: `engine` is 0 .. this - 1.
+  static constexpr int kEngineConfigs = 8;
+  static constexpr int kHeuristicModes = 3;
+
+  forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_CUDNN_CONV; }
+  absl::string_view name() const override { return "cudnn_conv"; }
+  absl::string_view generator_version() const override { return "cudnn_conv-1"; }
+
+  absl::Status Applies(const forge::v1::KernelTask& task) const override;
+  absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
+      const forge::v1::KernelTask& task) const override;
+  absl::Status Validate(const forge::v1::KernelTask& task,
+                        const SchedulePoint& point) const override;
+  absl::StatusOr<LaunchPlan> Plan(const forge::v1::KernelTask& task,
+                                  const SchedulePoint& point) const override;
+  absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
+                                   const LaunchPlan& plan) const override;
+};
+
+// The call for a valid point of the family; fails as CudnnConvFamily::Validate does.
+absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const forge::v1::KernelTask& task,
+                                                const SchedulePoint& point);
+
+}  // namespace forge::codegen
+
+#endif  // FORGE_COMPILER_CODEGEN_CUDNN_CONV_CUDNN_CONV_H_

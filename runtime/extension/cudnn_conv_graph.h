@@ -1,0 +1,271 @@
+// One convolution with its pointwise epilogue as ONE cuDNN fused graph (cuDNN frontend graph API),
+// built the one way Forge does it. The worker (worker/library/cudnn_conv.cc) judges and times the
+// cudnn_conv family's candidates (compiler/codegen/cudnn_conv/cudnn_conv.h) through it, and a
+// generated extension replays the winner through it. A candidate's engine is an index into the
+// list of configurations cuDNN's heuristic (mode A, B or FALLBACK) returns for the graph, counting
+// only those that survive the numerics filter below and build: reproducible for the same graph,
+// cuDNN build and GPU, so both sides build the same graph in the same order here, and the worker
+// records the chosen configuration's name (EngineName) for a report or another cuDNN to check.
+//
+// Numerics: the graph's compute and intermediate types are float32 whatever the I/O type; engine
+// configurations whose numerical notes say they down-convert inputs or reduce in reduced
+// precision are removed, and for float32 I/O also those that use tensor cores (TF32), so a
+// float32 convolution keeps float32 accuracy (what ATen does with allow_tf32 off).
+//
+// Header-only, on the cuDNN frontend (header-only, it brings nlohmann json: include this in as
+// few translation units as possible), cuDNN 9 and the C++ standard library: torch's extension
+// tooling compiles it on the user's machine, without Abseil or Forge's protos. Errors are
+// strings (empty: success); callers turn them into absl::Status or TORCH_CHECK.
+#ifndef FORGE_RUNTIME_EXTENSION_CUDNN_CONV_GRAPH_H_
+#define FORGE_RUNTIME_EXTENSION_CUDNN_CONV_GRAPH_H_
+
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace forge_cudnn {
+
+namespace fe = cudnn_frontend;
+
+enum class DataType { kFloat, kHalf, kBFloat16 };
+
+// Dims in (N, C, spatial...) order and the element stride of each.
+struct Tensor {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+};
+
+// The epilogue's steps (codegen::ConvStep): the running value v becomes
+enum class Step {
+  kBias,      // v + operand, a per-channel vector (dims [1, K, 1...], contiguous)
+  kResidual,  // v + operand, a tensor of y's dims
+  kScale,     // v * scalar
+  kRelu,
+  kGelu,      // erf form
+  kGeluTanh,
+  kSilu,      // cuDNN's swish, beta 1
+  kSigmoid,
+  kTanh,
+};
+
+struct EpilogueStep {
+  Step step = Step::kRelu;
+  Tensor operand;  // kBias, kResidual
+  float scalar = 1;
+};
+
+// y = epilogue(conv_fprop(x, w)): x (N, C, spatial...), w (K, C / groups, filter...), y (N, K,
+// out...); groups follow from x's and w's channels. Every tensor has `type`.
+struct Conv {
+  DataType type = DataType::kFloat;
+  Tensor x;
+  Tensor w;
+  Tensor y;
+  std::vector<int64_t> padding;
+  std::vector<int64_t> stride;
+  std::vector<int64_t> dilation;
+  std::vector<EpilogueStep> epilogue;
+};
+
+enum class Heuristic { kA, kB, kFallback };
+inline constexpr int kHeuristics = 3;
+
+// Device addresses of one run: step_operands[i] for epilogue step i (null for steps without).
+struct Operands {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  std::vector<const void*> step_operands;
+};
+
+// The frontend's graph of `conv` with the tensors a run binds; made by BuildGraph.
+struct ConvGraph {
+  std::shared_ptr<fe::graph::Graph> graph;
+  std::shared_ptr<fe::graph::Tensor_attributes> x, w, y;
+  std::vector<std::shared_ptr<fe::graph::Tensor_attributes>> step_operands;  // null where none
+};
+
+inline fe::DataType_t FrontendType(DataType type) {
+  switch (type) {
+    case DataType::kFloat: return fe::DataType_t::FLOAT;
+    case DataType::kHalf: return fe::DataType_t::HALF;
+    case DataType::kBFloat16: return fe::DataType_t::BFLOAT16;
+  }
+  return fe::DataType_t::NOT_SET;
+}
+
+// The pointwise mode of a step; NOT_SET for the binary ones, which BuildGraph handles.
+inline fe::PointwiseMode_t ActivationMode(Step step) {
+  switch (step) {
+    case Step::kRelu: return fe::PointwiseMode_t::RELU_FWD;
+    case Step::kGelu: return fe::PointwiseMode_t::GELU_FWD;
+    case Step::kGeluTanh: return fe::PointwiseMode_t::GELU_APPROX_TANH_FWD;
+    case Step::kSilu: return fe::PointwiseMode_t::SWISH_FWD;
+    case Step::kSigmoid: return fe::PointwiseMode_t::SIGMOID_FWD;
+    case Step::kTanh: return fe::PointwiseMode_t::TANH_FWD;
+    default: return fe::PointwiseMode_t::NOT_SET;
+  }
+}
+
+inline fe::HeurMode_t FrontendHeuristic(Heuristic heuristic) {
+  switch (heuristic) {
+    case Heuristic::kA: return fe::HeurMode_t::A;
+    case Heuristic::kB: return fe::HeurMode_t::B;
+    case Heuristic::kFallback: return fe::HeurMode_t::FALLBACK;
+  }
+  return fe::HeurMode_t::A;
+}
+
+// Builds and validates the frontend graph of `conv` (no cuDNN handle or GPU needed: validate()
+// checks the nodes and infers the shapes). Returns the frontend's message on failure.
+inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
+  namespace g = fe::graph;
+  if (conv.x.dims.size() < 4 || conv.x.dims.size() != conv.w.dims.size() ||
+      conv.x.dims.size() != conv.y.dims.size()) {
+    return "x, w and y must share a rank of 4 or 5";
+  }
+  ConvGraph made;
+  made.graph = std::make_shared<g::Graph>();
+  g::Graph& graph = *made.graph;
+  graph.set_io_data_type(FrontendType(conv.type))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, const Tensor& t) {
+    return graph.tensor(g::Tensor_attributes().set_name(name).set_dim(t.dims).set_stride(t.strides).set_data_type(
+        FrontendType(conv.type)));
+  };
+  made.x = tensor("x", conv.x);
+  made.w = tensor("w", conv.w);
+  auto value = graph.conv_fprop(made.x, made.w,
+                                g::Conv_fprop_attributes()
+                                    .set_name("conv")
+                                    .set_padding(conv.padding)
+                                    .set_stride(conv.stride)
+                                    .set_dilation(conv.dilation)
+                                    .set_compute_data_type(fe::DataType_t::FLOAT));
+  int index = 0;
+  for (const EpilogueStep& step : conv.epilogue) {
+    const std::string name = "step" + std::to_string(index++);
+    std::shared_ptr<g::Tensor_attributes> operand;
+    g::Pointwise_attributes attributes;
+    attributes.set_name(name).set_compute_data_type(fe::DataType_t::FLOAT);
+    if (step.step == Step::kBias || step.step == Step::kResidual) {
+      operand = tensor((name + "_operand").c_str(), step.operand);
+      value = graph.pointwise(value, operand, attributes.set_mode(fe::PointwiseMode_t::ADD));
+    } else if (step.step == Step::kScale) {
+      value = graph.pointwise(value, graph.tensor(step.scalar),
+                              attributes.set_mode(fe::PointwiseMode_t::MUL));
+    } else {
+      if (step.step == Step::kSilu) attributes.set_swish_beta(1.0f);
+      value = graph.pointwise(value, attributes.set_mode(ActivationMode(step.step)));
+    }
+    value->set_data_type(fe::DataType_t::FLOAT);
+    made.step_operands.push_back(operand);
+  }
+  value->set_output(true).set_dim(conv.y.dims).set_stride(conv.y.strides).set_data_type(FrontendType(conv.type));
+  made.y = value;
+  fe::error_t status = graph.validate();
+  if (status.is_bad()) return "cuDNN graph validate: " + status.get_message();
+  *out = std::move(made);
+  return "";
+}
+
+// The numerical notes whose engine configurations never run a Forge graph (see the file comment).
+inline std::vector<fe::NumericalNote_t> BarredNotes(DataType type) {
+  std::vector<fe::NumericalNote_t> notes = {fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+                                            fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
+  if (type == DataType::kFloat) notes.push_back(fe::NumericalNote_t::TENSOR_CORE);
+  return notes;
+}
+
+// A graph lowered for one handle's GPU with one heuristic's configurations, built lazily: the
+// engine list of a candidate is the configurations that pass the numerics filter and build, in
+// the heuristic's order; plan `engine` is the engine-th of them.
+class ConvPlan {
+ public:
+  // Builds the graph, lowers it on `handle` and queries the heuristic. Returns cuDNN's reason on
+  // failure (a graph no engine of this cuDNN supports fails here or at the first Engine()).
+  static std::string Create(cudnnHandle_t handle, const Conv& conv, Heuristic heuristic,
+                            std::unique_ptr<ConvPlan>* out) {
+    auto plan = std::unique_ptr<ConvPlan>(new ConvPlan());
+    if (std::string error = BuildGraph(conv, &plan->graph_); !error.empty()) return error;
+    fe::graph::Graph& graph = *plan->graph_.graph;
+    fe::error_t status = graph.build_operation_graph(handle);
+    if (status.is_bad()) return "cuDNN build_operation_graph: " + status.get_message();
+    status = graph.create_execution_plans({FrontendHeuristic(heuristic)});
+    if (status.is_bad()) return "cuDNN heuristics: " + status.get_message();
+    graph.deselect_numeric_notes(BarredNotes(conv.type));
+    plan->configurations_ = graph.get_execution_plan_count();
+    *out = std::move(plan);
+    return "";
+  }
+
+  // Makes sure plan `engine` is built; "" when it is, else why not (past the end of the list:
+  // `*past_end` set, the message says how many configurations built).
+  std::string Engine(int engine, bool* past_end) {
+    *past_end = false;
+    while (static_cast<int>(built_.size()) <= engine && next_ < configurations_) {
+      const int64_t index = next_++;
+      fe::error_t status = graph_.graph->build_plan_at_index(index);
+      if (status.is_good()) {
+        built_.push_back(index);
+      } else {
+        last_failure_ = status.get_message();
+      }
+    }
+    if (engine >= 0 && engine < static_cast<int>(built_.size())) return "";
+    *past_end = true;
+    return "cuDNN built " + std::to_string(built_.size()) + " of " + std::to_string(configurations_) +
+           " engine configurations for the graph (after removing those that lose precision); engine " +
+           std::to_string(engine) + " is past them" +
+           (last_failure_.empty() ? std::string() : "; the last failure: " + last_failure_);
+  }
+
+  // For a built engine (Engine() returned ""): its workspace and cuDNN's name of it.
+  int64_t WorkspaceBytes(int engine) const {
+    return graph_.graph->get_workspace_size_plan_at_index(built_[engine]);
+  }
+  std::string EngineName(int engine) const {
+    std::string name;
+    (void)graph_.graph->get_plan_name_at_index(built_[engine], name);
+    return name;
+  }
+
+  // Runs built engine `engine` on the handle's stream with `workspace` of WorkspaceBytes.
+  std::string Run(cudnnHandle_t handle, const Operands& operands, int engine, void* workspace) const {
+    std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
+        {graph_.x, const_cast<void*>(operands.x)},
+        {graph_.w, const_cast<void*>(operands.w)},
+        {graph_.y, operands.y}};
+    if (operands.step_operands.size() != graph_.step_operands.size()) {
+      return "the run has " + std::to_string(operands.step_operands.size()) + " step operands, the graph " +
+             std::to_string(graph_.step_operands.size());
+    }
+    for (size_t i = 0; i < graph_.step_operands.size(); ++i) {
+      if (graph_.step_operands[i] != nullptr) {
+        pack.emplace(graph_.step_operands[i], const_cast<void*>(operands.step_operands[i]));
+      }
+    }
+    fe::error_t status = graph_.graph->execute_plan_at_index(handle, pack, workspace, built_[engine]);
+    if (status.is_bad()) return "cuDNN execute: " + status.get_message();
+    return "";
+  }
+
+ private:
+  ConvPlan() = default;
+  ConvGraph graph_;
+  int64_t configurations_ = 0;
+  int64_t next_ = 0;              // the next configuration to try building
+  std::vector<int64_t> built_;    // indices of the configurations that built, in order
+  std::string last_failure_;
+};
+
+}  // namespace forge_cudnn
+
+#endif  // FORGE_RUNTIME_EXTENSION_CUDNN_CONV_GRAPH_H_

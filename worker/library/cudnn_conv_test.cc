@@ -1,0 +1,161 @@
+// The cudnn_conv family's graphs: built and validated by the cuDNN frontend on every machine (no
+// handle or GPU needed), and on a GPU run and checked against a convolution computed here. The
+// binary linking libcudnn and starting on a machine without a GPU is itself part of what runs
+// everywhere.
+#include "worker/library/cudnn_conv.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/gpu_test.h"
+
+namespace forge::library {
+namespace {
+
+using codegen::CudnnConvCall;
+using codegen::CudnnConvFamily;
+using codegen::SchedulePoint;
+using codegen::testing::ConvEpilogueTask;
+using codegen::testing::ConvShape;
+using ::testing::HasSubstr;
+
+constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+
+SchedulePoint Point(int heuristic, int engine) {
+  return {CudnnConvFamily::kGraphTemplate, {{"heuristic", heuristic}, {"engine", engine}}};
+}
+
+CudnnConvCall CallOf(const forge::v1::KernelTask& task, int heuristic = 0, int engine = 0) {
+  auto call = codegen::DescribeCudnnConv(task, Point(heuristic, engine));
+  EXPECT_TRUE(call.ok()) << call.status();
+  return call.ok() ? *call : CudnnConvCall();
+}
+
+// Every epilogue, dtype and layout the family describes makes a graph the frontend validates.
+TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
+  const std::vector<std::vector<std::string>> epilogues = {
+      {}, {"relu"}, {"gelu"}, {"gelu_tanh"}, {"silu"}, {"sigmoid"}, {"tanh"}, {"scale"},
+      {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"}};
+  const std::vector<ConvShape> shapes = {
+      {.n = 4, .c = 64, .h = 14, .w = 14, .k = 64, .r = 3, .s = 3, .padding = 1},
+      {.n = 2, .c = 32, .h = 15, .w = 9, .k = 48, .r = 3, .s = 3, .stride = 2, .padding = 2,
+       .dilation = 2, .groups = 8},
+      {.n = 2, .c = 16, .h = 7, .w = 7, .k = 16, .r = 7, .s = 7, .padding = 3, .groups = 16},
+      {.n = 8, .c = 256, .h = 7, .w = 7, .k = 64, .r = 1, .s = 1}};
+  int validated = 0;
+  for (const auto dtype : {kF32, forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT16}) {
+    for (const ConvShape& shape : shapes) {
+      for (const auto& epilogue : epilogues) {
+        for (const bool channels_last : {false, true}) {
+          const CudnnConvCall call =
+              CallOf(ConvEpilogueTask(dtype, shape, /*bias=*/true, epilogue, channels_last));
+          const absl::Status status = ValidateCudnnConvGraph(call);
+          EXPECT_TRUE(status.ok()) << status;
+          validated += status.ok();
+        }
+      }
+    }
+  }
+  EXPECT_EQ(validated, 3 * 4 * 10 * 2);
+}
+
+// A call the frontend cannot make a graph of is refused with the frontend's own message.
+TEST(CudnnConvGraphTest, RefusesAGraphTheFrontendCannotMake) {
+  CudnnConvCall call = CallOf(ConvEpilogueTask(kF32, {.n = 1, .c = 4, .h = 8, .w = 8, .k = 8, .r = 3, .s = 3},
+                                               true, {"relu"}));
+  call.w.dims.pop_back();  // a filter of the wrong rank
+  call.w.strides.pop_back();
+  const absl::Status status = ValidateCudnnConvGraph(call);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("rank"));
+}
+
+class CudnnConvGpuTest : public forge::testing::GpuTest {
+ protected:
+  void SetUpDevice() override {
+    auto conv = CudnnConv::Create(*device_);
+    ASSERT_TRUE(conv.ok()) << conv.status();
+    conv_ = *std::move(conv);
+  }
+
+  gpu::DeviceBuffer Upload(const std::vector<float>& values) {
+    auto buffer = device_->Allocate(values.size() * sizeof(float));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(buffer->CopyFromHost(values.data(), values.size() * sizeof(float)).ok());
+    return *std::move(buffer);
+  }
+
+  std::unique_ptr<CudnnConv> conv_;
+};
+
+// Small integers: every sum below is exact in float32.
+std::vector<float> Ramp(int64_t count, int modulus, int shift) {
+  std::vector<float> values(count);
+  for (int64_t i = 0; i < count; ++i) values[i] = static_cast<float>((i * 7 + shift) % modulus - modulus / 2);
+  return values;
+}
+
+TEST_F(CudnnConvGpuTest, GroupedStridedConvWithBiasResidualAndRelu) {
+  const ConvShape s = {.n = 2, .c = 8, .h = 9, .w = 7, .k = 12, .r = 3, .s = 3, .stride = 2,
+                       .padding = 1, .groups = 2};
+  const forge::v1::KernelTask task = ConvEpilogueTask(kF32, s, /*bias=*/true, {"residual", "relu"});
+  const int64_t p = (s.h + 2 * s.padding - s.r) / s.stride + 1;
+  const int64_t q = (s.w + 2 * s.padding - s.s) / s.stride + 1;
+  const std::vector<float> x = Ramp(s.n * s.c * s.h * s.w, 7, 1);
+  const std::vector<float> w = Ramp(s.k * (s.c / s.groups) * s.r * s.s, 5, 2);
+  const std::vector<float> bias = Ramp(s.k, 9, 3);
+  const std::vector<float> residual = Ramp(s.n * s.k * p * q, 11, 4);
+  std::vector<double> expected(s.n * s.k * p * q);
+  const int64_t cg = s.c / s.groups, kg = s.k / s.groups;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t i = 0; i < p; ++i)
+        for (int64_t j = 0; j < q; ++j) {
+          double sum = bias[k];
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t r = 0; r < s.r; ++r)
+              for (int64_t t = 0; t < s.s; ++t) {
+                const int64_t h = i * s.stride - s.padding + r, ww = j * s.stride - s.padding + t;
+                if (h < 0 || h >= s.h || ww < 0 || ww >= s.w) continue;
+                const int64_t channel = (k / kg) * cg + c;
+                sum += double{x[((n * s.c + channel) * s.h + h) * s.w + ww]} *
+                       w[((k * cg + c) * s.r + r) * s.s + t];
+              }
+          const int64_t at = ((n * s.k + k) * p + i) * q + j;
+          expected[at] = std::max(0.0, sum + residual[at]);
+        }
+  gpu::DeviceBuffer xb = Upload(x), wb = Upload(w), bb = Upload(bias), rb = Upload(residual);
+  gpu::DeviceBuffer yb = Upload(std::vector<float>(expected.size(), NAN));
+  int ran = 0;
+  for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes; ++heuristic) {
+    auto launch = LoadCudnnConvCandidate(*conv_, task, Point(heuristic, 0));
+    if (absl::IsOutOfRange(launch.status())) continue;  // that mode has nothing for the graph
+    ASSERT_TRUE(launch.ok()) << launch.status();
+    EXPECT_FALSE(launch->engine_name.empty());
+    auto stream = device_->CreateStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    const std::vector<CUdeviceptr> args = {xb.address(), wb.address(), bb.address(), rb.address(),
+                                           yb.address()};
+    ASSERT_TRUE(launch->launch(*stream, args).ok());
+    ASSERT_TRUE(stream->Synchronize().ok());
+    std::vector<float> y(expected.size());
+    ASSERT_TRUE(yb.CopyToHost(y.data(), y.size() * sizeof(float)).ok());
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_EQ(y[i], expected[i]) << "heuristic " << heuristic << " element " << i;
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 1) << "no heuristic mode of cuDNN runs a float32 conv + bias + residual + relu";
+  // An engine index past the list is an unsupported candidate, not an error.
+  auto past = LoadCudnnConvCandidate(*conv_, task, Point(0, CudnnConvFamily::kEngineConfigs - 1));
+  if (!past.ok()) EXPECT_TRUE(absl::IsOutOfRange(past.status())) << past.status();
+}
+
+}  // namespace
+}  // namespace forge::library
