@@ -482,7 +482,8 @@ class JudgeRunner {
         draw == 0 ? cached.references : first_references_;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (!DeviceComparer::Handles(task_.outputs(o))) return nullptr;
-      const ReferenceFacts facts = cached.references->Facts(o, ToleranceFor(o), first, pool_);
+      const ReferenceFacts facts =
+          cached.references->Facts(o, task_.outputs(o).dtype(), ToleranceFor(o), first, pool_);
       if (facts.near_constant || facts.agrees_with_first_draw) return nullptr;
     }
     absl::StatusOr<std::shared_ptr<const DeviceDraw>> resident =
@@ -578,7 +579,8 @@ class JudgeRunner {
     const DrawReferences& references = *cached.references;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const Tolerances tolerances = ToleranceFor(o);
-      const ReferenceFacts facts = references.Facts(o, tolerances, first_references_, pool_);
+      const ReferenceFacts facts =
+          references.Facts(o, task_.outputs(o).dtype(), tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
           TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
@@ -834,7 +836,8 @@ class JudgeRunner {
     const absl::Span<const double> native_reference =
         references->native.empty() ? absl::Span<const double>()
                                    : absl::Span<const double>(references->native[o]);
-    const ReferenceFacts facts = references->Facts(o, tolerances, first_references_, pool_);
+    const ReferenceFacts facts =
+        references->Facts(o, spec.dtype(), tolerances, first_references_, pool_);
     eager_errors_[o].Merge(facts.eager);
     reference_rms_[o] = std::max(reference_rms_[o], facts.rms);
     FORGE_RETURN_IF_ERROR(RecordComparison(
@@ -1034,7 +1037,8 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
   for (int o = 0; o < task_.outputs_size(); ++o) {
     const Tolerances base_tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
-    const ReferenceFacts facts = references_->Facts(o, base_tolerances, nullptr, *threads_);
+    const ReferenceFacts facts =
+        references_->Facts(o, task_.outputs(o).dtype(), base_tolerances, nullptr, *threads_);
     const Tolerances tolerances = ScaledToReference(base_tolerances, facts.rms);
     const absl::Span<const double> native =
         references_->native.empty() ? absl::Span<const double>()
