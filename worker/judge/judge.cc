@@ -406,10 +406,8 @@ class JudgeRunner {
     clock.Lap(seconds.upload);
 
     // The candidate first; its outputs read in the order of its stream.
-    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
-      FailWithCudaError(draw, launched);
-      return absl::OkStatus();
-    }
+    FORGE_ASSIGN_OR_RETURN(const bool launched, LaunchCandidate(draw, args, output_buffers));
+    if (!launched) return absl::OkStatus();
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (absl::Status copied =
               output_buffers[o].CopyToHostAsync(outputs[o].data(), outputs[o].size(), stream);
@@ -452,9 +450,7 @@ class JudgeRunner {
     // The last passing draw stays for the timer and the re-check; draw 0's inputs for the
     // re-check's run with fresh contents.
     if (draw == 0) {
-      run.fresh_inputs_ = cached.inputs;
-      run.fresh_references_ = cached.references;
-      run.fresh_device_draw_ = nullptr;
+      run.fresh_ = {cached.inputs, cached.references, nullptr};
     }
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
@@ -525,10 +521,8 @@ class JudgeRunner {
         ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
     clock.Lap(seconds.upload);
 
-    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
-      FailWithCudaError(draw, launched);
-      return absl::OkStatus();
-    }
+    FORGE_ASSIGN_OR_RETURN(const bool launched, LaunchCandidate(draw, args, output_buffers));
+    if (!launched) return absl::OkStatus();
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (absl::Status copied = stream_ordered[o].CopyFromDeviceAsync(output_buffers[o], stream);
           !copied.ok()) {
@@ -611,9 +605,7 @@ class JudgeRunner {
     clock.Lap(seconds.compare);
     if (draw == 0) {
       first_output_copies_ = std::move(stream_ordered);
-      run.fresh_inputs_ = cached.inputs;
-      run.fresh_references_ = cached.references;
-      run.fresh_device_draw_ = resident;
+      run.fresh_ = {cached.inputs, cached.references, resident};
     }
 
     run.inputs_ = std::move(cached.inputs);
@@ -655,6 +647,111 @@ class JudgeRunner {
     if (!reused) FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
     draw_poisons_.push_back(poison);
     return buffer;
+  }
+
+  // What the outputs hold, to see whether they changed: a fingerprint each on the device
+  // (DeviceComparer::Fingerprint) where the judge has its device comparer, their bytes read back
+  // otherwise. Synchronizes the judge's stream.
+  struct OutputContents {
+    std::vector<uint64_t> fingerprints;
+    std::vector<HostStaging::Buffer> bytes;
+  };
+  absl::StatusOr<OutputContents> ReadContents(const std::vector<gpu::DeviceBuffer>& outputs) {
+    FORGE_RETURN_IF_ERROR(stream_->Synchronize());
+    OutputContents contents;
+    for (const gpu::DeviceBuffer& output : outputs) {
+      if (options_.device_draws != nullptr) {
+        FORGE_ASSIGN_OR_RETURN(const uint64_t fingerprint,
+                               options_.device_draws->comparer().Fingerprint(output, *stream_));
+        contents.fingerprints.push_back(fingerprint);
+        continue;
+      }
+      HostStaging::Buffer copy = staging_->Acquire(output.size_bytes());
+      FORGE_RETURN_IF_ERROR(output.CopyToHost(copy.data(), copy.size()));
+      contents.bytes.push_back(std::move(copy));
+    }
+    return contents;
+  }
+
+  // The first output whose contents differ between `before` and `after` (ReadContents), named;
+  // nothing when none does.
+  std::optional<std::string> ChangedOutput(const OutputContents& before,
+                                           const OutputContents& after) {
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (!before.fingerprints.empty()) {
+        if (before.fingerprints[o] != after.fingerprints[o]) return OutputName(o);
+        continue;
+      }
+      if (std::optional<int64_t> changed = FirstChangedElement(
+              task_.outputs(o), before.bytes[o].bytes(), after.bytes[o].bytes(), pool_)) {
+        return absl::StrCat(OutputName(o), " (first at element ", *changed, ")");
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Enqueues the candidate's launch on the judge's stream. With JudgeOptions::capture_launches
+  // the launch is captured into a CUDA graph first, so that none of what it enqueued on the
+  // stream has run when the capture ends; the device is synchronized then, and the outputs must
+  // hold what they held before the launch: work the candidate put on a stream of its own (which
+  // ran during the capture) fails, however fast it is, and so does work forked from the stream
+  // and never joined back (the capture ends unjoined). Then the graph runs on the stream. A launch
+  // that fails or invalidates its capture is launched again uncaptured (noted once): a launch
+  // error is then the candidate's. True when launched; false when the draw failed (recorded).
+  absl::StatusOr<bool> LaunchCandidate(int draw, absl::Span<const CUdeviceptr> args,
+                                       const std::vector<gpu::DeviceBuffer>& outputs) {
+    gpu::Stream& stream = *stream_;
+    auto launch_uncaptured = [&] {
+      if (absl::Status launched = result_->launch_(stream, args); !launched.ok()) {
+        FailWithCudaError(draw, launched);
+        return false;
+      }
+      return true;
+    };
+    if (!options_.capture_launches) return launch_uncaptured();
+    FORGE_ASSIGN_OR_RETURN(const OutputContents before, ReadContents(outputs));
+    FORGE_RETURN_IF_ERROR(stream.BeginCapture());
+    const absl::Status launched = result_->launch_(stream, args);
+    absl::StatusOr<gpu::Graph> graph = stream.EndCapture();
+    // Only work outside the stream can have run since: a CUDA error now is the candidate's.
+    absl::Status synced = device_.Synchronize();
+    absl::StatusOr<OutputContents> after =
+        synced.ok() ? ReadContents(outputs) : absl::StatusOr<OutputContents>(synced);
+    if (!after.ok()) {
+      FailWithCudaError(draw, after.status());
+      return false;
+    }
+    if (std::optional<std::string> changed = ChangedOutput(before, *after)) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat(*changed,
+                        " changed while its launch was held in a graph captured from "
+                        "the judge's stream: the candidate ran work outside the stream it was "
+                        "given"));
+      return false;
+    }
+    if (launched.ok() && absl::IsFailedPrecondition(graph.status())) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat("the candidate forked work from the stream it was given into another "
+                        "and never joined it back: ",
+                        graph.status().message()));
+      return false;
+    }
+    if (!launched.ok() || !graph.ok()) {
+      if (!noted_uncaptured_) {
+        noted_uncaptured_ = true;
+        result_->verdict_.evidence.add_notes(absl::StrCat(
+            "the launch could not be captured into a graph (",
+            (!launched.ok() ? launched : graph.status()).message(),
+            "): it ran uncaptured, and work outside its stream is found only while it still "
+            "runs when the outputs are read"));
+      }
+      return launch_uncaptured();
+    }
+    if (absl::Status ran = graph->Launch(stream); !ran.ok()) {
+      FailWithCudaError(draw, ran);
+      return false;
+    }
+    return true;
   }
 
   // Whether the guard zones of the draw's buffers hold what ArmGuards wrote before the launch;
@@ -953,6 +1050,8 @@ class JudgeRunner {
   int64_t next_launch_ = 0;
   // Whether the draw being run reuses the buffers of the draw before (ReusedOrAllocated).
   bool reuse_buffers_ = false;
+  // Whether the evidence says that a launch could not be captured (LaunchCandidate).
+  bool noted_uncaptured_ = false;
   std::vector<Poison> draw_poisons_;
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
@@ -1076,25 +1175,52 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
   return std::optional<Failure>();
 }
 
-absl::Status JudgedCandidate::RunOnFreshContents() {
+bool JudgedCandidate::HasOtherContents() const {
+  return fresh_.inputs != nullptr && fresh_.references != nullptr && fresh_.inputs != inputs_;
+}
+
+absl::Status JudgedCandidate::WriteContents(const Contents& contents, bool run) {
   FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_->CreateStream());
   for (size_t i = 0; i < input_buffers_.size(); ++i) {
     FORGE_RETURN_IF_ERROR(
-        fresh_device_draw_ != nullptr
-            ? input_buffers_[i].CopyFromDeviceAsync(fresh_device_draw_->inputs[i], stream)
-            : Upload((*fresh_inputs_)[i].storage, input_buffers_[i], *staging_, *threads_,
+        contents.device_draw != nullptr
+            ? input_buffers_[i].CopyFromDeviceAsync(contents.device_draw->inputs[i], stream)
+            : Upload((*contents.inputs)[i].storage, input_buffers_[i], *staging_, *threads_,
                      stream));
   }
-  inputs_ = fresh_inputs_;
-  references_ = fresh_references_;
-  device_draw_ = fresh_device_draw_;
+  inputs_ = contents.inputs;
+  references_ = contents.references;
+  device_draw_ = contents.device_draw;
   guard_launch_ = next_launch_;  // PoisonOutputs' launch
   FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
   FORGE_RETURN_IF_ERROR(
       ArmGuards(seed_, guard_launch_, LaunchBuffers(input_buffers_, output_buffers_), stream));
-  FORGE_RETURN_IF_ERROR(launch_(stream, args_));
+  if (run) FORGE_RETURN_IF_ERROR(launch_(stream, args_));
   FORGE_RETURN_IF_ERROR(stream.Synchronize());
   return device_->Synchronize();
+}
+
+absl::Status JudgedCandidate::RunOnOtherContents() {
+  if (!verdict_.passed() || !HasOtherContents() || other_contents_failure_) {
+    return absl::OkStatus();
+  }
+  FORGE_RETURN_IF_ERROR(device_->Synchronize());
+  ran_on_other_contents_ = true;
+  {
+    // The guards are armed anew below: first what the reps so far did to them.
+    FORGE_ASSIGN_OR_RETURN(gpu::Stream guard_stream, device_->CreateStream());
+    FORGE_ASSIGN_OR_RETURN(
+        std::optional<std::string> changed,
+        ChangedGuard(task_, seed_, guard_launch_, input_buffers_, output_buffers_, guard_stream));
+    if (changed) {
+      other_contents_failure_ = Failure{forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE, *changed};
+      return absl::OkStatus();
+    }
+  }
+  const Contents timed = Current();
+  FORGE_RETURN_IF_ERROR(WriteContents(fresh_, /*run=*/true));
+  FORGE_ASSIGN_OR_RETURN(other_contents_failure_, CheckBuffers());
+  return WriteContents(timed, /*run=*/false);
 }
 
 absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
@@ -1116,15 +1242,25 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
   if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
     return fail_with_cuda_error(synced);
   }
+  if (other_contents_failure_) {
+    return fail(other_contents_failure_->reason,
+                absl::StrCat("the untimed run amid the timed reps, with draw 0's inputs written "
+                             "into the timed buffers: ",
+                             other_contents_failure_->detail));
+  }
+  if (ran_on_other_contents_) {
+    verdict.evidence.add_notes(
+        "amid the timed reps, an untimed run with draw 0's inputs in the timed buffers checked");
+  }
   FORGE_ASSIGN_OR_RETURN(std::optional<Failure> failure, CheckBuffers());
   if (failure) return fail(failure->reason, failure->detail);
   verdict.evidence.add_notes("outputs of the timed runs re-checked");
-  if (fresh_inputs_ == nullptr || fresh_references_ == nullptr || fresh_inputs_ == inputs_) {
-    return verdict;
-  }
+  if (!HasOtherContents()) return verdict;
   // Once more with draw 0's inputs written into the timed buffers: a kernel that remembers its
   // results by address (or keeps them from the last run) replays the timed draw's and fails.
-  if (absl::Status ran = RunOnFreshContents(); !ran.ok()) return fail_with_cuda_error(ran);
+  if (absl::Status ran = WriteContents(fresh_, /*run=*/true); !ran.ok()) {
+    return fail_with_cuda_error(ran);
+  }
   FORGE_ASSIGN_OR_RETURN(failure, CheckBuffers());
   if (failure) {
     return fail(failure->reason,
