@@ -375,22 +375,10 @@ absl::StatusOr<Graph> Stream::EndCapture() {
 
 // ---- Graph ----
 
-Graph::~Graph() {
-  if (exec_ != nullptr) D().fn_cuGraphExecDestroy(exec_);
-}
-
-Graph::Graph(Graph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
-
-Graph& Graph::operator=(Graph&& other) noexcept {
-  if (this != &other) {
-    if (exec_ != nullptr) D().fn_cuGraphExecDestroy(exec_);
-    exec_ = std::exchange(other.exec_, nullptr);
-  }
-  return *this;
-}
+void Graph::Destroy::operator()(CUgraphExec exec) const { D().fn_cuGraphExecDestroy(exec); }
 
 absl::Status Graph::Launch(Stream& stream) {
-  return CudaStatus(D().fn_cuGraphLaunch(exec_, stream.handle()), "cuGraphLaunch");
+  return CudaStatus(D().fn_cuGraphLaunch(exec_.get(), stream.handle()), "cuGraphLaunch");
 }
 
 // ---- Event ----

@@ -183,19 +183,16 @@ class Stream {
 // launch is in flight is safe (the driver frees it once the launch completes).
 class Graph {
  public:
-  ~Graph();
-  Graph(Graph&& other) noexcept;
-  Graph& operator=(Graph&& other) noexcept;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-
   // Enqueues the captured work on `stream`.
   absl::Status Launch(Stream& stream);
 
  private:
   friend class Stream;
+  struct Destroy {
+    void operator()(CUgraphExec exec) const;
+  };
   explicit Graph(CUgraphExec exec) : exec_(exec) {}
-  CUgraphExec exec_ = nullptr;
+  std::unique_ptr<CUgraphExec_st, Destroy> exec_;
 };
 
 // A timing event. Move-only.
