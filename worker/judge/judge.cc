@@ -403,6 +403,15 @@ class JudgeRunner {
     }
     FORGE_RETURN_IF_ERROR(
         ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
+    // With the device comparer, the stream-order and input checks compare fingerprints on the
+    // device (two passes over each buffer) instead of reading every buffer back once more; the
+    // host reads back only where they differ, and words the failure.
+    DeviceComparer* comparer =
+        options_.device_draws != nullptr ? &options_.device_draws->comparer() : nullptr;
+    std::vector<uint64_t> uploaded;  // the inputs' fingerprints as uploaded
+    if (comparer != nullptr) {
+      FORGE_ASSIGN_OR_RETURN(uploaded, Fingerprints(*comparer, input_buffers));
+    }
     clock.Lap(seconds.upload);
 
     // The candidate first; its outputs read in the order of its stream.
@@ -416,19 +425,56 @@ class JudgeRunner {
         return absl::OkStatus();
       }
     }
+    // A CUDA error of a fingerprint pass after the launch is the candidate's.
+    auto fingerprints_after_launch = [&](const std::vector<gpu::DeviceBuffer>& buffers) {
+      absl::StatusOr<std::vector<uint64_t>> taken = Fingerprints(*comparer, buffers);
+      if (!taken.ok()) FailWithCudaError(draw, taken.status());
+      return taken;
+    };
+    std::vector<uint64_t> in_stream_order;  // the outputs' fingerprints, in stream order
+    if (comparer != nullptr) {
+      absl::StatusOr<std::vector<uint64_t>> taken = fingerprints_after_launch(output_buffers);
+      if (!taken.ok()) return absl::OkStatus();
+      in_stream_order = *std::move(taken);
+    }
     if (!SynchronizeAll(draw)) return absl::OkStatus();
     if (!GuardsIntact(draw, input_buffers, output_buffers)) return absl::OkStatus();
     // With every stream idle, the outputs must read as they did in stream order.
+    std::vector<uint64_t> settled_outputs;
+    std::vector<uint64_t> inputs_now;
+    if (comparer != nullptr) {
+      absl::StatusOr<std::vector<uint64_t>> outputs_taken =
+          fingerprints_after_launch(output_buffers);
+      if (!outputs_taken.ok()) return absl::OkStatus();
+      absl::StatusOr<std::vector<uint64_t>> inputs_taken = fingerprints_after_launch(input_buffers);
+      if (!inputs_taken.ok()) return absl::OkStatus();
+      settled_outputs = *std::move(outputs_taken);
+      inputs_now = *std::move(inputs_taken);
+    }
     for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (comparer != nullptr && settled_outputs[o] == in_stream_order[o]) continue;
       FORGE_ASSIGN_OR_RETURN(const bool settled,
                              SettledAsInStreamOrder(draw, o, outputs[o], output_buffers[o]));
       if (!settled) return absl::OkStatus();
+      if (comparer != nullptr) {  // the bytes changed, though not where the host looked
+        FailChangedAfterItsStream(draw, o);
+        return absl::OkStatus();
+      }
     }
-    FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
-                           ModifiedInput(inputs, input_buffers));
-    if (modified) {
-      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT, *modified);
-      return absl::OkStatus();
+    if (comparer == nullptr || inputs_now != uploaded) {
+      FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
+                             ModifiedInput(inputs, input_buffers));
+      if (!modified && comparer != nullptr) {
+        const size_t i =
+            std::mismatch(inputs_now.begin(), inputs_now.end(), uploaded.begin()).first -
+            inputs_now.begin();
+        modified =
+            absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(task_.inputs(i)), ")");
+      }
+      if (modified) {
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT, *modified);
+        return absl::OkStatus();
+      }
     }
 
     clock.Lap(seconds.candidate);
@@ -547,11 +593,7 @@ class JudgeRunner {
       FORGE_RETURN_IF_ERROR(stream_ordered[o].CopyToHost(in_order.data(), in_order.size()));
       FORGE_ASSIGN_OR_RETURN(const bool settled,
                              SettledAsInStreamOrder(draw, o, in_order, output_buffers[o]));
-      if (settled) {  // the bytes changed, though not where the host looked
-        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
-             absl::StrCat(OutputName(o), " changed after its launch stream finished: the "
-                          "candidate ran work outside the stream it was given"));
-      }
+      if (settled) FailChangedAfterItsStream(draw, o);  // not where the host looked
       return absl::OkStatus();
     }
     for (size_t i = 0; i < input_buffers.size(); ++i) {
@@ -649,6 +691,25 @@ class JudgeRunner {
     return buffer;
   }
 
+  // Fails the draw: output `o` changed after its launch stream finished, as the device's
+  // fingerprints or byte comparison found, though not where the host looked.
+  void FailChangedAfterItsStream(int draw, int o) {
+    Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+         absl::StrCat(OutputName(o), " changed after its launch stream finished: the candidate ran "
+                      "work outside the stream it was given"));
+  }
+
+  // One DeviceComparer::Fingerprint per buffer, on the judge's stream (synchronized).
+  absl::StatusOr<std::vector<uint64_t>> Fingerprints(
+      DeviceComparer& comparer, const std::vector<gpu::DeviceBuffer>& buffers) {
+    std::vector<uint64_t> fingerprints;
+    for (const gpu::DeviceBuffer& buffer : buffers) {
+      FORGE_ASSIGN_OR_RETURN(const uint64_t fingerprint, comparer.Fingerprint(buffer, *stream_));
+      fingerprints.push_back(fingerprint);
+    }
+    return fingerprints;
+  }
+
   // What the outputs hold, to see whether they changed: a fingerprint each on the device
   // (DeviceComparer::Fingerprint) where the judge has its device comparer, their bytes read back
   // otherwise. Synchronizes the judge's stream.
@@ -659,13 +720,12 @@ class JudgeRunner {
   absl::StatusOr<OutputContents> ReadContents(const std::vector<gpu::DeviceBuffer>& outputs) {
     FORGE_RETURN_IF_ERROR(stream_->Synchronize());
     OutputContents contents;
+    if (options_.device_draws != nullptr) {
+      FORGE_ASSIGN_OR_RETURN(contents.fingerprints,
+                             Fingerprints(options_.device_draws->comparer(), outputs));
+      return contents;
+    }
     for (const gpu::DeviceBuffer& output : outputs) {
-      if (options_.device_draws != nullptr) {
-        FORGE_ASSIGN_OR_RETURN(const uint64_t fingerprint,
-                               options_.device_draws->comparer().Fingerprint(output, *stream_));
-        contents.fingerprints.push_back(fingerprint);
-        continue;
-      }
       HostStaging::Buffer copy = staging_->Acquire(output.size_bytes());
       FORGE_RETURN_IF_ERROR(output.CopyToHost(copy.data(), copy.size()));
       contents.bytes.push_back(std::move(copy));
