@@ -477,6 +477,15 @@ absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
   return judge::LoadGeneratedKernel(*context.device, candidate.compiled.cubin, *candidate.kernel);
 }
 
+// The judge's options for `candidate`: its launches captured from the judge's stream, except the
+// ATen fallback's (LibTorch allocates and synchronizes inside it), as the sandbox child does.
+judge::JudgeOptions JudgeOptionsFor(const Candidate& candidate) {
+  judge::JudgeOptions options;
+  options.capture_launches =
+      candidate.library || !codegen::IsAtenFallback(*candidate.kernel);
+  return options;
+}
+
 // The task's roofline floor in microseconds on `gpu` with DRAM bandwidth `bandwidth`, in the
 // math mode the worker's floors use (tensor cores for 16-bit GEMMs), or 0 if the GPU lacks it.
 double FloorUs(const GpuArch& gpu, const forge::v1::KernelTask& task, double bandwidth) {
@@ -579,7 +588,8 @@ int RunValidation(Context& context, const std::string& dir, const std::vector<Pr
         } else if (!context_lost) {
           absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, task, candidate);
           absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
-              launch.ok() ? judge::Judge(*context.device, task, *launch, context.reference)
+              launch.ok() ? judge::Judge(*context.device, task, *launch, context.reference,
+                                         JudgeOptionsFor(candidate))
                           : absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>>(launch.status());
           if (!judged.ok()) {
             status = "judge_error";
@@ -819,7 +829,8 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
           LoadCandidate(context, judge_task, *judged_kernel);
       if (!launch.ok()) continue;
       absl::StatusOr<std::unique_ptr<judge::JudgedCandidate>> judged =
-          judge::Judge(*context.device, judge_task, *launch, context.reference);
+          judge::Judge(*context.device, judge_task, *launch, context.reference,
+                       JudgeOptionsFor(*judged_kernel));
       if (!judged.ok()) {
         std::printf("judge error %s: %s\n", problem.name.c_str(), judged.status().ToString().c_str());
         judged_json.push_back(absl::StrCat("{\"parameters\":", ParametersJson(candidate.point),
@@ -840,12 +851,14 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
           ",\"evidence\":", EvidenceJson(verdict.evidence), "}"));
       if (verdict.context_lost) return kContextLostExitCode;
       if (!verdict.passed()) continue;
-      // The judged candidate on the judge's buffers, outputs poisoned before every rep, and what
-      // the timed runs wrote checked again. It is the reported time when judged at full size.
+      // The judged candidate on the judge's buffers, outputs poisoned before every rep, one
+      // untimed run on other inputs amid the reps, and what the timed runs wrote checked again,
+      // as the sandbox child times. It is the reported time when judged at full size.
       timer::TimerOptions judged_options = timer_options;
       judged_options.before_each_rep = [&](gpu::Stream& stream) {
         return judged_candidate.PoisonOutputs(stream);
       };
+      judged_options.between_reps = [&] { return judged_candidate.RunOnOtherContents(); };
       absl::StatusOr<timer::Timing> timing = (*timer)->Time(
           [&](gpu::Stream& stream) { return judged_candidate.Launch(stream); }, judged_options);
       absl::StatusOr<judge::JudgeVerdict> recheck = judged_candidate.RecheckTimedOutputs();

@@ -137,6 +137,21 @@ extern "C" __global__ void affine_memoized_by_address(const float* x, float* y) 
   memo_output[i] = y[i];
   memo_input[i] = x;
 }
+// Remembers its results by input address, and replays them only while it is timed: from the 8th to
+// the 26th consecutive launch on the same input buffer (the judge's draws and the re-checks
+// before and after the timed reps see it compute), so the timed reps time a replay.
+__device__ const float* replay_input[N];
+__device__ int replay_calls[N];
+__device__ float replay_output[N];
+extern "C" __global__ void affine_replayed_while_timed(const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  if (replay_input[i] != x) { replay_input[i] = x; replay_calls[i] = 0; }
+  int call = ++replay_calls[i];
+  if (call >= 8 && call <= 26) { y[i] = replay_output[i]; return; }
+  y[i] = x[i] * 2.0f + 1.0f;
+  replay_output[i] = y[i];
+}
 // Right, and one element written out of bounds: past the output's end, before its start, past the
 // input's end (which it must not write at all).
 extern "C" __global__ void affine_one_past_the_end(const float* x, float* y) {
@@ -379,19 +394,34 @@ class JudgeGpuTest : public ::testing::Test {
     EXPECT_EQ(actual.evidence.DebugString(), expected.evidence.DebugString());
   }
 
-  // Times the candidate and re-checks the outputs of the timed runs, which must pass.
-  static void ExpectSurvivesTiming(judge::JudgedCandidate& candidate) {
+  // Times the candidate as the sandbox child does (outputs poisoned before each rep, one untimed
+  // run on draw 0's inputs amid the reps) and re-checks the outputs of the timed runs.
+  static judge::JudgeVerdict TimeAndRecheck(judge::JudgedCandidate& candidate) {
     auto timer = timer::Timer::Create(*device_);
-    ASSERT_TRUE(timer.ok()) << timer.status();
+    EXPECT_TRUE(timer.ok()) << timer.status();
+    if (!timer.ok()) return judge::JudgeVerdict();
     timer::TimerOptions options;
     options.before_each_rep = [&](gpu::Stream& stream) { return candidate.PoisonOutputs(stream); };
+    options.between_reps = [&] { return candidate.RunOnOtherContents(); };
     auto timing = (*timer)->Time([&](gpu::Stream& stream) { return candidate.Launch(stream); },
                                  options);
-    ASSERT_TRUE(timing.ok()) << timing.status();
+    EXPECT_TRUE(timing.ok()) << timing.status();
+    if (!timing.ok()) return judge::JudgeVerdict();
     EXPECT_GT(timing->summary.median, 0);
     auto rechecked = candidate.RecheckTimedOutputs();
-    ASSERT_TRUE(rechecked.ok()) << rechecked.status();
-    EXPECT_TRUE(rechecked->passed()) << rechecked->detail;
+    EXPECT_TRUE(rechecked.ok()) << rechecked.status();
+    return rechecked.ok() ? *std::move(rechecked) : judge::JudgeVerdict();
+  }
+
+  // Times the candidate and re-checks the outputs of the timed runs, which must pass.
+  static void ExpectSurvivesTiming(judge::JudgedCandidate& candidate) {
+    const judge::JudgeVerdict rechecked = TimeAndRecheck(candidate);
+    EXPECT_TRUE(rechecked.passed()) << rechecked.detail;
+    bool ran_amid = false;
+    for (const std::string& note : rechecked.evidence.notes()) {
+      ran_amid |= absl::StrContains(note, "amid the timed reps");
+    }
+    EXPECT_TRUE(ran_amid);
   }
 
   static inline gpu::Device* device_ = nullptr;
@@ -553,8 +583,8 @@ TEST_P(PlantedBugsTest, ConstantForANearConstantOutputIsRejected) {
 }
 
 TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
-  // The candidate returns after enqueueing its work on a stream of its own, behind a spin: the
-  // judge's stream-ordered read finds the outputs unwritten, the read after a full sync does not.
+  // The candidate returns after enqueueing its work on a stream of its own, behind a spin: it
+  // runs while the judge holds the launch in a captured graph, and changes the outputs.
   auto side_stream = std::make_shared<gpu::Stream>(*device_->CreateStream());
   auto module = std::make_shared<gpu::Module>(*device_->LoadModule(*elementwise_cubin_));
   auto spin = std::make_shared<gpu::Kernel>(*module->GetKernel("spin"));
@@ -574,6 +604,45 @@ TEST_P(PlantedBugsTest, WorkOnASideStreamIsRejected) {
   ExpectJudgedOnDevice(verdict);
 }
 
+TEST_P(PlantedBugsTest, FastWorkOnASideStreamIsRejected) {
+  // Issue 20 item 6: the candidate's work on a stream of its own, with no spin, is complete by the
+  // time the judge reads its outputs, so reading twice cannot see it. The judge captures the
+  // launch from its stream: the side stream's work runs while nothing of the judge's stream has,
+  // and the outputs change before the captured graph runs.
+  auto side_stream = std::make_shared<gpu::Stream>(*device_->CreateStream());
+  judge::CandidateLaunch correct = Load(*elementwise_cubin_, "affine", FullGrid());
+  const judge::ReferenceFn affine = Affine(2, 1);  // one reference: the same draws
+  VerdictOrDie(ElementwiseTask(kRows, kColumns), correct, affine);  // references cached
+  judge::CandidateLaunch escaping = [=](gpu::Stream&, absl::Span<const CUdeviceptr> args) {
+    return correct(*side_stream, args);
+  };
+  judge::JudgeVerdict verdict = VerdictOrDie(ElementwiseTask(kRows, kColumns), escaping, affine);
+  EXPECT_FALSE(verdict.passed());
+  EXPECT_EQ(verdict.evidence.failed_draw(), 0);
+  EXPECT_TRUE(absl::StrContains(verdict.detail, "outside the stream it was given"))
+      << verdict.detail;
+  ExpectJudgedOnDevice(verdict);
+}
+
+TEST_P(PlantedBugsTest, ALaunchThatCannotBeCapturedRunsUncapturedAndPasses) {
+  // Synchronizing the stream inside the launch invalidates the capture: the judge launches it
+  // again uncaptured, says so, and a correct kernel passes.
+  judge::CandidateLaunch correct = Load(*elementwise_cubin_, "affine", FullGrid());
+  judge::CandidateLaunch synchronizing = [=](gpu::Stream& stream,
+                                             absl::Span<const CUdeviceptr> args) {
+    if (absl::Status launched = correct(stream, args); !launched.ok()) return launched;
+    return stream.Synchronize();
+  };
+  judge::JudgeVerdict verdict =
+      VerdictOrDie(ElementwiseTask(kRows, kColumns), synchronizing, Affine(2, 1));
+  EXPECT_TRUE(verdict.passed()) << verdict.detail;
+  bool noted = false;
+  for (const std::string& note : verdict.evidence.notes()) {
+    noted |= absl::StrContains(note, "could not be captured");
+  }
+  EXPECT_TRUE(noted);
+}
+
 TEST_P(PlantedBugsTest, AKernelThatRecognizesThePoisonIsRejected) {
   // Launch 0 fills with a NaN, launch 1 with finite garbage: the second draw fails.
   judge::JudgeVerdict verdict = AffineVerdict("affine_unless_poisoned");
@@ -588,6 +657,20 @@ TEST_P(PlantedBugsTest, AKernelThatMemoizesByAddressIsRejected) {
   judge::JudgeVerdict verdict = AffineVerdict("affine_memoized_by_address");
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << verdict.detail;
+}
+
+TEST_P(PlantedBugsTest, AKernelThatReplaysByAddressOnlyWhileTimedFailsTheRunAmidTheReps) {
+  // Issue 20 item 4: every judged launch and the re-check after timing compute; the timed reps
+  // replay. The untimed run with draw 0's inputs amid the reps gets the timed draw's answer.
+  std::unique_ptr<judge::JudgedCandidate> judged =
+      JudgeOrDie(ElementwiseTask(kRows, kColumns),
+                 Load(*elementwise_cubin_, "affine_replayed_while_timed", FullGrid()), Affine(2, 1));
+  ASSERT_NE(judged, nullptr);
+  ASSERT_TRUE(judged->verdict().passed()) << judged->verdict().detail;
+  const judge::JudgeVerdict rechecked = TimeAndRecheck(*judged);
+  EXPECT_FALSE(rechecked.passed());
+  EXPECT_EQ(rechecked.reason, forge::v1::FAILURE_REASON_WRONG_RESULT) << rechecked.detail;
+  EXPECT_TRUE(absl::StrContains(rechecked.detail, "amid the timed reps")) << rechecked.detail;
 }
 
 TEST_P(PlantedBugsTest, WritesOutOfBoundsAreRejectedAndNamed) {

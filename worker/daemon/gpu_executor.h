@@ -36,7 +36,7 @@ struct GpuExecutorOptions {
   // The forge-sandbox-child executable.
   std::string sandbox_child;
   judge::JudgeOptions judge;
-  timer::TimerOptions timer;  // before_each_rep must stay empty (the child poisons there)
+  timer::TimerOptions timer;  // before_each_rep and between_reps stay empty (the child's)
 };
 
 class GpuExecutor final : public Executor {

@@ -31,7 +31,9 @@ namespace {
   X(cuEventDestroy, 4000) X(cuEventRecord, 2000) X(cuEventSynchronize, 2000)                   \
   X(cuEventElapsedTime, 12080) X(cuModuleLoadData, 2000) X(cuModuleUnload, 2000)               \
   X(cuModuleGetFunction, 2000) X(cuFuncSetAttribute, 9000) X(cuLaunchKernel, 4000)             \
-  X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000)
+  X(cuMemHostAlloc, 2020) X(cuMemFreeHost, 2000) X(cuStreamBeginCapture, 10010)                \
+  X(cuStreamEndCapture, 10000) X(cuGraphInstantiateWithFlags, 11040) X(cuGraphLaunch, 10000)   \
+  X(cuGraphExecDestroy, 10000) X(cuGraphDestroy, 10000)
 
 struct Driver {
 #define FORGE_DECLARE_POINTER(name, version) PFN_##name##_v##version fn_##name = nullptr;
@@ -347,6 +349,36 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 absl::Status Stream::Synchronize() {
   return CudaStatus(D().fn_cuStreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+absl::Status Stream::BeginCapture() {
+  return CudaStatus(D().fn_cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED),
+                    "cuStreamBeginCapture");
+}
+
+absl::StatusOr<Graph> Stream::EndCapture() {
+  CUgraph graph = nullptr;
+  const CUresult ended = D().fn_cuStreamEndCapture(stream_, &graph);
+  if (ended == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+    if (graph != nullptr) D().fn_cuGraphDestroy(graph);
+    return absl::FailedPreconditionError(
+        "cuStreamEndCapture: CUDA_ERROR_STREAM_CAPTURE_UNJOINED (work forked from the captured "
+        "stream was not joined back into it)");
+  }
+  FORGE_RETURN_IF_ERROR(CudaStatus(ended, "cuStreamEndCapture"));
+  CUgraphExec exec = nullptr;
+  const CUresult instantiated = D().fn_cuGraphInstantiateWithFlags(&exec, graph, 0);
+  D().fn_cuGraphDestroy(graph);
+  FORGE_RETURN_IF_ERROR(CudaStatus(instantiated, "cuGraphInstantiateWithFlags"));
+  return Graph(exec);
+}
+
+// ---- Graph ----
+
+void Graph::Destroy::operator()(CUgraphExec exec) const { D().fn_cuGraphExecDestroy(exec); }
+
+absl::Status Graph::Launch(Stream& stream) {
+  return CudaStatus(D().fn_cuGraphLaunch(exec_.get(), stream.handle()), "cuGraphLaunch");
 }
 
 // ---- Event ----

@@ -148,6 +148,8 @@ class PinnedHostBuffer {
   size_t size_bytes_ = 0;
 };
 
+class Graph;
+
 // A non-blocking stream (no implicit synchronization with the legacy default stream). Move-only.
 class Stream {
  public:
@@ -160,10 +162,37 @@ class Stream {
   CUstream handle() const { return stream_; }
   absl::Status Synchronize();
 
+  // Starts capturing what is enqueued on this stream into a graph, which runs nothing until it is
+  // launched (CU_STREAM_CAPTURE_MODE_RELAXED: calls such as cuMemAlloc stay legal meanwhile;
+  // synchronizing the stream does not). Work enqueued on other streams runs as usual, unless
+  // that stream waits on an event recorded here during the capture: it then joins the capture.
+  absl::Status BeginCapture();
+  // Ends the capture and instantiates what it recorded. FailedPrecondition when work forked from
+  // the capture into another stream was never joined back into this one
+  // (CUDA_ERROR_STREAM_CAPTURE_UNJOINED); a capture that a call invalidated gives that error.
+  // The stream is out of capture mode afterwards either way.
+  absl::StatusOr<Graph> EndCapture();
+
  private:
   friend class Device;
   explicit Stream(CUstream stream) : stream_(stream) {}
   CUstream stream_ = nullptr;
+};
+
+// Work captured from a stream (Stream::EndCapture), instantiated. Move-only; destroying it while a
+// launch is in flight is safe (the driver frees it once the launch completes).
+class Graph {
+ public:
+  // Enqueues the captured work on `stream`.
+  absl::Status Launch(Stream& stream);
+
+ private:
+  friend class Stream;
+  struct Destroy {
+    void operator()(CUgraphExec exec) const;
+  };
+  explicit Graph(CUgraphExec exec) : exec_(exec) {}
+  std::unique_ptr<CUgraphExec_st, Destroy> exec_;
 };
 
 // A timing event. Move-only.

@@ -81,6 +81,36 @@ TEST_F(DeviceTest, CopiesAndFillsRoundTrip) {
   EXPECT_EQ(buffer->Fill16(1, *stream).code(), absl::StatusCode::kOk);
 }
 
+TEST_F(DeviceTest, CapturedWorkRunsOnlyWhenItsGraphIsLaunched) {
+  auto stream = device_->CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto buffer = device_->Allocate(64 * sizeof(uint32_t));
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(buffer->Fill32(1, *stream).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+
+  ASSERT_TRUE(stream->BeginCapture().ok());
+  ASSERT_TRUE(buffer->Fill32(7, *stream).ok());
+  auto graph = stream->EndCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_TRUE(device_->Synchronize().ok());
+  std::vector<uint32_t> back(64);
+  ASSERT_TRUE(buffer->CopyToHost(back.data(), back.size() * sizeof(uint32_t)).ok());
+  EXPECT_EQ(back, std::vector<uint32_t>(64, 1));  // captured, not run
+
+  ASSERT_TRUE(graph->Launch(*stream).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  ASSERT_TRUE(buffer->CopyToHost(back.data(), back.size() * sizeof(uint32_t)).ok());
+  EXPECT_EQ(back, std::vector<uint32_t>(64, 7));
+
+  // Synchronizing a stream under capture invalidates the capture; the stream works afterwards.
+  ASSERT_TRUE(stream->BeginCapture().ok());
+  EXPECT_FALSE(stream->Synchronize().ok());
+  EXPECT_FALSE(stream->EndCapture().ok());
+  ASSERT_TRUE(buffer->Fill32(9, *stream).ok());
+  EXPECT_TRUE(stream->Synchronize().ok());
+}
+
 TEST_F(DeviceTest, GuardedBuffersKeepTheirGuardsApartFromTheTensor) {
   auto stream = device_->CreateStream();
   ASSERT_TRUE(stream.ok()) << stream.status();

@@ -178,17 +178,18 @@ auto WithOffsets(const forge::v1::TensorSpec& spec, const Visit& visit) {
 
 // CompareOutput's look at elements [begin, end).
 template <typename Codec, typename OffsetOf>
-ChunkTally CompareChunk(const Codec& decode, const OffsetOf& offset_of,
-                        typename Codec::Bits poison, const std::byte* storage,
-                        absl::Span<const double> reference, const Tolerances& tolerances,
-                        absl::Span<const double> native_reference, int64_t begin, int64_t end) {
+ChunkTally CompareChunk(const Codec& decode, const OffsetOf& offset_of, typename Codec::Bits poison,
+                        const std::byte* storage, absl::Span<const double> reference,
+                        const Tolerances& tolerances, absl::Span<const double> native_reference,
+                        double overflow, int64_t begin, int64_t end) {
   using Bits = typename Codec::Bits;
   const bool has_native = !native_reference.empty();
   ChunkTally tally;
   for (int64_t i = begin; i < end; ++i) {
     const Bits bits = LoadBits<Bits>(storage + offset_of(i) * sizeof(Bits));
     TallyElement(i, decode(bits), bits == poison, reference[i], has_native,
-                 has_native ? native_reference[i] : 0, tolerances.atol, tolerances.rtol, tally);
+                 has_native ? native_reference[i] : 0, tolerances.atol, tolerances.rtol, overflow,
+                 tally);
   }
   return tally;
 }
@@ -302,10 +303,27 @@ Tolerances ScaledToReference(const Tolerances& tolerances, double reference_rms)
   return scaled;
 }
 
-double RootMeanSquare(absl::Span<const double> values, ThreadPool& pool) {
+double OverflowThreshold(DType dtype) {
+  // (largest finite, ulp of the largest finite) of the dtypes with infinities.
+  auto threshold = [](double largest, double ulp) { return largest + ulp / 2; };
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT32:
+      return threshold(std::numeric_limits<float>::max(), std::ldexp(1.0, 104));
+    case forge::v1::DTYPE_BFLOAT16:
+      return threshold(std::ldexp(255.0, 120), std::ldexp(1.0, 120));
+    case forge::v1::DTYPE_FLOAT16:
+      return threshold(65504.0, 32.0);
+    case forge::v1::DTYPE_FLOAT8_E5M2:
+      return threshold(57344.0, 8192.0);
+    default:
+      return std::numeric_limits<double>::infinity();
+  }
+}
+
+double RootMeanSquare(absl::Span<const double> values, ThreadPool& pool, double limit) {
   const auto [squares, finite] = ChunkedSums(
       pool, static_cast<int64_t>(values.size()), [&](int64_t i, double& square_sum, double& count) {
-        if (!std::isfinite(values[i])) return;
+        if (!std::isfinite(values[i]) || !(std::fabs(values[i]) < limit)) return;
         square_sum += values[i] * values[i];
         count += 1;
       });
@@ -516,6 +534,7 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
     if (!EagerAccurateEnough(eager_error)) native_reference = {};
   }
 
+  const double overflow = OverflowThreshold(dtype);
   std::vector<ChunkTally> tallies(ThreadPool::ChunkCount(count));
   WithCodec(dtype, [&](const auto& decode) {
     using Bits = typename std::decay_t<decltype(decode)>::Bits;
@@ -523,7 +542,7 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
     WithOffsets(spec, [&](const auto& offset_of) {
       pool.ForEachChunk(count, [&](int64_t chunk, int64_t begin, int64_t end) {
         tallies[chunk] = CompareChunk(decode, offset_of, poison_bits, storage.data(), reference,
-                                      tolerances, native_reference, begin, end);
+                                      tolerances, native_reference, overflow, begin, end);
       });
     });
   });
@@ -553,6 +572,14 @@ OutputComparison CompareOutput(const forge::v1::TensorSpec& spec,
             : absl::StrFormat(" + 2 * eager's error %.3g (native %.9g)",
                               std::fabs(native_reference[i] - want), native_reference[i]);
     result.failed_index = i;
+    if (std::isfinite(want) && std::fabs(want) >= overflow) {
+      result.failure = absl::StrFormat(
+          "%s: candidate %.9g, reference %.9g, beyond the range of the output %s: stored as "
+          "%s; %d of %d elements outside the tolerance",
+          where(i), got, want, DescribeSpec(spec), want > 0 ? "inf" : "-inf", result.mismatches,
+          count);
+      return result;
+    }
     result.failure = absl::StrFormat(
         "%s: candidate %.9g, reference %.9g, |difference| %.3g exceeds atol %g + rtol %g * "
         "|reference|%s; %d of %d elements outside the tolerance",

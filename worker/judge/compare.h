@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,8 +48,20 @@ Tolerances DefaultTolerances(forge::v1::DType dtype);
 // relative-norm bound is; TF32 still fails float32's (its rounding is ~3e-4 of that magnitude).
 Tolerances ScaledToReference(const Tolerances& tolerances, double reference_rms);
 
-// sqrt(mean(v^2)) over the finite elements of `values`; 0 when there are none.
-double RootMeanSquare(absl::Span<const double> values, ThreadPool& pool = ThreadPool::Default());
+// The magnitude from which a float64 value rounds to infinity when stored as `dtype` (round to
+// nearest, ties to even, as RoundToDType): the largest finite value plus half its ulp — float16
+// 65520, float8_e5m2 61440, bfloat16 2^128 - 2^119, float32 2^128 - 2^103. Infinity for float64
+// (the reference's own type), integers, bool and float8_e4m3fn (which has no infinity: what
+// overflows it is NaN, and its references are compared as they are). The comparison takes a
+// reference at or beyond it as the infinity the dtype stores (TallyElement): a float16 output
+// whose float64 reference is 1e228 must be +inf.
+double OverflowThreshold(forge::v1::DType dtype);
+
+// sqrt(mean(v^2)) over the finite elements of `values` of magnitude below `limit`; 0 when there
+// are none. With `limit` = OverflowThreshold(the output's dtype), a reference value that the
+// dtype stores as infinity (1e228 for float16) does not scale every other element's atol.
+double RootMeanSquare(absl::Span<const double> values, ThreadPool& pool = ThreadPool::Default(),
+                      double limit = std::numeric_limits<double>::infinity());
 
 // How the judge fills an output before each launch: a word of `word_bytes` bytes repeated. For
 // floating types the pattern is a quiet NaN of the dtype (0x7FC00000 for float32, 0x7E00 for
@@ -97,7 +110,9 @@ struct OutputComparison {
 };
 
 // Compares every logical element of `candidate` with `reference` (row-major float64, one value per
-// element). A NaN reference element accepts only a NaN; an infinite one only the same infinity.
+// element). A NaN reference element accepts only a NaN; an infinite one only the same infinity,
+// and so does a finite one the output's dtype cannot hold (OverflowThreshold: it stores it as
+// that infinity).
 // Unwritten elements are reported before mismatches, mismatches before the norm bound.
 //
 // `native_reference`, when not empty, is the same ops run by ATen in the task's own dtypes (what

@@ -38,12 +38,15 @@ FORGE_HOST_DEVICE inline long long SmallerIndex(long long a, long long b) { retu
 
 // Adds element `index` to `tally`: the candidate's value `got` (`poisoned` when its bits are the
 // poison's), the float64 reference `want` and, when the task's tolerance is widened by eager's
-// error, eager's value `native` (`has_native`). A NaN reference accepts only a NaN; an infinite
-// one only the same infinity; a finite one |got - want| <= atol + rtol * |want| + twice eager's
-// own error there.
+// error, eager's value `native` (`has_native`). The reference is taken as the output dtype stores
+// it where it leaves the dtype's range: a finite `want` of magnitude `overflow` or more
+// (OverflowThreshold: what rounds to infinity, nearest-even) is that dtype's infinity of its
+// sign. A NaN reference accepts only a NaN; an infinite one (or one rounded to infinity) only the
+// same infinity; a finite one |got - want| <= atol + rtol * |want| + twice eager's own error
+// there, so an infinite or NaN `got` fails wherever the rounded reference is finite.
 FORGE_HOST_DEVICE inline void TallyElement(long long index, double got, bool poisoned, double want,
-                                           bool has_native, double native, double atol,
-                                           double rtol, ChunkTally& tally) {
+                                           bool has_native, double native, double atol, double rtol,
+                                           double overflow, ChunkTally& tally) {
   if (IsNanValue(want)) {
     ++tally.nan_reference;
     if (!IsNanValue(got)) {
@@ -57,6 +60,7 @@ FORGE_HOST_DEVICE inline void TallyElement(long long index, double got, bool poi
     tally.first_unwritten = SmallerIndex(tally.first_unwritten, index);
     return;
   }
+  if (!IsInfValue(want) && fabs(want) >= overflow) want = want > 0 ? 1.0 / 0.0 : -1.0 / 0.0;
   if (IsInfValue(want) || IsInfValue(got) || IsNanValue(got)) {
     if (got != want) {
       ++tally.mismatches;

@@ -182,6 +182,82 @@ TEST(CompareOutputTest, InfinitiesMustMatch) {
                    .passed);
 }
 
+TEST(OverflowThresholdTest, IsWhereRoundingToTheDTypeGivesInfinity) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16, forge::v1::DTYPE_FLOAT32,
+                      forge::v1::DTYPE_FLOAT8_E5M2}) {
+    const double threshold = OverflowThreshold(dtype);
+    EXPECT_EQ(RoundToDType(dtype, threshold), inf) << forge::v1::DType_Name(dtype);
+    EXPECT_EQ(RoundToDType(dtype, -threshold), -inf) << forge::v1::DType_Name(dtype);
+    const double below = std::nextafter(threshold, 0.0);
+    EXPECT_TRUE(std::isfinite(RoundToDType(dtype, below))) << forge::v1::DType_Name(dtype);
+  }
+  EXPECT_EQ(OverflowThreshold(forge::v1::DTYPE_FLOAT16), 65520);
+  for (DType dtype : {forge::v1::DTYPE_FLOAT64, forge::v1::DTYPE_FLOAT8_E4M3FN,
+                      forge::v1::DTYPE_INT32, forge::v1::DTYPE_BOOL}) {
+    EXPECT_EQ(OverflowThreshold(dtype), inf) << forge::v1::DType_Name(dtype);
+  }
+}
+
+TEST(CompareOutputTest, AReferenceBeyondTheDTypesRangeIsItsInfinity) {
+  // exp(logcumsumexp(x)) in float16 under large logits: the float64 reference is 1e228, which
+  // float16 stores as inf; the kernel's inf is right.
+  const double inf = std::numeric_limits<double>::infinity();
+  const DType half = forge::v1::DTYPE_FLOAT16;
+  std::vector<double> reference = Reference();
+  reference[3] = 1e228;
+  reference[4] = -70000;  // just past float16's -65504: -inf
+  std::vector<double> values = Reference();
+  values[3] = inf;
+  values[4] = -inf;
+  OutputComparison right =
+      CompareOutput(Candidate(half, values), reference, DefaultTolerances(half));
+  EXPECT_TRUE(right.passed) << right.failure;
+  EXPECT_LT(right.rel_norm_error, 1e-3);  // the infinities are left out of the norms
+
+  // NaN where the (rounded) reference is infinite still fails (a NaN payload other than the
+  // poison's), and so does the other infinity or the largest finite value.
+  HostTensor nan = Candidate(half, values);
+  const uint16_t nan_bits = 0x7E01;
+  std::memcpy(nan.storage.data() + 3 * sizeof(nan_bits), &nan_bits, sizeof(nan_bits));
+  OutputComparison nan_result = CompareOutput(nan, reference, DefaultTolerances(half));
+  EXPECT_FALSE(nan_result.passed);
+  EXPECT_EQ(nan_result.failed_index, 3);
+  for (double wrong : {-inf, 65504.0}) {
+    std::vector<double> bad = values;
+    bad[3] = wrong;
+    OutputComparison result =
+        CompareOutput(Candidate(half, bad), reference, DefaultTolerances(half));
+    EXPECT_FALSE(result.passed) << wrong;
+    EXPECT_EQ(result.failed_index, 3) << wrong;
+    EXPECT_TRUE(absl::StrContains(result.failure, "beyond the range of the output"))
+        << result.failure;
+  }
+  // inf where the rounded reference is finite (65500 is a float16 value) still fails.
+  std::vector<double> finite_reference = Reference();
+  finite_reference[2] = 65500;
+  std::vector<double> overflowed = Reference();
+  overflowed[2] = inf;
+  OutputComparison result =
+      CompareOutput(Candidate(half, overflowed), finite_reference, DefaultTolerances(half));
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.failed_index, 2);
+  // The same reference in a float32 output is finite there: inf fails.
+  EXPECT_FALSE(CompareOutput(Candidate(forge::v1::DTYPE_FLOAT32, values), reference,
+                             DefaultTolerances(forge::v1::DTYPE_FLOAT32))
+                   .passed);
+}
+
+TEST(RootMeanSquareTest, LeavesOutWhatTheDTypeCannotHold) {
+  // Otherwise a float16 reference of 1e228 would scale every element's atol to ~1e226.
+  const double limit = OverflowThreshold(forge::v1::DTYPE_FLOAT16);
+  EXPECT_DOUBLE_EQ(RootMeanSquare({3.0, -4.0, 1e228}, ThreadPool::Default(), limit),
+                   std::sqrt(12.5));
+  EXPECT_DOUBLE_EQ(RootMeanSquare({3.0, -4.0, -65520.0}, ThreadPool::Default(), limit),
+                   std::sqrt(12.5));
+  EXPECT_GT(RootMeanSquare({3.0, -4.0, 65519.0}, ThreadPool::Default(), limit), 30000);
+}
+
 TEST(CompareOutputTest, NanReferenceAcceptsOnlyNan) {
   std::vector<double> reference = Reference();
   reference[0] = std::numeric_limits<double>::quiet_NaN();

@@ -84,7 +84,8 @@ __device__ void AddOrderFree(forge::judge::ChunkTally& into, const forge::judge:
 extern "C" __global__ void __launch_bounds__(kThreads) forge_compare_chunks(
     const unsigned char* output, int element_bytes, int decode_mode, const double* table,
     unsigned long long poison, const double* reference, const double* native, long long count,
-    long long chunk_elements, double atol, double rtol, forge::judge::ChunkTally* tallies) {
+    long long chunk_elements, double atol, double rtol, double overflow,
+    forge::judge::ChunkTally* tallies) {
   __shared__ double error_terms[kTile];
   __shared__ double reference_terms[kTile];
   __shared__ forge::judge::ChunkTally partial[kThreads];
@@ -103,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_compare_chunks(
         const unsigned long long bits = forge::judge::LoadElementBits(output, element_bytes, i);
         forge::judge::TallyElement(i, forge::judge::DecodeBits(bits, decode_mode, table),
                                    bits == poison, reference[i], has_native,
-                                   has_native ? native[i] : 0.0, atol, rtol, one);
+                                   has_native ? native[i] : 0.0, atol, rtol, overflow, one);
         AddOrderFree(mine, one);
       }
       error_terms[k] = one.error_norm_squared;
@@ -285,10 +286,12 @@ absl::StatusOr<std::vector<ChunkTally>> DeviceComparer::CompareChunks(
   long long chunk_elements = ThreadPool::kChunkElements;
   double atol = tolerances.atol;
   double rtol = tolerances.rtol;
+  double overflow = OverflowThreshold(spec.dtype());
   CUdeviceptr tallies_address = tally_buffer.address();
   void* args[] = {&output_address, &element_bytes_arg, &mode_arg,     &table,
                   &poison,         &reference_address, &native_address, &count,
-                  &chunk_elements, &atol,              &rtol,           &tallies_address};
+                  &chunk_elements, &atol,              &rtol,           &overflow,
+                  &tallies_address};
   gpu::LaunchShape shape;
   shape.grid[0] = static_cast<uint32_t>(chunks);  // one block per chunk
   shape.block[0] = kCompareBlock;

@@ -89,7 +89,8 @@ class DeviceCompareTest : public testing::GpuTest {
 
 // Four chunks and a tail, with every kind of element the rule tells apart: near the reference,
 // off by more than the tolerance, unwritten (poison), a NaN and an infinite reference, a NaN
-// candidate. The device's figures must be the host's exactly, sums included.
+// candidate, references beyond the dtype's range (OverflowThreshold). The device's figures must be
+// the host's exactly, sums included.
 TEST_F(DeviceCompareTest, TalliesEqualTheHostsForEveryDtype) {
   constexpr int64_t kCount = 4 * ThreadPool::kChunkElements + 1234;
   std::mt19937_64 random(7);
@@ -118,6 +119,13 @@ TEST_F(DeviceCompareTest, TalliesEqualTheHostsForEveryDtype) {
       SCOPED_TRACE(wrong ? "with planted errors" : "clean");
       HostTensor output = candidate;
       std::vector<double> want = reference;
+      if (std::isfinite(OverflowThreshold(dtype))) {
+        // A reference beyond the dtype's range is its infinity: the same infinity passes, a
+        // finite value fails.
+        want[20] = 1e228;
+        output.Set(20, std::numeric_limits<double>::infinity());
+        if (wrong) want[21] = -1e228;
+      }
       if (wrong) {
         output.Set(kCount - 5, dtype == forge::v1::DTYPE_BOOL ? 1 - want[kCount - 5]
                                                               : want[kCount - 5] + 50);

@@ -95,7 +95,8 @@ DrawKey MakeDrawKey(const forge::v1::KernelTask& task, absl::Span<const InputDom
   return key;
 }
 
-ReferenceFacts DrawReferences::Facts(int output, const Tolerances& tolerances,
+ReferenceFacts DrawReferences::Facts(int output, forge::v1::DType dtype,
+                                     const Tolerances& tolerances,
                                      const std::shared_ptr<const DrawReferences>& first_draw,
                                      ThreadPool& pool) const {
   const auto key = std::make_tuple(output, tolerances.atol, tolerances.rtol, tolerances.rel_norm);
@@ -111,7 +112,7 @@ ReferenceFacts DrawReferences::Facts(int output, const Tolerances& tolerances,
   if (!known) {
     known.emplace();
     known->near_constant = IsNearConstant(values, tolerances, pool);
-    known->rms = RootMeanSquare(values, pool);
+    known->rms = RootMeanSquare(values, pool, OverflowThreshold(dtype));
     if (!native.empty()) known->eager.Add(native[output], values, pool);
   }
   if (against_first && (!known->agrees || known->agrees_with.lock() != first_draw)) {

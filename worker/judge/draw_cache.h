@@ -79,7 +79,7 @@ struct ReferenceFacts {
   bool near_constant = false;           // IsNearConstant(float64[o])
   bool agrees_with_first_draw = false;  // AgreeWithin(float64[o], the first draw's float64[o])
   EagerError eager;                     // this draw's EagerError (zero without eager's values)
-  double rms = 0;                       // RootMeanSquare(float64[o]): ScaledToReference's scale
+  double rms = 0;  // RootMeanSquare(float64[o]) below the overflow: ScaledToReference's scale
 };
 
 // What the reference computed for one draw.
@@ -91,10 +91,11 @@ struct DrawReferences {
   // Why the native-precision reference failed; empty when it ran or was not asked for.
   std::string native_unavailable;
 
-  // The facts of output `output` under `tolerances`, computed on first request.
+  // The facts of output `output`, stored as `dtype`, under `tolerances`, computed on first
+  // request (rms over the values `dtype` holds: RootMeanSquare with OverflowThreshold(dtype)).
   // agrees_with_first_draw is checked against `first_draw`, the task's draw 0; it is false when
   // that is null or this draw itself. Thread-safe.
-  ReferenceFacts Facts(int output, const Tolerances& tolerances,
+  ReferenceFacts Facts(int output, forge::v1::DType dtype, const Tolerances& tolerances,
                        const std::shared_ptr<const DrawReferences>& first_draw,
                        ThreadPool& pool) const ABSL_LOCKS_EXCLUDED(facts_mutex_);
 

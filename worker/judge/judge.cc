@@ -403,13 +403,20 @@ class JudgeRunner {
     }
     FORGE_RETURN_IF_ERROR(
         ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
+    // With the device comparer, the stream-order and input checks compare fingerprints on the
+    // device (two passes over each buffer) instead of reading every buffer back once more; the
+    // host reads back only where they differ, and words the failure.
+    DeviceComparer* comparer =
+        options_.device_draws != nullptr ? &options_.device_draws->comparer() : nullptr;
+    std::vector<uint64_t> uploaded;  // the inputs' fingerprints as uploaded
+    if (comparer != nullptr) {
+      FORGE_ASSIGN_OR_RETURN(uploaded, Fingerprints(*comparer, input_buffers));
+    }
     clock.Lap(seconds.upload);
 
     // The candidate first; its outputs read in the order of its stream.
-    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
-      FailWithCudaError(draw, launched);
-      return absl::OkStatus();
-    }
+    FORGE_ASSIGN_OR_RETURN(const bool launched, LaunchCandidate(draw, args, output_buffers));
+    if (!launched) return absl::OkStatus();
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (absl::Status copied =
               output_buffers[o].CopyToHostAsync(outputs[o].data(), outputs[o].size(), stream);
@@ -418,19 +425,56 @@ class JudgeRunner {
         return absl::OkStatus();
       }
     }
+    // A CUDA error of a fingerprint pass after the launch is the candidate's.
+    auto fingerprints_after_launch = [&](const std::vector<gpu::DeviceBuffer>& buffers) {
+      absl::StatusOr<std::vector<uint64_t>> taken = Fingerprints(*comparer, buffers);
+      if (!taken.ok()) FailWithCudaError(draw, taken.status());
+      return taken;
+    };
+    std::vector<uint64_t> in_stream_order;  // the outputs' fingerprints, in stream order
+    if (comparer != nullptr) {
+      absl::StatusOr<std::vector<uint64_t>> taken = fingerprints_after_launch(output_buffers);
+      if (!taken.ok()) return absl::OkStatus();
+      in_stream_order = *std::move(taken);
+    }
     if (!SynchronizeAll(draw)) return absl::OkStatus();
     if (!GuardsIntact(draw, input_buffers, output_buffers)) return absl::OkStatus();
     // With every stream idle, the outputs must read as they did in stream order.
+    std::vector<uint64_t> settled_outputs;
+    std::vector<uint64_t> inputs_now;
+    if (comparer != nullptr) {
+      absl::StatusOr<std::vector<uint64_t>> outputs_taken =
+          fingerprints_after_launch(output_buffers);
+      if (!outputs_taken.ok()) return absl::OkStatus();
+      absl::StatusOr<std::vector<uint64_t>> inputs_taken = fingerprints_after_launch(input_buffers);
+      if (!inputs_taken.ok()) return absl::OkStatus();
+      settled_outputs = *std::move(outputs_taken);
+      inputs_now = *std::move(inputs_taken);
+    }
     for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (comparer != nullptr && settled_outputs[o] == in_stream_order[o]) continue;
       FORGE_ASSIGN_OR_RETURN(const bool settled,
                              SettledAsInStreamOrder(draw, o, outputs[o], output_buffers[o]));
       if (!settled) return absl::OkStatus();
+      if (comparer != nullptr) {  // the bytes changed, though not where the host looked
+        FailChangedAfterItsStream(draw, o);
+        return absl::OkStatus();
+      }
     }
-    FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
-                           ModifiedInput(inputs, input_buffers));
-    if (modified) {
-      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT, *modified);
-      return absl::OkStatus();
+    if (comparer == nullptr || inputs_now != uploaded) {
+      FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
+                             ModifiedInput(inputs, input_buffers));
+      if (!modified && comparer != nullptr) {
+        const size_t i =
+            std::mismatch(inputs_now.begin(), inputs_now.end(), uploaded.begin()).first -
+            inputs_now.begin();
+        modified =
+            absl::StrCat("the kernel modified input ", i, " (", DescribeSpec(task_.inputs(i)), ")");
+      }
+      if (modified) {
+        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT, *modified);
+        return absl::OkStatus();
+      }
     }
 
     clock.Lap(seconds.candidate);
@@ -452,9 +496,7 @@ class JudgeRunner {
     // The last passing draw stays for the timer and the re-check; draw 0's inputs for the
     // re-check's run with fresh contents.
     if (draw == 0) {
-      run.fresh_inputs_ = cached.inputs;
-      run.fresh_references_ = cached.references;
-      run.fresh_device_draw_ = nullptr;
+      run.fresh_ = {cached.inputs, cached.references, nullptr};
     }
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
@@ -482,7 +524,8 @@ class JudgeRunner {
         draw == 0 ? cached.references : first_references_;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (!DeviceComparer::Handles(task_.outputs(o))) return nullptr;
-      const ReferenceFacts facts = cached.references->Facts(o, ToleranceFor(o), first, pool_);
+      const ReferenceFacts facts =
+          cached.references->Facts(o, task_.outputs(o).dtype(), ToleranceFor(o), first, pool_);
       if (facts.near_constant || facts.agrees_with_first_draw) return nullptr;
     }
     absl::StatusOr<std::shared_ptr<const DeviceDraw>> resident =
@@ -524,10 +567,8 @@ class JudgeRunner {
         ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
     clock.Lap(seconds.upload);
 
-    if (absl::Status launched = run.launch_(stream, args); !launched.ok()) {
-      FailWithCudaError(draw, launched);
-      return absl::OkStatus();
-    }
+    FORGE_ASSIGN_OR_RETURN(const bool launched, LaunchCandidate(draw, args, output_buffers));
+    if (!launched) return absl::OkStatus();
     for (int o = 0; o < task_.outputs_size(); ++o) {
       if (absl::Status copied = stream_ordered[o].CopyFromDeviceAsync(output_buffers[o], stream);
           !copied.ok()) {
@@ -552,11 +593,7 @@ class JudgeRunner {
       FORGE_RETURN_IF_ERROR(stream_ordered[o].CopyToHost(in_order.data(), in_order.size()));
       FORGE_ASSIGN_OR_RETURN(const bool settled,
                              SettledAsInStreamOrder(draw, o, in_order, output_buffers[o]));
-      if (settled) {  // the bytes changed, though not where the host looked
-        Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
-             absl::StrCat(OutputName(o), " changed after its launch stream finished: the "
-                          "candidate ran work outside the stream it was given"));
-      }
+      if (settled) FailChangedAfterItsStream(draw, o);  // not where the host looked
       return absl::OkStatus();
     }
     for (size_t i = 0; i < input_buffers.size(); ++i) {
@@ -578,7 +615,8 @@ class JudgeRunner {
     const DrawReferences& references = *cached.references;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const Tolerances tolerances = ToleranceFor(o);
-      const ReferenceFacts facts = references.Facts(o, tolerances, first_references_, pool_);
+      const ReferenceFacts facts =
+          references.Facts(o, task_.outputs(o).dtype(), tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
           task_.outputs(o), output_buffers[o], resident->float64[o],
           TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
@@ -609,9 +647,7 @@ class JudgeRunner {
     clock.Lap(seconds.compare);
     if (draw == 0) {
       first_output_copies_ = std::move(stream_ordered);
-      run.fresh_inputs_ = cached.inputs;
-      run.fresh_references_ = cached.references;
-      run.fresh_device_draw_ = resident;
+      run.fresh_ = {cached.inputs, cached.references, resident};
     }
 
     run.inputs_ = std::move(cached.inputs);
@@ -653,6 +689,129 @@ class JudgeRunner {
     if (!reused) FORGE_RETURN_IF_ERROR(FillWithPoison(buffer, poison, stream));
     draw_poisons_.push_back(poison);
     return buffer;
+  }
+
+  // Fails the draw: output `o` changed after its launch stream finished, as the device's
+  // fingerprints or byte comparison found, though not where the host looked.
+  void FailChangedAfterItsStream(int draw, int o) {
+    Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+         absl::StrCat(OutputName(o), " changed after its launch stream finished: the candidate ran "
+                      "work outside the stream it was given"));
+  }
+
+  // One DeviceComparer::Fingerprint per buffer, on the judge's stream (synchronized).
+  absl::StatusOr<std::vector<uint64_t>> Fingerprints(
+      DeviceComparer& comparer, const std::vector<gpu::DeviceBuffer>& buffers) {
+    std::vector<uint64_t> fingerprints;
+    for (const gpu::DeviceBuffer& buffer : buffers) {
+      FORGE_ASSIGN_OR_RETURN(const uint64_t fingerprint, comparer.Fingerprint(buffer, *stream_));
+      fingerprints.push_back(fingerprint);
+    }
+    return fingerprints;
+  }
+
+  // What the outputs hold, to see whether they changed: a fingerprint each on the device
+  // (DeviceComparer::Fingerprint) where the judge has its device comparer, their bytes read back
+  // otherwise. Synchronizes the judge's stream.
+  struct OutputContents {
+    std::vector<uint64_t> fingerprints;
+    std::vector<HostStaging::Buffer> bytes;
+  };
+  absl::StatusOr<OutputContents> ReadContents(const std::vector<gpu::DeviceBuffer>& outputs) {
+    FORGE_RETURN_IF_ERROR(stream_->Synchronize());
+    OutputContents contents;
+    if (options_.device_draws != nullptr) {
+      FORGE_ASSIGN_OR_RETURN(contents.fingerprints,
+                             Fingerprints(options_.device_draws->comparer(), outputs));
+      return contents;
+    }
+    for (const gpu::DeviceBuffer& output : outputs) {
+      HostStaging::Buffer copy = staging_->Acquire(output.size_bytes());
+      FORGE_RETURN_IF_ERROR(output.CopyToHost(copy.data(), copy.size()));
+      contents.bytes.push_back(std::move(copy));
+    }
+    return contents;
+  }
+
+  // The first output whose contents differ between `before` and `after` (ReadContents), named;
+  // nothing when none does.
+  std::optional<std::string> ChangedOutput(const OutputContents& before,
+                                           const OutputContents& after) {
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (!before.fingerprints.empty()) {
+        if (before.fingerprints[o] != after.fingerprints[o]) return OutputName(o);
+        continue;
+      }
+      if (std::optional<int64_t> changed = FirstChangedElement(
+              task_.outputs(o), before.bytes[o].bytes(), after.bytes[o].bytes(), pool_)) {
+        return absl::StrCat(OutputName(o), " (first at element ", *changed, ")");
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Enqueues the candidate's launch on the judge's stream. With JudgeOptions::capture_launches
+  // the launch is captured into a CUDA graph first, so that none of what it enqueued on the
+  // stream has run when the capture ends; the device is synchronized then, and the outputs must
+  // hold what they held before the launch: work the candidate put on a stream of its own (which
+  // ran during the capture) fails, however fast it is, and so does work forked from the stream
+  // and never joined back (the capture ends unjoined). Then the graph runs on the stream. A launch
+  // that fails or invalidates its capture is launched again uncaptured (noted once): a launch
+  // error is then the candidate's. True when launched; false when the draw failed (recorded).
+  absl::StatusOr<bool> LaunchCandidate(int draw, absl::Span<const CUdeviceptr> args,
+                                       const std::vector<gpu::DeviceBuffer>& outputs) {
+    gpu::Stream& stream = *stream_;
+    auto launch_uncaptured = [&] {
+      if (absl::Status launched = result_->launch_(stream, args); !launched.ok()) {
+        FailWithCudaError(draw, launched);
+        return false;
+      }
+      return true;
+    };
+    if (!options_.capture_launches) return launch_uncaptured();
+    FORGE_ASSIGN_OR_RETURN(const OutputContents before, ReadContents(outputs));
+    FORGE_RETURN_IF_ERROR(stream.BeginCapture());
+    const absl::Status launched = result_->launch_(stream, args);
+    absl::StatusOr<gpu::Graph> graph = stream.EndCapture();
+    // Only work outside the stream can have run since: a CUDA error now is the candidate's.
+    absl::Status synced = device_.Synchronize();
+    absl::StatusOr<OutputContents> after =
+        synced.ok() ? ReadContents(outputs) : absl::StatusOr<OutputContents>(synced);
+    if (!after.ok()) {
+      FailWithCudaError(draw, after.status());
+      return false;
+    }
+    if (std::optional<std::string> changed = ChangedOutput(before, *after)) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat(*changed,
+                        " changed while its launch was held in a graph captured from "
+                        "the judge's stream: the candidate ran work outside the stream it was "
+                        "given"));
+      return false;
+    }
+    if (launched.ok() && absl::IsFailedPrecondition(graph.status())) {
+      Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
+           absl::StrCat("the candidate forked work from the stream it was given into another "
+                        "and never joined it back: ",
+                        graph.status().message()));
+      return false;
+    }
+    if (!launched.ok() || !graph.ok()) {
+      if (!noted_uncaptured_) {
+        noted_uncaptured_ = true;
+        result_->verdict_.evidence.add_notes(absl::StrCat(
+            "the launch could not be captured into a graph (",
+            (!launched.ok() ? launched : graph.status()).message(),
+            "): it ran uncaptured, and work outside its stream is found only while it still "
+            "runs when the outputs are read"));
+      }
+      return launch_uncaptured();
+    }
+    if (absl::Status ran = graph->Launch(stream); !ran.ok()) {
+      FailWithCudaError(draw, ran);
+      return false;
+    }
+    return true;
   }
 
   // Whether the guard zones of the draw's buffers hold what ArmGuards wrote before the launch;
@@ -834,7 +993,8 @@ class JudgeRunner {
     const absl::Span<const double> native_reference =
         references->native.empty() ? absl::Span<const double>()
                                    : absl::Span<const double>(references->native[o]);
-    const ReferenceFacts facts = references->Facts(o, tolerances, first_references_, pool_);
+    const ReferenceFacts facts =
+        references->Facts(o, spec.dtype(), tolerances, first_references_, pool_);
     eager_errors_[o].Merge(facts.eager);
     reference_rms_[o] = std::max(reference_rms_[o], facts.rms);
     FORGE_RETURN_IF_ERROR(RecordComparison(
@@ -950,6 +1110,8 @@ class JudgeRunner {
   int64_t next_launch_ = 0;
   // Whether the draw being run reuses the buffers of the draw before (ReusedOrAllocated).
   bool reuse_buffers_ = false;
+  // Whether the evidence says that a launch could not be captured (LaunchCandidate).
+  bool noted_uncaptured_ = false;
   std::vector<Poison> draw_poisons_;
   std::optional<gpu::Stream> stream_;
   // Draw 0's outputs as read back, to see how later draws differ from it; when draw 0 was judged
@@ -1034,7 +1196,8 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
   for (int o = 0; o < task_.outputs_size(); ++o) {
     const Tolerances base_tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
-    const ReferenceFacts facts = references_->Facts(o, base_tolerances, nullptr, *threads_);
+    const ReferenceFacts facts =
+        references_->Facts(o, task_.outputs(o).dtype(), base_tolerances, nullptr, *threads_);
     const Tolerances tolerances = ScaledToReference(base_tolerances, facts.rms);
     const absl::Span<const double> native =
         references_->native.empty() ? absl::Span<const double>()
@@ -1072,25 +1235,52 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
   return std::optional<Failure>();
 }
 
-absl::Status JudgedCandidate::RunOnFreshContents() {
+bool JudgedCandidate::HasOtherContents() const {
+  return fresh_.inputs != nullptr && fresh_.references != nullptr && fresh_.inputs != inputs_;
+}
+
+absl::Status JudgedCandidate::WriteContents(const Contents& contents, bool run) {
   FORGE_ASSIGN_OR_RETURN(gpu::Stream stream, device_->CreateStream());
   for (size_t i = 0; i < input_buffers_.size(); ++i) {
     FORGE_RETURN_IF_ERROR(
-        fresh_device_draw_ != nullptr
-            ? input_buffers_[i].CopyFromDeviceAsync(fresh_device_draw_->inputs[i], stream)
-            : Upload((*fresh_inputs_)[i].storage, input_buffers_[i], *staging_, *threads_,
+        contents.device_draw != nullptr
+            ? input_buffers_[i].CopyFromDeviceAsync(contents.device_draw->inputs[i], stream)
+            : Upload((*contents.inputs)[i].storage, input_buffers_[i], *staging_, *threads_,
                      stream));
   }
-  inputs_ = fresh_inputs_;
-  references_ = fresh_references_;
-  device_draw_ = fresh_device_draw_;
+  inputs_ = contents.inputs;
+  references_ = contents.references;
+  device_draw_ = contents.device_draw;
   guard_launch_ = next_launch_;  // PoisonOutputs' launch
   FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
   FORGE_RETURN_IF_ERROR(
       ArmGuards(seed_, guard_launch_, LaunchBuffers(input_buffers_, output_buffers_), stream));
-  FORGE_RETURN_IF_ERROR(launch_(stream, args_));
+  if (run) FORGE_RETURN_IF_ERROR(launch_(stream, args_));
   FORGE_RETURN_IF_ERROR(stream.Synchronize());
   return device_->Synchronize();
+}
+
+absl::Status JudgedCandidate::RunOnOtherContents() {
+  if (!verdict_.passed() || !HasOtherContents() || other_contents_failure_) {
+    return absl::OkStatus();
+  }
+  FORGE_RETURN_IF_ERROR(device_->Synchronize());
+  ran_on_other_contents_ = true;
+  {
+    // The guards are armed anew below: first what the reps so far did to them.
+    FORGE_ASSIGN_OR_RETURN(gpu::Stream guard_stream, device_->CreateStream());
+    FORGE_ASSIGN_OR_RETURN(
+        std::optional<std::string> changed,
+        ChangedGuard(task_, seed_, guard_launch_, input_buffers_, output_buffers_, guard_stream));
+    if (changed) {
+      other_contents_failure_ = Failure{forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE, *changed};
+      return absl::OkStatus();
+    }
+  }
+  const Contents timed = Current();
+  FORGE_RETURN_IF_ERROR(WriteContents(fresh_, /*run=*/true));
+  FORGE_ASSIGN_OR_RETURN(other_contents_failure_, CheckBuffers());
+  return WriteContents(timed, /*run=*/false);
 }
 
 absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
@@ -1112,15 +1302,25 @@ absl::StatusOr<JudgeVerdict> JudgedCandidate::RecheckTimedOutputs() {
   if (absl::Status synced = device_->Synchronize(); !synced.ok()) {
     return fail_with_cuda_error(synced);
   }
+  if (other_contents_failure_) {
+    return fail(other_contents_failure_->reason,
+                absl::StrCat("the untimed run amid the timed reps, with draw 0's inputs written "
+                             "into the timed buffers: ",
+                             other_contents_failure_->detail));
+  }
+  if (ran_on_other_contents_) {
+    verdict.evidence.add_notes(
+        "amid the timed reps, an untimed run with draw 0's inputs in the timed buffers checked");
+  }
   FORGE_ASSIGN_OR_RETURN(std::optional<Failure> failure, CheckBuffers());
   if (failure) return fail(failure->reason, failure->detail);
   verdict.evidence.add_notes("outputs of the timed runs re-checked");
-  if (fresh_inputs_ == nullptr || fresh_references_ == nullptr || fresh_inputs_ == inputs_) {
-    return verdict;
-  }
+  if (!HasOtherContents()) return verdict;
   // Once more with draw 0's inputs written into the timed buffers: a kernel that remembers its
   // results by address (or keeps them from the last run) replays the timed draw's and fails.
-  if (absl::Status ran = RunOnFreshContents(); !ran.ok()) return fail_with_cuda_error(ran);
+  if (absl::Status ran = WriteContents(fresh_, /*run=*/true); !ran.ok()) {
+    return fail_with_cuda_error(ran);
+  }
   FORGE_ASSIGN_OR_RETURN(failure, CheckBuffers());
   if (failure) {
     return fail(failure->reason,

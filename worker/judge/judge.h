@@ -8,9 +8,12 @@
 //   - every output filled with poison before every launch, a different one each launch
 //     (ChoosePoison: NaNs with random payloads, large finite garbage), and every element must be
 //     written;
-//   - the candidate runs first and the reference second, on separate allocations per draw; the
-//     outputs are read once ordered on the launch stream and once after synchronizing every
-//     stream: a difference means the candidate left work running outside its stream;
+//   - the candidate runs first and the reference second, on separate allocations per draw; its
+//     launch is captured from the judge's stream into a CUDA graph (JudgeOptions::
+//     capture_launches) and the outputs must not change before that graph runs: work enqueued
+//     outside the stream fails however fast it is; then the outputs are read once ordered on the
+//     launch stream and once after synchronizing every stream: a difference means the candidate
+//     left work running outside its stream;
 //   - inputs must come back unchanged (a kernel that writes its inputs corrupts the next launch);
 //   - every input and output buffer sits between guard zones (guard.h) refilled with new contents
 //     before every judged launch and read back after it and after the timed runs: a write just
@@ -22,10 +25,12 @@
 //     candidate must reproduce its variation;
 //   - the last draw runs in the buffers of the draw before, with its own inputs and its outputs
 //     holding the draw before's answer (the one launch not poisoned: a kernel that relies on
-//     stale contents fails where the answers differ), and after
-//     timing the outputs of the last timed run are checked again, then the candidate runs once
-//     more with draw 0's inputs written into the timed buffers and is checked against draw 0's
-//     reference (JudgedCandidate): results remembered by buffer address fail;
+//     stale contents fails where the answers differ); amid the timed reps the candidate runs
+//     once, untimed, with draw 0's inputs written into the timed buffers (RunOnOtherContents),
+//     and after timing the outputs of the last timed run are checked again, then the candidate
+//     runs once more with draw 0's inputs there; both runs are checked against draw 0's
+//     reference (JudgedCandidate): results remembered by buffer address fail, also those
+//     replayed only while the candidate is timed;
 //   - with a DrawCache, the inputs and references of a draw are computed for the first candidate
 //     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
@@ -139,6 +144,13 @@ struct JudgeOptions {
   // variation checks (near constant within the output or across draws), which the host judges.
   // Null: every pass runs on the host. Must outlive the JudgedCandidate.
   DeviceDraws* device_draws = nullptr;
+  // Whether each judged launch is captured from the judge's stream into a CUDA graph before it
+  // runs: work the candidate enqueues outside that stream then runs (or is left unjoined) while
+  // nothing of the stream's has run, and is caught every time, not only when it is still running
+  // as the outputs are read. Off for candidates that cannot be captured at all (the ATen
+  // fallback, which allocates and synchronizes through LibTorch); a launch whose capture fails
+  // runs uncaptured, with a note in the evidence.
+  bool capture_launches = true;
 };
 
 struct JudgeVerdict {
@@ -180,11 +192,23 @@ class JudgedCandidate {
   // runs.
   absl::Status PoisonOutputs(gpu::Stream& stream);
   // Compares what the outputs hold now (after the timed runs) with the reference, and checks the
-  // inputs are unchanged and every buffer's guard zones intact (OUT_OF_BOUNDS_WRITE); then writes draw 0's inputs into the same buffers, runs the candidate
-  // once more (outputs poisoned anew) and checks that run against draw 0's reference, so that a
-  // kernel that remembers results by buffer address fails. The returned verdict extends
-  // verdict() with the outcome. Afterwards the buffers hold draw 0's inputs: Launch times those.
+  // inputs are unchanged and every buffer's guard zones intact (OUT_OF_BOUNDS_WRITE); then writes
+  // draw 0's inputs into the same buffers, runs the candidate once more (outputs poisoned anew) and
+  // checks that run against draw 0's reference, so that a kernel that remembers results by buffer
+  // address fails. The returned verdict extends verdict() with the outcome, and with that of
+  // RunOnOtherContents when the timer ran it. Afterwards the buffers hold draw 0's inputs: Launch
+  // times those.
   absl::StatusOr<JudgeVerdict> RecheckTimedOutputs();
+  // The timer's untimed run in the middle of the timed reps (TimerOptions::between_reps), once
+  // the reps before it have finished: checks that they wrote nothing out of bounds, writes draw
+  // 0's inputs into the timed buffers, runs the candidate once (outputs poisoned) and checks it
+  // against draw 0's reference, then writes the timed draw's inputs back (guards armed anew,
+  // outputs poisoned), so the reps after it time what the reps before it timed. A kernel that
+  // replays results remembered by buffer address while it is timed gives the timed draw's answer
+  // there and fails; RecheckTimedOutputs reports it. Errors are the judge's or a CUDA error of
+  // the candidate's run (as a timed launch's would be). Nothing when there are no other contents
+  // (a task whose draws all share draw 0's inputs).
+  absl::Status RunOnOtherContents();
 
  private:
   friend class JudgeRunner;
@@ -197,9 +221,21 @@ class JudgedCandidate {
   // The input and output checks of the buffers against inputs_ and references_ (on the device
   // first when device_draw_ is set): the first failure, or nothing.
   absl::StatusOr<std::optional<Failure>> CheckBuffers();
-  // Writes draw 0's inputs into the buffers (which then stand for draw 0: inputs_, references_,
-  // device_draw_), poisons the outputs and runs the candidate once, synchronized.
-  absl::Status RunOnFreshContents();
+  // A draw's inputs and references, with its copy resident on the device (null when it was
+  // judged on the host).
+  struct Contents {
+    std::shared_ptr<const std::vector<HostTensor>> inputs;
+    std::shared_ptr<const DrawReferences> references;
+    std::shared_ptr<const DeviceDraw> device_draw;
+  };
+  // Whether fresh_ holds other inputs than the buffers now stand for.
+  bool HasOtherContents() const;
+  // Writes `contents`' inputs into the buffers (which then stand for it: inputs_, references_,
+  // device_draw_), poisons the outputs and arms the guards for a new launch, on a stream of its
+  // own, synchronized; with `run`, runs the candidate once before synchronizing.
+  absl::Status WriteContents(const Contents& contents, bool run);
+  // What the buffers stand for now.
+  Contents Current() const { return {inputs_, references_, device_draw_}; }
 
   JudgeVerdict verdict_;
   const gpu::Device* device_ = nullptr;
@@ -229,11 +265,12 @@ class JudgedCandidate {
   // any of them writing out of bounds.
   int64_t guard_launch_ = 0;
   int64_t next_launch_ = 0;
-  // Draw 0's inputs, references and resident copy (null when judged on the host), for
-  // RecheckTimedOutputs' run with fresh contents.
-  std::shared_ptr<const std::vector<HostTensor>> fresh_inputs_;
-  std::shared_ptr<const DrawReferences> fresh_references_;
-  std::shared_ptr<const DeviceDraw> fresh_device_draw_;
+  // Draw 0's contents, for the runs with other contents (RunOnOtherContents and
+  // RecheckTimedOutputs').
+  Contents fresh_;
+  // What RunOnOtherContents found: whether it ran, and the failure it found.
+  bool ran_on_other_contents_ = false;
+  std::optional<Failure> other_contents_failure_;
 };
 
 // Judges `launch` as an implementation of `task`. A candidate that fails (wrong values, unwritten

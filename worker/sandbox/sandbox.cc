@@ -353,9 +353,10 @@ absl::StatusOr<SandboxOutcome> Sandbox::Judge(const SandboxCandidate& candidate,
 absl::StatusOr<SandboxOutcome> Sandbox::Time(const SandboxCandidate& candidate,
                                              const judge::JudgeOptions& judge_options,
                                              const timer::TimerOptions& timer_options) {
-  if (timer_options.before_each_rep) {
+  if (timer_options.before_each_rep || timer_options.between_reps) {
     return absl::InvalidArgumentError(
-        "Sandbox::Time: before_each_rep must be empty (the child poisons the outputs there)");
+        "Sandbox::Time: before_each_rep and between_reps must be empty (the child poisons the "
+        "outputs and runs the candidate on other inputs there)");
   }
   wire::Request request;
   *request.mutable_time()->mutable_candidate() =

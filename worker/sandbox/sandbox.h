@@ -148,7 +148,8 @@ class Sandbox {
 
   // Times the candidate in the child with the timer's protocol (judging it first unless it was
   // the child's last judged candidate) and re-checks the timed runs' outputs. The timer's
-  // before_each_rep must be empty: the child poisons the outputs there. An ATen fallback is timed
+  // before_each_rep and between_reps must be empty: the child poisons the outputs there, and runs
+  // the candidate once on other inputs amid the reps. An ATen fallback is timed
   // as eager PyTorch runs: its group's ATen calls on inputs already on the device, outputs from
   // LibTorch's caching allocator; what the last timed run wrote is then copied into the judge's
   // output buffers for the re-check.

@@ -292,6 +292,8 @@ class ChildServer {
     judge_options.draw_cache = draw_cache_.get();
     judge_options.staging = staging_.get();
     judge_options.device_draws = device_draws_.get();
+    // LibTorch allocates and synchronizes inside the fallback's launch: it cannot be captured.
+    judge_options.capture_launches = kind != CandidateKind::kAtenFallback;
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<judge::JudgedCandidate> judged,
                            judge::Judge(*device_, candidate.task(), runnable.launch,
                                         options_.reference, judge_options));
@@ -350,6 +352,7 @@ class ChildServer {
     timer_options.before_each_rep = [&judged](gpu::Stream& stream) {
       return judged.PoisonOutputs(stream);
     };
+    timer_options.between_reps = [&judged] { return judged.RunOnOtherContents(); };
     const timer::LaunchFn relaunch = [&judged](gpu::Stream& stream) {
       return judged.Launch(stream);
     };

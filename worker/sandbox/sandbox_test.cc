@@ -434,6 +434,9 @@ TEST(SandboxTest, TimeRefusesAHookOfItsOwn) {
   timer::TimerOptions timer_options;
   timer_options.before_each_rep = [](gpu::Stream&) { return absl::OkStatus(); };
   EXPECT_TRUE(absl::IsInvalidArgument(sandbox->Time(SomeCandidate(), {}, timer_options).status()));
+  timer::TimerOptions between;
+  between.between_reps = [] { return absl::OkStatus(); };
+  EXPECT_TRUE(absl::IsInvalidArgument(sandbox->Time(SomeCandidate(), {}, between).status()));
 }
 
 TEST(SandboxTest, AChildPastItsDeadlineIsKilledAndReplaced) {

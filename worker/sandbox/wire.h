@@ -40,7 +40,8 @@ absl::Status FromWire(const wire::Status& status);
 wire::JudgeOptions ToWire(const judge::JudgeOptions& options);
 judge::JudgeOptions FromWire(const wire::JudgeOptions& options);
 
-// TimerOptions::before_each_rep does not travel: the child sets its own (the judge's poisoning).
+// TimerOptions::before_each_rep and between_reps do not travel: the child sets its own (the
+// judge's poisoning, its run on other inputs).
 wire::TimerOptions ToWire(const timer::TimerOptions& options);
 timer::TimerOptions FromWire(const wire::TimerOptions& options);
 

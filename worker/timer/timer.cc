@@ -85,8 +85,26 @@ absl::StatusOr<Timing> Timer::Time(const LaunchFn& launch, const TimerOptions& o
     ends.push_back(std::move(end));
   }
 
-
+  // The timed reps' kernels, collected around the untimed run between them.
+  std::vector<KernelActivity> timed_kernels;
+  auto collect = [&](bool keep) {
+    if (recorder == nullptr) return;
+    absl::StatusOr<std::vector<KernelActivity>> kernels = recorder->Collect();
+    if (!kernels.ok()) {
+      timing.kernel_status = kernels.status();
+      recorder.reset();
+      return;
+    }
+    if (keep) timed_kernels.insert(timed_kernels.end(), kernels->begin(), kernels->end());
+  };
   for (int rep = 0; rep < options.reps; ++rep) {
+    if (options.between_reps && rep == options.reps / 2) {
+      FORGE_RETURN_IF_ERROR(Annotate(stream_.Synchronize(), "before the untimed run"));
+      collect(/*keep=*/true);
+      FORGE_RETURN_IF_ERROR(Annotate(options.between_reps(), "the untimed run between reps"));
+      FORGE_RETURN_IF_ERROR(Annotate(device_.Synchronize(), "after the untimed run"));
+      collect(/*keep=*/false);
+    }
     if (options.flush_l2) FORGE_RETURN_IF_ERROR(flush_buffer_.Fill32(0x5A5A5A5Au, stream_));
     if (options.before_each_rep) {
       FORGE_RETURN_IF_ERROR(Annotate(options.before_each_rep(stream_), "before a timed rep"));
@@ -104,10 +122,9 @@ absl::StatusOr<Timing> Timer::Time(const LaunchFn& launch, const TimerOptions& o
   }
   timing.summary = Summarize(timing.rep_us);
 
+  collect(/*keep=*/true);
   if (recorder != nullptr) {
-    absl::StatusOr<std::vector<KernelActivity>> kernels = recorder->Collect();
-    timing.kernel_status = kernels.ok() ? FillKernelDurations(*kernels, options.reps, timing)
-                                        : kernels.status();
+    timing.kernel_status = FillKernelDurations(timed_kernels, options.reps, timing);
   }
   return timing;
 }

@@ -1,7 +1,8 @@
 // The timer: one protocol for candidates and baselines alike. Each rep writes a scratch buffer of
 // at least twice the L2 size (so no rep finds the previous one's data in L2), runs an optional
 // untimed hook (the judge re-poisons the outputs there), then times the launch between two CUDA
-// events on the timer's stream. Warm-up launches come first; the median of at least 20 reps is
+// events on the timer's stream; an optional untimed run in the middle (between_reps) stays out of
+// every figure. Warm-up launches come first; the median of at least 20 reps is
 // the result, with min, max and spread, and, where CUPTI can record, kernel-only durations.
 //
 // The timer never changes clocks or other GPU settings.
@@ -31,6 +32,12 @@ struct TimerOptions {
   bool flush_l2 = true;
   // Runs before each rep, outside the timed interval (e.g. the judge's output poisoning).
   LaunchFn before_each_rep;
+  // Runs once, before the L2 flush of the middle rep (reps / 2), with every earlier rep finished
+  // and its kernels' durations collected: untimed work that neither the event times nor the
+  // kernel durations see, and whose traces in L2 the flush clears (the judge's run of the
+  // candidate on other inputs, JudgedCandidate::RunOnOtherContents). Its own stream is
+  // synchronized before the next rep is enqueued.
+  std::function<absl::Status()> between_reps;
   // Also record kernel-only durations with CUPTI when it is available.
   bool kernel_durations = true;
 };

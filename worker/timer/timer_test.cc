@@ -67,6 +67,20 @@ TEST_F(TimerTest, TimesAKernelWithEventsAndCupti) {
     ++hook_calls;
     return buffer->Fill32(0, stream);
   };
+  // The untimed run amid the reps launches the kernel three times: none of them counts.
+  int untimed_runs = 0;
+  options.between_reps = [&]() -> absl::Status {
+    ++untimed_runs;
+    auto stream = device_->CreateStream();
+    if (!stream.ok()) return stream.status();
+    void* args[] = {&address, &count};
+    for (int i = 0; i < 3; ++i) {
+      if (absl::Status launched = kernel->Launch(shape, args, *stream); !launched.ok()) {
+        return launched;
+      }
+    }
+    return stream->Synchronize();
+  };
   auto timing = timer_->Time(
       [&](gpu::Stream& stream) {
         void* args[] = {&address, &count};
@@ -75,6 +89,7 @@ TEST_F(TimerTest, TimesAKernelWithEventsAndCupti) {
       options);
   ASSERT_TRUE(timing.ok()) << timing.status();
   EXPECT_EQ(hook_calls, 20);
+  EXPECT_EQ(untimed_runs, 1);
   EXPECT_EQ(timing->rep_us.size(), 20u);
   EXPECT_GT(timing->summary.median, 0);
   EXPECT_LE(timing->summary.min, timing->summary.median);
