@@ -18,16 +18,18 @@
 namespace forge::codegen {
 namespace {
 
-using ::forge::codegen::testing::BoolArg;
+using ::forge::codegen::testing::AffineReluMaxPoolTask;
+using ::forge::codegen::testing::AvgPoolTask;
+using ::forge::codegen::testing::DepthwiseConvTask;
 using ::forge::codegen::testing::EvenSample;
 using ::forge::codegen::testing::ExpectCompiles;
 using ::forge::codegen::testing::IntArg;
 using ::forge::codegen::testing::IntsArg;
-using ::forge::codegen::testing::OptionalTensorArg;
 using ::forge::codegen::testing::StringArg;
 using ::forge::codegen::testing::TaskBuilder;
 using ::forge::codegen::testing::TensorArg;
 using ::forge::codegen::testing::ValidPoints;
+using ::forge::codegen::testing::Window2d;
 using ::forge::v1::DType;
 using ::forge::v1::KernelTask;
 using ::testing::HasSubstr;
@@ -37,89 +39,6 @@ constexpr DType kBF16 = forge::v1::DTYPE_BFLOAT16;
 constexpr DType kF16 = forge::v1::DTYPE_FLOAT16;
 constexpr DType kF64 = forge::v1::DTYPE_FLOAT64;
 constexpr auto kStencil = forge::v1::KERNEL_FAMILY_STENCIL;
-
-// The strides of an (N, C, H, W) tensor stored channels-last (NHWC).
-std::vector<int64_t> ChannelsLast(const std::vector<int64_t>& shape) {
-  return {shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]};
-}
-
-struct Window {
-  int64_t kernel = 3;
-  int64_t stride = 1;
-  int64_t padding = 1;
-  int64_t dilation = 1;
-};
-
-int64_t OutputSize(int64_t size, const Window& window, bool ceil_mode = false) {
-  return stencil::WindowOutputSize(size, window.kernel, window.stride, window.padding,
-                                   window.dilation, ceil_mode);
-}
-
-// conv2d(x, w[C, 1, k, k], bias, groups=C), then gelu when `gelu`; x (N, C, H, W) stored
-// channels-last when `channels_last`.
-KernelTask DepthwiseTask(DType dtype, const std::vector<int64_t>& shape, const Window& window,
-                         bool bias, bool gelu, bool channels_last = false) {
-  const int64_t c = shape[1];
-  const std::vector<int64_t> out = {shape[0], c, OutputSize(shape[2], window),
-                                    OutputSize(shape[3], window)};
-  TaskBuilder builder;
-  builder.Input("x", dtype, shape, channels_last ? ChannelsLast(shape) : std::vector<int64_t>{})
-      .Input("w", dtype, {c, 1, window.kernel, window.kernel});
-  std::vector<forge::v1::Argument> arguments = {
-      TensorArg("input", "x"), TensorArg("weight", "w"),
-      IntsArg("stride", {window.stride, window.stride}),
-      IntsArg("padding", {window.padding, window.padding}),
-      IntsArg("dilation", {window.dilation, window.dilation}), IntArg("groups", c)};
-  if (bias) {
-    builder.Input("b", dtype, {c});
-    arguments.push_back(OptionalTensorArg("bias", "b"));
-  }
-  builder.Node("y", "conv2d", "default", arguments, dtype, out);
-  if (gelu) builder.Node("g", "gelu", "default", {TensorArg("self", "y")}, dtype, out);
-  builder.Output(gelu ? "g" : "y", channels_last ? ChannelsLast(out) : std::vector<int64_t>{});
-  return builder.Build(kStencil);
-}
-
-// max_pool2d of relu(x * scale + shift) (batch norm's eval affine, per channel), NCHW.
-KernelTask AffineReluMaxPoolTask(DType dtype, const std::vector<int64_t>& shape,
-                                 const Window& window, bool ceil_mode = false) {
-  const int64_t c = shape[1];
-  const std::vector<int64_t> out = {shape[0], c, OutputSize(shape[2], window, ceil_mode),
-                                    OutputSize(shape[3], window, ceil_mode)};
-  TaskBuilder builder;
-  builder.Input("x", dtype, shape)
-      .Input("scale", dtype, {c, 1, 1})
-      .Input("shift", dtype, {c, 1, 1})
-      .Node("m", "mul", "Tensor", {TensorArg("self", "x"), TensorArg("other", "scale")}, dtype,
-            shape)
-      .Node("a", "add", "Tensor", {TensorArg("self", "m"), TensorArg("other", "shift")}, dtype,
-            shape)
-      .Node("r", "relu", "default", {TensorArg("self", "a")}, dtype, shape)
-      .Node("y", "max_pool2d", "default",
-            {TensorArg("self", "r"), IntsArg("kernel_size", {window.kernel, window.kernel}),
-             IntsArg("stride", {window.stride, window.stride}),
-             IntsArg("padding", {window.padding, window.padding}),
-             IntsArg("dilation", {window.dilation, window.dilation}),
-             BoolArg("ceil_mode", ceil_mode)},
-            dtype, out)
-      .Output("y");
-  return builder.Build(kStencil);
-}
-
-KernelTask AvgPoolTask(DType dtype, const std::vector<int64_t>& shape, const Window& window,
-                       bool ceil_mode, bool count_include_pad, bool channels_last = false) {
-  const std::vector<int64_t> out = {shape[0], shape[1], OutputSize(shape[2], window, ceil_mode),
-                                    OutputSize(shape[3], window, ceil_mode)};
-  TaskBuilder builder;
-  builder.Input("x", dtype, shape, channels_last ? ChannelsLast(shape) : std::vector<int64_t>{})
-      .Node("y", "avg_pool2d", "default",
-            {TensorArg("self", "x"), IntsArg("kernel_size", {window.kernel}),
-             IntsArg("stride", {window.stride}), IntsArg("padding", {window.padding}),
-             BoolArg("ceil_mode", ceil_mode), BoolArg("count_include_pad", count_include_pad)},
-            dtype, out)
-      .Output("y", channels_last ? ChannelsLast(out) : std::vector<int64_t>{});
-  return builder.Build(kStencil);
-}
 
 KernelTask AdaptiveAvgPoolTask(DType dtype, const std::vector<int64_t>& shape,
                                const std::vector<int64_t>& output_size) {
@@ -173,20 +92,20 @@ TEST(StencilTest, EveryOpDtypeAndLayoutGeneratesAndCompiles) {
   };
   for (DType dtype : {kF32, kBF16, kF16, kF64}) {
     const std::string name = forge::v1::DType_Name(dtype);
-    add(DepthwiseTask(dtype, {2, 96, 28, 28}, {7, 1, 3, 1}, true, true),
+    add(DepthwiseConvTask(dtype, {2, 96, 28, 28}, {7, 1, 3, 1}, true, true),
         "depthwise 7x7 + bias + gelu " + name, "planar");
-    add(DepthwiseTask(dtype, {2, 96, 28, 28}, {7, 1, 3, 1}, true, true, true),
+    add(DepthwiseConvTask(dtype, {2, 96, 28, 28}, {7, 1, 3, 1}, true, true, true),
         "depthwise 7x7 channels-last " + name, "channels_last");
     add(AffineReluMaxPoolTask(dtype, {2, 64, 56, 56}, {3, 2, 1, 1}),
         "affine + relu + max pool 3x3/2 " + name, "planar");
     add(AvgPoolTask(dtype, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false),
         "avg pool ceil_mode, no pad count " + name, "planar");
   }
-  add(DepthwiseTask(kBF16, {4, 144, 56, 56}, {3, 2, 1, 1}, false, false),
+  add(DepthwiseConvTask(kBF16, {4, 144, 56, 56}, {3, 2, 1, 1}, false, false),
       "depthwise 3x3/2 no bias", "planar");
-  add(DepthwiseTask(kF32, {2, 32, 30, 30}, {3, 1, 2, 2}, true, false), "dilated depthwise",
+  add(DepthwiseConvTask(kF32, {2, 32, 30, 30}, {3, 1, 2, 2}, true, false), "dilated depthwise",
       "planar");
-  add(DepthwiseTask(kF16, {2, 8, 40, 40}, {11, 1, 5, 1}, true, false),
+  add(DepthwiseConvTask(kF16, {2, 8, 40, 40}, {11, 1, 5, 1}, true, false),
       "depthwise 11x11: weights read per tap", "planar");
   add(AvgPoolTask(kF32, {2, 24, 16, 16}, {2, 2, 0, 1}, false, true, true),
       "avg pool 2x2 channels-last", "channels_last");
@@ -202,8 +121,8 @@ TEST(StencilTest, ASampleOfValidPointsCompiles) {
   std::vector<GeneratedKernel> kernels;
   std::vector<std::string> labels;
   for (const auto& [task, name] : std::vector<std::pair<KernelTask, std::string>>{
-           {DepthwiseTask(kBF16, {2, 384, 14, 14}, {7, 1, 3, 1}, true, true), "dw7 nchw"},
-           {DepthwiseTask(kBF16, {2, 384, 14, 14}, {7, 1, 3, 1}, true, true, true), "dw7 nhwc"},
+           {DepthwiseConvTask(kBF16, {2, 384, 14, 14}, {7, 1, 3, 1}, true, true), "dw7 nchw"},
+           {DepthwiseConvTask(kBF16, {2, 384, 14, 14}, {7, 1, 3, 1}, true, true, true), "dw7 nhwc"},
            {AffineReluMaxPoolTask(kF16, {2, 64, 56, 56}, {3, 2, 1, 1}), "maxpool"}}) {
     const std::vector<SchedulePoint> points = ValidPoints(family, task);
     ASSERT_GT(points.size(), 10u) << name;
@@ -222,7 +141,7 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   // ConvNeXt's depthwise 7x7 bf16 (N32 C384 H56 W56), NCHW: a warp across a row, 8 rows, the
   // input tile staged in shared memory.
   absl::StatusOr<std::vector<TemplateSpace>> spaces =
-      family.ScheduleSpace(DepthwiseTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false));
+      family.ScheduleSpace(DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   ASSERT_EQ(spaces->size(), 2u);
   EXPECT_EQ(DefaultPoint((*spaces)[0]).parameters,
@@ -233,7 +152,7 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   EXPECT_EQ((*spaces)[1].template_name, "channels_last");
   // Channels-last: channel vectors of 16 bytes (8 bf16) first.
   spaces = family.ScheduleSpace(
-      DepthwiseTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true));
+      DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   EXPECT_EQ((*spaces)[0].template_name, "channels_last");
   EXPECT_EQ(DefaultPoint((*spaces)[0]).parameters,
@@ -247,7 +166,7 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
 
 TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
   StencilFamily family;
-  const KernelTask task = DepthwiseTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false);
+  const KernelTask task = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false);
   absl::StatusOr<LaunchPlan> plan =
       family.Plan(task, {"planar",
                          {{"threads_x", 32},
@@ -262,7 +181,7 @@ TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
   EXPECT_EQ(plan->hints.unrolled_elements, 2);
   EXPECT_EQ(plan->generator_version, "stencil-1");
 
-  const KernelTask nhwc = DepthwiseTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
+  const KernelTask nhwc = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
   plan = family.Plan(nhwc, {"channels_last",
                             {{"vector_width", 8},
                              {"outputs_per_thread", 2},
@@ -279,7 +198,7 @@ TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
 TEST(StencilTest, SourceFusesPrologueEpilogueAndVectors) {
   StencilFamily family;
   absl::StatusOr<GeneratedKernel> kernel = family.Generate(
-      DepthwiseTask(kBF16, {2, 64, 14, 14}, {7, 1, 3, 1}, true, true, true),
+      DepthwiseConvTask(kBF16, {2, 64, 14, 14}, {7, 1, 3, 1}, true, true, true),
       {"channels_last",
        {{"vector_width", 8}, {"outputs_per_thread", 1}, {"threads_per_block", 128}}});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
@@ -309,7 +228,7 @@ TEST(StencilTest, SourceFusesPrologueEpilogueAndVectors) {
 
 TEST(StencilTest, ValidateNamesTheViolatedConstraint) {
   StencilFamily family;
-  const KernelTask task = DepthwiseTask(kF32, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
+  const KernelTask task = DepthwiseConvTask(kF32, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
   auto reason = [&](const SchedulePoint& point) {
     return std::string(family.Validate(task, point).message());
   };
@@ -324,7 +243,7 @@ TEST(StencilTest, ValidateNamesTheViolatedConstraint) {
               HasSubstr("less than a warp"));
   // 16 rows x 128 columns of outputs of a 31x31 kernel read (15 + 31) x (127 + 31) inputs: in
   // float64, 58 KB of shared memory.
-  const KernelTask large = DepthwiseTask(kF64, {1, 8, 256, 256}, {31, 1, 15, 1}, false, false);
+  const KernelTask large = DepthwiseConvTask(kF64, {1, 8, 256, 256}, {31, 1, 15, 1}, false, false);
   EXPECT_THAT(std::string(family
                               .Validate(large, {"planar",
                                                 {{"threads_x", 32},
