@@ -167,7 +167,7 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> ProblemTasks(
 }
 
 // The tasks the anchors time: those of the families with a schedule space (pointwise,
-// reduction, scan, GEMM through cuBLASLt).
+// reduction, scan, stencil, GEMM through cuBLASLt).
 absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
   FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> all,
@@ -177,6 +177,7 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     if (task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
         task.family() == forge::v1::KERNEL_FAMILY_REDUCTION ||
         task.family() == forge::v1::KERNEL_FAMILY_SCAN ||
+        task.family() == forge::v1::KERNEL_FAMILY_STENCIL ||
         task.family() == forge::v1::KERNEL_FAMILY_GEMM) {
       tasks.push_back(task);
     }

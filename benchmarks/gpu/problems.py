@@ -39,7 +39,7 @@ WARMUP_REPS = 5
 @dataclasses.dataclass
 class Problem:
     name: str
-    family: str  # "pointwise", "reduction", "gemm" or "scan": the family the problem exercises
+    family: str  # "pointwise", "reduction", "gemm", "scan" or "stencil": the family exercised
     mode: str  # "validate" or "anchor"
     forward: Callable  # the computation, on tensors
     # (make) -> example inputs; make(shape, dtype) builds one tensor, make(shape, I64, high=n)
@@ -107,6 +107,35 @@ def group_norm(groups, eps=1e-5):
     return lambda m, x: F.group_norm(x, groups, m.weight, m.bias, eps)
 
 
+def depthwise_weights(c, k, dtype, bias=True):
+    """A depthwise convolution's weight [c, 1, k, k] (scaled so outputs stay O(1)) and bias [c]."""
+    def make():
+        weights = {"weight": torch.randn(c, 1, k, k).div(k).to(dtype)}
+        if bias:
+            weights["bias"] = torch.randn(c).to(dtype)
+        return weights
+    return make
+
+
+def depthwise(stride=1, padding=0, dilation=1):
+    return lambda m, x: F.conv2d(x, m.weight, getattr(m, "bias", None), stride, padding, dilation,
+                                 groups=m.weight.shape[0])
+
+
+def channels_last(tensor):
+    return tensor.contiguous(memory_format=torch.channels_last)
+
+
+def channel_affine(c, dtype):
+    """Batch norm's eval affine as a per-channel scale and shift (C, 1, 1)."""
+    return lambda: {"scale": torch.rand(c, 1, 1).add(0.5).to(dtype),
+                    "shift": torch.randn(c, 1, 1).to(dtype)}
+
+
+def affine_relu_max_pool(m, x):
+    return F.max_pool2d(torch.relu(x * m.scale + m.shift), 3, 2, 1)
+
+
 def linear_weights(n, k, dtype, bias=True, extra=()):
     """A linear layer's weight [n, k] (scaled so outputs stay O(1)), its bias [n] if `bias`, and
     more weights of the same shape named in `extra` (SwiGLU's up projection)."""
@@ -159,7 +188,7 @@ def causal_mask_softmax(m, scores):
     return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
 
 
-P, R, G, S = "pointwise", "reduction", "gemm", "scan"
+P, R, G, S, T = "pointwise", "reduction", "gemm", "scan", "stencil"
 PROBLEMS = [
     # ---- pointwise ----
     Problem("relu_f32_1000x1003", P, "validate", lambda m, x: torch.relu(x),
@@ -570,6 +599,31 @@ PROBLEMS = [
             lambda t: [t((1, 1048576), F32)]),
     Problem("cummax_long_odd_f32_3x1000003", S, "validate", lambda m, x: torch.cummax(x, -1),
             lambda t: [t((3, 1000003), F32)]),
+    # ---- stencil (depthwise convolution, max / avg / adaptive pooling; NCHW and channels-last;
+    # fused prologues and epilogues) ----
+    Problem("dwconv7_bias_gelu_bf16_2x96x28x28", T, "validate",
+            lambda m, x: F.gelu(depthwise(1, 3)(m, x)), lambda t: [t((2, 96, 28, 28), BF16)],
+            depthwise_weights(96, 7, BF16)),
+    Problem("dwconv7_f32_2x192x14x14", T, "validate", depthwise(1, 3),
+            lambda t: [t((2, 192, 14, 14), F32)], depthwise_weights(192, 7, F32)),
+    Problem("dwconv7_channels_last_bf16_2x96x28x28", T, "validate", depthwise(1, 3),
+            lambda t: [channels_last(t((2, 96, 28, 28), BF16))], depthwise_weights(96, 7, BF16)),
+    Problem("dwconv3_s2_relu6_f16_4x144x29x29", T, "validate",
+            lambda m, x: F.relu6(depthwise(2, 1)(m, x)), lambda t: [t((4, 144, 29, 29), F16)],
+            depthwise_weights(144, 3, F16, bias=False)),
+    Problem("dwconv3_dilated_f32_2x32x30x30", T, "validate", depthwise(1, 2, 2),
+            lambda t: [t((2, 32, 30, 30), F32)], depthwise_weights(32, 3, F32)),
+    Problem("affine_relu_maxpool3s2_f32_2x64x56x56", T, "validate", affine_relu_max_pool,
+            lambda t: [t((2, 64, 56, 56), F32)], channel_affine(64, F32)),
+    Problem("maxpool2_channels_last_bf16_2x64x30x30", T, "validate",
+            lambda m, x: F.max_pool2d(x, 2), lambda t: [channels_last(t((2, 64, 30, 30), BF16))]),
+    Problem("avgpool3s2_ceil_nopad_f32_2x32x15x15", T, "validate",
+            lambda m, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+            lambda t: [t((2, 32, 15, 15), F32)]),
+    Problem("avgpool2_f16_4x48x33x32", T, "validate", lambda m, x: F.avg_pool2d(x, 2),
+            lambda t: [t((4, 48, 33, 32), F16)]),
+    Problem("adaptive_avgpool_7_f32_2x64x14x14", T, "validate",
+            lambda m, x: F.adaptive_avg_pool2d(x, 7), lambda t: [t((2, 64, 14, 14), F32)]),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -613,6 +667,13 @@ PROBLEMS = [
             lambda t: [t((32768, 4096), F32)], judge_inputs=lambda t: [t((2048, 4096), F32)]),
     Problem("cumsum_8x4194304_f32", S, "anchor", lambda m, x: torch.cumsum(x, 1),
             lambda t: [t((8, 4194304), F32)], judge_inputs=lambda t: [t((2, 4194304), F32)]),
+    # Issue 24's stencils: ConvNeXt's depthwise 7x7 (stage 2, batch 32) and ResNet's stem max pool
+    Problem("dwconv7_32x384x56x56_bf16", T, "anchor", depthwise(1, 3),
+            lambda t: [t((32, 384, 56, 56), BF16)], depthwise_weights(384, 7, BF16),
+            judge_inputs=lambda t: [t((1, 384, 56, 56), BF16)]),
+    Problem("maxpool3s2_32x64x112x112_bf16", T, "anchor", lambda m, x: F.max_pool2d(x, 3, 2, 1),
+            lambda t: [t((32, 64, 112, 112), BF16)],
+            judge_inputs=lambda t: [t((2, 64, 112, 112), BF16)]),
     # GEMM + epilogue rows of the anchor table: cuBLASLt with a native epilogue, or followed by a
     # generated epilogue kernel (GELU's erf form and the residual have no native epilogue). Judged
     # at full size: cuBLASLt's algorithm list, which the schedule point indexes, depends on the

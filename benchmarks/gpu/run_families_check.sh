@@ -8,7 +8,7 @@
 #            overlap; a disk cache keeps the objects), then its timed cases again one at a time,
 #            alone on the GPU (CUTLASS_CASES / CUTLASS_TIMED: regexes over the case names),
 #            and eager matmul on their shapes in the same run (eager_matmul.py).
-#  validate: every pointwise (glue included), reduction and scan validate problem, judged.
+#  validate: every pointwise (glue included), reduction, scan and stencil validate problem, judged.
 #  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
 #            timed and judged, with eager and torch.compile in the same run.
 #  gemv:     gemv_gpu_test (every case judged; the bf16 4096 -> 14336 decode shape, M = 1 and 8,
@@ -63,7 +63,7 @@ if [[ $phases == *" cutlass "* ]]; then
   python3 "$here/eager_matmul.py" bf16:8192:8192:8192 f32:4096:4096:4096 | sed 's/^/    /' >> "$summary"
 fi
 if [[ $phases == *" validate "* ]]; then
-  export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate)"
+  export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate) $(python3 "$here/problems.py" names stencil validate)"
   VALIDATE_TIMEOUT_S=420 bash "$here/run_generators.sh" validate > "$logs/generators_validate.log" 2>&1
   echo "validate: exit $?" >> "$summary"
 fi

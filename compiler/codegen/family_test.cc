@@ -30,7 +30,7 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   EXPECT_THAT(Names(AllFamilies()),
-              ElementsAre("pointwise", "reduction", "scan", "cutlass_gemm", "gemv",
+              ElementsAre("pointwise", "reduction", "scan", "stencil", "cutlass_gemm", "gemv",
                           "gemm_library", "cudnn_conv", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");

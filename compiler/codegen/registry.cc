@@ -13,13 +13,14 @@
 #include "compiler/codegen/pointwise/pointwise.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/scan/scan.h"
+#include "compiler/codegen/stencil/stencil.h"
 
 namespace forge::codegen {
 
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
-      new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new CutlassGemmFamily(),
-      new GemvFamily(), new GemmLibraryFamily(), new CudnnConvFamily(),
+      new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new StencilFamily(),
+      new CutlassGemmFamily(), new GemvFamily(), new GemmLibraryFamily(), new CudnnConvFamily(),
       new AtenFallbackFamily()};
   return *families;
 }

@@ -57,7 +57,8 @@ absl::StatusOr<double> NodeFlops(const Node& node, const SpecMap& specs) {
     case OpClass::kBatchNormEval:
       return FlopsPerElement(node) * output_elements;
     case OpClass::kReduction:
-    case OpClass::kScan: {
+    case OpClass::kScan:
+    case OpClass::kStencil: {
       absl::StatusOr<const TensorSpec*> input = operand(0);
       if (!input.ok()) return input.status();
       return FlopsPerElement(node) * static_cast<double>(NumElements(**input));

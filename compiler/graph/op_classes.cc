@@ -19,6 +19,15 @@ OpClass ClassifyNode(const forge::v1::Node& node) {
   return op_class;
 }
 
+bool IsDepthwiseConv2d(const forge::v1::Node& node, const std::vector<int64_t>& weight_shape) {
+  if (node.op() != "aten::conv2d" || weight_shape.size() != 4 || weight_shape[1] != 1) {
+    return false;
+  }
+  const forge::v1::Argument* groups = ops::FindArgument(node, "groups");
+  return groups != nullptr && groups->value_case() == forge::v1::Argument::kIntValue &&
+         groups->int_value() > 1 && groups->int_value() == weight_shape[0];
+}
+
 double FlopsPerElement(const forge::v1::Node& node) {
   const ops::OpEntry* entry = ops::FindOp(node);
   return entry == nullptr ? 0 : entry->flops_per_element;

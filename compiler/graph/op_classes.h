@@ -27,6 +27,11 @@ OpClass ClassifyOp(absl::string_view op, absl::string_view overload);
 // updates running statistics).
 OpClass ClassifyNode(const forge::v1::Node& node);
 
+// True for a depthwise 2-d convolution with channel multiplier 1: aten::conv2d whose `groups`
+// equals its output channels and whose weight (`weight_shape`) is (C, 1, kh, kw). The partitioner
+// gives it class stencil (the stencil family computes it; denser convolutions stay conv).
+bool IsDepthwiseConv2d(const forge::v1::Node& node, const std::vector<int64_t>& weight_shape);
+
 // Floating-point operations per element the cost model charges for a pointwise, batch-norm or
 // reduction node (per output element for the first two, per input element for reductions).
 // 0 for other classes, whose flops follow from their shapes.

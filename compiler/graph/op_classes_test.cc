@@ -30,7 +30,9 @@ TEST(ClassifyOpTest, SortsOpsIntoTheirClasses) {
   EXPECT_EQ(ClassifyOp("aten::cat", "default"), OpClass::kPointwise);  // glue: index arithmetic
   EXPECT_EQ(ClassifyOp("aten::cumsum", "default"), OpClass::kScan);
   EXPECT_EQ(ClassifyOp("aten::sort", "default"), OpClass::kOpaque);
-  EXPECT_EQ(ClassifyOp("aten::max_pool2d", "default"), OpClass::kOpaque);
+  EXPECT_EQ(ClassifyOp("aten::max_pool2d", "default"), OpClass::kStencil);
+  EXPECT_EQ(ClassifyOp("aten::adaptive_avg_pool2d", "default"), OpClass::kStencil);
+  EXPECT_EQ(ClassifyOp("aten::fractional_max_pool2d", "default"), OpClass::kOpaque);
 }
 
 TEST(ClassifyOpTest, OverloadsThatChangeTheClass) {
@@ -54,6 +56,23 @@ TEST(ClassifyNodeTest, TrainingBatchNormIsOpaque) {
   EXPECT_EQ(ClassifyNode(node), OpClass::kBatchNormEval);
   training->set_bool_value(true);
   EXPECT_EQ(ClassifyNode(node), OpClass::kOpaque);
+}
+
+TEST(IsDepthwiseConv2dTest, GroupsEqualOutputChannelsOfOneInputChannelEach) {
+  forge::v1::Node node;
+  node.set_op("aten::conv2d");
+  node.set_overload("default");
+  auto* groups = node.add_arguments();
+  groups->set_name("groups");
+  groups->set_int_value(96);
+  EXPECT_TRUE(IsDepthwiseConv2d(node, {96, 1, 7, 7}));
+  EXPECT_FALSE(IsDepthwiseConv2d(node, {192, 1, 7, 7}));  // channel multiplier 2
+  EXPECT_FALSE(IsDepthwiseConv2d(node, {96, 2, 3, 3}));   // grouped, not depthwise
+  EXPECT_FALSE(IsDepthwiseConv2d(node, {96, 1, 3}));
+  groups->set_int_value(1);
+  EXPECT_FALSE(IsDepthwiseConv2d(node, {1, 1, 3, 3}));  // a single-channel dense conv
+  node.mutable_arguments()->Clear();
+  EXPECT_FALSE(IsDepthwiseConv2d(node, {96, 1, 7, 7}));  // groups at its default, 1
 }
 
 TEST(FlopsPerElementTest, FollowsTheTable) {

@@ -68,6 +68,7 @@ KernelFamily AnchorFamily(OpClass op_class) {
   switch (op_class) {
     case OpClass::kReduction: return forge::v1::KERNEL_FAMILY_REDUCTION;
     case OpClass::kScan: return forge::v1::KERNEL_FAMILY_SCAN;
+    case OpClass::kStencil: return forge::v1::KERNEL_FAMILY_STENCIL;
     case OpClass::kGemm: return forge::v1::KERNEL_FAMILY_GEMM;
     case OpClass::kConv: return forge::v1::KERNEL_FAMILY_CONV;
     case OpClass::kAttention: return forge::v1::KERNEL_FAMILY_ATTENTION;
@@ -139,6 +140,16 @@ class Partitioner {
       producer = producer_.at(args_[producer].front());
     }
     return producer;
+  }
+
+  // The shape of `node`'s `weight` argument (a convolution's), empty when it has none.
+  std::vector<int64_t> WeightShape(const Node& node) const {
+    const forge::v1::Argument* weight = ops::FindArgument(node, "weight");
+    if (weight == nullptr || weight->value_case() != forge::v1::Argument::kTensor) return {};
+    auto it = values_.find(weight->tensor());
+    if (it == values_.end()) return {};
+    const auto& shape = it->second->tensor().shape();
+    return {shape.begin(), shape.end()};
   }
 
   NodeSet Members(int group) const {
@@ -258,6 +269,9 @@ absl::Status Partitioner::IndexGraph() {
     const Node& node = graph_.nodes(original);
     nodes_.push_back(&node);
     classes_.push_back(ClassifyNode(node));
+    if (classes_.back() == OpClass::kConv && IsDepthwiseConv2d(node, WeightShape(node))) {
+      classes_.back() = OpClass::kStencil;
+    }
     args_.push_back(TensorArgumentNames(node));
     for (const std::string& output : node.outputs()) producer_[output] = position;
     for (const std::string& arg : args_.back()) {
@@ -311,7 +325,8 @@ void Partitioner::GroupAnchors() {
     const KernelFamily family = AnchorFamily(classes_[node]);
     if (family == forge::v1::KERNEL_FAMILY_UNSPECIFIED) continue;
     const int group = NewGroup(family, node);
-    if (classes_[node] == OpClass::kReduction || classes_[node] == OpClass::kScan) {
+    if (classes_[node] == OpClass::kReduction || classes_[node] == OpClass::kScan ||
+        classes_[node] == OpClass::kStencil) {
       AbsorbPrologue(group, node);
     }
     AbsorbEpilogue(group, node);

@@ -241,6 +241,40 @@ TEST(PartitionTest, ConvTakesBatchNormReluAndResidual) {
                                            "CONV: conv2d+batch_norm+add+relu"));
 }
 
+// Depthwise convolutions (groups == channels, weight (C, 1, k, k)) and pooling anchor stencil
+// tasks: the depthwise one takes its epilogue, the pool its pointwise prologue (batch norm's
+// affine and ReLU); a 1x1 (dense) convolution stays a conv task.
+TEST(PartitionTest, DepthwiseConvAndPoolingAreStencilTasks) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {2, 8, 16, 16});
+  const std::string y = b.Input("y", {2, 8, 16, 16});
+  const std::string dw = b.Input("dw", {8, 1, 7, 7}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string pw = b.Input("pw", {8, 8, 1, 1}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string scale = b.Input("scale", {8, 1, 1}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string shift = b.Input("shift", {8, 1, 1}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string depthwise = b.Op("aten::conv2d", {x, dw}, {2, 8, 16, 16});
+  const std::string gelu = b.Op("aten::gelu", {depthwise}, {2, 8, 16, 16});
+  const std::string dense = b.Op("aten::conv2d", {gelu, pw}, {2, 8, 16, 16});
+  for (auto& node : *b.graph().mutable_nodes()) {
+    if (node.op() != "aten::conv2d") continue;
+    node.mutable_arguments(0)->set_name("input");
+    node.mutable_arguments(1)->set_name("weight");
+    auto* groups = node.add_arguments();
+    groups->set_name("groups");
+    groups->set_int_value(node.name() == depthwise ? 8 : 1);
+  }
+  const std::string scaled = b.Op("aten::mul", {y, scale}, {2, 8, 16, 16});
+  const std::string shifted = b.Op("aten::add", {scaled, shift}, {2, 8, 16, 16});
+  const std::string relu = b.Op("aten::relu", {shifted}, {2, 8, 16, 16});
+  const std::string pool = b.Op("aten::max_pool2d", {relu}, {2, 8, 8, 8});
+  b.Output(dense);
+  b.Output(b.Op("aten::avg_pool2d", {pool}, {2, 8, 4, 4}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result),
+              ElementsAre("STENCIL: conv2d+gelu", "CONV: conv2d",
+                          "STENCIL: mul+add+relu+max_pool2d", "STENCIL: avg_pool2d"));
+}
+
 TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
   GraphBuilder b;
   const std::string q = b.Input("q", {2, 4, 16, 16});
@@ -529,6 +563,9 @@ TEST(PartitionModelsTest, ResnetConvsTakeTheirEpilogues) {
   // Downsample shortcuts: conv + batch norm, read by the residual add of another group.
   EXPECT_EQ(count("CONV: conv2d+_native_batch_norm_legit_no_training"), 3);
   EXPECT_EQ(InstancesPerFamily(result).at("KERNEL_FAMILY_CONV"), 20);
+  // The stem's max pool and the global average pool are stencil tasks.
+  EXPECT_EQ(count("STENCIL: max_pool2d"), 1);
+  EXPECT_EQ(count("STENCIL: adaptive_avg_pool2d"), 1);
 }
 
 }  // namespace

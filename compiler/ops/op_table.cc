@@ -62,6 +62,10 @@ constexpr OpEntry Scan(absl::string_view name, double flops) {
   return {.name = name, .op_class = C::kScan, .flops_per_element = flops};
 }
 // An op of a class whose flops follow from shapes (GEMM, conv, attention).
+// A sliding-window op (the stencil family: compiler/codegen/stencil), `flops` per input element.
+constexpr OpEntry Stencil(absl::string_view name, double flops) {
+  return {.name = name, .op_class = C::kStencil, .flops_per_element = flops};
+}
 constexpr OpEntry Shaped(absl::string_view name, OpClass op_class) {
   return {.name = name, .op_class = op_class};
 }
@@ -308,6 +312,10 @@ constexpr OpEntry kOps[] = {
     Adversarial(Scan("cummax", 1), kZerosAndSubnormals),
     Adversarial(Scan("cummin", 1), kZerosAndSubnormals),
     Adversarial(Scan("logcumsumexp", 3), kLargeLogits),
+    // ---- pooling (the stencil family: compiler/codegen/stencil)
+    Stencil("max_pool2d", 1),
+    Stencil("avg_pool2d", 1),
+    Stencil("adaptive_avg_pool2d", 1),
     // ---- GEMM, convolution, attention
     Shaped("linear", C::kGemm),
     Shaped("addmm", C::kGemm),
@@ -381,6 +389,7 @@ absl::string_view OpClassName(OpClass op_class) {
     case OpClass::kView: return "view";
     case OpClass::kReduction: return "reduction";
     case OpClass::kScan: return "scan";
+    case OpClass::kStencil: return "stencil";
     case OpClass::kGemm: return "gemm";
     case OpClass::kConv: return "conv";
     case OpClass::kAttention: return "attention";

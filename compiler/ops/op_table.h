@@ -50,6 +50,10 @@ enum class OpClass {
   kGemm,
   // Convolutions.
   kConv,
+  // Sliding windows over (H, W), channel by channel: max / average pooling (and depthwise
+  // convolutions, which the partitioner moves here from kConv by their weight's shape). Like a
+  // reduction they anchor a group and take its elementwise prologue and epilogue.
+  kStencil,
   // Scaled dot-product attention and its backend variants.
   kAttention,
   // Anything else: runs as one ATen call.

@@ -124,7 +124,8 @@ TEST(OpTableTest, FlopsFollowTheClass) {
       case OpClass::kPointwise: EXPECT_EQ(entry.flops_per_element, 1) << Key(entry); break;
       case OpClass::kBatchNormEval: EXPECT_EQ(entry.flops_per_element, 2) << Key(entry); break;
       case OpClass::kReduction:
-      case OpClass::kScan: EXPECT_GT(entry.flops_per_element, 0) << Key(entry); break;
+      case OpClass::kScan:
+      case OpClass::kStencil: EXPECT_GT(entry.flops_per_element, 0) << Key(entry); break;
       default: EXPECT_EQ(entry.flops_per_element, 0) << Key(entry); break;
     }
   }

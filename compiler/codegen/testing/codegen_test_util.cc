@@ -207,6 +207,109 @@ forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t c
   return LastDimTask("cumsum", "default", forge::v1::KERNEL_FAMILY_SCAN, 1, dtype, rows, columns);
 }
 
+namespace {
+
+// ATen's pooling output size (pooling_output_shape): with ceil_mode, a last window that starts
+// in the right padding does not count.
+int64_t WindowOutputSize(int64_t size, const Window2d& window, bool ceil_mode) {
+  const int64_t span = size + 2 * window.padding - window.dilation * (window.kernel - 1) - 1 +
+                       (ceil_mode ? window.stride - 1 : 0);
+  int64_t output = span / window.stride + 1;
+  if (ceil_mode && (output - 1) * window.stride >= size + window.padding) --output;
+  return output;
+}
+
+std::vector<int64_t> WindowOutputShape(const std::vector<int64_t>& shape, const Window2d& window,
+                                       bool ceil_mode) {
+  return {shape[0], shape[1], WindowOutputSize(shape[2], window, ceil_mode),
+          WindowOutputSize(shape[3], window, ceil_mode)};
+}
+
+std::vector<int64_t> StridesFor(const std::vector<int64_t>& shape, bool channels_last) {
+  return channels_last ? ChannelsLastStrides(shape) : std::vector<int64_t>{};
+}
+
+std::vector<forge::v1::Argument> WindowArguments(const Window2d& window, bool dilation) {
+  std::vector<forge::v1::Argument> arguments = {
+      IntsArg("stride", {window.stride, window.stride}),
+      IntsArg("padding", {window.padding, window.padding})};
+  if (dilation) arguments.push_back(IntsArg("dilation", {window.dilation, window.dilation}));
+  return arguments;
+}
+
+}  // namespace
+
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& shape) {
+  return {shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]};
+}
+
+forge::v1::KernelTask DepthwiseConvTask(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                                        const Window2d& window, bool bias, bool gelu,
+                                        bool channels_last) {
+  const int64_t c = shape[1];
+  const std::vector<int64_t> out = WindowOutputShape(shape, window, false);
+  TaskBuilder builder;
+  builder.Input("x", dtype, shape, StridesFor(shape, channels_last))
+      .Input("w", dtype, {c, 1, window.kernel, window.kernel});
+  std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"), TensorArg("weight", "w")};
+  for (forge::v1::Argument& argument : WindowArguments(window, true)) {
+    arguments.push_back(std::move(argument));
+  }
+  arguments.push_back(IntArg("groups", c));
+  if (bias) {
+    builder.Input("b", dtype, {c});
+    arguments.push_back(OptionalTensorArg("bias", "b"));
+  }
+  builder.Node("y", "conv2d", "default", arguments, dtype, out);
+  if (gelu) builder.Node("g", "gelu", "default", {TensorArg("self", "y")}, dtype, out);
+  builder.Output(gelu ? "g" : "y", StridesFor(out, channels_last));
+  return builder.Build(forge::v1::KERNEL_FAMILY_STENCIL);
+}
+
+forge::v1::KernelTask AffineReluMaxPoolTask(forge::v1::DType dtype,
+                                            const std::vector<int64_t>& shape,
+                                            const Window2d& window, bool ceil_mode,
+                                            bool channels_last) {
+  const int64_t c = shape[1];
+  const std::vector<int64_t> out = WindowOutputShape(shape, window, ceil_mode);
+  std::vector<forge::v1::Argument> arguments = {
+      TensorArg("self", "r"), IntsArg("kernel_size", {window.kernel, window.kernel})};
+  for (forge::v1::Argument& argument : WindowArguments(window, true)) {
+    arguments.push_back(std::move(argument));
+  }
+  arguments.push_back(BoolArg("ceil_mode", ceil_mode));
+  TaskBuilder builder;
+  builder.Input("x", dtype, shape, StridesFor(shape, channels_last))
+      .Input("scale", dtype, {c, 1, 1})
+      .Input("shift", dtype, {c, 1, 1})
+      .Node("m", "mul", "Tensor", {TensorArg("self", "x"), TensorArg("other", "scale")}, dtype,
+            shape)
+      .Node("a", "add", "Tensor", {TensorArg("self", "m"), TensorArg("other", "shift")}, dtype,
+            shape)
+      .Node("r", "relu", "default", {TensorArg("self", "a")}, dtype, shape)
+      .Node("y", "max_pool2d", "default", arguments, dtype, out)
+      .Output("y", StridesFor(out, channels_last));
+  return builder.Build(forge::v1::KERNEL_FAMILY_STENCIL);
+}
+
+forge::v1::KernelTask AvgPoolTask(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                                  const Window2d& window, bool ceil_mode, bool count_include_pad,
+                                  bool channels_last) {
+  const std::vector<int64_t> out = WindowOutputShape(shape, window, ceil_mode);
+  std::vector<forge::v1::Argument> arguments = {
+      TensorArg("self", "x"), IntsArg("kernel_size", {window.kernel, window.kernel})};
+  for (forge::v1::Argument& argument : WindowArguments(window, false)) {
+    arguments.push_back(std::move(argument));
+  }
+  arguments.push_back(BoolArg("ceil_mode", ceil_mode));
+  arguments.push_back(BoolArg("count_include_pad", count_include_pad));
+  TaskBuilder builder;
+  builder.Input("x", dtype, shape, StridesFor(shape, channels_last))
+      .Node("y", "avg_pool2d", "default", arguments, dtype, out)
+      .Output("y", StridesFor(out, channels_last));
+  return builder.Build(forge::v1::KERNEL_FAMILY_STENCIL);
+}
+
 std::vector<SchedulePoint> ValidPoints(const KernelFamily& family,
                                        const forge::v1::KernelTask& task) {
   std::vector<SchedulePoint> valid;

@@ -66,6 +66,31 @@ forge::v1::KernelTask SoftmaxTask(forge::v1::DType dtype, int64_t rows, int64_t 
 // element) and min_bytes (read and write once) set.
 forge::v1::KernelTask CumsumTask(forge::v1::DType dtype, int64_t rows, int64_t columns);
 
+// Stencil tasks of the stencil family's tests (unit and GPU), over x (N, C, H, W) of `shape`,
+// stored channels-last (NHWC) when `channels_last`; outputs in the same memory order.
+// A square window: kernel, stride, padding and dilation, the same along H and W.
+struct Window2d {
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t padding = 1;
+  int64_t dilation = 1;
+};
+// The strides of an (N, C, H, W) tensor stored channels-last.
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& shape);
+// conv2d(x, w[C, 1, k, k], bias b[C] when `bias`, groups = C), then gelu when `gelu`.
+forge::v1::KernelTask DepthwiseConvTask(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                                        const Window2d& window, bool bias, bool gelu,
+                                        bool channels_last = false);
+// max_pool2d(relu(x * scale + shift)), scale and shift (C, 1, 1): batch norm's eval affine.
+forge::v1::KernelTask AffineReluMaxPoolTask(forge::v1::DType dtype,
+                                            const std::vector<int64_t>& shape,
+                                            const Window2d& window, bool ceil_mode = false,
+                                            bool channels_last = false);
+// avg_pool2d(x) (no dilation: avg_pool2d has none).
+forge::v1::KernelTask AvgPoolTask(forge::v1::DType dtype, const std::vector<int64_t>& shape,
+                                  const Window2d& window, bool ceil_mode, bool count_include_pad,
+                                  bool channels_last = false);
+
 // Every point of `family`'s spaces for `task` that Validate accepts, space by space in
 // EnumeratePoints order (empty when the family does not apply).
 std::vector<SchedulePoint> ValidPoints(const KernelFamily& family,

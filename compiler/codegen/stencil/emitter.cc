@@ -1,0 +1,268 @@
+#include "compiler/codegen/stencil/emitter.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "compiler/codegen/cuda_expr.h"
+#include "compiler/codegen/kernel_abi.h"
+#include "compiler/codegen/stencil/cuda_sources.h"
+#include "compiler/codegen/stencil/layout.h"
+
+namespace forge::codegen::stencil {
+namespace {
+
+using forge::v1::KernelTask;
+using forge::v1::TensorSpec;
+
+// Writes the element functions of one task and point.
+class ElementFunctions {
+ public:
+  ElementFunctions(const KernelTask& task, const StencilTask& analysis, int64_t width)
+      : task_(task),
+        analysis_(analysis),
+        width_(width),
+        index_type_(analysis.wide_index ? "long long" : "int") {}
+
+  const std::string& index_type() const { return index_type_; }
+
+  // forge_stencil_load: x[v] = the windowed element at (n, c + v, h, w).
+  absl::StatusOr<std::string> Load() {
+    vectors_.clear();
+    ElementEmitter emitter(analysis_.view, index_type_, "l",
+                           [this](absl::string_view value, const Index& index,
+                                  ElementEmitter& self) { return LoadInput(value, index, self); });
+    std::vector<std::string> assignments;
+    for (lane_ = 0; lane_ < width_; ++lane_) {
+      absl::StatusOr<Term> term = emitter.Emit(analysis_.input, InputIndex(lane_));
+      if (!term.ok()) return term.status();
+      assignments.push_back(
+          absl::StrCat("x[", lane_, "] = (ForgeStencilAcc)(", term->expr, ");"));
+    }
+    return Function("void", "forge_stencil_load",
+                    {"n", "c", "h", "w"}, ", ForgeStencilAcc (&x)[kVectorWidth]",
+                    emitter.statements(), assignments);
+  }
+
+  // forge_stencil_store: every task output at (n, c + v, oh, ow) from y[v].
+  absl::StatusOr<std::string> Store() {
+    vectors_.clear();
+    ElementEmitter emitter(analysis_.view, index_type_, "s",
+                           [this](absl::string_view value, const Index& index,
+                                  ElementEmitter& self) -> absl::StatusOr<std::optional<Term>> {
+                             if (value == analysis_.output) return Result(index);
+                             return LoadInput(value, index, self);
+                           });
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      const TensorSpec& spec = task_.outputs(o);
+      const std::string& name = task_.group().outputs(o).value_name();
+      const std::string reg = *RegisterType(spec.dtype());
+      std::vector<std::string> values;
+      for (lane_ = 0; lane_ < width_; ++lane_) {
+        absl::StatusOr<Term> term = emitter.Emit(name, OutputIndex(lane_));
+        if (!term.ok()) return term.status();
+        values.push_back(spec.dtype() == forge::v1::DTYPE_BOOL
+                             ? absl::StrCat("(", term->expr, " != 0)")
+                             : absl::StrCat("((", reg, ")", term->expr, ")"));
+      }
+      if (VectorAlongChannels(spec, width_)) {
+        const std::string address =
+            absl::StrCat("out", o, " + ", ElementOffset(OutputIndex(0), spec, emitter));
+        for (std::string& statement :
+             VectorStore(spec.dtype(), values, emitter.NewVariable(), address, "")) {
+          emitter.AddStatement(std::move(statement));
+        }
+        continue;
+      }
+      for (int64_t lane = 0; lane < width_; ++lane) {
+        emitter.AddStatement(
+            absl::StrCat("out", o, "[", ElementOffset(OutputIndex(lane), spec, emitter),
+                         "] = ", StoreConversion(spec.dtype(), values[lane]), ";"));
+      }
+    }
+    return Function("void", "forge_stencil_store", {"n", "c", "h", "w"},
+                    ", const ForgeStencilAcc (&y)[kVectorWidth]", emitter.statements(), {});
+  }
+
+  // forge_stencil_weight and forge_stencil_bias: a convolution's parameters read directly (a
+  // pool's are the identities of its window: weight 1, bias 0).
+  std::string Parameters() const {
+    std::string weight = "return (ForgeStencilAcc)1;";
+    std::string bias = "return (ForgeStencilAcc)0;";
+    if (analysis_.weight_input >= 0) {
+      const TensorSpec& spec = analysis_.view.InputSpec(analysis_.weight_input);
+      weight = absl::StrCat(
+          "return (ForgeStencilAcc)",
+          LoadConversion(spec.dtype(), absl::StrCat("in", analysis_.weight_input, "[c * ",
+                                                    Stride(spec, 0), " + kh * ", Stride(spec, 2),
+                                                    " + kw * ", Stride(spec, 3), "]")),
+          ";");
+    }
+    if (analysis_.bias_input >= 0) {
+      const TensorSpec& spec = analysis_.view.InputSpec(analysis_.bias_input);
+      bias = absl::StrCat("return (ForgeStencilAcc)",
+                          LoadConversion(spec.dtype(), absl::StrCat("in", analysis_.bias_input,
+                                                                    "[c * ", Stride(spec, 0), "]")),
+                          ";");
+    }
+    return absl::StrCat(
+        Function("ForgeStencilAcc", "forge_stencil_weight", {"c", "kh", "kw"}, "", {}, {weight}),
+        Function("ForgeStencilAcc", "forge_stencil_bias", {"c"}, "", {}, {bias}));
+  }
+
+ private:
+  static int64_t Stride(const TensorSpec& spec, int d) {
+    return spec.strides_size() == spec.shape_size()
+               ? spec.strides(d)
+               : ContiguousStrides({spec.shape().begin(), spec.shape().end()})[d];
+  }
+
+  std::string Channel(int64_t lane) const {
+    return lane == 0 ? std::string("c") : absl::StrCat("(c + ", lane, ")");
+  }
+  Index InputIndex(int64_t lane) const { return {"n", Channel(lane), "h", "w"}; }
+  Index OutputIndex(int64_t lane) const { return {"n", Channel(lane), "h", "w"}; }
+
+  // A group input's element: one lane of a vector load when the element is this lane's of a
+  // tensor laid out with channels innermost, else a scalar load.
+  absl::StatusOr<std::optional<Term>> LoadInput(absl::string_view value, const Index& index,
+                                                ElementEmitter& self) {
+    const int position = analysis_.view.InputPosition(value);
+    if (position < 0) return std::optional<Term>();
+    const TensorSpec& spec = analysis_.view.InputSpec(position);
+    const std::string storage = *StorageType(spec.dtype());
+    std::string loaded;
+    if (!self.in_choice() && index == InputIndex(lane_) && VectorAlongChannels(spec, width_)) {
+      auto [it, inserted] = vectors_.try_emplace(position, "");
+      if (inserted) {
+        it->second = self.NewVariable();
+        const std::string type = absl::StrCat("ForgeVec<", storage, ", ", width_, ">");
+        self.AddStatement(absl::StrCat("const ", type, " ", it->second,
+                                       " = *reinterpret_cast<const ", type, "*>(in", position,
+                                       " + ", ElementOffset(InputIndex(0), spec, self), ");"));
+      }
+      loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", lane_, "]"));
+    } else {
+      loaded = LoadConversion(
+          spec.dtype(), absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));
+    }
+    const std::string variable = self.NewVariable();
+    self.AddStatement(
+        absl::StrCat("const ", *RegisterType(spec.dtype()), " ", variable, " = ", loaded, ";"));
+    return Term{variable, spec.dtype()};
+  }
+
+  // The window's result at the element being stored.
+  absl::StatusOr<std::optional<Term>> Result(const Index& index) const {
+    if (index != OutputIndex(lane_)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "stencil: the epilogue reads '", analysis_.output, "' at [", absl::StrJoin(index, ", "),
+          "], another element than the one it writes; only elementwise epilogues fuse"));
+    }
+    const forge::v1::DType dtype = analysis_.view.DType(analysis_.output);
+    return Term{absl::StrCat("((", *RegisterType(dtype), ")y[", lane_, "])"), dtype};
+  }
+
+  std::string Function(absl::string_view result, absl::string_view name,
+                       const std::vector<std::string>& coordinates, absl::string_view elements,
+                       const std::vector<std::string>& statements,
+                       const std::vector<std::string>& tail) const {
+    std::string text = absl::StrCat("__device__ __forceinline__ ", result, " ", name, "(",
+                                    KernelParameterList(task_));
+    for (const std::string& coordinate : coordinates) {
+      absl::StrAppend(&text, ", const ", index_type_, " ", coordinate);
+    }
+    absl::StrAppend(&text, elements, ") {\n");
+    for (const std::string& line : statements) absl::StrAppend(&text, "  ", line, "\n");
+    for (const std::string& line : tail) absl::StrAppend(&text, "  ", line, "\n");
+    absl::StrAppend(&text, "}\n");
+    return text;
+  }
+
+  const KernelTask& task_;
+  const StencilTask& analysis_;
+  const int64_t width_;
+  const std::string index_type_;
+  int64_t lane_ = 0;                    // the lane of the vector being emitted
+  std::map<int, std::string> vectors_;  // input position -> its vector load's variable
+};
+
+// The kernel's arguments, as the element functions take them: in0, ..., out0, ...
+std::string ArgumentList(const KernelTask& task) {
+  std::vector<std::string> names;
+  for (int i = 0; i < task.inputs_size(); ++i) names.push_back(absl::StrCat("in", i));
+  for (int o = 0; o < task.outputs_size(); ++o) names.push_back(absl::StrCat("out", o));
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const StencilTask& analysis,
+                                              const SchedulePoint& point) {
+  const Layout layout = LayoutOf(point);
+  const int64_t width = layout.kind == Template::kChannelsLast ? layout.width : 1;
+  ElementFunctions functions(task, analysis, width);
+  absl::StatusOr<std::string> load = functions.Load();
+  if (!load.ok()) return load.status();
+  absl::StatusOr<std::string> store = functions.Store();
+  if (!store.ok()) return store.status();
+
+  std::string source(KernelPrelude());
+  std::vector<std::string> parameters;
+  for (const auto& [name, value] : point.parameters) {
+    parameters.push_back(absl::StrCat(name, " ", value));
+  }
+  absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis.node->op(), " ",
+                  analysis.kernel[0], "x", analysis.kernel[1], " over [", analysis.n, ", ",
+                  analysis.c, ", ", analysis.h, ", ", analysis.w, "] -> [", analysis.oh, ", ",
+                  analysis.ow, "]; ", point.template_name, ", ", absl::StrJoin(parameters, ", "),
+                  ".\n");
+  absl::StrAppend(&source, "using ForgeStencilAcc = ", analysis.acc_type,
+                  ";\nusing ForgeStencilIndex = ", functions.index_type(), ";\n");
+  std::vector<std::pair<std::string, int64_t>> constants = {
+      {"kStencilOp", static_cast<int64_t>(analysis.kind)},
+      {"kN", analysis.n},
+      {"kC", analysis.c},
+      {"kH", analysis.h},
+      {"kW", analysis.w},
+      {"kOH", analysis.oh},
+      {"kOW", analysis.ow},
+      {"kKernelH", analysis.kernel[0]},
+      {"kKernelW", analysis.kernel[1]},
+      {"kStrideH", analysis.stride[0]},
+      {"kStrideW", analysis.stride[1]},
+      {"kPadH", analysis.padding[0]},
+      {"kPadW", analysis.padding[1]},
+      {"kDilationH", analysis.dilation[0]},
+      {"kDilationW", analysis.dilation[1]},
+      {"kCountIncludePad", analysis.count_include_pad ? 1 : 0},
+      {"kMaxRegisterWeights", kMaxRegisterWeights},
+      {"kVectorWidth", width},
+      {"kOutputsPerThread", layout.outputs}};
+  std::string body;
+  if (layout.kind == Template::kPlanar) {
+    constants.insert(constants.end(), {{"kThreadsX", layout.threads_x},
+                                       {"kThreadsY", layout.threads_y},
+                                       {"kStageInShared", layout.stage_in_shared ? 1 : 0}});
+    body = kPlanarBody;
+  } else {
+    constants.insert(constants.end(), {{"kThreads", layout.threads}});
+    body = kChannelsLastBody;
+  }
+  for (const auto& [name, value] : constants) {
+    absl::StrAppend(&source, "constexpr int ", name, " = ", value, ";\n");
+  }
+  absl::StrAppend(&source, *load, functions.Parameters(), *store, kStencilPrelude);
+  absl::StrAppend(&source, absl::StrReplaceAll(
+                               body, {{"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
+                                      {"FORGE_STENCIL_ARGUMENTS", ArgumentList(task)}}));
+  return source;
+}
+
+}  // namespace forge::codegen::stencil
