@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/graph/attention_pattern.h"
 #include "compiler/graph/cost.h"
 #include "compiler/graph/op_classes.h"
 #include "compiler/graph/task_digest.h"
@@ -83,6 +84,7 @@ class Partitioner {
   absl::StatusOr<PartitionResult> Run() {
     if (absl::Status status = IndexGraph(); !status.ok()) return status;
     group_of_.assign(nodes_.size(), -1);
+    GroupAttention();
     GroupAnchors();
     GroupPointwise();
     GroupOpaque();
@@ -171,6 +173,7 @@ class Partitioner {
   // later and never move data between groups.
   bool WouldCreateCycle(const NodeSet& members) const;
 
+  void GroupAttention();
   void GroupAnchors();
   void AbsorbPrologue(int group, int reduction);
   void AbsorbEpilogue(int group, int anchor);
@@ -190,6 +193,9 @@ class Partitioner {
   absl::flat_hash_set<std::string> graph_outputs_;
   std::vector<int> group_of_;
   std::vector<Group> groups_;
+  // Why a node is not fused as it looks it could be (explicit attention's near misses), for the
+  // notes of the task it lands in.
+  absl::flat_hash_map<int, std::vector<std::string>> node_notes_;
 };
 
 absl::Status Partitioner::IndexGraph() {
@@ -320,8 +326,38 @@ bool Partitioner::WouldCreateCycle(const NodeSet& members) const {
   return false;
 }
 
+// Explicit attention (attention_pattern.h): each match is one ATTENTION group anchored at its
+// output matmul, which takes its epilogue like any anchor. Runs before the other anchors, which
+// would otherwise split it into GEMM, softmax and GEMM groups.
+void Partitioner::GroupAttention() {
+  const AttentionMatches matches = FindExplicitAttention(graph_);
+  if (matches.patterns.empty() && matches.near_misses.empty()) return;
+  absl::flat_hash_map<const Node*, int> position;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) position[nodes_[i]] = i;
+  auto at = [&](int graph_index) { return position.at(&graph_.nodes(graph_index)); };
+  for (const AttentionMatches::NearMiss& miss : matches.near_misses) {
+    node_notes_[at(miss.softmax)].push_back(miss.reason);
+  }
+  for (const AttentionPattern& pattern : matches.patterns) {
+    NodeSet members;
+    for (int node : pattern.nodes) members.insert(at(node));
+    if (members.size() > static_cast<std::size_t>(kMaxFusedNodes) || WouldCreateCycle(members)) {
+      node_notes_[at(pattern.softmax)].push_back(
+          "not attention: one task of the pattern would depend on itself or be too long");
+      continue;
+    }
+    const int anchor = at(pattern.output_matmul);
+    const int group = NewGroup(forge::v1::KERNEL_FAMILY_ATTENTION, anchor);
+    for (int node : members) {
+      if (node != anchor) AddToGroup(group, node);
+    }
+    AbsorbEpilogue(group, anchor);
+  }
+}
+
 void Partitioner::GroupAnchors() {
   for (int node = 0; node < static_cast<int>(nodes_.size()); ++node) {
+    if (group_of_[node] >= 0) continue;  // explicit attention's
     const KernelFamily family = AnchorFamily(classes_[node]);
     if (family == forge::v1::KERNEL_FAMILY_UNSPECIFIED) continue;
     const int group = NewGroup(family, node);
@@ -536,6 +572,13 @@ absl::StatusOr<PartitionResult> Partitioner::BuildResult() {
       }
       task.set_flops(cost->flops);
       task.set_min_bytes(cost->min_bytes);
+      for (int node : group.nodes) {
+        auto notes = node_notes_.find(node);
+        if (notes == node_notes_.end()) continue;
+        for (const std::string& note : notes->second) {
+          task.add_notes(absl::StrCat(nodes_[node]->name(), ": ", note));
+        }
+      }
       if (group.family == forge::v1::KERNEL_FAMILY_ATEN) {
         for (const forge::v1::Node& node : sub.nodes()) {
           task.add_notes(absl::StrCat(node.op(), ".", node.overload(), ": ", AtenReason(node),

@@ -2,6 +2,11 @@
 // task instances that, run in turn, compute the whole model.
 //
 // Fusion rules, applied in this order (op classes: op_classes.h):
+//  0. Explicit attention (attention_pattern.h: matmul, scale, mask, softmax, matmul, with GQA
+//     repeats and the in-graph causal mask's builders) becomes one ATTENTION group anchored at
+//     its output matmul, which takes its epilogue as in 1. A near miss (a softmax of a matmul
+//     that breaks a rule) is left to the rules below, and its reason becomes a note of the task
+//     its softmax lands in ("not attention: ...").
 //  1. Anchors, in graph order: every reduction, scan, GEMM, convolution and attention node starts
 //     a group of its family.
 //     - A reduction or scan takes its pointwise prologue: pointwise producers whose every use is inside the

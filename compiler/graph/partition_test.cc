@@ -1,7 +1,9 @@
 #include "compiler/graph/partition.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/graph/attention_pattern.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fixtures/test_models.h"
@@ -294,6 +297,195 @@ TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
   EXPECT_THAT(result.tasks[0].notes(), IsEmpty());
 }
 
+// Builds graphs whose nodes carry their arguments by schema name, as both importers write them
+// (the attention matcher reads arguments by name).
+class NamedGraphBuilder {
+ public:
+  using Arg = std::pair<std::string, forge::v1::Argument>;
+  static Arg T(const std::string& name, const std::string& value) {
+    Arg arg{name, {}};
+    arg.second.set_tensor(value);
+    return arg;
+  }
+  static Arg F(const std::string& name, double value) {
+    Arg arg{name, {}};
+    arg.second.set_float_value(value);
+    return arg;
+  }
+  static Arg I(const std::string& name, std::int64_t value) {
+    Arg arg{name, {}};
+    arg.second.set_int_value(value);
+    return arg;
+  }
+  static Arg Ints(const std::string& name, std::vector<std::int64_t> values) {
+    Arg arg{name, {}};
+    arg.second.mutable_ints()->mutable_values()->Add(values.begin(), values.end());
+    return arg;
+  }
+  std::string Input(const std::string& name, std::vector<std::int64_t> shape) {
+    Value(name, shape, forge::v1::DTYPE_FLOAT32);
+    auto* input = graph_.add_inputs();
+    input->set_kind(forge::v1::INPUT_KIND_USER_INPUT);
+    input->set_value_name(name);
+    return name;
+  }
+  std::string Op(const std::string& op, const std::string& overload, std::vector<Arg> args,
+                 std::vector<std::int64_t> shape,
+                 forge::v1::DType dtype = forge::v1::DTYPE_FLOAT32) {
+    auto* node = graph_.add_nodes();
+    const std::string name = absl::StrCat(op.substr(6), "_", ++count_);
+    node->set_name(name);
+    node->set_op(op);
+    node->set_overload(overload);
+    for (auto& [arg_name, value] : args) {
+      auto* argument = node->add_arguments();
+      *argument = value;
+      argument->set_name(arg_name);
+    }
+    node->add_outputs(name);
+    Value(name, shape, dtype);
+    return name;
+  }
+  void Output(const std::string& name) {
+    auto* output = graph_.add_outputs();
+    output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
+    output->set_value_name(name);
+  }
+  Graph& graph() { return graph_; }
+
+ private:
+  void Value(const std::string& name, const std::vector<std::int64_t>& shape,
+             forge::v1::DType dtype) {
+    auto* value = graph_.add_values();
+    value->set_name(name);
+    value->mutable_tensor()->set_dtype(dtype);
+    value->mutable_tensor()->mutable_shape()->Add(shape.begin(), shape.end());
+  }
+  Graph graph_;
+  int count_ = 0;
+};
+
+// The variants of explicit attention the tests build: B2 H4 S8 D16, K and V with `kv_heads`.
+struct AttentionSpelling {
+  std::int64_t kv_heads = 4;
+  bool repeat_kv = false;         // repeat_interleave K and V up to 4 heads
+  std::int64_t softmax_dim = -1;
+  std::int64_t triu_diagonal = 1;  // masked_fill(triu(ones, diagonal)); 0: no mask
+  bool scale_after_softmax = false;
+  bool scores_are_an_output = false;
+};
+
+Graph ExplicitAttentionGraph(const AttentionSpelling& spelling) {
+  using B = NamedGraphBuilder;
+  B b;
+  const std::string q = b.Input("q", {2, 4, 8, 16});
+  std::string k = b.Input("k", {2, spelling.kv_heads, 8, 16});
+  std::string v = b.Input("v", {2, spelling.kv_heads, 8, 16});
+  if (spelling.repeat_kv) {
+    const std::int64_t times = 4 / spelling.kv_heads;
+    k = b.Op("aten::repeat_interleave", "self_int",
+             {B::T("self", k), B::I("repeats", times), B::I("dim", 1)}, {2, 4, 8, 16});
+    v = b.Op("aten::repeat_interleave", "self_int",
+             {B::T("self", v), B::I("repeats", times), B::I("dim", 1)}, {2, 4, 8, 16});
+  }
+  const std::string key_t = b.Op("aten::transpose", "int",
+                                 {B::T("self", k), B::I("dim0", -2), B::I("dim1", -1)},
+                                 {2, 4, 16, 8});
+  const std::string raw = b.Op("aten::matmul", "default", {B::T("self", q), B::T("other", key_t)},
+                               {2, 4, 8, 8});
+  if (spelling.scores_are_an_output) b.Output(raw);
+  std::string scores = b.Op("aten::div", "Tensor", {B::T("self", raw), B::F("other", 4.0)},
+                            {2, 4, 8, 8});
+  if (spelling.triu_diagonal != 0) {
+    const std::string ones = b.Op("aten::ones", "default", {B::Ints("size", {8, 8})}, {8, 8},
+                                  forge::v1::DTYPE_BOOL);
+    const std::string mask = b.Op("aten::triu", "default",
+                                  {B::T("self", ones), B::I("diagonal", spelling.triu_diagonal)},
+                                  {8, 8}, forge::v1::DTYPE_BOOL);
+    scores = b.Op("aten::masked_fill", "Scalar",
+                  {B::T("self", scores), B::T("mask", mask),
+                   B::F("value", -std::numeric_limits<double>::infinity())},
+                  {2, 4, 8, 8});
+  }
+  std::string probabilities =
+      b.Op("aten::softmax", "int", {B::T("self", scores), B::I("dim", spelling.softmax_dim)},
+           {2, 4, 8, 8});
+  if (spelling.scale_after_softmax) {
+    probabilities = b.Op("aten::mul", "Tensor", {B::T("self", probabilities), B::F("other", 0.5)},
+                         {2, 4, 8, 8});
+  }
+  const std::string out = b.Op("aten::matmul", "default",
+                               {B::T("self", probabilities), B::T("other", v)}, {2, 4, 8, 16});
+  b.Output(b.Op("aten::relu", "default", {B::T("self", out)}, {2, 4, 8, 16}));
+  return b.graph();
+}
+
+// The one attention of the task's group, as the analysis will find it.
+AttentionPattern PatternOf(const forge::v1::KernelTask& task) {
+  const AttentionMatches matches = FindExplicitAttention(task.group());
+  EXPECT_EQ(matches.patterns.size(), 1);
+  return matches.patterns.empty() ? AttentionPattern{} : matches.patterns.front();
+}
+
+TEST(PartitionTest, ExplicitCausalAttentionIsOneTaskWithItsMaskAndEpilogue) {
+  const PartitionResult result = PartitionAndCheck(ExplicitAttentionGraph({}));
+  EXPECT_THAT(Summary(result),
+              ElementsAre("ATTENTION: transpose+matmul+div+ones+triu+masked_fill+softmax+"
+                          "matmul+relu"));
+  const AttentionPattern pattern = PatternOf(result.tasks[0]);
+  EXPECT_TRUE(pattern.causal);
+  EXPECT_EQ(pattern.mask_kind, AttentionMaskKind::kMaskedFill);
+  EXPECT_DOUBLE_EQ(pattern.scale, 0.25);
+  EXPECT_EQ(pattern.query, "q");
+  EXPECT_EQ(pattern.key, "k");
+  EXPECT_EQ(pattern.value, "v");
+  EXPECT_EQ(pattern.kv_repeat, 1);
+  EXPECT_THAT(result.tasks[0].notes(), IsEmpty());
+}
+
+TEST(PartitionTest, RepeatInterleavedKeysAndValuesFoldIntoGroupedQueryAttention) {
+  const PartitionResult result =
+      PartitionAndCheck(ExplicitAttentionGraph({.kv_heads = 2, .repeat_kv = true}));
+  ASSERT_EQ(result.tasks.size(), 1);
+  EXPECT_EQ(result.tasks[0].family(), forge::v1::KERNEL_FAMILY_ATTENTION);
+  const AttentionPattern pattern = PatternOf(result.tasks[0]);
+  EXPECT_EQ(pattern.kv_repeat, 2);
+  EXPECT_EQ(pattern.key, "k");
+  EXPECT_EQ(pattern.value, "v");
+}
+
+TEST(PartitionTest, AMaskThatIsNotCausalShapedIsAttentionWithATensorMask) {
+  const PartitionResult result = PartitionAndCheck(ExplicitAttentionGraph({.triu_diagonal = 2}));
+  ASSERT_EQ(result.tasks.size(), 1);
+  EXPECT_EQ(result.tasks[0].family(), forge::v1::KERNEL_FAMILY_ATTENTION);
+  const AttentionPattern pattern = PatternOf(result.tasks[0]);
+  EXPECT_FALSE(pattern.causal);
+  EXPECT_EQ(pattern.mask_kind, AttentionMaskKind::kMaskedFill);
+}
+
+// Near misses stay GEMM, softmax and GEMM tasks, and the softmax's task says why.
+TEST(PartitionTest, NearMissesOfAttentionStayAsTheyWereAndSayWhy) {
+  const struct {
+    AttentionSpelling spelling;
+    const char* reason;
+  } cases[] = {
+      {{.softmax_dim = 2}, "not attention: the softmax is over dim 2"},
+      {{.scale_after_softmax = true}, "not attention: the probabilities go to aten::mul"},
+      {{.scores_are_an_output = true}, "are read elsewhere too"},
+  };
+  for (const auto& test : cases) {
+    SCOPED_TRACE(test.reason);
+    const PartitionResult result = PartitionAndCheck(ExplicitAttentionGraph(test.spelling));
+    std::vector<std::string> notes;
+    for (const auto& task : result.tasks) {
+      EXPECT_NE(task.family(), forge::v1::KERNEL_FAMILY_ATTENTION);
+      notes.insert(notes.end(), task.notes().begin(), task.notes().end());
+    }
+    EXPECT_THAT(notes, ::testing::Contains(HasSubstr(test.reason)));
+    EXPECT_THAT(Summary(result), ::testing::Contains(::testing::StartsWith("REDUCTION: ")));
+  }
+}
+
 TEST(PartitionTest, ViewsFoldIntoTheGroupThatReadsThem) {
   GraphBuilder b;
   const std::string x = b.Input("x", {2, 8, 64});
@@ -490,9 +682,9 @@ TEST(PartitionModelsTest, LlamaBlockTasks) {
 }
 
 // The glue around a Mistral-style attention (tests/fixtures: python/tests/models.py's
-// GlueAttention): each RoPE (slices, neg, cat, mul, add) is one pointwise task, K's
-// repeat_interleave joins it, V's joins V's projection as its epilogue, the embeddings are one
-// task and the causal mask (ones, triu) another. What stays ATen is views of the model's inputs
+// GlueAttention): each RoPE (slices, neg, cat, mul, add) is one pointwise task, the embeddings
+// are one task, and the attention (K's and V's repeat_interleave, the causal mask's ones and
+// triu) is one ATTENTION task with GQA folded. What stays ATen is views of the model's inputs
 // that several tasks read (cos[:length], sin[:length]: no data moves), and they say so.
 TEST(PartitionModelsTest, GlueAttentionLeavesOnlyViewsToAten) {
   const PartitionResult result = PartitionAndCheck(LoadModel("glue_attention"));
@@ -512,7 +704,7 @@ TEST(PartitionModelsTest, GlueAttentionLeavesOnlyViewsToAten) {
       if (!ops.contains(glue)) continue;
       glue_seen.insert(glue);
       EXPECT_TRUE(task.family() == forge::v1::KERNEL_FAMILY_POINTWISE ||
-                  task.family() == forge::v1::KERNEL_FAMILY_GEMM)
+                  task.family() == forge::v1::KERNEL_FAMILY_ATTENTION)
           << glue << " in a " << forge::v1::KernelFamily_Name(task.family()) << " task";
     }
     if (ops.contains("cat")) {
@@ -526,8 +718,47 @@ TEST(PartitionModelsTest, GlueAttentionLeavesOnlyViewsToAten) {
     }
   }
   EXPECT_EQ(ropes, 2);  // q's and k's
+  EXPECT_EQ(InstancesPerFamily(result).at("KERNEL_FAMILY_ATTENTION"), 1);
+  for (const auto& task : result.tasks) {
+    if (task.family() != forge::v1::KERNEL_FAMILY_ATTENTION) continue;
+    const AttentionPattern pattern = PatternOf(task);
+    EXPECT_EQ(pattern.kv_repeat, 2);
+    EXPECT_TRUE(pattern.causal);
+    EXPECT_EQ(pattern.mask_fill, -1e4);
+  }
   EXPECT_THAT(glue_seen, ::testing::UnorderedElementsAre("cat", "repeat_interleave", "triu",
                                                          "ones", "embedding", "arange"));
+}
+
+// Attention as exported (python/tests/models.py): GPT-2's explicit causal attention, SDPA with
+// GQA, and Llama's repeat_kv (expand + reshape) before explicit attention.
+TEST(PartitionModelsTest, ExportedAttentionIsOneTaskInEachSpelling) {
+  {
+    const PartitionResult result = PartitionAndCheck(LoadModel("explicit_attention"));
+    SCOPED_TRACE(absl::StrJoin(Summary(result), "\n"));
+    EXPECT_EQ(InstancesPerFamily(result).at("KERNEL_FAMILY_ATTENTION"), 1);
+    EXPECT_EQ(InstancesPerFamily(result).count("KERNEL_FAMILY_REDUCTION"), 0);
+    for (const auto& task : result.tasks) {
+      if (task.family() != forge::v1::KERNEL_FAMILY_ATTENTION) continue;
+      const AttentionPattern pattern = PatternOf(task);
+      EXPECT_TRUE(pattern.causal);  // masked_fill(~tril(ones))
+      EXPECT_NEAR(pattern.scale, 1 / std::sqrt(8.0), 1e-12);
+      EXPECT_EQ(pattern.kv_repeat, 1);
+    }
+  }
+  {
+    const PartitionResult result = PartitionAndCheck(LoadModel("sdpa_gqa"));
+    EXPECT_THAT(Summary(result), ElementsAre("ATTENTION: scaled_dot_product_attention"));
+  }
+  {
+    const PartitionResult result = PartitionAndCheck(LoadModel("expand_gqa_attention"));
+    SCOPED_TRACE(absl::StrJoin(Summary(result), "\n"));
+    ASSERT_EQ(result.tasks.size(), 1);
+    const AttentionPattern pattern = PatternOf(result.tasks[0]);
+    EXPECT_EQ(pattern.kv_repeat, 2);
+    EXPECT_FALSE(pattern.causal);
+    EXPECT_EQ(pattern.mask_kind, AttentionMaskKind::kNone);
+  }
 }
 
 TEST(PartitionModelsTest, LlamaStackCollapsesToTheBlocksTasks) {

@@ -1,5 +1,7 @@
 """Test models, built in test code with random weights (no downloads)."""
 
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -150,6 +152,52 @@ class GlueAttention(nn.Module):
         return self.o(out)
 
 
+class ExplicitAttention(nn.Module):
+    """GPT-2-style causal self-attention written out: q @ k^T / sqrt(d), masked_fill of the
+    future (~tril(ones)) with the dtype's lowest value (as Hugging Face's GPT-2), softmax, dropout (the identity in eval), @ v. The partitioner
+    makes one ATTENTION task of the five steps (compiler/graph/attention_pattern.h)."""
+
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads, self.head_dim = heads, width // heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q = q.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        v = v.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        mask = torch.tril(torch.ones(length, length, dtype=torch.bool, device=x.device))
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        out = self.drop(torch.softmax(scores, dim=-1)) @ v
+        return self.proj(out.transpose(1, 2).contiguous().view(batch, length, width))
+
+
+class SdpaGqa(nn.Module):
+    """scaled_dot_product_attention, causal, with grouped-query heads (4 query heads, 2 KV)."""
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+class ExpandGqaAttention(nn.Module):
+    """Llama's repeat_kv (expand + reshape) on K and V, then explicit unmasked attention with
+    a multiplied scale."""
+
+    def forward(self, q, k, v):
+        batch, kv_heads, length, dim = k.shape
+        k = k[:, :, None].expand(batch, kv_heads, 2, length, dim).reshape(batch, 2 * kv_heads,
+                                                                          length, dim)
+        v = v[:, :, None].expand(batch, kv_heads, 2, length, dim).reshape(batch, 2 * kv_heads,
+                                                                          length, dim)
+        scores = torch.matmul(q, k.transpose(2, 3)) * dim**-0.5
+        return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 class GlueOps(nn.Module):
     """Every glue op the pointwise family reads through, on small odd shapes and mixed dtypes:
     cat (float32 with bfloat16, promoted), stack, flip, roll (with and without dims), repeat,
@@ -192,6 +240,12 @@ def all_models():
         ("glue_ops", GlueOps(), (torch.randn(5, 6), torch.randn(5, 6).bfloat16(),
                                  torch.tensor([4, 0, 2]), torch.randint(0, 6, (5, 3)))),
         ("cumsum_scale", CumsumScale(), (torch.randn(8, 100),)),
+        ("explicit_attention", ExplicitAttention(), (torch.randn(2, 7, 32),)),
+        ("sdpa_gqa", SdpaGqa(), (torch.randn(2, 4, 7, 8), torch.randn(2, 2, 7, 8),
+                                 torch.randn(2, 2, 7, 8))),
+        ("expand_gqa_attention", ExpandGqaAttention(), (torch.randn(2, 4, 7, 8),
+                                                        torch.randn(2, 2, 7, 8),
+                                                        torch.randn(2, 2, 7, 8))),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]
 
