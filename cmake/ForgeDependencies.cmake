@@ -16,6 +16,7 @@ set(FORGE_DEP_spdlog "Debian: libspdlog-dev")
 set(FORGE_DEP_hiredis "Debian: libhiredis-dev")
 set(FORGE_DEP_civetweb "Debian: libcivetweb-dev")
 set(FORGE_DEP_OpenSSL "libcrypto 3 for SHA-256; Debian: libssl-dev")
+set(FORGE_DEP_xgboost "the learned performance model's learner; Debian: libxgboost-dev")
 set(FORGE_DEP_GTest "Debian: libgtest-dev libgmock-dev")
 set(FORGE_DEP_CUDAToolkit "the CUDA 13 toolkit at /usr/local/cuda, or set CUDAToolkit_ROOT")
 
@@ -35,6 +36,18 @@ endif()
 add_library(forge_civetweb INTERFACE)
 target_include_directories(forge_civetweb SYSTEM INTERFACE ${FORGE_CIVETWEB_INCLUDE})
 target_link_libraries(forge_civetweb INTERFACE ${FORGE_CIVETWEB_LIBRARY})
+
+# XGBoost 1.7 through its C API (xgboost/c_api.h): the learned performance model
+# (compiler/cost/learned). Debian's CMake config, like civetweb's, names a binary the package does
+# not ship (/usr/bin/xgboost), so the library and header are found directly.
+find_path(FORGE_XGBOOST_INCLUDE xgboost/c_api.h)
+find_library(FORGE_XGBOOST_LIBRARY xgboost)
+if(NOT FORGE_XGBOOST_INCLUDE OR NOT FORGE_XGBOOST_LIBRARY)
+  message(FATAL_ERROR "Forge needs XGBoost (${FORGE_DEP_xgboost}), not found: ${FORGE_SETUP_HINT}.")
+endif()
+add_library(forge_xgboost INTERFACE)
+target_include_directories(forge_xgboost SYSTEM INTERFACE ${FORGE_XGBOOST_INCLUDE})
+target_link_libraries(forge_xgboost INTERFACE ${FORGE_XGBOOST_LIBRARY})
 
 # Debian's hiredis 0.14 ships a CMake config without an imported target; use pkg-config.
 find_package(PkgConfig QUIET)

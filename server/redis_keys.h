@@ -47,6 +47,13 @@
 //   forge:worker_seq               string  last worker number handed out; ids "worker-<n>-<random>"
 //   forge:workers                  zset    worker id -> last heartbeat (ms since the epoch)
 //   forge:worker:{id}              hash    "info": WorkerStatus bytes as registered
+//
+// The learned performance model (cost_model_store.h), per space:
+//
+//   forge:cost_model:{space}       hash    "version" (1, 2, ...: HINCRBY, never reused), "model"
+//                                          (the LearnedModel's bytes), "target", "rows", "tasks",
+//                                          "results_seen" (measured results when it was trained),
+//                                          "trained_ms"
 #ifndef FORGE_SERVER_REDIS_KEYS_H_
 #define FORGE_SERVER_REDIS_KEYS_H_
 
@@ -99,6 +106,9 @@ inline constexpr absl::string_view kWorkerSequence = "forge:worker_seq";
 inline constexpr absl::string_view kWorkers = "forge:workers";
 inline std::string Worker(absl::string_view worker_id) {
   return absl::StrCat("forge:worker:", worker_id);
+}
+inline std::string CostModel(absl::string_view space) {
+  return absl::StrCat("forge:cost_model:", space);
 }
 
 // Fields of forge:job:{id}. The progress counters share their names with the JobProgress fields

@@ -67,9 +67,10 @@ double LaunchedThreads(const codegen::LaunchDims& launch) {
 
 }  // namespace
 
-absl::StatusOr<CostModelPrior> CostModelPrior::ForGpu(absl::string_view gpu_name) {
+absl::StatusOr<CostModelPrior> CostModelPrior::ForGpu(absl::string_view gpu_name,
+                                                      const cost::CostPredictor* learned) {
   FORGE_ASSIGN_OR_RETURN(GpuArch gpu, FindGpu(gpu_name));
-  return CostModelPrior(std::move(gpu));
+  return CostModelPrior(std::move(gpu), learned);
 }
 
 EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
@@ -104,6 +105,21 @@ EstimatedKernel CostModelPrior::Estimate(const forge::v1::KernelTask& task,
 
 absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTask& task,
                                                       const codegen::LaunchPlan& plan) const {
+  int estimated_registers = 0;
+  FORGE_ASSIGN_OR_RETURN(const double analytic, AnalyticSeconds(task, plan, estimated_registers));
+  if (learned_ == nullptr) return analytic;
+  FORGE_ASSIGN_OR_RETURN(const cost::CostPrediction prediction,
+                         learned_->Predict({.gpu = &gpu_,
+                                            .task = &task,
+                                            .plan = &plan,
+                                            .estimated_registers = estimated_registers,
+                                            .analytic_seconds = analytic}));
+  return prediction.seconds;
+}
+
+absl::StatusOr<double> CostModelPrior::AnalyticSeconds(const forge::v1::KernelTask& task,
+                                                       const codegen::LaunchPlan& plan,
+                                                       int& estimated_registers) const {
   if (plan.hints.executor == codegen::Executor::kAten) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the prior ranks search-space points; the ATen fallback of task ", task.digest(),
@@ -125,6 +141,7 @@ absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTas
     return prediction.seconds;
   }
   const EstimatedKernel estimate = Estimate(task, plan);
+  estimated_registers = estimate.registers_per_thread;
   const cost::KernelResources resources{
       .registers_per_thread = estimate.registers_per_thread,
       .dynamic_shared_bytes = plan.launch.dynamic_shared_bytes};

@@ -17,6 +17,10 @@
 // pass over a row), which the search learns from outcomes instead.
 // cuBLASLt points are predicted as the library call they are: the roofline over a library
 // efficiency plus one launch per kernel it launches.
+// With a learned model (compiler/cost/learned/cost_predictor.h), that analytic prediction and the
+// estimates above become features of the learned model's prediction, which replaces it where the
+// predictor has a model trained on enough measurements (it falls back to the analytic one
+// otherwise).
 #ifndef FORGE_COMPILER_SEARCH_PRIOR_H_
 #define FORGE_COMPILER_SEARCH_PRIOR_H_
 
@@ -26,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "common/arch/arch.h"
 #include "compiler/codegen/generated_kernel.h"
+#include "compiler/cost/learned/cost_predictor.h"
 #include "forge/v1/task.pb.h"
 
 namespace forge::search {
@@ -39,7 +44,9 @@ struct EstimatedKernel {
 class CostModelPrior {
  public:
   // The prior for the GPU `gpu_name` names in common/arch ("H200"); NotFound for an unknown one.
-  static absl::StatusOr<CostModelPrior> ForGpu(absl::string_view gpu_name);
+  // `learned` (may be null: the analytic model alone) must outlive the prior.
+  static absl::StatusOr<CostModelPrior> ForGpu(absl::string_view gpu_name,
+                                               const cost::CostPredictor* learned = nullptr);
 
   // Predicted seconds of one execution of `plan` (a family's plan of a point of `task`; a
   // GeneratedKernel is one too). InvalidArgument for the ATen fallback (the baseline, not a point
@@ -55,9 +62,16 @@ class CostModelPrior {
   const GpuArch& gpu() const { return gpu_; }
 
  private:
-  explicit CostModelPrior(GpuArch gpu) : gpu_(std::move(gpu)) {}
+  CostModelPrior(GpuArch gpu, const cost::CostPredictor* learned)
+      : gpu_(std::move(gpu)), learned_(learned) {}
+
+  // The analytic prediction of PredictSeconds, and the registers it assumed (0 for a library).
+  absl::StatusOr<double> AnalyticSeconds(const forge::v1::KernelTask& task,
+                                         const codegen::LaunchPlan& plan,
+                                         int& estimated_registers) const;
 
   GpuArch gpu_;
+  const cost::CostPredictor* learned_ = nullptr;
 };
 
 }  // namespace forge::search

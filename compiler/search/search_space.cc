@@ -118,7 +118,7 @@ absl::StatusOr<SearchStart> PrepareSearch(absl::string_view kind,
   FORGE_RETURN_IF_ERROR(ValidateOptions(options));
   std::optional<CostModelPrior> prior;
   if (options.use_cost_model_prior) {
-    FORGE_ASSIGN_OR_RETURN(prior, CostModelPrior::ForGpu(options.prior_gpu));
+    FORGE_ASSIGN_OR_RETURN(prior, CostModelPrior::ForGpu(options.prior_gpu, options.learned_prior));
   }
   FORGE_ASSIGN_OR_RETURN(SearchSpace space, SearchSpace::Build(task, target_arch,
                                                                prior ? &*prior : nullptr));

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "compiler/cost/learned/cost_predictor.h"
 #include "forge/v1/task.pb.h"
 
 namespace forge::search {
@@ -44,6 +45,10 @@ struct SearchOptions {
   // False: no cost-model prior; every point ranks equal and expansion follows the seeded tie
   // order alone (the benchmark's ablation of the prior).
   bool use_cost_model_prior = true;
+  // The learned performance model over the analytic prior (compiler/cost/learned/
+  // cost_predictor.h; it falls back to the analytic prediction without a usable model); null:
+  // the analytic prior alone. Must outlive the searches. Read when a search space is built.
+  const cost::CostPredictor* learned_prior = nullptr;
 };
 
 class Searcher {

@@ -10,6 +10,7 @@
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
+#include "compiler/cost/plan_prediction.h"
 #include "compiler/graph/cost.h"
 
 namespace forge::emulated {
@@ -52,29 +53,21 @@ forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch&
 
 }  // namespace
 
-cost::KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
-                                    const codegen::LaunchPlan& plan,
-                                    const cost::KernelResources& resources,
-                                    const cost::Occupancy& occupancy) {
-  const codegen::CostHints& hints = plan.hints;
-  cost::KernelWork work;
-  work.flops = static_cast<double>(task.flops());
-  work.math_mode = graph::GeneratedKernelMathMode(task);
-  const double threads = static_cast<double>(plan.launch.grid[0]) * plan.launch.grid[1] *
-                         plan.launch.grid[2] * plan.launch.block[0] * plan.launch.block[1] *
-                         plan.launch.block[2];
-  work.bytes_moved = static_cast<double>(task.min_bytes()) +
-                     threads * (resources.spill_store_bytes + resources.spill_load_bytes);
-  work.bytes_in_flight_per_thread = hints.bytes_in_flight_per_thread;
-  if (hints.row_rereads > 0) {
-    // The rows resident at once against the L2 size: the share of a re-read that misses it.
-    const double resident_bytes = static_cast<double>(gpu.sm_count) * occupancy.blocks_per_sm *
-                                  hints.rows_per_block * hints.row_bytes;
-    const double l2_miss =
-        std::clamp(1.0 - static_cast<double>(gpu.l2_bytes) / resident_bytes, 0.0, 1.0);
-    work.bytes_moved += hints.row_rereads * hints.row_input_bytes * l2_miss;
+double EmulatedBackend::Refine(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                               const codegen::LaunchPlan& plan,
+                               const std::optional<cost::KernelResources>& resources,
+                               const cost::PlanPrediction& analytic,
+                               std::string& explanation) const {
+  if (learned_ == nullptr) return analytic.seconds;
+  const absl::StatusOr<cost::CostPrediction> prediction =
+      learned_->Predict({.gpu = &gpu, .task = &task, .plan = &plan, .resources = resources,
+                         .analytic_seconds = analytic.seconds});
+  if (!prediction.ok() || prediction->source != cost::PredictionSource::kLearned) {
+    return analytic.seconds;
   }
-  return work;
+  explanation = absl::StrCat("learned model v", prediction->model_version, " (analytic ",
+                             absl::SixDigits(analytic.seconds * 1e6), " us: ", explanation, ")");
+  return prediction->seconds;
 }
 
 absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelTask& task,
@@ -89,32 +82,11 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
   EmulatedResult outcome;
 
   if (kernel.hints.executor != codegen::Executor::kGeneratedKernel) {
-    double seconds = 0;
-    std::string explanation;
-    if (kernel.hints.gemm_math != codegen::GemmMath::kNone) {
-      // A tiled GEMM Forge instantiated (CUTLASS): its tile, CTAs and math are in the hints.
-      FORGE_ASSIGN_OR_RETURN(const cost::GemmPrediction prediction,
-                             cost::PredictGemmTime(gpu, static_cast<double>(task.flops()),
-                                                   static_cast<double>(task.min_bytes()),
-                                                   kernel.hints));
-      seconds = prediction.seconds;
-      explanation = prediction.explanation;
-    } else {
-      // The ATen fallback launches one kernel per non-view node; "cublaslt_then_pointwise" runs
-      // its epilogue kernel after the matmul, through a scratch tensor written and read once
-      // more; a host-launched candidate without GEMM hints is a library-like call too.
-      double bytes = static_cast<double>(task.min_bytes());
-      if (kernel.hints.output_through_scratch) {
-        for (const forge::v1::TensorSpec& output : task.outputs()) {
-          bytes += 2.0 * graph::SpannedBytes(output);
-        }
-      }
-      FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
-                             cost::PredictLibraryTime(gpu, static_cast<double>(task.flops()),
-                                                      bytes, mode, kernel.hints.kernel_launches));
-      seconds = prediction.seconds;
-      explanation = prediction.explanation;
-    }
+    // A tiled GEMM from its hints, any other library-like call from the roofline.
+    FORGE_ASSIGN_OR_RETURN(const cost::PlanPrediction prediction,
+                           cost::PredictPlan(gpu, task, kernel, std::nullopt));
+    std::string explanation = prediction.explanation;
+    const double seconds = Refine(gpu, task, kernel, std::nullopt, prediction, explanation);
     forge::v1::Measurement* measurement =
         StartMeasurement(outcome, gpu, candidate_digest, seconds, floor.seconds);
     measurement->mutable_metrics()->set_counters_available(false);
@@ -161,12 +133,13 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
                           std::string(occupancy.status().message()), compiled.log);
   }
   if (!occupancy.ok()) return occupancy.status();
-  const cost::KernelWork work = EstimateKernelWork(gpu, task, kernel, resources, *occupancy);
-  FORGE_ASSIGN_OR_RETURN(const cost::KernelPrediction prediction,
-                         cost::PredictKernelTime(gpu, kernel.launch, resources, work));
+  FORGE_ASSIGN_OR_RETURN(const cost::PlanPrediction prediction,
+                         cost::PredictPlan(gpu, task, kernel, resources));
+  std::string explanation = prediction.explanation;
+  const double seconds = Refine(gpu, task, kernel, resources, prediction, explanation);
 
   forge::v1::Measurement* measurement =
-      StartMeasurement(outcome, gpu, candidate_digest, prediction.seconds, floor.seconds);
+      StartMeasurement(outcome, gpu, candidate_digest, seconds, floor.seconds);
   forge::v1::KernelMetrics* metrics = measurement->mutable_metrics();
   metrics->set_counters_available(false);
   metrics->set_resources_available(true);
@@ -175,7 +148,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
       static_cast<int32_t>(report->shared_memory_bytes + kernel.launch.dynamic_shared_bytes));
   metrics->set_spill_store_bytes(static_cast<int32_t>(report->spill_store_bytes));
   metrics->set_spill_load_bytes(static_cast<int32_t>(report->spill_load_bytes));
-  outcome.explanation = prediction.explanation;
+  outcome.explanation = std::move(explanation);
   return outcome;
 }
 

@@ -1,10 +1,12 @@
 // The worker's backend where there is no GPU: the candidate is compiled for real (NVRTC for the
 // target GPU's architecture, ptxas' register/shared-memory/spill report), and the timer is
-// replaced by the performance model (compiler/cost/perf_model.h). Every measurement it returns
-// has kind MEASUREMENT_KIND_PREDICTED and a device name that says so; nothing here was run.
+// replaced by the performance model (compiler/cost/perf_model.h, through plan_prediction.h).
+// Every measurement it returns has kind MEASUREMENT_KIND_PREDICTED and a device name that says
+// so; nothing here was run.
 #ifndef FORGE_WORKER_EMULATED_EMULATED_BACKEND_H_
 #define FORGE_WORKER_EMULATED_EMULATED_BACKEND_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,22 +16,11 @@
 #include "forge/v1/task.pb.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/compile/ptxas_report.h"
+#include "compiler/cost/learned/cost_predictor.h"
 #include "compiler/cost/perf_model.h"
+#include "compiler/cost/plan_prediction.h"
 
 namespace forge::emulated {
-
-// The work of one launch of a generated kernel, from its plan's cost hints (CostHints: the
-// family computes them from its own layout) and ptxas' figures:
-//  - DRAM traffic: the task's min_bytes, plus every spilled byte per thread, stored and loaded (an
-//    upper bound: part of it stays in L1/L2, but the search should see spilling schedules as
-//    slower), plus the row re-reads of an uncached row reduction (CostHints::row_rereads): only
-//    the share of them that misses L2 reaches DRAM, from the rows resident at once (SMs x blocks
-//    per SM x rows per block) against the L2 size;
-//  - bytes in flight per thread: CostHints::bytes_in_flight_per_thread.
-cost::KernelWork EstimateKernelWork(const GpuArch& gpu, const forge::v1::KernelTask& task,
-                                    const codegen::LaunchPlan& plan,
-                                    const cost::KernelResources& resources,
-                                    const cost::Occupancy& occupancy);
 
 struct EmulatedResult {
   // A Measurement (kind PREDICTED) or a Failure (stage COMPILE).
@@ -40,8 +31,13 @@ struct EmulatedResult {
 
 class EmulatedBackend {
  public:
-  // `pool` compiles the candidates and must outlive the backend.
-  explicit EmulatedBackend(compile::CompilePool* pool) : pool_(pool) {}
+  // `pool` compiles the candidates and must outlive the backend. With `learned` (which must
+  // outlive it too), each analytic prediction goes through the learned performance model
+  // (compiler/cost/learned/cost_predictor.h: the learned time where it has a usable model for
+  // the GPU, the analytic one otherwise), and the explanation says which.
+  explicit EmulatedBackend(compile::CompilePool* pool,
+                           const cost::CostPredictor* learned = nullptr)
+      : pool_(pool), learned_(learned) {}
 
   // Predicts `kernel` (generated for `task`) on the GPU named `gpu_name` (common/arch: "H200",
   // "A100", "RTX 4090", ...). Generated kernels are compiled for that GPU's architecture first; a
@@ -57,7 +53,15 @@ class EmulatedBackend {
                                          absl::string_view candidate_digest) const;
 
  private:
+  // The learned model's time for a candidate the analytic model predicted at `analytic`
+  // (explanation extended when the learned model made it).
+  double Refine(const GpuArch& gpu, const forge::v1::KernelTask& task,
+                const codegen::LaunchPlan& plan,
+                const std::optional<cost::KernelResources>& resources,
+                const cost::PlanPrediction& analytic, std::string& explanation) const;
+
   compile::CompilePool* pool_;
+  const cost::CostPredictor* learned_ = nullptr;
 };
 
 }  // namespace forge::emulated

@@ -8,6 +8,8 @@
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/reduction/reduction.h"
+#include "compiler/cost/learned/testing/synthetic_dataset.h"
+#include "compiler/cost/plan_prediction.h"
 #include "gtest/gtest.h"
 
 namespace forge::emulated {
@@ -157,6 +159,36 @@ TEST_F(EmulatedBackendTest, HostLaunchedCandidateIsPredictedWithoutNvcc) {
   EXPECT_EQ(pool_->stats().requests, 0);
 }
 
+// With a learned model: the analytic prediction without a usable one, the learned one (and its
+// version in the explanation) with one; the synthetic rule makes scalar launches slower, the
+// relu kernel here is a vector one, so only the source of the number is checked.
+TEST_F(EmulatedBackendTest, LearnedModelRefinesThePredictionWhenItHasOne) {
+  cost::CostPredictor learned;
+  const EmulatedBackend with_learned(pool_.get(), &learned);
+  const absl::StatusOr<EmulatedResult> analytic =
+      with_learned.Predict(ReluTask(), ReluKernel(), "H200", "d");
+  ASSERT_TRUE(analytic.ok()) << analytic.status();
+  const double analytic_us = analytic->result.measurement().median_us();
+  EXPECT_EQ(analytic_us, backend_->Predict(ReluTask(), ReluKernel(), "H200", "d")
+                             ->result.measurement()
+                             .median_us());
+  EXPECT_EQ(analytic->explanation.find("learned"), std::string::npos);
+
+  const absl::StatusOr<std::vector<cost::testing::SyntheticCandidate>> candidates =
+      cost::testing::SyntheticPointwise(*FindGpu("H200"), 8);
+  ASSERT_TRUE(candidates.ok()) << candidates.status();
+  learned.SetModel(cost::VersionedModel{
+      .version = 4,
+      .model = *cost::LearnedModel::Train(cost::testing::RowsOf(*candidates), {.rounds = 50})});
+  const absl::StatusOr<EmulatedResult> refined =
+      with_learned.Predict(ReluTask(), ReluKernel(), "H200", "d");
+  ASSERT_TRUE(refined.ok()) << refined.status();
+  EXPECT_EQ(refined->result.measurement().kind(), forge::v1::MEASUREMENT_KIND_PREDICTED);
+  EXPECT_NE(refined->explanation.find("learned model v4"), std::string::npos)
+      << refined->explanation;
+  EXPECT_GT(refined->result.measurement().median_us(), 0);
+}
+
 TEST_F(EmulatedBackendTest, UnknownGpuIsAnError) {
   EXPECT_TRUE(absl::IsNotFound(
       backend_->Predict(ReluTask(), ReluKernel(), "Voodoo 2", "d").status()));
@@ -203,7 +235,7 @@ TEST(EstimateKernelWorkTest, LayerNormOverTrailingDimsRereadsItsLongRows) {
   EXPECT_EQ(kernel->hints.row_rereads, 1);
   absl::StatusOr<GpuArch> h200 = FindGpu("H200");
   ASSERT_TRUE(h200.ok()) << h200.status();
-  const cost::KernelWork work = EstimateKernelWork(
+  const cost::KernelWork work = cost::EstimateKernelWork(
       *h200, task, *kernel, {.registers_per_thread = 40}, {.blocks_per_sm = 1});
   // Welford: one statistics pass, then the pass that writes the output reads the row again.
   EXPECT_GT(work.bytes_moved, static_cast<double>(task.min_bytes()) + 0.9 * row_input_bytes);

@@ -1,0 +1,80 @@
+// The one way Forge predicts a candidate's time: the learned model (learned_model.h) over the
+// analytic model (perf_model.h) where a learned model for the GPU is loaded and was trained on
+// enough data, the analytic prediction otherwise. The search's prior and the emulated backend
+// compute the analytic prediction as before and pass it here with the candidate; whoever fetches
+// models (the coordinator from Redis, a worker or `forge predict` from a file or the
+// coordinator) installs them with SetModel. A prediction says which model made it and, for the
+// learned one, its version, so that reports can label it.
+//
+// The fallback threshold: a model trained on fewer than kMinTrainingRows rows or
+// kMinTrainingGroups tasks is not used (few tasks teach the trees one task's quirks; the
+// held-out evaluation, benchmarks/cost_model, splits by task for that reason). The trainer
+// (server/cost_model_trainer.h) does not train below the same threshold.
+//
+// Thread-safe: SetModel may run while other threads predict.
+#ifndef FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_
+#define FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/cost/learned/features.h"
+#include "compiler/cost/learned/learned_model.h"
+
+namespace forge::cost {
+
+inline constexpr int64_t kMinTrainingRows = 100;
+inline constexpr int64_t kMinTrainingGroups = 5;
+
+// A learned model as stored: its version (1, 2, ... per GPU kind) and bytes' model.
+struct VersionedModel {
+  int64_t version = 0;
+  LearnedModel model;
+};
+
+enum class PredictionSource { kAnalytic, kLearned };
+
+// "analytic" or "learned".
+absl::string_view PredictionSourceName(PredictionSource source);
+
+struct CostPrediction {
+  double seconds = 0;
+  double analytic_seconds = 0;
+  PredictionSource source = PredictionSource::kAnalytic;
+  int64_t model_version = 0;  // 0 for the analytic model
+};
+
+class CostPredictor {
+ public:
+  CostPredictor() = default;
+
+  // Installs `model` (nullopt: back to the analytic model). A model under the threshold is kept
+  // but not used.
+  void SetModel(std::optional<VersionedModel> model);
+
+  // The installed model's version (0: none).
+  int64_t model_version() const;
+
+  // Whether predictions use the learned model.
+  bool UsesLearnedModel() const;
+
+  // The prediction for `candidate` (its analytic_seconds already computed). Fails only for a
+  // candidate ExtractFeatures refuses; a learned model that fails to predict falls back to the
+  // analytic prediction.
+  absl::StatusOr<CostPrediction> Predict(const CandidateDescription& candidate) const;
+
+ private:
+  std::shared_ptr<const VersionedModel> Current() const;
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<const VersionedModel> model_;  // guarded by mutex_
+};
+
+}  // namespace forge::cost
+
+#endif  // FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_

@@ -1,0 +1,57 @@
+// The learned performance models in Redis (redis_keys.h: forge:cost_model:{space}), one current
+// model per space (a GPU kind, "NVIDIA H200"; a model never learns from predictions, so
+// "predicted:..." spaces have none). Each Put makes a new version, 1, 2, ..., numbered in the
+// same script that stores the bytes, so versions are never reused and a reader never sees a
+// version with another version's bytes. Fetchers poll Version (one HGET) and Get only when it
+// changed. Only the latest model is kept: older versions are superseded, not archived.
+#ifndef FORGE_SERVER_COST_MODEL_STORE_H_
+#define FORGE_SERVER_COST_MODEL_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/redis/redis_client.h"
+#include "compiler/cost/learned/cost_predictor.h"
+#include "compiler/cost/learned/learned_model.h"
+
+namespace forge::server {
+
+// What a stored model was trained on, besides the model's own counts.
+struct CostModelInfo {
+  int64_t version = 0;
+  int64_t rows = 0;
+  int64_t tasks = 0;
+  int64_t results_seen = 0;  // measured results of the space when it was trained
+  int64_t trained_ms = 0;    // ms since the epoch
+  std::string target;
+};
+
+class CostModelStore {
+ public:
+  // `redis` must outlive the store.
+  explicit CostModelStore(RedisClient* redis) : redis_(redis) {}
+
+  // Stores `model` as the next version of `space`; returns the version.
+  absl::StatusOr<int64_t> Put(absl::string_view space, const cost::LearnedModel& model,
+                              int64_t results_seen);
+
+  // The current version of `space` (0: none stored).
+  absl::StatusOr<int64_t> Version(absl::string_view space);
+
+  // What the current model of `space` was trained on; nullopt when none is stored.
+  absl::StatusOr<std::optional<CostModelInfo>> Info(absl::string_view space);
+
+  // The current model of `space` with its version; nullopt when none is stored. DataLoss when the
+  // stored bytes are not a model this build can use (another feature schema: retrain).
+  absl::StatusOr<std::optional<cost::VersionedModel>> Get(absl::string_view space);
+
+ private:
+  RedisClient* const redis_;
+};
+
+}  // namespace forge::server
+
+#endif  // FORGE_SERVER_COST_MODEL_STORE_H_
