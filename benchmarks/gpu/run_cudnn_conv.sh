@@ -16,7 +16,9 @@ for test in cudnn_conv_executor_test cudnn_conv_gpu_test; do
   "$FORGE_BUNDLE/bin/$test" >"$OUT/$test.log" 2>&1
   echo "| $test | exit $?: $(grep -c '^\[       OK \]' "$OUT/$test.log") passed, $(grep -c '^\[  FAILED  \].*(' "$OUT/$test.log") failed |" >>"$summary"
 done
-"$FORGE_BUNDLE/bin/cudnn_conv_bench" >"$OUT/cudnn_conv_bench.txt" 2>"$OUT/cudnn_conv_bench.points.txt"
-(cd "$here" && python3 conv_eager.py) >"$OUT/conv_eager.txt" 2>&1
-{ echo '```'; cat "$OUT/cudnn_conv_bench.txt" "$OUT/conv_eager.txt"; echo '```'; } >>"$summary"
+if [ "${CONV_BENCH:-1}" != 0 ]; then
+  "$FORGE_BUNDLE/bin/cudnn_conv_bench" >"$OUT/cudnn_conv_bench.txt" 2>"$OUT/cudnn_conv_bench.points.txt"
+  (cd "$here" && python3 conv_eager.py) >"$OUT/conv_eager.txt" 2>&1
+  { echo '```'; cat "$OUT/cudnn_conv_bench.txt" "$OUT/conv_eager.txt"; echo '```'; } >>"$summary"
+fi
 cat "$summary"

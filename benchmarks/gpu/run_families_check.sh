@@ -8,13 +8,17 @@
 #            overlap; a disk cache keeps the objects), then its timed cases again one at a time,
 #            alone on the GPU (CUTLASS_CASES / CUTLASS_TIMED: regexes over the case names),
 #            and eager matmul on their shapes in the same run (eager_matmul.py).
-#  validate: every pointwise (glue included), reduction, scan and stencil validate problem, judged.
+#  validate: every validate problem of VALIDATE_FAMILIES (default: pointwise (glue included),
+#            reduction, scan and stencil), judged.
 #  anchor:   ANCHORS (default: the group norm, label-smoothed cross-entropy and cumsum anchors)
 #            timed and judged, with eager and torch.compile in the same run.
 #  gemv:     gemv_gpu_test (every case judged; the bf16 4096 -> 14336 decode shape, M = 1 and 8,
 #            timed at several points against the copy bandwidth), then the two decode anchors
 #            (gemv_{1,8}x4096x14336_bf16: the gemv family beside cuBLASLt and CUTLASS, its likely
-#            best points requested, eager and torch.compile in the same run).
+#            best points requested, eager and torch.compile in the same run; GEMV_ANCHORS=0 skips
+#            them).
+#  conv:     the cudnn_conv family: run_cudnn_conv.sh (its GPU tests, then cudnn_conv_bench and
+#            conv_eager.py unless CONV_BENCH=0).
 # Needs .gpu/ (scripts/gpu-bundle of planted_bugs_test, host_launched_test, sandbox_gpu_test,
 # cutlass_gemm_gpu_test, gemv_gpu_test, forge-sandbox-child, generators_bench),
 # .gpu/cutlass.tar.gz (the CUTLASS headers: tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf
@@ -63,7 +67,11 @@ if [[ $phases == *" cutlass "* ]]; then
   python3 "$here/eager_matmul.py" bf16:8192:8192:8192 f32:4096:4096:4096 | sed 's/^/    /' >> "$summary"
 fi
 if [[ $phases == *" validate "* ]]; then
-  export ONLY="$(python3 "$here/problems.py" names pointwise validate) $(python3 "$here/problems.py" names reduction validate) $(python3 "$here/problems.py" names scan validate) $(python3 "$here/problems.py" names stencil validate)"
+  ONLY=""
+  for family in ${VALIDATE_FAMILIES:-pointwise reduction scan stencil}; do
+    ONLY="$ONLY $(python3 "$here/problems.py" names "$family" validate)"
+  done
+  export ONLY
   VALIDATE_TIMEOUT_S=420 bash "$here/run_generators.sh" validate > "$logs/generators_validate.log" 2>&1
   echo "validate: exit $?" >> "$summary"
 fi
@@ -76,11 +84,16 @@ if [[ $phases == *" gemv "* ]]; then
   timeout 500 "$FORGE_BUNDLE/bin/gemv_gpu_test" > "$logs/gemv_gpu_test.log" 2>&1
   gtest_line gemv_gpu_test "$logs/gemv_gpu_test.log" $? >> "$summary"
   grep -E "copy bandwidth|^\| M=" "$logs/gemv_gpu_test.log" | sed 's/^/    /' >> "$summary"
-  ONLY="gemv_1x4096x14336_bf16 gemv_8x4096x14336_bf16" FORGE_BENCH_SAMPLES="${GEMV_SAMPLES:-6}" \
+  [ "${GEMV_ANCHORS:-1}" = 0 ] || ONLY="gemv_1x4096x14336_bf16 gemv_8x4096x14336_bf16" FORGE_BENCH_SAMPLES="${GEMV_SAMPLES:-6}" \
     FORGE_BENCH_POINTS="unroll=4;split_k=2;rows=4,unroll=1;rows=1,unroll=4;warps=8,rows=1;split_k=4,unroll=4" \
     ANCHOR_TIMEOUT_S=420 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines \
     > "$logs/generators_gemv.log" 2>&1
   echo "gemv anchors: exit $?" >> "$summary"
+fi
+if [[ $phases == *" conv "* ]]; then
+  mkdir -p "$OUT/conv" && OUT="$OUT/conv" bash "$here/run_cudnn_conv.sh" > "$logs/conv.log" 2>&1
+  echo "conv: exit $?" >> "$summary"
+  grep '^| cudnn' "$OUT/conv/summary.md" >> "$summary"
 fi
 [ -f "$OUT/table.md" ] || python3 "$here/problems.py" report "$OUT" >/dev/null 2>&1
 (cd "$logs" && tar czf "$OUT/logs.tar.gz" .)
