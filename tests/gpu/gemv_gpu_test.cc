@@ -110,6 +110,7 @@ TEST_F(GemvGpuTest, DecodeShapeReachesTheCopyBandwidth) {
       {},
       {{"unroll", 4}},
       {{"rows", 4}, {"unroll", 1}},
+      {{"rows", 8}, {"unroll", 1}},
       {{"rows", 1}, {"unroll", 4}},
       {{"warps", 8}, {"rows", 1}},
       {{"split_k", 2}},

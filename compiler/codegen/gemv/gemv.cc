@@ -135,7 +135,7 @@ TemplateSpace Space() {
   return {GemvFamily::kTemplateName,
           {{"split_k", {1, 2, 4, 8}, 1},
            {"warps", {2, 4, 8}, 4},
-           {"rows", {1, 2, 4}, 2},
+           {"rows", {1, 2, 4, 8}, 2},
            {"vector_width", {1, 2, 4, 8}, 1},
            {"unroll", {1, 2, 4}, 2},
            {"m_per_pass", {1, 2, 4, 8, 16}, 1}}};

@@ -80,8 +80,8 @@ __device__ __forceinline__ void forge_gemv_load_x(const FORGE_GEMV_T* __restrict
 #endif
 }
 
-// Adds this block's part of the product (rows pass * MP ..., columns n0 ...) to `acc`: the
-// block's share of K is the cluster rank's.
+// Writes this block's part of the product (rows pass * MP ..., columns n0 ...) to `part`, in
+// float32, over the cluster rank's share of K.
 #if FORGE_GEMV_B_T
 // Each warp owns ROWS rows of W (outputs); its lanes stride along K by vectors; a butterfly of
 // shuffles sums the lanes; lane 0 writes the warp's sums to `part`.

@@ -18,7 +18,9 @@
 //   split_k        1, 2, 4, 8   blocks of one thread block cluster that split K; they sum their
 //                               parts in rank order through distributed shared memory (sm_90)
 //   warps          2, 4, 8      warps per block
-//   rows           1, 2, 4      W[n, k]: outputs per warp; W[k, n]: column vectors per lane
+//   rows           1, 2, 4, 8   W[n, k]: outputs per warp (each vector of A read serves that
+//                               many of W: at M = 8 A's loads and conversions per element of W
+//                               are M / rows); W[k, n]: column vectors per lane
 //   vector_width   1, 2, 4, 8   elements of B per load (at most 16 bytes; must divide B's
 //                               contiguous extent and leading dimension)
 //   unroll         1, 2, 4      vector loads of B per row a thread issues before using them

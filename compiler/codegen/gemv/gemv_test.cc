@@ -204,6 +204,11 @@ TEST(GemvTest, EmittedSourcesCompileWithNvrtc) {
     ASSERT_FALSE(valid.empty()) << label;
     std::vector<SchedulePoint> points = testing::EvenSample(valid, 6);
     points.push_back(DefaultOf(task));
+    // The register budget's edge: 8 outputs per warp of 8 rows each, 64 accumulators.
+    for (int64_t unroll : {1, 2}) {
+      const SchedulePoint wide = With(DefaultOf(task), {{"rows", 8}, {"unroll", unroll}});
+      if (kFamily.Validate(task, wide).ok()) points.push_back(wide);
+    }
     for (const SchedulePoint& point : points) {
       auto kernel = kFamily.Generate(task, point);
       ASSERT_TRUE(kernel.ok()) << label << ": " << kernel.status();
