@@ -1021,6 +1021,11 @@ def test_extension_sources_of_a_host_launched_step(tmp_path):
     assert not any(name.startswith("kernel_") for name in sources.files)
     # The plan op calls it as it calls a kernel step's op, on inputs of its layouts.
     assert re.search(rf"{op}\(in0, out0\);", plan_op_source(sources))
+    # Another object (other options) is another op: one process may load both plans.
+    _, _, other_graph, other = host_launched_bundle(tmp_path / "other", options=["-DOTHER"])
+    assert extension_sources(read_plan(other), layouts_of(other_graph.graph),
+                             graph=other_graph.graph,
+                             host_tasks={"1" * 64: tmp_path / "other.so"}).name != sources.name
 
 
 def test_a_host_launched_steps_object_builds_with_nvcc(tmp_path):

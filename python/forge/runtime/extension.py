@@ -143,7 +143,8 @@ class _Generator:
             step = steps[0]
             sha.update(repr((task, step.candidate, step.implementation, step.kernel_name,
                              step.launch, step.library_call, step.library_algorithm,
-                             step.epilogue_inputs, step.runtime_args,
+                             step.epilogue_inputs, step.runtime_args, step.nvcc_flags,
+                             step.compile_options,
                              [self.layouts[v] for v in step.inputs + step.outputs])).encode())
             if step.source is not None:
                 sha.update(step.source.read_bytes())
