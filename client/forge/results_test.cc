@@ -3,6 +3,9 @@
 // MEASURED and PREDICTED times, and tasks without a winner.
 #include "client/forge/results.h"
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -370,6 +373,38 @@ TEST_F(ResultsTest, AHostLaunchedWinnerCarriesWhatTheRuntimeBuildsAndCallsItWith
   EXPECT_THAT(ReadFile(root / "plan.json"),
               HasSubstr(absl::StrCat("\"runtime_args\": [",
                                      absl::StrJoin(kernel->runtime_args, ", "), "]")));
+}
+
+TEST_F(ResultsTest, AHostLaunchedWinnersBundleBuildsItsObjectWithTheRuntime) {
+  // The bundle as the runtime reads it: forge.runtime.host_launched builds the CUTLASS winner's
+  // object with nvcc from what plan.json carries. A CUTLASS sm90 configuration takes minutes
+  // here: only with FORGE_SLOW_TESTS=1 (as cutlass_gemm_compile_test is labelled slow).
+  if (std::getenv("FORGE_SLOW_TESTS") == nullptr) GTEST_SKIP() << "set FORGE_SLOW_TESTS=1";
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    const codegen::KernelFamily* cutlass = FamilyNamed(task.task(), "cutlass_gemm");
+    if (cutlass == nullptr) continue;
+    SetWinner(task, *cutlass, 9.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+    break;
+  }
+  ASSERT_TRUE(WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path()).ok());
+  const std::string root = (fs::path(directory_.path()) / "objects").string();
+  const std::string script =
+      "import pathlib, sys\n"
+      "from forge.runtime.plan import read_plan\n"
+      "from forge.runtime.host_launched import build_host_objects\n"
+      "objects, fallbacks = build_host_objects(read_plan(sys.argv[1]),\n"
+      "                                        pathlib.Path(sys.argv[2]))\n"
+      "print(objects, fallbacks)\n"
+      "sys.exit(0 if objects and not fallbacks else 1)\n";
+  const std::string log = (fs::path(directory_.path()) / "runtime.log").string();
+  absl::StatusOr<testing::Subprocess> build = testing::Subprocess::Start(
+      {"/usr/bin/env", absl::StrCat("PYTHONPATH=", FORGE_SOURCE_ROOT, "/python"),
+       absl::StrCat("FORGE_CUTLASS_INCLUDE=", FORGE_TEST_CUTLASS_INCLUDE), FORGE_TEST_PYTHON,
+       "-c", script, directory_.path(), root},
+      log);
+  ASSERT_TRUE(build.ok()) << build.status();
+  const int status = build->Wait(std::chrono::minutes(30));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log);
 }
 
 TEST_F(ResultsTest, WithoutTheModelThereIsNoPlanAndTheReportSaysWhy) {
