@@ -33,6 +33,7 @@
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "compiler/graph/task_digest.h"
+#include "worker/compile/nvcc.h"
 
 namespace forge::client {
 namespace {
@@ -76,12 +77,17 @@ std::string StopReasonName(forge::v1::TaskStopReason reason) {
 }
 
 // How a task's winner runs.
-enum class Implementation { kNone, kKernel, kLibrary, kAten };
+enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten };
+
+// Where a bundle keeps the host-launch ABI header, as an include directory.
+constexpr char kIncludeDirectory[] = "include";
 
 std::string ImplementationName(Implementation implementation) {
   switch (implementation) {
     case Implementation::kKernel:
       return "kernel";
+    case Implementation::kHostLaunched:
+      return "host_launched";
     case Implementation::kLibrary:
       return "library";
     case Implementation::kAten:
@@ -101,8 +107,6 @@ struct Winner {
   // kLibrary: the cuBLASLt algorithm the call's algo index chose where it was measured; empty
   // for predicted times and older results.
   std::string library_algorithm;
-  // Why the plan runs this step otherwise than its winner (empty when it runs the winner).
-  std::string plan_note;
 };
 
 Winner Regenerate(const TaskResults& results) {
@@ -129,17 +133,11 @@ Winner Regenerate(const TaskResults& results) {
   } else {
     winner.generate_error = kernel.status().ToString();
   }
-  // The plan's runtime (runtime/extension) loads NVRTC kernels and cuBLASLt calls, not yet the
-  // shared objects of host-launched candidates (CUTLASS): such a step runs its nodes through
-  // ATen, so that the plan stays runnable and right, and says so; the kernel's source stays in
-  // the bundle.
+  // A host-launched winner (CUTLASS): the runtime builds its translation unit with nvcc and
+  // calls its entry points (runtime/README.md).
   if (winner.kernel.has_value() &&
       winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
-    winner.implementation = Implementation::kAten;
-    winner.plan_note = absl::StrCat(
-        "the winner (", candidate.template_name(),
-        ") is a host-launched CUTLASS kernel, which the plan's runtime does not load yet: this "
-        "step runs its nodes through ATen");
+    winner.implementation = Implementation::kHostLaunched;
   }
   return winner;
 }
@@ -668,15 +666,21 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     if (!winner.library_algorithm.empty()) {
       absl::StrAppend(&step, ", \"library_algorithm\": ", JsonString(winner.library_algorithm));
     }
-    if (!winner.plan_note.empty()) {
-      absl::StrAppend(&step, ", \"note\": ", JsonString(winner.plan_note));
-    }
     if (winner.kernel.has_value() && !winner.kernel->source.empty() &&
         winner.implementation != Implementation::kAten) {
       absl::StrAppend(&step, ", \"kernel_name\": ", JsonString(winner.kernel->kernel_name),
                       ", \"source\": ",
-                      JsonString(absl::StrCat("tasks/", names[found->second], "/", kKernelFile)),
-                      ", \"launch\": ", LaunchJson(winner.kernel->launch));
+                      JsonString(absl::StrCat("tasks/", names[found->second], "/", kKernelFile)));
+      if (winner.implementation == Implementation::kHostLaunched) {
+        absl::StrAppend(
+            &step, ", \"nvcc_flags\": ",
+            JsonStrings(compile::NvccFlags(job.options().target_arch())),
+            ", \"compile_options\": ", JsonStrings(winner.kernel->compile_options),
+            ", \"runtime_args\": [", absl::StrJoin(winner.kernel->runtime_args, ", "), "]",
+            ", \"include\": ", JsonString(kIncludeDirectory));
+      } else {
+        absl::StrAppend(&step, ", \"launch\": ", LaunchJson(winner.kernel->launch));
+      }
     }
     if (!winner.generate_error.empty()) {
       absl::StrAppend(&step, ", \"source_error\": ", JsonString(winner.generate_error));
@@ -763,6 +767,21 @@ absl::StatusOr<std::vector<std::string>> WriteResultsBundle(const GetResultsResp
     FORGE_RETURN_IF_ERROR(
         write(absl::StrCat(task_directory, "/", kCandidateFile),
               CandidateJson(*summaries[i].results, winners[i], summaries[i].predicted)));
+  }
+
+  const bool host_launched =
+      std::any_of(winners.begin(), winners.end(), [](const Winner& winner) {
+        return winner.implementation == Implementation::kHostLaunched;
+      });
+  if (host_launched) {
+    const fs::path header = fs::path(kIncludeDirectory) / compile::kHostLaunchAbiHeaderPath;
+    fs::create_directories(root / header.parent_path(), error);
+    if (error) {
+      return absl::InternalError(absl::StrCat("cannot create ",
+                                              (root / header.parent_path()).string(), ": ",
+                                              error.message()));
+    }
+    FORGE_RETURN_IF_ERROR(write(header.string(), compile::kHostLaunchAbiHeader));
   }
 
   std::string plan_note;

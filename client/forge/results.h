@@ -10,6 +10,8 @@
 //   DIR/tasks/<task>/kernel.cu   the winner's source, regenerated from its Candidate
 //                                (search::GenerateCandidate: byte-identical to what the worker ran)
 //   DIR/tasks/<task>/candidate.json  the winner: candidate, schedule, launch, measurement, judge
+//   DIR/include/compiler/codegen/host_launch_abi.h  the host-launch ABI, when a winner is a
+//                                host-launched translation unit (CUTLASS), which includes it
 //
 // PREDICTED times (the emulated backend's, without a GPU) are labelled PREDICTED in every file.
 // <task> is the task digest's first 12 hex digits (all 64 if two tasks share a prefix).
@@ -43,8 +45,11 @@ absl::StatusOr<ResultsReport> RenderResultsReport(const forge::v1::GetResultsRes
                                                   absl::string_view plan_note = "");
 
 // plan.json: for every task instance of `model`'s partition, in order, one step that calls the
-// task's winner (a generated kernel with its launch, a library call with the cuBLASLt algorithm
-// its measurement recorded, or the ATen calls of its nodes when no candidate won) on named
+// task's winner (a generated kernel with its launch; a host-launched translation unit with what
+// building and calling it takes: nvcc_flags (compile::NvccFlags of the job's arch, as the worker
+// built it), compile_options, runtime_args and the include directory of the ABI header; a
+// library call with the cuBLASLt algorithm its measurement recorded; or the ATen calls of its
+// nodes when no candidate won) on named
 // buffers; and the buffers (graph inputs with their role and weight digest, intermediates,
 // outputs) with dtype and shape. InvalidArgument when the model is not the job's (its digest
 // differs from Job.model_digest); FailedPrecondition when its partition names a task the job

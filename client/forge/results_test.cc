@@ -3,6 +3,9 @@
 // MEASURED and PREDICTED times, and tasks without a winner.
 #include "client/forge/results.h"
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/forge/model.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
@@ -23,6 +27,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
+#include "worker/compile/nvcc.h"
 
 namespace forge::client {
 namespace {
@@ -316,32 +321,90 @@ TEST_F(ResultsTest, AMeasuredLibraryWinnerCarriesItsCublasLtAlgorithm) {
   EXPECT_GE(library_steps, 1);
 }
 
-TEST_F(ResultsTest, AHostLaunchedWinnerRunsThroughAtenInThePlanAndSaysWhy) {
-  // The plan's runtime does not load host-launched (CUTLASS) objects yet: the step keeps the
-  // plan runnable through ATen, with a note, and no kernel source for the runtime to compile.
+TEST_F(ResultsTest, AHostLaunchedWinnerCarriesWhatTheRuntimeBuildsAndCallsItWith) {
+  // The runtime builds the winner's translation unit with nvcc as the worker did and calls its
+  // entry points: the step names its source and carries the flags, options, runtime arguments
+  // and the include directory of the ABI header, which the bundle holds.
   std::string cutlass_task;
+  const forge::v1::TaskResults* cutlass_results = nullptr;
   for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
     const codegen::KernelFamily* cutlass = FamilyNamed(task.task(), "cutlass_gemm");
     if (cutlass == nullptr || !cutlass_task.empty()) continue;
     cutlass_task = task.task().digest();
     SetWinner(task, *cutlass, 9.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+    cutlass_results = &task;
   }
   ASSERT_FALSE(cutlass_task.empty()) << "no llama_block GEMM task the CUTLASS family runs";
+  absl::StatusOr<codegen::GeneratedKernel> kernel =
+      search::GenerateCandidate(cutlass_results->task(), cutlass_results->best_candidate());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_FALSE(kernel->runtime_args.empty());
   absl::StatusOr<std::vector<std::string>> written =
       WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
   ASSERT_TRUE(written.ok()) << written.status();
-  const Struct plan = ParseJson(ReadFile(fs::path(directory_.path()) / "plan.json"));
+  const fs::path root(directory_.path());
+  EXPECT_EQ(ReadFile(root / "include" / compile::kHostLaunchAbiHeaderPath),
+            compile::kHostLaunchAbiHeader);
+  const Struct plan = ParseJson(ReadFile(root / "plan.json"));
+  const std::string arch = plan.fields().at("target_arch").string_value();
   int found = 0;
   for (const Value& entry : plan.fields().at("steps").list_value().values()) {
     const auto& step = entry.struct_value().fields();
     if (step.at("task").string_value() != cutlass_task) continue;
     ++found;
-    EXPECT_EQ(step.at("implementation").string_value(), "aten");
-    EXPECT_THAT(step.at("note").string_value(), ::testing::HasSubstr("host-launched CUTLASS"));
-    EXPECT_TRUE(step.contains("calls"));
-    EXPECT_FALSE(step.contains("source"));
+    EXPECT_EQ(step.at("implementation").string_value(), "host_launched");
+    EXPECT_EQ(step.at("kernel_name").string_value(), kernel->kernel_name);
+    EXPECT_EQ(ReadFile(root / step.at("source").string_value()), kernel->source);
+    EXPECT_EQ(step.at("include").string_value(), "include");
+    EXPECT_FALSE(step.contains("launch"));
+    EXPECT_FALSE(step.contains("calls"));
+    std::vector<std::string> flags, options;
+    for (const Value& flag : step.at("nvcc_flags").list_value().values()) {
+      flags.push_back(flag.string_value());
+    }
+    for (const Value& option : step.at("compile_options").list_value().values()) {
+      options.push_back(option.string_value());
+    }
+    EXPECT_EQ(flags, compile::NvccFlags(arch));
+    EXPECT_EQ(options, kernel->compile_options);
   }
   EXPECT_GE(found, 1);
+  // Exact integers (scalars travel as their double's bits, beyond a JSON double's precision).
+  EXPECT_THAT(ReadFile(root / "plan.json"),
+              HasSubstr(absl::StrCat("\"runtime_args\": [",
+                                     absl::StrJoin(kernel->runtime_args, ", "), "]")));
+}
+
+TEST_F(ResultsTest, AHostLaunchedWinnersBundleBuildsItsObjectWithTheRuntime) {
+  // The bundle as the runtime reads it: forge.runtime.host_launched builds the CUTLASS winner's
+  // object with nvcc from what plan.json carries. A CUTLASS sm90 configuration takes minutes
+  // here: only with FORGE_SLOW_TESTS=1 (as cutlass_gemm_compile_test is labelled slow).
+  if (std::getenv("FORGE_SLOW_TESTS") == nullptr) GTEST_SKIP() << "set FORGE_SLOW_TESTS=1";
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    const codegen::KernelFamily* cutlass = FamilyNamed(task.task(), "cutlass_gemm");
+    if (cutlass == nullptr) continue;
+    SetWinner(task, *cutlass, 9.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+    break;
+  }
+  ASSERT_TRUE(WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path()).ok());
+  const std::string root = (fs::path(directory_.path()) / "objects").string();
+  const std::string script =
+      "import pathlib, sys\n"
+      "from forge.runtime.plan import read_plan\n"
+      "from forge.runtime.host_launched import build_host_objects\n"
+      "objects, fallbacks = build_host_objects(read_plan(sys.argv[1]),\n"
+      "                                        pathlib.Path(sys.argv[2]))\n"
+      "print(objects, fallbacks)\n"
+      "sys.exit(0 if objects and not fallbacks else 1)\n";
+  const std::string log = (fs::path(directory_.path()) / "runtime.log").string();
+  absl::StatusOr<testing::Subprocess> build = testing::Subprocess::Start(
+      {"/usr/bin/env", absl::StrCat("PYTHONPATH=", FORGE_SOURCE_ROOT, "/python"),
+       absl::StrCat("FORGE_CUTLASS_INCLUDE=", FORGE_TEST_CUTLASS_INCLUDE), FORGE_TEST_PYTHON,
+       "-c", script, directory_.path(), root},
+      log);
+  ASSERT_TRUE(build.ok()) << build.status();
+  const int status = build->Wait(std::chrono::minutes(30));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(log);
 }
 
 TEST_F(ResultsTest, WithoutTheModelThereIsNoPlanAndTheReportSaysWhy) {

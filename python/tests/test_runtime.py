@@ -6,6 +6,8 @@ writes (client/forge/results.h), with hand-written kernels in the generated-kern
 bundles the real service produces are exercised by test_optimize.py.
 """
 
+import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -24,14 +26,14 @@ import forge.runtime
 from forge._protos import graph_pb2
 from forge.runtime import (PlanError, PlanModule, TensorLayout, bind_weights, extension_sources,
                            load_plan, model_digest)
+from forge.runtime.bundle_writer import (aten_step, kernel_step, node_named, tensor_arguments,
+                                         write_bundle)
 from forge.runtime.extension import build_extension, gencode_flags, needed_libraries
 from forge.runtime.plan import LibraryCall, read_plan
 from llama_block import LlamaBlock
 
 PYTHON_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-ROLES = {graph_pb2.INPUT_KIND_USER_INPUT: "input", graph_pb2.INPUT_KIND_PARAMETER: "parameter",
-         graph_pb2.INPUT_KIND_BUFFER: "buffer"}
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -66,67 +68,6 @@ ADD_ONE_KERNEL = """extern "C" __global__ void forge_pointwise(const float* __re
 """
 LIBRARY_CALL = ("cublaslt float32 batch 1 m 8 n 32 k 16 a (input 0 ld 16 batch_stride 0) b "
                 "(input 1 transposed ld 16 batch_stride 0) epilogue BIAS bias input 2 algo 0")
-
-
-def write_bundle(directory: pathlib.Path, graph, steps, target_arch="sm_90") -> pathlib.Path:
-    """A result bundle for `graph`: plan.json with `steps` (dicts in plan.json's form; "kernel"
-    holds a kernel's source, written to tasks/<task>/kernel.cu) and graph.pb."""
-    directory.mkdir(parents=True, exist_ok=True)
-    outputs = [o.value_name for o in graph.outputs]
-    buffers, listed = [], set()
-    specs = {v.name: v.tensor for v in graph.values}
-
-    def add(name, role, sha256=""):
-        if name in listed:
-            return
-        listed.add(name)
-        spec = specs[name]
-        dtype = graph_pb2.DType.Name(spec.dtype).removeprefix("DTYPE_").lower()
-        buffers.append({"name": name, "dtype": dtype, "shape": list(spec.shape), "role": role,
-                        "sha256": sha256, "output": name in outputs})
-    for graph_input in graph.inputs:
-        add(graph_input.value_name, ROLES.get(graph_input.kind, "constant"),
-            graph_input.data.sha256)
-    written = []
-    for index, step in enumerate(steps):
-        step = {"step": index, "candidate": f"candidate-{index}", **step}
-        for name in step["inputs"] + step["outputs"]:
-            add(name, "intermediate")
-        if "kernel" in step:
-            source = directory / "tasks" / step["task"][:12] / "kernel.cu"
-            source.parent.mkdir(parents=True, exist_ok=True)
-            source.write_text(step.pop("kernel"))
-            step["source"] = str(source.relative_to(directory))
-        written.append(step)
-    plan = {"format": "forge.plan.v1", "job": "job-test", "model": graph.metadata.name,
-            "model_digest": model_digest(graph), "target_arch": target_arch, "outputs": outputs,
-            "buffers": buffers, "steps": written}
-    (directory / "plan.json").write_text(json.dumps(plan, indent=1))
-    (directory / "graph.pb").write_bytes(graph.SerializeToString(deterministic=True))
-    return directory
-
-
-def node_named(graph, op):
-    return next(node for node in graph.nodes if node.op == op)
-
-
-def tensor_arguments(node):
-    """The values a node reads, in argument order."""
-    names = []
-    for argument in node.arguments:
-        kind = argument.WhichOneof("value")
-        if kind == "tensor":
-            names.append(argument.tensor)
-        elif kind == "optional_tensor" and argument.optional_tensor.HasField("value_name"):
-            names.append(argument.optional_tensor.value_name)
-        elif kind == "tensors":
-            names += argument.tensors.value_names
-    return names
-
-
-def aten_step(task, node):
-    return {"task": task, "implementation": "aten", "nodes": [node.name],
-            "inputs": tensor_arguments(node), "outputs": list(node.outputs)}
 
 
 def node_by_node_bundle(directory, graph):
@@ -247,7 +188,7 @@ def test_inputs_must_have_the_example_shapes(tmp_path):
 def test_the_graph_must_be_the_one_the_plan_was_made_for(tmp_path):
     module, x, _, bundle = small_head_bundle(tmp_path)
     other = forge.export(module, (torch.randn(4, 16),)).graph
-    with pytest.raises(PlanError, match="is not the one job job-test optimized"):
+    with pytest.raises(PlanError, match="is not the one job job-local optimized"):
         load_plan(bundle, module, graph=other, aten_only=True)
     (bundle / "graph.pb").unlink()
     with pytest.raises(PlanError, match="graph.pb does not exist"):
@@ -601,20 +542,6 @@ def test_library_ops_run_the_recorded_algorithm_wherever_the_heuristic_lists_it(
 
 # The plan as one operator (runtime/extension/plan.cpp.in).
 
-def pointwise_kernel(expression: str, inputs: int, count: int) -> str:
-    """A float32 pointwise kernel in the generated-kernel ABI over `count` elements."""
-    parameters = "".join(f"const float* __restrict__ in{i}, " for i in range(inputs))
-    return (f'extern "C" __global__ void forge_pointwise({parameters}float* __restrict__ out0) {{\n'
-            "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-            f"  if (i < {count}) out0[i] = {expression};\n}}\n")
-
-
-def kernel_step(node, expression, count):
-    return {**aten_step("", node), "implementation": "kernel", "kernel_name": "forge_pointwise",
-            "launch": {"grid": [count // 128, 1, 1], "block": [128, 1, 1]},
-            "kernel": pointwise_kernel(expression, len(tensor_arguments(node)), count)}
-
-
 class LlamaWithExtras(nn.Module):
     """The Llama block, then ATen calls with every kind of argument the graph records (a device,
     a dtype and keywords, -inf, a string, a tensor list, an optional tensor list with None) and an
@@ -652,11 +579,11 @@ def llama_bundle(directory, model=LlamaBlock, group_aten=False):
                 "cublaslt float32 batch 1 m 32 n 64 k 64 a (input 0 ld 64 batch_stride 0) b "
                 "(input 1 transposed ld 64 batch_stride 0) epilogue NONE bias input -1 algo 0")}
         elif node is residual:
-            step = kernel_step(node, "in0[i] + in1[i]", 2048)
+            step = kernel_step("", node, "in0[i] + in1[i]", 2048)
         elif node.op == "aten::silu":
-            step = kernel_step(node, "in0[i] / (1.0f + expf(-in0[i]))", 4096)
+            step = kernel_step("", node, "in0[i] / (1.0f + expf(-in0[i]))", 4096)
         elif node.op == "aten::tanh":
-            step = kernel_step(node, "tanhf(in0[i])", 2048)
+            step = kernel_step("", node, "tanhf(in0[i])", 2048)
         else:
             step = aten_step("", node)
             previous = steps[-1] if steps else None
@@ -861,6 +788,76 @@ def test_the_plan_op_reuses_its_arena_and_returns_fresh_outputs(llama_extension)
 
 
 @needs_cuda
+def test_the_plan_op_replays_its_graph_without_overwriting_what_callers_hold(llama_extension):
+    extension = llama_extension
+    extension.module.cuda()
+    name = extension.sources.plan_op.name
+    plan_op = getattr(torch.ops.forge, name)
+    capture = getattr(torch.ops.forge, f"{name}_capture")
+    x1 = extension.x.cuda()
+    x2 = torch.randn_like(x1)
+    with torch.no_grad():
+        want1 = plan_op(plan_op_arguments(extension, x1))
+        want2 = plan_op(plan_op_arguments(extension, x2))
+        graph = capture(plan_op_arguments(extension, x1))
+        replay = functools.partial(getattr(torch.ops.forge, f"{name}_replay"), graph)
+        held = replay([x1])
+        view = held[1][0]  # a view: it follows its tensor's move
+        graph_memory = [t.data_ptr() for t in held]
+        second = replay([x2])
+        # The held outputs moved out of the graph's memory before the replay; the new ones are
+        # the graph's.
+        assert [t.data_ptr() for t in second] == graph_memory
+        assert all(t.data_ptr() not in graph_memory for t in held)
+        for got, want in zip(held, want1):
+            assert torch.equal(got, want)
+        assert torch.equal(view, want1[1][0])
+        for got, want in zip(second, want2):
+            assert torch.equal(got, want)
+        # Dropped outputs cost nothing: the next replay hands out the same memory, unmoved.
+        del held, view, second
+        third = replay([x2])
+        assert [t.data_ptr() for t in third] == graph_memory
+        # x2 again, unchanged: its copy is skipped; written in place since: copied again.
+        x2.mul_(0.5)
+        fourth = replay([x2])
+        for got, want in zip(fourth, plan_op(plan_op_arguments(extension, x2))):
+            assert torch.equal(got, want)
+        with pytest.raises(RuntimeError, match=r"input 0 \('x'\) must be Float\[2, 16, 64\]"):
+            replay([torch.randn(4, 16, 64, device="cuda")])
+
+
+@needs_cuda
+def test_forward_after_the_first_call_is_one_call_of_the_plan_op(llama_extension):
+    extension = llama_extension
+    module = extension.module.cuda()
+    for cuda_graphs in (True, False):
+        optimized = load_plan(extension.bundle, module, cuda_graphs=cuda_graphs,
+                              build_root=extension.build_root)
+        x = extension.x.cuda()
+        first = [t.clone() for t in optimized(x)]
+        assert optimized._fast is not None
+        again = optimized(x)
+        for a, b in zip(first, again):
+            assert torch.equal(a, b)
+        # The op refuses what the plan was not made for; forward explains it in Python's words.
+        with pytest.raises(PlanError, match="the plan was optimized for float32\\[2, 16, 64\\]"):
+            optimized(torch.randn(4, 16, 64, device="cuda"))
+    # Two modules of one plan with other weights: each replays its own graph.
+    other = LlamaWithExtras().eval().cuda()
+    for graphs in (True, False):
+        first = load_plan(extension.bundle, module, cuda_graphs=graphs,
+                          build_root=extension.build_root)
+        second = load_plan(extension.bundle, other, cuda_graphs=graphs,
+                           build_root=extension.build_root)
+        x = extension.x.cuda()
+        for _ in range(3):
+            for optimized, original in ((first, module), (second, other)):
+                for got, want in zip(optimized(x), original(x)):
+                    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
 def test_the_plan_op_refuses_inputs_of_other_shapes(llama_extension):
     extension = llama_extension
     extension.module.cuda()
@@ -873,12 +870,19 @@ def test_the_plan_op_refuses_inputs_of_other_shapes(llama_extension):
         getattr(torch.ops.forge, name)(arguments[:1])
 
 
-def test_building_a_bundle_without_compiled_steps_or_graph(tmp_path):
+def test_a_plan_of_aten_steps_gets_its_plan_op_and_building_needs_the_graph(tmp_path):
     torch.manual_seed(0)
     module = SmallHead().eval()
     exported = forge.export(module, (torch.randn(8, 16),))
     aten_only = node_by_node_bundle(tmp_path / "aten", exported.graph)
-    assert forge.runtime.build_bundle(aten_only) is None
+    # No task op, but the plan op: on a GPU a forward is then one call, not one per node.
+    sources = extension_sources(read_plan(aten_only), layouts_of(exported.graph),
+                                graph=exported.graph)
+    assert sources.ops == {} and sources.plan_op is not None
+    for schema in (f"{sources.plan_op.name}_capture(Tensor[] inputs) -> int",
+                   f"{sources.plan_op.name}_replay(int graph, Tensor[] inputs, "
+                   "bool copy_inputs=False) -> Tensor[]"):
+        assert f'm.def("{schema}");' in sources.files["forge_ops.cpp"]
     (tmp_path / "aten" / "graph.pb").unlink()
     result = subprocess.run([sys.executable, "-m", "forge.runtime", "build", str(aten_only)],
                             capture_output=True, text=True, timeout=120,
@@ -897,3 +901,195 @@ def test_no_cuda_graph_is_tried_where_its_copies_cost_more_than_its_launches_sav
     assert not optimized._graph_may_pay([big])
     assert optimized.graph_choice.startswith("no CUDA graph: copying 64 MiB in and out")
     assert optimized._graph_may_pay([torch.empty(8, 16)])
+
+
+# Host-launched steps (compiler/codegen/host_launch_abi.h): the worker's test translation unit,
+# out = x * factor through a workspace (runtime_args {n, factor}), as the winner of x * 2.0.
+
+REPOSITORY = PYTHON_ROOT.parent
+SCALE_SOURCE = REPOSITORY / "worker" / "compile" / "testdata" / "host_launch_scale.cu"
+NVCC_FLAGS = ["-std=c++17", "-O3", "-arch=sm_90a", "--expt-relaxed-constexpr", "-shared",
+              "-Xcompiler", "-fPIC", "-DNDEBUG", "-Xptxas", "-v"]
+
+
+class Doubled(nn.Module):
+    def forward(self, x):
+        return (x * 2.0).relu()
+
+
+def host_launched_bundle(directory, source=None, options=()):
+    """Doubled's plan on 64 x 256 float32: the product as a host-launched step (`source`, default
+    the scale unit), the ReLU as ATen, with the ABI header in the bundle as `forge results`
+    writes it."""
+    torch.manual_seed(0)
+    module, x = Doubled().eval(), torch.randn(64, 256)
+    exported = forge.export(module, (x,))
+    graph = exported.graph
+    mul, relu = node_named(graph, "aten::mul"), node_named(graph, "aten::relu")
+    header = directory / "include" / "compiler" / "codegen" / "host_launch_abi.h"
+    header.parent.mkdir(parents=True)
+    shutil.copy(REPOSITORY / "compiler" / "codegen" / "host_launch_abi.h", header)
+    steps = [{**aten_step("1" * 64, mul), "implementation": "host_launched",
+              "kernel_name": "forge_cutlass_gemm", "kernel": source or SCALE_SOURCE.read_text(),
+              "nvcc_flags": NVCC_FLAGS, "compile_options": list(options),
+              "runtime_args": [64 * 256, 2], "include": "include"},
+             aten_step("2" * 64, relu)]
+    return module, x, exported, write_bundle(directory, graph, steps)
+
+
+def test_a_host_launched_step_reads_with_what_builds_and_calls_it(tmp_path):
+    _, _, _, bundle = host_launched_bundle(tmp_path, options=["-DFORGE_TILE=128"])
+    step = read_plan(bundle).steps[0]
+    assert step.implementation == "host_launched" and step.runnable_as_planned
+    assert step.nvcc_flags == tuple(NVCC_FLAGS) and step.compile_options == ("-DFORGE_TILE=128",)
+    assert step.runtime_args == (64 * 256, 2) and step.include == bundle / "include"
+    assert step.describe() == f"step 0 (task {'1' * 12}, host-launched forge_cutlass_gemm)"
+    plan = json.loads((bundle / "plan.json").read_text())
+    plan["steps"][0]["runtime_args"] = [1, "2"]
+    (bundle / "plan.json").write_text(json.dumps(plan))
+    with pytest.raises(PlanError, match="step 0: runtime_args must be 64-bit integers"):
+        read_plan(bundle)
+
+
+def test_a_host_launched_steps_object_is_built_with_the_workers_command(tmp_path, monkeypatch):
+    from forge.runtime import host_launched
+
+    _, _, _, bundle = host_launched_bundle(tmp_path / "bundle", options=["-DFORGE_TILE=128"])
+    step = read_plan(bundle).steps[0]
+    monkeypatch.setattr(host_launched, "nvcc_version", lambda nvcc: "release 13.0")
+    build = host_launched.plan_host_object(step, tmp_path / "root", nvcc="/cuda/bin/nvcc")
+    # worker/compile/nvcc.h NvccCommand: nvcc, its flags, the include directories (the ABI
+    # header's, then CUTLASS's, which this source does not include), the source's options.
+    assert build.command == ["/cuda/bin/nvcc", *NVCC_FLAGS, f"-I{bundle / 'include'}",
+                             "-DFORGE_TILE=128", "-o", str(build.path), str(step.source)]
+    assert build.directory == tmp_path / "root" / "host_launched" / build.digest[:24]
+    other = dataclasses.replace(step, compile_options=("-DFORGE_TILE=64",))
+    assert host_launched.plan_host_object(other, tmp_path / "root", nvcc="nvcc").digest != \
+        build.digest
+    monkeypatch.setattr(host_launched, "nvcc_version", lambda nvcc: "release 13.1")
+    assert host_launched.plan_host_object(step, tmp_path / "root", nvcc="/cuda/bin/nvcc") \
+        .digest != build.digest
+
+
+CUTLASS_SOURCE = '#include "cutlass/cutlass.h"\n' + SCALE_SOURCE.read_text()
+
+
+def test_without_cutlass_headers_a_host_launched_step_runs_through_aten(tmp_path, monkeypatch):
+    from forge.runtime import host_launched
+
+    _, _, exported, bundle = host_launched_bundle(tmp_path / "bundle", source=CUTLASS_SOURCE)
+    monkeypatch.delenv("FORGE_CUTLASS_INCLUDE", raising=False)
+    monkeypatch.setattr(host_launched, "PINNED_CUTLASS", tmp_path / "no-cutlass")
+    monkeypatch.setattr(host_launched.importlib.util, "find_spec", lambda name: None)
+    plan = read_plan(bundle)
+    objects, fallbacks = host_launched.build_host_objects(plan, tmp_path / "root")
+    assert objects == {}
+    assert "needs CUTLASS's headers and none were found" in fallbacks["1" * 64]
+    # The plan op then runs the product as its ATen call, and no task op is made for it.
+    sources = extension_sources(plan, layouts_of(exported.graph), graph=exported.graph,
+                                host_tasks=objects)
+    assert sources.ops == {} and sources.host_ops == {}
+    assert "state.Aten(0).Run(values);  // aten::mul.Tensor" in plan_op_source(sources)
+    # With headers where FORGE_CUTLASS_INCLUDE says, they are on the command line.
+    include = tmp_path / "cutlass" / "include"
+    (include / "cutlass").mkdir(parents=True)
+    (include / "cutlass" / "version.h").write_text(
+        "#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n#define CUTLASS_PATCH 0\n")
+    monkeypatch.setenv("FORGE_CUTLASS_INCLUDE", str(include))
+    monkeypatch.setattr(host_launched, "nvcc_version", lambda nvcc: "release 13.0")
+    build = host_launched.plan_host_object(plan.steps[0], tmp_path / "root", nvcc="nvcc")
+    assert build.command[len(NVCC_FLAGS) + 1:len(NVCC_FLAGS) + 3] == [
+        f"-I{bundle / 'include'}", f"-I{include}"]
+
+
+def test_extension_sources_of_a_host_launched_step(tmp_path):
+    _, _, exported, bundle = host_launched_bundle(tmp_path)
+    plan = read_plan(bundle)
+    sources = extension_sources(plan, layouts_of(exported.graph), graph=exported.graph,
+                                host_tasks={"1" * 64: tmp_path / "object.so"})
+    op = sources.ops["1" * 64]
+    assert op.startswith("host_launched_111111111111_") and sources.host_ops == {"1" * 64: op}
+    ops = sources.files["forge_ops.cpp"]
+    assert '#include "host_launched.h"' in ops
+    assert sources.files["compiler/codegen/host_launch_abi.h"] == \
+        (REPOSITORY / "compiler" / "codegen" / "host_launch_abi.h").read_text()
+    assert "static const std::vector<int64_t> kRuntimeArgs = {16384, 2};" in ops
+    assert "forge_runtime::HostLaunchedObject::For(kOp).Launch({in0, out0}, kRuntimeArgs, kOp);" \
+        in ops
+    assert f'm.def("{op}_load(str path) -> ()", [](std::string path) {{ ' \
+        f'forge_runtime::HostLaunchedObject::Load("forge::{op}", path); }});' in ops
+    assert not any(name.startswith("kernel_") for name in sources.files)
+    # The plan op calls it as it calls a kernel step's op, on inputs of its layouts.
+    assert re.search(rf"{op}\(in0, out0\);", plan_op_source(sources))
+    # Another object (other options) is another op: one process may load both plans.
+    _, _, other_graph, other = host_launched_bundle(tmp_path / "other", options=["-DOTHER"])
+    assert extension_sources(read_plan(other), layouts_of(other_graph.graph),
+                             graph=other_graph.graph,
+                             host_tasks={"1" * 64: tmp_path / "other.so"}).name != sources.name
+
+
+def test_a_host_launched_steps_object_builds_with_nvcc(tmp_path):
+    """The real nvcc build of a host-launched step's object (the scale unit: seconds, no
+    CUTLASS; a CUTLASS sm90 unit takes minutes: cutlass_gemm_compile_test covers that command),
+    then its entry points, which need no GPU."""
+    import ctypes
+
+    from forge.runtime import host_launched
+
+    nvcc_or_skip()
+    _, _, _, bundle = host_launched_bundle(tmp_path / "bundle")
+    objects, fallbacks = host_launched.build_host_objects(read_plan(bundle), tmp_path / "root")
+    assert fallbacks == {}
+    path = objects["1" * 64]
+    assert path.name == "forge_host_launched.so" and "libstdc++.so.6" in needed_libraries(path)
+    modified = path.stat().st_mtime_ns
+    assert host_launched.build_host_objects(read_plan(bundle), tmp_path / "root")[0] == objects
+    assert path.stat().st_mtime_ns == modified  # cached
+    library = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+    assert library.forge_host_abi_version() == 1
+    library.forge_workspace_bytes.restype = ctypes.c_int64
+    args = (ctypes.c_int64 * 2)(64 * 256, 2)
+    assert library.forge_workspace_bytes(args, 2) == 64 * 256 * 4
+
+
+def test_the_extension_of_a_host_launched_step_builds_and_loads_its_object(tmp_path):
+    """Without a GPU: the extension builds with host_launched.h, and its load op dlopens the
+    object and checks its ABI (loading needs no driver); a file that is no object is refused."""
+    nvcc_or_skip()
+    _, _, _, bundle = host_launched_bundle(tmp_path / "bundle")
+    directory = forge.runtime.build_bundle(bundle, build_root=tmp_path / "extensions")
+    assert (tmp_path / "extensions" / "host_launched").is_dir()
+    ops = (directory / "src" / "forge_ops.cpp").read_text()
+    op = re.search(r"void (host_launched_1{12}_[0-9a-f]{8})\(", ops).group(1)
+    load = getattr(torch.ops.forge, f"{op}_load")
+    assert str(load.default._schema) == f"forge::{op}_load(str path) -> ()"
+    (tmp_path / "not-an-object.so").write_text("text")
+    with pytest.raises(RuntimeError, match=f"forge::{op}: cannot load its host-launched object"):
+        load(str(tmp_path / "not-an-object.so"))
+    if not torch.cuda.is_available():
+        with pytest.raises(NotImplementedError, match="CPU"):
+            getattr(torch.ops.forge, op)(torch.randn(64, 256), torch.empty(64, 256))
+
+
+@needs_cuda
+@pytest.mark.parametrize("cuda_graphs", [True, False])
+def test_a_host_launched_step_runs_in_the_plan(tmp_path, cuda_graphs):
+    module, x, _, bundle = host_launched_bundle(tmp_path / "bundle")
+    optimized = load_plan(bundle, module.cuda(), cuda_graphs=cuda_graphs,
+                          build_root=tmp_path / "extensions")
+    assert optimized.step_summary() == "1 host_launched, 1 aten"
+    assert optimized.aten_fallbacks == {}
+    x = x.cuda()
+    for inputs in (x, torch.randn_like(x)):
+        for _ in range(3):
+            assert torch.equal(optimized(inputs), (inputs * 2.0).relu())
+
+
+@needs_cuda
+def test_a_host_launched_objects_error_is_the_ops_error(tmp_path):
+    module, x, _, bundle = host_launched_bundle(tmp_path / "bundle",
+                                                options=["-DFORGE_TEST_LAUNCH_FAILS"])
+    optimized = load_plan(bundle, module.cuda(), cuda_graphs=False,
+                          build_root=tmp_path / "extensions")
+    with pytest.raises(RuntimeError, match="planted failure: this object refuses every launch"):
+        optimized(x.cuda())

@@ -30,16 +30,11 @@
 
 namespace forge::compile {
 
-// The text of compiler/codegen/host_launch_abi.h, embedded at build time (CMakeLists.txt).
-extern const char kHostLaunchAbiHeader[];
-
 namespace {
 
 // The name NVRTC gives the source in its messages ("kernel.cu(10): error: ..."); nvcc's source file.
 constexpr char kProgramName[] = "kernel.cu";
 constexpr char kSharedObjectName[] = "kernel.so";
-// Where the host-launch ABI header goes beside a shared object's source, under an include dir.
-constexpr char kAbiHeaderPath[] = "compiler/codegen/host_launch_abi.h";
 constexpr char kDiskCacheMagic[] = "forge-compile-cache-v1";
 constexpr char kDiskCacheSuffix[] = ".forgecubin";
 
@@ -303,7 +298,8 @@ absl::Status RunNvcc(const CompileRequest& request, const NvccToolchain& toolcha
                          TemporaryDirectory::Create("forge-nvcc-"));
   const std::filesystem::path root(directory.path());
   FORGE_RETURN_IF_ERROR(WriteFile(root / kProgramName, request.source));
-  FORGE_RETURN_IF_ERROR(WriteFile(root / "include" / kAbiHeaderPath, kHostLaunchAbiHeader));
+  FORGE_RETURN_IF_ERROR(
+      WriteFile(root / "include" / kHostLaunchAbiHeaderPath, kHostLaunchAbiHeader));
   const std::vector<std::string> command =
       NvccCommand(toolchain, request.arch, {(root / "include").string()}, request.options,
                   kProgramName, kSharedObjectName);

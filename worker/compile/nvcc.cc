@@ -251,21 +251,25 @@ std::string SharedObjectArch(absl::string_view arch) {
   return std::string(arch);
 }
 
+std::vector<std::string> NvccFlags(absl::string_view arch) {
+  return {"-std=c++17",
+          "-O3",
+          absl::StrCat("-arch=", SharedObjectArch(arch)),
+          "--expt-relaxed-constexpr",
+          "-shared",
+          "-Xcompiler",
+          "-fPIC",
+          "-DNDEBUG",
+          "-Xptxas",
+          "-v"};
+}
+
 std::vector<std::string> NvccCommand(const NvccToolchain& toolchain, absl::string_view arch,
                                      const std::vector<std::string>& include_dirs,
                                      const std::vector<std::string>& options,
                                      const std::string& source, const std::string& output) {
-  std::vector<std::string> command = {toolchain.nvcc_path,
-                                      "-std=c++17",
-                                      "-O3",
-                                      absl::StrCat("-arch=", SharedObjectArch(arch)),
-                                      "--expt-relaxed-constexpr",
-                                      "-shared",
-                                      "-Xcompiler",
-                                      "-fPIC",
-                                      "-DNDEBUG",
-                                      "-Xptxas",
-                                      "-v"};
+  std::vector<std::string> command = {toolchain.nvcc_path};
+  for (std::string& flag : NvccFlags(arch)) command.push_back(std::move(flag));
   for (const std::string& dir : include_dirs) command.push_back(absl::StrCat("-I", dir));
   if (!toolchain.cutlass_include.empty()) {
     command.push_back(absl::StrCat("-I", toolchain.cutlass_include));

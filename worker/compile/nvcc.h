@@ -85,11 +85,23 @@ std::string DefaultCutlassInclude();
 // arch names with a suffix already (sm_90a, sm_100f) stay as they are.
 std::string SharedObjectArch(absl::string_view arch);
 
+// The text of compiler/codegen/host_launch_abi.h, embedded at build time (CMakeLists.txt), and
+// where it goes under an include directory, so that a shared object's source includes it as it
+// does in the tree: the compile pool writes it beside every source, and `forge results` into a
+// bundle with host-launched steps (client/forge/results.h).
+extern const char kHostLaunchAbiHeader[];
+inline constexpr char kHostLaunchAbiHeaderPath[] = "compiler/codegen/host_launch_abi.h";
+
+// The flags of NvccCommand that name no file: for SharedObjectArch(arch), C++17, -O3, relaxed
+// constexpr (CuTe needs it), position-independent host code, NDEBUG, ptxas' resource report
+// (-Xptxas -v, for the PtxasReport parser). A bundle carries them for its host-launched steps, so
+// that the runtime builds their objects as the worker did (runtime/README.md).
+std::vector<std::string> NvccFlags(absl::string_view arch);
+
 // The one nvcc command line of the compile stage: `source` (a .cu file) into the shared object
-// `output` for SharedObjectArch(arch), C++17, -O3, relaxed constexpr (CuTe needs it), position-
-// independent host code, NDEBUG, ptxas' resource report (-Xptxas -v, for the PtxasReport parser),
-// then the include directories in order (the CUTLASS headers of `toolchain` after them), then
-// `options` (LaunchPlan::compile_options: the source's own -D flags and the like).
+// `output` with NvccFlags(arch), then the include directories in order (the CUTLASS headers of
+// `toolchain` after them), then `options` (LaunchPlan::compile_options: the source's own -D flags
+// and the like).
 std::vector<std::string> NvccCommand(const NvccToolchain& toolchain, absl::string_view arch,
                                      const std::vector<std::string>& include_dirs,
                                      const std::vector<std::string>& options,

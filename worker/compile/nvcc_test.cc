@@ -107,6 +107,14 @@ TEST(NvccTest, CommandHasThePoolsFlagsThenIncludesThenTheRequestsOptions) {
               ::testing::Not(::testing::Contains(HasSubstr("-I"))));
 }
 
+TEST(NvccTest, TheFlagsAreTheCommandsWithoutItsFiles) {
+  // What a bundle carries for the runtime's build of a host-launched step (client/forge/results.h).
+  const std::vector<std::string> command = NvccCommand({.nvcc_path = "nvcc"}, "sm_90", {}, {},
+                                                       "k.cu", "k.so");
+  EXPECT_EQ(std::vector<std::string>(command.begin() + 1, command.end() - 3), NvccFlags("sm_90"));
+  EXPECT_THAT(NvccFlags("sm_80"), ::testing::Contains("-arch=sm_80"));
+}
+
 TEST(NvccTest, DescribesTheToolkitsNvccAndTheCutlassHeaders) {
   absl::StatusOr<NvccToolchain> toolchain =
       DescribeNvccToolchain(DefaultNvccPath(), DefaultCutlassInclude());

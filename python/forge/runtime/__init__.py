@@ -22,7 +22,8 @@ from torch.utils import _pytree as pytree
 
 from forge._protos import graph_pb2
 from forge.runtime.executor import PlanModule, log
-from forge.runtime.extension import build_extension, extension_sources
+from forge.runtime.extension import build_extension, cache_directory, extension_sources
+from forge.runtime.host_launched import build_host_objects
 from forge.runtime.plan import Plan, PlanError, TensorLayout, read_plan
 
 _MUTATIONS = (graph_pb2.OUTPUT_KIND_BUFFER_MUTATION, graph_pb2.OUTPUT_KIND_USER_INPUT_MUTATION)
@@ -136,22 +137,37 @@ def _plan_and_graph(bundle_dir, graph):
     return plan, graph
 
 
-def _sources(plan: Plan, graph, target_arch: str):
+def _sources(plan: Plan, graph, target_arch: str, host_tasks=()):
     layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
-    return extension_sources(plan, layouts, target_arch, graph=graph)
+    return extension_sources(plan, layouts, target_arch, graph=graph, host_tasks=host_tasks)
+
+
+def _build(plan: Plan, graph, target_arch: str, build_root, verbose: bool):
+    """Builds the host-launched steps' objects, then the extension, and loads the objects into
+    its ops. Returns the sources, the extension's directory and why each host-launched task that
+    has no object runs through ATen (logged here, once)."""
+    root = pathlib.Path(build_root) if build_root else cache_directory() / "extensions"
+    objects, fallbacks = build_host_objects(plan, root)
+    for task, reason in fallbacks.items():
+        log.warning("forge: task %s runs as ATen calls: %s", task[:12], reason)
+    sources = _sources(plan, graph, target_arch, host_tasks=objects)
+    directory = build_extension(sources, build_root=build_root, verbose=verbose)
+    for task, op in sources.host_ops.items():
+        getattr(torch.ops.forge, f"{op}_load")(str(objects[task]))
+    return sources, directory, fallbacks
 
 
 def build_bundle(bundle_dir: str | pathlib.Path, *, graph=None, target_arch: str | None = None,
                  build_root=None, verbose: bool = False) -> pathlib.Path | None:
     """Builds the bundle's extension into the build cache (and loads it into this process)
     without a module or a GPU, so that a later load_plan of the same bundle on this machine finds
-    it built: deployment images, or many bundles built side by side. target_arch defaults to the plan's. Returns the extension's directory, or None
-    when no step of the plan needs one."""
+    it built: deployment images, or many bundles built side by side. target_arch defaults to the
+    plan's; host-launched steps' objects are built too (one that cannot be is logged, and its step
+    runs through ATen). Returns the extension's directory, or None for a plan without steps."""
     plan, graph = _plan_and_graph(bundle_dir, graph)
-    if not plan.compiled_steps():
+    if not plan.steps:
         return None
-    sources = _sources(plan, graph, target_arch or plan.target_arch)
-    return build_extension(sources, build_root=build_root, verbose=verbose)
+    return _build(plan, graph, target_arch or plan.target_arch, build_root, verbose)[1]
 
 
 def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=None, blobs=None,
@@ -170,7 +186,8 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
     cuda_graphs: capture the plan in a CUDA graph at the first call (eager if capture fails).
     aten_only: run every step as its nodes' ATen calls, without the extension: the reference
       path, which also runs on the CPU.
-    plan_op: call the extension's one operator for the whole plan (the default); False
+    plan_op: call the extension's one operator for the whole plan (the default; on a GPU it is
+      built for a plan of ATen steps alone too, whose host work it cuts to one call); False
       sequences the steps from Python, with the same kernels and results (the GPU tests check
       the two agree bit for bit).
     build_root: where extensions are built; default $FORGE_CACHE_DIR/extensions.
@@ -189,17 +206,19 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
             reason = step.source_error or "its kernel source is missing"
             log.warning("forge: %s runs as ATen calls: %s", step.describe(), reason)
     ops: dict[str, str] = {}
+    fallbacks: dict[str, str] = {}
     use_plan_op, plan_op = plan_op, None
-    if compiled:
-        if device.type != "cuda":
-            raise PlanError(f"{compiled[0].describe()} runs on a CUDA GPU; the plan was asked to "
-                            f"run on {device} (pass aten_only=True to run every step through ATen)")
-        sources = _sources(plan, graph, _target_arch(plan, device))
-        build_extension(sources, build_root=build_root, verbose=verbose)
+    if compiled and device.type != "cuda":
+        raise PlanError(f"{compiled[0].describe()} runs on a CUDA GPU; the plan was asked to "
+                        f"run on {device} (pass aten_only=True to run every step through ATen)")
+    if compiled or (use_plan_op and not aten_only and device.type == "cuda"):
+        sources, _, fallbacks = _build(plan, graph, _target_arch(plan, device), build_root,
+                                       verbose)
         ops = sources.ops
         plan_op = sources.plan_op if use_plan_op else None
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
-                      output_structure=output_structure, plan_op=plan_op)
+                      output_structure=output_structure, plan_op=plan_op,
+                      aten_fallbacks=fallbacks)
 
 
 __all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_bundle",

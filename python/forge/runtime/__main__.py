@@ -2,7 +2,8 @@
 
 Builds result bundles' extensions into the build cache ($FORGE_CACHE_DIR/extensions unless
 --build-root), each bundle with its graph.pb beside it, so that forge.runtime.load_plan later finds
-them built. No GPU is needed; a bundle whose plan runs only ATen steps needs nothing built.
+them built, with the objects of their host-launched steps. No GPU is needed; a plan of ATen steps
+alone gets its plan op built too.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             print(f"{bundle}: {err}", file=sys.stderr)
             continue
-        print(f"{bundle}: {built if built else 'nothing to build (ATen steps only)'}")
+        print(f"{bundle}: {built if built else 'nothing to build (the plan has no steps)'}")
     return 1 if failed else 0
 
 

@@ -9,14 +9,19 @@ is copied into one that has them first); ATen steps call their nodes' operators 
 (torch.ops.aten.<op>.<overload>) with the arguments the graph records. Weights are the module's
 own parameters and buffers, bound by the export's names (no copy).
 
-With CUDA graphs, the first call runs the plan eagerly on a side stream (warm-up), then captures
+With CUDA graphs and the plan op, the op captures the plan itself (in C++,
+runtime/extension/plan.cpp.in): the first call captures it over static input buffers, and later
+calls are one call of the op's _replay, which copies only inputs that changed since the last call
+and hands out the graph's outputs without copying them; outputs the caller still holds when the
+next call comes are moved to memory of their own first, so nothing returned is ever overwritten.
+Without the plan op, the first call runs the plan eagerly on a side stream (warm-up), then captures
 one run into a torch.cuda.CUDAGraph over static input buffers; later calls copy their inputs in,
-replay, and return copies of the static outputs. Every intermediate then lives at a fixed address
-in the graph's memory pool. If capture fails (an op that synchronizes with the host, say), the
-failure is logged and the plan runs eagerly from then on. Those copies cost two passes over the
-inputs and outputs, which for a memory-bound plan over large tensors outweighs what the graph
-saves in launches: right after capture, a few replays (copies included) are timed against as many
-eager runs, and the faster way is kept (`graph_choice` says what was measured).
+replay, and return copies of the static outputs. Either way, if capture fails (an op that
+synchronizes with the host, say), the failure is logged and the plan runs eagerly from then on.
+A plan of one launch is not captured (a graph saves launches, and there is one). Copying the
+inputs costs a pass over them, which for a memory-bound plan over large tensors outweighs what the
+graph saves in launches: right after capture, a few replays (input copies included) are timed
+against as many eager runs, and the faster way is kept (`graph_choice` says what was measured).
 """
 
 from __future__ import annotations
@@ -202,8 +207,12 @@ class PlanModule(torch.nn.Module):
 
     def __init__(self, plan: Plan, graph, weights: Mapping[str, torch.Tensor],
                  ops: Mapping[str, str], device: torch.device, *, cuda_graphs: bool,
-                 output_structure: pytree.TreeSpec | None, plan_op: PlanOp | None = None):
+                 output_structure: pytree.TreeSpec | None, plan_op: PlanOp | None = None,
+                 aten_fallbacks: Mapping[str, str] | None = None):
         super().__init__()
+        # Why tasks whose winner the extension could not run (a host-launched object that could
+        # not be built) run as their ATen calls, by task digest.
+        self.aten_fallbacks = dict(aten_fallbacks or {})
         self.plan = plan
         self.device = device
         self.ops = dict(ops)  # task digest -> name under torch.ops.forge
@@ -219,6 +228,8 @@ class PlanModule(torch.nn.Module):
         if plan_op is not None:
             self.plan_op = plan_op.name
             self._plan_call = getattr(torch.ops.forge, plan_op.name)
+            self._capture_op = getattr(torch.ops.forge, f"{plan_op.name}_capture")
+            self._replay_op = getattr(torch.ops.forge, f"{plan_op.name}_replay")
             self._plan_weights = [self._weights[name]
                                   for name in plan_op.inputs[len(self._inputs):]]
         else:
@@ -231,6 +242,13 @@ class PlanModule(torch.nn.Module):
         self.capture_error: str | None = None  # why capture failed, when it did
         self.graph_choice: str | None = None  # why the graph was kept, dropped or not tried
         self._dropped_graph: torch.cuda.CUDAGraph | None = None
+        # The replay of the plan op's graph (captured in C++), bound to its id, when it is kept.
+        self._op_replay: Callable[..., list[torch.Tensor]] | None = None
+        # After the first call, with the plan op: the one call that runs the plan on the user
+        # inputs (a tuple), without Python's checks (the op checks them).
+        self._fast: Callable[[tuple], list[torch.Tensor]] | None = None
+        leaf = output_structure is None or output_structure.is_leaf()
+        self._single_output = leaf and len(self._outputs) == 1
 
     def _compile(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
         if step.task not in self.ops:
@@ -285,19 +303,58 @@ class PlanModule(torch.nn.Module):
                                 f"{self.device}")
 
     def _graph_may_pay(self, inputs: Sequence[torch.Tensor]) -> bool:
-        """Whether replaying could beat eager at all: its copies of the inputs in and the
-        outputs out against the launches it saves (at most LAUNCH_SAVING_S each)."""
+        """Whether replaying could beat eager at all: its copies of the inputs in (and, without
+        the plan op, of the outputs out) against the launches it saves (at most LAUNCH_SAVING_S
+        each). A plan of one launch has nothing to save."""
+        # A task op launches its kernel or library call (one launch: fused nodes are one kernel);
+        # an ATen step one launch per node, at least.
+        launches = sum(1 if step.task in self.ops else len(step.nodes) for step in self.plan.steps)
+        if launches <= 1:
+            self.graph_choice = "no CUDA graph: the plan is one launch, which a graph cannot save"
+            return False
         copied = sum(t.nbytes for t in inputs)
-        copied += sum(self._layouts[name].nbytes() for name in self._outputs)
+        direction = "in"
+        if self.plan_op is None:
+            copied += sum(self._layouts[name].nbytes() for name in self._outputs)
+            direction = "in and out"
         copy_s = 2 * copied / COPY_BYTES_PER_S
-        launches = sum(len(step.nodes) for step in self.plan.steps)
         if copy_s <= LAUNCH_SAVING_S * launches:
             return True
-        self.graph_choice = (f"no CUDA graph: copying {copied / 2**20:.0f} MiB in and out "
+        self.graph_choice = (f"no CUDA graph: copying {copied / 2**20:.0f} MiB {direction} "
                              f"(~{copy_s * 1e3:.3f} ms) costs more than {launches} launches save")
         return False
 
+    def _capture_failed(self, err: RuntimeError) -> None:
+        torch.cuda.synchronize(self.device)
+        self.capture_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+        log.warning("forge: capturing the plan of job %s in a CUDA graph failed (%s); it runs "
+                    "eagerly instead", self.plan.job or "?", self.capture_error)
+
+    def _capture_plan_op(self, inputs: Sequence[torch.Tensor]) -> None:
+        """The plan op captures itself; kept when its replays (every input copied) beat eager."""
+        if not self._inputs:
+            self.graph_choice = "no CUDA graph: the plan has no user inputs to replay it on"
+            return
+        if not self._graph_may_pay(inputs):
+            return
+        try:
+            replay = functools.partial(self._replay_op, self._capture_op(
+                [*inputs, *self._plan_weights]))
+        except RuntimeError as err:
+            self._capture_failed(err)
+            return
+        eager_ms = self._time(lambda: self._plan_call([*inputs, *self._plan_weights]))
+        replay_ms = self._time(lambda: replay(list(inputs), True))
+        if replay_ms <= eager_ms:
+            self._op_replay = replay
+        kept = "kept" if self._op_replay is not None else "dropped"
+        self.graph_choice = (f"{kept} the CUDA graph: replay with input copies {replay_ms:.3f} "
+                             f"ms, eager {eager_ms:.3f} ms")
+
     def _capture(self, inputs: Sequence[torch.Tensor]) -> None:
+        if self.plan_op is not None:
+            self._capture_plan_op(inputs)
+            return
         if not self._graph_may_pay(inputs):
             return
         static_inputs = [self._layouts[name].empty(self.device) for name in self._inputs]
@@ -316,10 +373,7 @@ class PlanModule(torch.nn.Module):
             with torch.cuda.graph(graph):
                 static_outputs = self._run(static_inputs)
         except RuntimeError as err:
-            torch.cuda.synchronize(self.device)
-            self.capture_error = str(err).splitlines()[0] if str(err) else type(err).__name__
-            log.warning("forge: capturing the plan of job %s in a CUDA graph failed (%s); it "
-                        "runs eagerly instead", self.plan.job or "?", self.capture_error)
+            self._capture_failed(err)
             return
         self._graph, self._static_inputs, self._static_outputs = (graph, static_inputs,
                                                                   static_outputs)
@@ -356,9 +410,27 @@ class PlanModule(torch.nn.Module):
     def uses_cuda_graph(self) -> bool:
         """Whether calls replay a captured CUDA graph (known after the first call): captured,
         and faster than eager with its copies."""
-        return self._graph is not None
+        return self._graph is not None or self._op_replay is not None
+
+    def _structured(self, outputs: Sequence[torch.Tensor]):
+        if self._single_output:
+            return outputs[0]
+        if self._output_structure is not None:
+            return pytree.tree_unflatten(list(outputs), self._output_structure)
+        return tuple(outputs)
 
     def forward(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None and not kwargs:
+            # The plan op checks the inputs. When it refuses them (or they are not all tensors),
+            # the path below checks them in Python, to explain, and runs what it can.
+            try:
+                if torch.is_grad_enabled():
+                    with torch.no_grad():
+                        return self._structured(fast(args))
+                return self._structured(fast(args))
+            except (RuntimeError, TypeError):
+                pass
         leaves, _ = pytree.tree_flatten((args, kwargs))
         inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         self._check_inputs(inputs)
@@ -368,11 +440,15 @@ class PlanModule(torch.nn.Module):
                 self._capture(inputs)
             if self._graph is not None:
                 outputs = self._replay(inputs)
+            elif self._op_replay is not None:
+                outputs = self._op_replay(inputs)
             else:
                 outputs = self._run(inputs)
-        if self._output_structure is not None:
-            return pytree.tree_unflatten(outputs, self._output_structure)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        if self.plan_op is not None and len(leaves) == len(inputs):
+            # From now on one call of the plan op (or of its replay) per forward.
+            weights = self._plan_weights
+            self._fast = self._op_replay or (lambda args: self._plan_call([*args, *weights]))
+        return self._structured(outputs)
 
     def step_summary(self) -> str:
         """How the steps run, e.g. "4 kernel, 1 library, 15 aten"."""
@@ -380,10 +456,13 @@ class PlanModule(torch.nn.Module):
         for step in self.plan.steps:
             kind = step.implementation if step.task in self.ops else "aten"
             counts[kind] = counts.get(kind, 0) + 1
-        return ", ".join(f"{counts[kind]} {kind}" for kind in ("kernel", "library", "aten")
+        return ", ".join(f"{counts[kind]} {kind}" for kind in ("kernel", "host_launched",
+                                                                "library", "aten")
                          if kind in counts)
 
     def extra_repr(self) -> str:
+        fallbacks = "".join(f", task {task[:12]} through ATen: {reason}"
+                            for task, reason in self.aten_fallbacks.items())
         return (f"job={self.plan.job!r}, model={self.plan.model!r}, steps: "
                 f"{self.step_summary()}, device={self.device}, "
-                f"cuda_graphs={self._use_cuda_graph}, plan_op={self.plan_op!r}")
+                f"cuda_graphs={self._use_cuda_graph}, plan_op={self.plan_op!r}{fallbacks}")

@@ -23,8 +23,8 @@ from typing import Mapping
 import torch
 
 from forge._protos import graph_pb2
-from forge.runtime.executor import (VECTOR_BYTES, AtenNode, PlanOp, RecordedArgument, aten_nodes,
-                                    user_inputs, user_outputs)
+from forge.runtime.executor import (VECTOR_BYTES, WARMUP_RUNS, AtenNode, PlanOp, RecordedArgument,
+                                    aten_nodes, user_inputs, user_outputs)
 from forge.runtime.plan import Plan, PlanError, Step, TensorLayout
 
 # The templates: $FORGE_RUNTIME_ROOT/extension, else the copy an installed SDK carries
@@ -33,8 +33,10 @@ _PACKAGED_RUNTIME_ROOT = pathlib.Path(__file__).resolve().parent
 _RUNTIME_ROOT = pathlib.Path(os.environ.get("FORGE_RUNTIME_ROOT") or (
     _PACKAGED_RUNTIME_ROOT if (_PACKAGED_RUNTIME_ROOT / "extension").is_dir()
     else pathlib.Path(__file__).resolve().parents[3] / "runtime"))
-_TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "ops.cpp.in", "kernel.cu.in",
-                   "plan.cpp.in")
+_TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "host_launched.h", "ops.cpp.in",
+                   "kernel.cu.in", "plan.cpp.in")
+# Where a host-launched step's source finds the ABI header, under an include directory.
+_ABI_HEADER = "compiler/codegen/host_launch_abi.h"
 
 _SCALAR_TYPES = {
     torch.float64: "at::kDouble", torch.float32: "at::kFloat", torch.float16: "at::kHalf",
@@ -92,6 +94,8 @@ class ExtensionSources:
     ops: dict[str, str]  # task digest -> op name under torch.ops.forge
     cuda_flags: list[str]
     plan_op: PlanOp | None = None  # the op that runs the whole plan (built with the graph)
+    # task digest -> op of its host-launched step; torch.ops.forge.<op>_load(path) loads its object
+    host_ops: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _cpp_list(values) -> str:
@@ -103,14 +107,22 @@ def _layout_literal(layout: TensorLayout) -> str:
             f"{_cpp_list(layout.strides)}}}")
 
 
+def extension_steps(plan: Plan, host_tasks) -> list[Step]:
+    """The steps the extension runs: kernel and library steps that can run as planned, and the
+    host-launched ones among them whose task has its object (`host_tasks`); every other step
+    runs as its ATen calls."""
+    return [s for s in plan.compiled_steps()
+            if s.implementation != "host_launched" or s.task in host_tasks]
+
+
 class _Generator:
     def __init__(self, plan: Plan, layouts: Mapping[str, TensorLayout], target_arch: str,
-                 graph=None):
+                 graph=None, host_tasks=()):
         self.plan, self.layouts, self.target_arch, self.graph = plan, layouts, target_arch, graph
         self.templates = _templates()
         # One op per task: every instance of a task runs its one winner.
         self.steps: dict[str, list[Step]] = {}
-        for step in plan.compiled_steps():
+        for step in extension_steps(plan, host_tasks):
             self.steps.setdefault(step.task, []).append(step)
         for steps in self.steps.values():
             for step in steps:
@@ -131,10 +143,13 @@ class _Generator:
             step = steps[0]
             sha.update(repr((task, step.candidate, step.implementation, step.kernel_name,
                              step.launch, step.library_call, step.library_algorithm,
-                             step.epilogue_inputs,
+                             step.epilogue_inputs, step.runtime_args, step.nvcc_flags,
+                             step.compile_options,
                              [self.layouts[v] for v in step.inputs + step.outputs])).encode())
             if step.source is not None:
                 sha.update(step.source.read_bytes())
+            if step.implementation == "host_launched":
+                sha.update((step.include / _ABI_HEADER).read_bytes())
         if self.graph is not None:  # the plan op runs every step, the graph's nodes included
             sha.update(self.graph.SerializeToString(deterministic=True))
             sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs)
@@ -166,6 +181,14 @@ class _Generator:
                 lines.append(f"  forge_runtime::CheckTensor({name}, "
                              f'{_layout_literal(self.layouts[value])}, kOp, "{kind} {i}");')
         lines.append(f"  const c10::cuda::CUDAGuard guard({(inputs + outputs)[0]}.device());")
+        if step.implementation == "host_launched":
+            lines += [
+                "  static const std::vector<int64_t> kRuntimeArgs = "
+                f"{_cpp_list(map(_cpp_int, step.runtime_args))};",
+                "  forge_runtime::HostLaunchedObject::For(kOp).Launch("
+                f"{{{', '.join(inputs + outputs)}}}, kRuntimeArgs, kOp);",
+                "}"]
+            return "\n".join(lines)
         if step.implementation == "library":
             call = step.library_call
             operand = lambda m: (f"{{{m.input}, {str(m.transposed).lower()}, {m.leading_dim}, "
@@ -201,6 +224,8 @@ class _Generator:
     def describe(self, step: Step) -> str:
         if step.implementation == "kernel":
             what = f"generated kernel {step.kernel_name}"
+        elif step.implementation == "host_launched":
+            what = f"host-launched {step.kernel_name} (a shared object nvcc built)"
         else:
             algorithm = (f" ({step.library_algorithm})" if step.library_algorithm
                          else " (not recorded: the index alone)")
@@ -212,6 +237,7 @@ class _Generator:
     def generate(self) -> ExtensionSources:
         digest = self.digest()
         files, ops, declarations, bodies, schemas, implementations = {}, {}, [], [], [], []
+        host_ops: list[str] = []
         # Tasks go by 12 hex digits, as the bundle's directories do, or by the whole digest when
         # two share them.
         short = len({task[:12] for task in self.steps}) == len(self.steps)
@@ -221,7 +247,10 @@ class _Generator:
             op = f"{step.implementation}_{label}_{digest[:8]}"
             ops[task] = op
             launcher = None
-            if step.kernel_name:
+            if step.implementation == "host_launched":
+                host_ops.append(op)
+                files[_ABI_HEADER] = (step.include / _ABI_HEADER).read_text()
+            elif step.kernel_name:
                 launcher = f"forge_launch_{label}"
                 files[f"kernel_{label}.cu"] = self.kernel_file(step, f"forge_kernel_{label}",
                                                                launcher)
@@ -231,7 +260,15 @@ class _Generator:
             arguments = [f"Tensor in{i}" for i in range(len(step.inputs))]
             arguments += [f"Tensor(o{i}!) out{i}" for i in range(len(step.outputs))]
             schemas.append(f'  m.def("{op}({", ".join(arguments)}) -> ()");')
+            if step.implementation == "host_launched":
+                # Catch-all (no tensor to dispatch on): forge.runtime calls it with the object.
+                schemas.append(
+                    f'  m.def("{op}_load(str path) -> ()", [](std::string path) {{ '
+                    f'forge_runtime::HostLaunchedObject::Load("forge::{op}", path); }});')
             implementations.append(f'  m.impl("{op}", &{op});')
+        if host_ops:
+            declarations.insert(0, '#include "host_launched.h"')
+            files["host_launched.h"] = self.templates["host_launched.h"]
         files["forge_ops.cpp"] = _fill(self.templates["ops.cpp.in"], {
             "PLAN_DIGEST": digest[:16], "JOB": self.plan.job or "-",
             "MODEL": self.plan.model or "-", "LAUNCHER_DECLARATIONS": "\n".join(declarations),
@@ -248,7 +285,8 @@ class _Generator:
         for header in ("forge_runtime.h", "cublaslt_matmul.h"):
             files[header] = self.templates[header]
         return ExtensionSources(name=f"forge_plan_{digest[:16]}", files=files, ops=ops,
-                                cuda_flags=gencode_flags(self.target_arch), plan_op=plan_op)
+                                cuda_flags=gencode_flags(self.target_arch), plan_op=plan_op,
+                                host_ops={task: op for task, op in ops.items() if op in host_ops})
 
 
 class _PlanOpGenerator:
@@ -269,6 +307,7 @@ class _PlanOpGenerator:
         weights = [i.value_name for i in graph.inputs
                    if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
                    reads | set(self.outputs)]
+        self.user_input_count = len(user_inputs(graph))
         self.inputs = user_inputs(graph) + weights
         # Places in the table: the inputs, then the values in the order steps write them.
         self.places = {name: place for place, name in enumerate(self.inputs)}
@@ -353,7 +392,8 @@ class _PlanOpGenerator:
         arena = [name for step, calls in self.steps if calls is None for name in step.outputs
                  if name not in outputs]
         return _fill(template, {
-            "PLAN_OP": name, "VECTOR_BYTES": VECTOR_BYTES, "VALUE_COUNT": len(self.places),
+            "PLAN_OP": name, "VECTOR_BYTES": VECTOR_BYTES, "WARMUP_RUNS": WARMUP_RUNS,
+            "USER_INPUT_COUNT": self.user_input_count, "VALUE_COUNT": len(self.places),
             "VALUE_NAMES": _cpp_list(_cpp_string(n) for n in self.places),
             "INPUTS": _cpp_list(self.place(n) for n in self.inputs),
             "OUTPUTS": _cpp_list(self.place(n) for n in self.outputs),
@@ -423,14 +463,17 @@ def _ivalue(argument: RecordedArgument) -> str:
 
 
 def extension_sources(plan: Plan, layouts: Mapping[str, TensorLayout],
-                      target_arch: str | None = None, *, graph=None) -> ExtensionSources:
+                      target_arch: str | None = None, *, graph=None,
+                      host_tasks=()) -> ExtensionSources:
     """The extension's sources for the plan's kernel and library steps (nothing is compiled).
     `layouts` gives every value's layout by name; `target_arch` defaults to the plan's. With
-    `graph` (the job's forge.v1.Graph), the extension also registers the whole plan as one op."""
+    `graph` (the job's forge.v1.Graph), the extension also registers the whole plan as one op.
+    Host-launched steps get an op when their task is in `host_tasks` (their objects were built:
+    forge.runtime.host_launched); the others run as their ATen calls."""
     arch = target_arch or plan.target_arch
     if not arch:
         raise PlanError("plan.json names no target_arch: pass the GPU's (e.g. sm_90)")
-    return _Generator(plan, layouts, arch, graph).generate()
+    return _Generator(plan, layouts, arch, graph, host_tasks).generate()
 
 
 # Extensions loaded into this process, by name: loading a second copy of one (built under
@@ -456,6 +499,7 @@ def build_extension(sources: ExtensionSources, *, build_root: str | pathlib.Path
     paths = []
     for name, text in sources.files.items():
         path = source_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:  # unchanged files keep their mtime
             path.write_text(text)
         if not name.endswith(".h"):

@@ -5,7 +5,9 @@ intermediates, outputs) and its steps in dependency order. A step calls its task
 generated kernel (tasks/<task>/kernel.cu, its extern "C" kernel and launch), a cuBLASLt call
 (`library_call`, with `library_algorithm`, the configuration of the cuBLASLt algorithm the worker
 measured, when the bundle records it; plus the epilogue kernel of "cublaslt_then_pointwise"), or
-the ATen calls of its nodes. Steps bind the task's inputs and outputs to buffers by value name, in
+the ATen calls of its nodes, or a host-launched translation unit (CUTLASS: tasks/<task>/kernel.cu,
+built with nvcc into a shared object whose entry points compiler/codegen/host_launch_abi.h
+defines, with the bundle's `nvcc_flags`, its `compile_options` and its `runtime_args`). Steps bind the task's inputs and outputs to buffers by value name, in
 KernelTask order, which is the order of the kernel's pointer arguments
 (compiler/codegen/generated_kernel.h).
 """
@@ -26,7 +28,7 @@ from forge.export import _DTYPES
 _TORCH_DTYPES = {proto: dtype for dtype, proto in _DTYPES.items()}
 
 PLAN_FORMAT = "forge.plan.v1"
-IMPLEMENTATIONS = ("kernel", "library", "aten")
+IMPLEMENTATIONS = ("kernel", "host_launched", "library", "aten")
 
 # common/dtype's names, as plan.json spells them.
 DTYPES = {
@@ -186,6 +188,13 @@ class Step:
     # "cublaslt_then_pointwise": the task inputs its epilogue kernel reads after the scratch.
     epilogue_inputs: tuple[int, ...] | None
     source_error: str
+    # "host_launched": how its object is built (worker/compile/nvcc.h NvccFlags, the source's own
+    # options, the include directory that holds the ABI header) and the arguments its entry
+    # points take besides the buffers (LaunchPlan::runtime_args).
+    nvcc_flags: tuple[str, ...] = ()
+    compile_options: tuple[str, ...] = ()
+    runtime_args: tuple[int, ...] = ()
+    include: pathlib.Path | None = None
 
     @property
     def runnable_as_planned(self) -> bool:
@@ -196,10 +205,13 @@ class Step:
             return False
         if self.implementation == "kernel":
             return bool(self.kernel_name) and self.source is not None
+        if self.implementation == "host_launched":
+            return self.source is not None and self.include is not None
         return self.library_call is not None and (not self.kernel_name or self.source is not None)
 
     def describe(self) -> str:
         what = {"kernel": f"kernel {self.kernel_name}", "library": "cuBLASLt call",
+                "host_launched": f"host-launched {self.kernel_name}",
                 "aten": "ATen calls"}[self.implementation]
         return f"step {self.index} (task {self.task[:12]}, {what})"
 
@@ -274,8 +286,13 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
     kernel_name = entry.get("kernel_name", "")
     if kernel_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", kernel_name):
         raise PlanError(f"{where}: kernel_name {kernel_name!r} is not a C identifier")
-    if kernel_name and entry.get("launch") is None:
+    if kernel_name and implementation != "host_launched" and entry.get("launch") is None:
         raise PlanError(f"{where}: kernel {kernel_name} has no launch")
+    host = {}
+    if implementation == "host_launched":
+        host = _host_launched(entry, directory, where)
+        if source is None:
+            source_error = source_error or "the host-launched step has no source"
     if implementation == "library" and kernel_name and epilogue_inputs is None:
         source_error = source_error or f"{source} does not say which inputs its epilogue reads"
     return Step(index=index, task=_field(entry, "task", where, str), implementation=implementation,
@@ -283,7 +300,26 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
                 candidate=entry.get("candidate", ""), kernel_name=kernel_name, source=source,
                 launch=_launch(entry.get("launch"), where), library_call=library_call,
                 library_algorithm=library_algorithm, epilogue_inputs=epilogue_inputs,
-                source_error=source_error)
+                source_error=source_error, **host)
+
+
+def _host_launched(entry: dict, directory: pathlib.Path, where: str) -> dict:
+    """A host-launched step's build and call fields (Step's)."""
+    strings = lambda key: tuple(_strings(entry, key, where))
+    runtime_args = _field(entry, "runtime_args", where, list)
+    if not all(isinstance(a, int) and not isinstance(a, bool) and -2**63 <= a < 2**63
+               for a in runtime_args):
+        raise PlanError(f"{where}: runtime_args must be 64-bit integers, got {runtime_args!r}")
+    include = directory / _field(entry, "include", where, str)
+    return {"nvcc_flags": strings("nvcc_flags"), "compile_options": strings("compile_options"),
+            "runtime_args": tuple(runtime_args), "include": include}
+
+
+def _strings(entry: dict, key: str, where: str) -> list[str]:
+    values = _field(entry, key, where, list)
+    if not all(isinstance(v, str) for v in values):
+        raise PlanError(f"{where}: field '{key}' should be a list of strings, got {values!r}")
+    return values
 
 
 def read_plan(directory: str | pathlib.Path) -> Plan:
