@@ -416,6 +416,14 @@ Index RowMajorCoordinates(const std::string& linear, const std::vector<int64_t>&
   return coordinates;
 }
 
+std::string TensorArgument(const forge::v1::Node& node, absl::string_view name) {
+  const forge::v1::Argument* argument = FindArgument(node, name);
+  if (argument == nullptr) return "";
+  if (argument->has_tensor()) return argument->tensor();
+  if (argument->has_optional_tensor()) return argument->optional_tensor().value_name();
+  return "";
+}
+
 std::string ElementOffset(const Index& index, const forge::v1::TensorSpec& spec,
                           ElementEmitter& emitter) {
   std::vector<std::string> terms;
@@ -426,6 +434,56 @@ std::string ElementOffset(const Index& index, const forge::v1::TensorSpec& spec,
                                          : absl::StrCat(component, " * ", spec.strides(d)));
   }
   return terms.empty() ? "0" : absl::StrJoin(terms, " + ");
+}
+
+Term LoadInputElement(ElementEmitter& emitter, int position, const forge::v1::TensorSpec& spec,
+                      const Index& index, const VectorLane* vector) {
+  const std::string storage = *StorageType(spec.dtype());
+  std::string loaded;
+  if (vector != nullptr) {
+    auto [it, inserted] = vector->loaded->try_emplace(position, "");
+    if (inserted) {
+      it->second = emitter.NewVariable();
+      const std::string type = absl::StrCat("ForgeVec<", storage, ", ", vector->width, ">");
+      emitter.AddStatement(absl::StrCat("const ", type, " ", it->second,
+                                        " = *reinterpret_cast<const ", type, "*>(in", position,
+                                        " + ", ElementOffset(vector->first, spec, emitter), ");"));
+    }
+    loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", vector->lane, "]"));
+  } else {
+    loaded = LoadConversion(
+        spec.dtype(), absl::StrCat("in", position, "[", ElementOffset(index, spec, emitter), "]"));
+  }
+  const std::string variable = emitter.NewVariable();
+  emitter.AddStatement(
+      absl::StrCat("const ", *RegisterType(spec.dtype()), " ", variable, " = ", loaded, ";"));
+  return Term{variable, spec.dtype()};
+}
+
+void StoreOutputLanes(ElementEmitter& emitter, int position, const forge::v1::TensorSpec& spec,
+                      const std::vector<Term>& lanes, const std::vector<Index>& indices,
+                      bool vector) {
+  const std::string reg = *RegisterType(spec.dtype());
+  std::vector<std::string> values;
+  for (const Term& lane : lanes) {
+    values.push_back(spec.dtype() == forge::v1::DTYPE_BOOL
+                         ? absl::StrCat("(", lane.expr, " != 0)")
+                         : absl::StrCat("((", reg, ")", lane.expr, ")"));
+  }
+  if (vector) {
+    const std::string address =
+        absl::StrCat("out", position, " + ", ElementOffset(indices.front(), spec, emitter));
+    for (std::string& statement :
+         VectorStore(spec.dtype(), values, emitter.NewVariable(), address, "")) {
+      emitter.AddStatement(std::move(statement));
+    }
+    return;
+  }
+  for (size_t lane = 0; lane < values.size(); ++lane) {
+    emitter.AddStatement(absl::StrCat("out", position, "[",
+                                      ElementOffset(indices[lane], spec, emitter), "] = ",
+                                      StoreConversion(spec.dtype(), values[lane]), ";"));
+  }
 }
 
 // ---- ElementEmitter ----

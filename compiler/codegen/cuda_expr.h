@@ -93,6 +93,8 @@ class GroupView {
 
 // The argument of `node` called `name`, or nullptr when the export left it at its default.
 using ops::FindArgument;
+// The value a Tensor or Tensor? argument `name` of `node` names; empty when absent or None.
+std::string TensorArgument(const forge::v1::Node& node, absl::string_view name);
 
 // Ops ElementEmitter computes elementwise (their op-table entry's form is kCompute or kCopy), view
 // ops it folds in as index remapping (kReshape ... kUnbind), and glue ops it reads through by index
@@ -122,6 +124,28 @@ class ElementEmitter;
 // of `emitter`.
 std::string ElementOffset(const Index& index, const forge::v1::TensorSpec& spec,
                           ElementEmitter& emitter);
+
+// Where a family's resolver loads an element as one lane of a vector: `width` elements from the
+// element at `first` (lane 0's), the element being lane `lane`; `loaded` keeps each input's
+// vector variable (by input position), declared once and read by every lane.
+struct VectorLane {
+  int64_t width = 1;
+  int64_t lane = 0;
+  Index first;
+  std::map<int, std::string>* loaded = nullptr;
+};
+// Statements of `emitter` that load group input `position` (kernel argument in<position>, laid
+// out by `spec`) at `index` into a new variable of its register type, and that variable: lane
+// `vector->lane` of its vector when `vector` is given, else a scalar load.
+Term LoadInputElement(ElementEmitter& emitter, int position, const forge::v1::TensorSpec& spec,
+                      const Index& index, const VectorLane* vector);
+
+// Statements of `emitter` that store `lanes` (elements computed for kernel output `position`,
+// laid out by `spec`) at `indices` (one a lane): as one aligned vector at indices[0] when
+// `vector`, else one store a lane. Bool outputs store `!= 0`.
+void StoreOutputLanes(ElementEmitter& emitter, int position, const forge::v1::TensorSpec& spec,
+                      const std::vector<Term>& lanes, const std::vector<Index>& indices,
+                      bool vector);
 
 // Emits statements that compute values of a group at given indices. Values the emitter does not
 // compute itself (group inputs; reduction results) come from the resolver, which the family

@@ -34,6 +34,7 @@ TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
                           "gemm_library", "cudnn_conv", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_STENCIL)->name(), "stencil");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM)->name(), "gemm_library");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CUTLASS_GEMM)->name(), "cutlass_gemm");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMV)->name(), "gemv");

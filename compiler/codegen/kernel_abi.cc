@@ -22,4 +22,11 @@ std::string KernelParameterList(const forge::v1::KernelTask& task) {
   return absl::StrJoin(parameters, ", ");
 }
 
+std::string KernelArgumentList(const forge::v1::KernelTask& task) {
+  std::vector<std::string> names;
+  for (int i = 0; i < task.inputs_size(); ++i) names.push_back(absl::StrCat("in", i));
+  for (int o = 0; o < task.outputs_size(); ++o) names.push_back(absl::StrCat("out", o));
+  return absl::StrJoin(names, ", ");
+}
+
 }  // namespace forge::codegen

@@ -13,6 +13,9 @@ namespace forge::codegen {
 // "const float* __restrict__ in0, float* __restrict__ out0" for a float32 task of one input and
 // one output. Every dtype of the task must have a storage type (StorageType).
 std::string KernelParameterList(const forge::v1::KernelTask& task);
+// The same parameters' names, "in0, in1, out0": how a kernel passes them on to the element
+// functions it calls.
+std::string KernelArgumentList(const forge::v1::KernelTask& task);
 
 }  // namespace forge::codegen
 

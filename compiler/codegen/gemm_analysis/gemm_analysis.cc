@@ -30,14 +30,6 @@ std::vector<std::string> ReadValues(const Node& node) {
   return names;
 }
 
-std::string TensorArgument(const Node& node, absl::string_view name) {
-  const Argument* argument = FindArgument(node, name);
-  if (argument == nullptr) return "";
-  if (argument->has_tensor()) return argument->tensor();
-  if (argument->has_optional_tensor()) return argument->optional_tensor().value_name();
-  return "";
-}
-
 bool IsUnitScalar(const Node& node, absl::string_view name) {
   const Argument* argument = FindArgument(node, name);
   if (argument == nullptr) return true;

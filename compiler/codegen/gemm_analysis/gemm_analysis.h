@@ -75,8 +75,6 @@ absl::StatusOr<ProductAnalysis> AnalyzeProduct(const GroupView& view,
 absl::string_view OpName(const forge::v1::Node& node);
 // The values `node` reads, in argument order.
 std::vector<std::string> ReadValues(const forge::v1::Node& node);
-// The value a Tensor or Tensor? argument names; empty when absent or None.
-std::string TensorArgument(const forge::v1::Node& node, absl::string_view name);
 // True when a Scalar argument is absent (its default, 1) or equals 1.
 bool IsUnitScalar(const forge::v1::Node& node, absl::string_view name);
 // The node that alone reads `value`, or nullptr when `value` is a group output or is read by

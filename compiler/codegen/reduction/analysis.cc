@@ -581,15 +581,4 @@ std::vector<int64_t> ShapeOf(const TensorSpec& spec) {
   return {spec.shape().begin(), spec.shape().end()};
 }
 
-std::string TensorArgument(const Node& node, absl::string_view name) {
-  const Argument* argument = FindArgument(node, name);
-  if (argument == nullptr) return "";
-  if (argument->value_case() == Argument::kTensor) return argument->tensor();
-  if (argument->value_case() == Argument::kOptionalTensor &&
-      argument->optional_tensor().has_value_name()) {
-    return argument->optional_tensor().value_name();
-  }
-  return "";
-}
-
 }  // namespace forge::codegen::reduction

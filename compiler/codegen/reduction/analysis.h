@@ -86,8 +86,6 @@ bool ElementwiseInRow(ReductionKind kind);
 bool Softmax(ReductionKind kind);
 
 std::vector<int64_t> ShapeOf(const forge::v1::TensorSpec& spec);
-// The value name of `node`'s tensor (or present optional tensor) argument `name`; empty otherwise.
-std::string TensorArgument(const forge::v1::Node& node, absl::string_view name);
 
 }  // namespace forge::codegen::reduction
 

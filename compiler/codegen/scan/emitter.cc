@@ -62,29 +62,16 @@ class ElementFunctions {
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const TensorSpec& spec = task_.outputs(o);
       const std::string& name = task_.group().outputs(o).value_name();
-      const std::string reg = *RegisterType(spec.dtype());
-      std::vector<std::string> values;
+      std::vector<Term> lanes;
+      std::vector<Index> indices;
       for (lane_ = 0; lane_ < layout_.width; ++lane_) {
         absl::StatusOr<Term> term = emitter.Emit(name, ElementIndex(lane_));
         if (!term.ok()) return term.status();
-        values.push_back(spec.dtype() == forge::v1::DTYPE_BOOL
-                             ? absl::StrCat("(", term->expr, " != 0)")
-                             : absl::StrCat("((", reg, ")", term->expr, ")"));
+        lanes.push_back(*std::move(term));
+        indices.push_back(ElementIndex(lane_));
       }
-      if (VectorAlongTheRow(analysis_, spec, layout_.width)) {
-        const std::string address =
-            absl::StrCat("out", o, " + ", ElementOffset(ElementIndex(0), spec, emitter));
-        for (std::string& statement :
-             VectorStore(spec.dtype(), values, emitter.NewVariable(), address, "")) {
-          emitter.AddStatement(std::move(statement));
-        }
-        continue;
-      }
-      for (int lane = 0; lane < layout_.width; ++lane) {
-        emitter.AddStatement(
-            absl::StrCat("out", o, "[", ElementOffset(ElementIndex(lane), spec, emitter),
-                         "] = ", StoreConversion(spec.dtype(), values[lane]), ";"));
-      }
+      StoreOutputLanes(emitter, o, spec, lanes, indices,
+                       VectorAlongTheRow(analysis_, spec, layout_.width));
     }
     return Function("forge_scan_store", "const ForgeScanAcc (&y)[kVectorWidth]",
                     emitter.statements(), {});
@@ -117,26 +104,11 @@ class ElementFunctions {
     const int position = analysis_.view.InputPosition(value);
     if (position < 0) return std::optional<Term>();
     const TensorSpec& spec = analysis_.view.InputSpec(position);
-    const std::string storage = *StorageType(spec.dtype());
-    std::string loaded;
     if (index == ElementIndex(lane_) && VectorAlongTheRow(analysis_, spec, layout_.width)) {
-      auto [it, inserted] = vectors_.try_emplace(position, "");
-      if (inserted) {
-        it->second = self.NewVariable();
-        const std::string type = absl::StrCat("ForgeVec<", storage, ", ", layout_.width, ">");
-        self.AddStatement(absl::StrCat("const ", type, " ", it->second,
-                                       " = *reinterpret_cast<const ", type, "*>(in", position,
-                                       " + ", ElementOffset(ElementIndex(0), spec, self), ");"));
-      }
-      loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", lane_, "]"));
-    } else {
-      loaded = LoadConversion(
-          spec.dtype(), absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));
+      const VectorLane vector{layout_.width, lane_, ElementIndex(0), &vectors_};
+      return LoadInputElement(self, position, spec, index, &vector);
     }
-    const std::string variable = self.NewVariable();
-    self.AddStatement(
-        absl::StrCat("const ", *RegisterType(spec.dtype()), " ", variable, " = ", loaded, ";"));
-    return Term{variable, spec.dtype()};
+    return LoadInputElement(self, position, spec, index, nullptr);
   }
 
   // The scan's result (values or indices) at the element being stored.
@@ -174,14 +146,6 @@ class ElementFunctions {
   int64_t lane_ = 0;                    // the lane of the vector being emitted
   std::map<int, std::string> vectors_;  // input position -> its vector load's variable
 };
-
-// The kernel's arguments, as the element functions take them: in0, ..., out0, ...
-std::string ArgumentList(const KernelTask& task) {
-  std::vector<std::string> names;
-  for (int i = 0; i < task.inputs_size(); ++i) names.push_back(absl::StrCat("in", i));
-  for (int o = 0; o < task.outputs_size(); ++o) names.push_back(absl::StrCat("out", o));
-  return absl::StrJoin(names, ", ");
-}
 
 }  // namespace
 
@@ -243,7 +207,7 @@ absl::StatusOr<std::string> EmitScanKernel(const KernelTask& task, const ScanTas
   if (layout.kind != Template::kColumn) body = absl::StrCat(kScanTile, body);
   absl::StrAppend(&source,
                   absl::StrReplaceAll(body, {{"FORGE_SCAN_PARAMETERS", KernelParameterList(task)},
-                                             {"FORGE_SCAN_ARGUMENTS", ArgumentList(task)}}));
+                                             {"FORGE_SCAN_ARGUMENTS", KernelArgumentList(task)}}));
   return source;
 }
 

@@ -26,8 +26,8 @@ std::vector<int64_t> ShapeOf(const TensorSpec& spec) {
 // Reads one node's arguments into the analysis; `where` names the node in messages.
 class NodeReader {
  public:
-  NodeReader(const Node& node, StencilTask& analysis)
-      : node_(node), analysis_(analysis), where_(absl::StrCat("stencil: ", DescribeNode(node))) {}
+  explicit NodeReader(const Node& node)
+      : node_(node), where_(absl::StrCat("stencil: ", DescribeNode(node))) {}
 
   const std::string& where() const { return where_; }
 
@@ -68,23 +68,32 @@ class NodeReader {
                : argument->bool_value();
   }
 
-  // The tensor argument `name`, or an empty string when it is absent or None.
-  std::string Tensor(const char* name) const {
-    const Argument* argument = FindArgument(node_, name);
-    if (argument == nullptr) return "";
-    if (argument->value_case() == Argument::kTensor) return argument->tensor();
-    if (argument->value_case() == Argument::kOptionalTensor &&
-        argument->optional_tensor().has_value_name()) {
-      return argument->optional_tensor().value_name();
-    }
-    return "";
-  }
+  std::string Tensor(const char* name) const { return TensorArgument(node_, name); }
 
  private:
   const Node& node_;
-  StencilTask& analysis_;
   std::string where_;
 };
+
+// The window's stride (`stride_fallback` when the export left it out), padding and dilation, and
+// the output size they give over the input (ceil_mode: pools').
+absl::Status ReadWindow(const NodeReader& reader, std::array<int64_t, 2> stride_fallback,
+                        bool ceil_mode, StencilTask& analysis) {
+  absl::StatusOr<std::array<int64_t, 2>> stride = reader.Pair("stride", stride_fallback, 1);
+  absl::StatusOr<std::array<int64_t, 2>> pad = reader.Pair("padding", {0, 0}, 0);
+  absl::StatusOr<std::array<int64_t, 2>> dilation = reader.Pair("dilation", {1, 1}, 1);
+  for (const auto* status : {&stride, &pad, &dilation}) {
+    if (!status->ok()) return status->status();
+  }
+  analysis.stride = *stride;
+  analysis.padding = *pad;
+  analysis.dilation = *dilation;
+  analysis.oh = WindowOutputSize(analysis.h, analysis.kernel[0], analysis.stride[0],
+                                 analysis.padding[0], analysis.dilation[0], ceil_mode);
+  analysis.ow = WindowOutputSize(analysis.w, analysis.kernel[1], analysis.stride[1],
+                                 analysis.padding[1], analysis.dilation[1], ceil_mode);
+  return absl::OkStatus();
+}
 
 // The task input position of `value`, which the stencil reads directly (a weight, a bias).
 absl::StatusOr<int> DirectInput(const StencilTask& analysis, const std::string& where,
@@ -108,10 +117,10 @@ absl::Status ReadConv(const NodeReader& reader, StencilTask& analysis) {
       groups != nullptr && groups->value_case() == Argument::kIntValue ? groups->int_value() : 1;
   if (weight_shape.size() != 4 || weight_shape[0] != analysis.c || weight_shape[1] != 1 ||
       group_count != analysis.c) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, " is not depthwise with channel multiplier 1 (weight [",
-        absl::StrJoin(weight_shape, ", "), "], groups ", group_count, ", ", analysis.c,
-        " input channels); dense and grouped convolutions are the conv family's"));
+    return absl::UnimplementedError(
+        absl::StrCat(where, " is not depthwise with channel multiplier 1 (weight [",
+                     absl::StrJoin(weight_shape, ", "), "], groups ", group_count, ", ", analysis.c,
+                     " input channels); dense and grouped convolutions are the conv family's"));
   }
   absl::StatusOr<int> weight_input = DirectInput(analysis, where, weight, "weight");
   if (!weight_input.ok()) return weight_input.status();
@@ -120,8 +129,8 @@ absl::Status ReadConv(const NodeReader& reader, StencilTask& analysis) {
   const std::string bias = reader.Tensor("bias");
   if (!bias.empty()) {
     if (analysis.view.Shape(bias) != std::vector<int64_t>{analysis.c}) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": its bias is not of shape [",
-                                                     analysis.c, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": its bias is not of shape [", analysis.c, "]"));
     }
     absl::StatusOr<int> bias_input = DirectInput(analysis, where, bias, "bias");
     if (!bias_input.ok()) return bias_input.status();
@@ -132,20 +141,7 @@ absl::Status ReadConv(const NodeReader& reader, StencilTask& analysis) {
     return absl::UnimplementedError(
         absl::StrCat(where, ": padding '", padding->string_value(), "' (a string)"));
   }
-  absl::StatusOr<std::array<int64_t, 2>> stride = reader.Pair("stride", {1, 1}, 1);
-  absl::StatusOr<std::array<int64_t, 2>> pad = reader.Pair("padding", {0, 0}, 0);
-  absl::StatusOr<std::array<int64_t, 2>> dilation = reader.Pair("dilation", {1, 1}, 1);
-  for (const auto* status : {&stride, &pad, &dilation}) {
-    if (!status->ok()) return status->status();
-  }
-  analysis.stride = *stride;
-  analysis.padding = *pad;
-  analysis.dilation = *dilation;
-  analysis.oh = WindowOutputSize(analysis.h, analysis.kernel[0], analysis.stride[0],
-                                 analysis.padding[0], analysis.dilation[0], false);
-  analysis.ow = WindowOutputSize(analysis.w, analysis.kernel[1], analysis.stride[1],
-                                 analysis.padding[1], analysis.dilation[1], false);
-  return absl::OkStatus();
+  return ReadWindow(reader, {1, 1}, /*ceil_mode=*/false, analysis);
 }
 
 absl::Status ReadPool(const NodeReader& reader, StencilTask& analysis) {
@@ -155,17 +151,16 @@ absl::Status ReadPool(const NodeReader& reader, StencilTask& analysis) {
   if ((*kernel)[0] == 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, " has no kernel_size"));
   }
-  absl::StatusOr<std::array<int64_t, 2>> stride = reader.Pair("stride", *kernel, 1);
-  absl::StatusOr<std::array<int64_t, 2>> pad = reader.Pair("padding", {0, 0}, 0);
-  absl::StatusOr<std::array<int64_t, 2>> dilation = reader.Pair("dilation", {1, 1}, 1);
-  for (const auto* status : {&stride, &pad, &dilation}) {
-    if (!status->ok()) return status->status();
+  analysis.kernel = *kernel;
+  if (absl::Status status = ReadWindow(reader, *kernel, reader.Bool("ceil_mode", false), analysis);
+      !status.ok()) {
+    return status;
   }
   for (int d = 0; d < 2; ++d) {
-    if (2 * (*pad)[d] > (*kernel)[d]) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": padding ", (*pad)[d],
+    if (2 * analysis.padding[d] > analysis.kernel[d]) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": padding ", analysis.padding[d],
                                                      " is more than half the kernel ",
-                                                     (*kernel)[d]));
+                                                     analysis.kernel[d]));
     }
   }
   if (analysis.kind == StencilKind::kAverage) {
@@ -175,15 +170,6 @@ absl::Status ReadPool(const NodeReader& reader, StencilTask& analysis) {
     }
     analysis.count_include_pad = reader.Bool("count_include_pad", true);
   }
-  const bool ceil_mode = reader.Bool("ceil_mode", false);
-  analysis.kernel = *kernel;
-  analysis.stride = *stride;
-  analysis.padding = *pad;
-  analysis.dilation = *dilation;
-  analysis.oh = WindowOutputSize(analysis.h, analysis.kernel[0], analysis.stride[0],
-                                 analysis.padding[0], analysis.dilation[0], ceil_mode);
-  analysis.ow = WindowOutputSize(analysis.w, analysis.kernel[1], analysis.stride[1],
-                                 analysis.padding[1], analysis.dilation[1], ceil_mode);
   return absl::OkStatus();
 }
 
@@ -230,7 +216,7 @@ const StencilOp* FindStencilOp(absl::string_view op) {
 
 absl::Status ReadStencilNode(const StencilOp& op, StencilTask& analysis) {
   const Node& node = *analysis.node;
-  NodeReader reader(node, analysis);
+  NodeReader reader(node);
   const std::string& where = reader.where();
   analysis.kind = op.kind;
   analysis.input = reader.Tensor(op.input_argument);
@@ -247,14 +233,14 @@ absl::Status ReadStencilNode(const StencilOp& op, StencilTask& analysis) {
   analysis.h = shape[2];
   analysis.w = shape[3];
   if (node.outputs_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " has ", node.outputs_size(),
-                                                   " outputs, not 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " has ", node.outputs_size(), " outputs, not 1"));
   }
   analysis.output = node.outputs(0);
   if (absl::Status status = op.read(reader, analysis); !status.ok()) return status;
   if (analysis.oh <= 0 || analysis.ow <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": no window fits the input [",
-                                                   absl::StrJoin(shape, ", "), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": no window fits the input [", absl::StrJoin(shape, ", "), "]"));
   }
   const std::vector<int64_t> expected = {analysis.n, analysis.c, analysis.oh, analysis.ow};
   if (analysis.view.Shape(analysis.output) != expected) {
@@ -265,9 +251,9 @@ absl::Status ReadStencilNode(const StencilOp& op, StencilTask& analysis) {
   }
   const forge::v1::DType dtype = analysis.view.DType(analysis.input);
   if (!IsFloatingDType(dtype) || analysis.view.DType(analysis.output) != dtype) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, " windows ", DTypeName(dtype), " into ",
-        DTypeName(analysis.view.DType(analysis.output)), "; it takes floating tensors of one dtype"));
+    return absl::UnimplementedError(absl::StrCat(where, " windows ", DTypeName(dtype), " into ",
+                                                 DTypeName(analysis.view.DType(analysis.output)),
+                                                 "; it takes floating tensors of one dtype"));
   }
   analysis.acc_type = dtype == forge::v1::DTYPE_FLOAT64 ? "double" : "float";
   return absl::OkStatus();
@@ -306,8 +292,8 @@ absl::StatusOr<StencilTask> Analyze(const KernelTask& task) {
     }
   }
   if (analysis.node == nullptr) {
-    return absl::UnimplementedError(absl::StrCat("stencil: task ", task.digest(),
-                                                 " has no stencil"));
+    return absl::UnimplementedError(
+        absl::StrCat("stencil: task ", task.digest(), " has no stencil"));
   }
   if (absl::Status status = ReadStencilNode(*op, analysis); !status.ok()) return status;
   for (const forge::v1::Value& value : group.values()) {
@@ -322,14 +308,14 @@ absl::StatusOr<StencilTask> Analyze(const KernelTask& task) {
         absl::StrCat("stencil: task ", task.digest(), " has no outputs"));
   }
   const std::vector<int64_t> output_shape = {analysis.n, analysis.c, analysis.oh, analysis.ow};
-  int64_t largest = analysis.n * analysis.c * std::max(analysis.h * analysis.w,
-                                                       analysis.oh * analysis.ow);
+  int64_t largest =
+      analysis.n * analysis.c * std::max(analysis.h * analysis.w, analysis.oh * analysis.ow);
   for (int o = 0; o < task.outputs_size(); ++o) {
     const TensorSpec& spec = task.outputs(o);
     const std::string& name = group.outputs(o).value_name();
     if (ShapeOf(spec) != analysis.view.Shape(name) || spec.dtype() != analysis.view.DType(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stencil: output ", o, " ('", name, "') TensorSpec disagrees with its Value"));
+      return absl::InvalidArgumentError(absl::StrCat("stencil: output ", o, " ('", name,
+                                                     "') TensorSpec disagrees with its Value"));
     }
     if (ShapeOf(spec) != output_shape) {
       return absl::UnimplementedError(absl::StrCat(

@@ -40,8 +40,8 @@ struct StencilTask {
   GroupView view;
   const forge::v1::Node* node = nullptr;
   StencilKind kind = StencilKind::kMax;
-  std::string input;   // the windowed value, (N, C, H, W)
-  std::string output;  // the stencil's result, (N, C, OH, OW)
+  std::string input;      // the windowed value, (N, C, H, W)
+  std::string output;     // the stencil's result, (N, C, OH, OW)
   int weight_input = -1;  // conv: the task input position of the weight (C, 1, KH, KW)
   int bias_input = -1;    // conv with bias: the task input position of the bias (C)
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;

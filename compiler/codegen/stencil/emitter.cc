@@ -42,12 +42,10 @@ class ElementFunctions {
     for (lane_ = 0; lane_ < width_; ++lane_) {
       absl::StatusOr<Term> term = emitter.Emit(analysis_.input, InputIndex(lane_));
       if (!term.ok()) return term.status();
-      assignments.push_back(
-          absl::StrCat("x[", lane_, "] = (ForgeStencilAcc)(", term->expr, ");"));
+      assignments.push_back(absl::StrCat("x[", lane_, "] = (ForgeStencilAcc)(", term->expr, ");"));
     }
-    return Function("void", "forge_stencil_load",
-                    {"n", "c", "h", "w"}, ", ForgeStencilAcc (&x)[kVectorWidth]",
-                    emitter.statements(), assignments);
+    return Function("void", "forge_stencil_load", {"n", "c", "h", "w"},
+                    ", ForgeStencilAcc (&x)[kVectorWidth]", emitter.statements(), assignments);
   }
 
   // forge_stencil_store: every task output at (n, c + v, oh, ow) from y[v].
@@ -62,29 +60,15 @@ class ElementFunctions {
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const TensorSpec& spec = task_.outputs(o);
       const std::string& name = task_.group().outputs(o).value_name();
-      const std::string reg = *RegisterType(spec.dtype());
-      std::vector<std::string> values;
+      std::vector<Term> lanes;
+      std::vector<Index> indices;
       for (lane_ = 0; lane_ < width_; ++lane_) {
         absl::StatusOr<Term> term = emitter.Emit(name, OutputIndex(lane_));
         if (!term.ok()) return term.status();
-        values.push_back(spec.dtype() == forge::v1::DTYPE_BOOL
-                             ? absl::StrCat("(", term->expr, " != 0)")
-                             : absl::StrCat("((", reg, ")", term->expr, ")"));
+        lanes.push_back(*std::move(term));
+        indices.push_back(OutputIndex(lane_));
       }
-      if (VectorAlongChannels(spec, width_)) {
-        const std::string address =
-            absl::StrCat("out", o, " + ", ElementOffset(OutputIndex(0), spec, emitter));
-        for (std::string& statement :
-             VectorStore(spec.dtype(), values, emitter.NewVariable(), address, "")) {
-          emitter.AddStatement(std::move(statement));
-        }
-        continue;
-      }
-      for (int64_t lane = 0; lane < width_; ++lane) {
-        emitter.AddStatement(
-            absl::StrCat("out", o, "[", ElementOffset(OutputIndex(lane), spec, emitter),
-                         "] = ", StoreConversion(spec.dtype(), values[lane]), ";"));
-      }
+      StoreOutputLanes(emitter, o, spec, lanes, indices, VectorAlongChannels(spec, width_));
     }
     return Function("void", "forge_stencil_store", {"n", "c", "h", "w"},
                     ", const ForgeStencilAcc (&y)[kVectorWidth]", emitter.statements(), {});
@@ -136,26 +120,11 @@ class ElementFunctions {
     const int position = analysis_.view.InputPosition(value);
     if (position < 0) return std::optional<Term>();
     const TensorSpec& spec = analysis_.view.InputSpec(position);
-    const std::string storage = *StorageType(spec.dtype());
-    std::string loaded;
     if (!self.in_choice() && index == InputIndex(lane_) && VectorAlongChannels(spec, width_)) {
-      auto [it, inserted] = vectors_.try_emplace(position, "");
-      if (inserted) {
-        it->second = self.NewVariable();
-        const std::string type = absl::StrCat("ForgeVec<", storage, ", ", width_, ">");
-        self.AddStatement(absl::StrCat("const ", type, " ", it->second,
-                                       " = *reinterpret_cast<const ", type, "*>(in", position,
-                                       " + ", ElementOffset(InputIndex(0), spec, self), ");"));
-      }
-      loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", lane_, "]"));
-    } else {
-      loaded = LoadConversion(
-          spec.dtype(), absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));
+      const VectorLane vector{width_, lane_, InputIndex(0), &vectors_};
+      return LoadInputElement(self, position, spec, index, &vector);
     }
-    const std::string variable = self.NewVariable();
-    self.AddStatement(
-        absl::StrCat("const ", *RegisterType(spec.dtype()), " ", variable, " = ", loaded, ";"));
-    return Term{variable, spec.dtype()};
+    return LoadInputElement(self, position, spec, index, nullptr);
   }
 
   // The window's result at the element being stored.
@@ -192,14 +161,6 @@ class ElementFunctions {
   int64_t lane_ = 0;                    // the lane of the vector being emitted
   std::map<int, std::string> vectors_;  // input position -> its vector load's variable
 };
-
-// The kernel's arguments, as the element functions take them: in0, ..., out0, ...
-std::string ArgumentList(const KernelTask& task) {
-  std::vector<std::string> names;
-  for (int i = 0; i < task.inputs_size(); ++i) names.push_back(absl::StrCat("in", i));
-  for (int o = 0; o < task.outputs_size(); ++o) names.push_back(absl::StrCat("out", o));
-  return absl::StrJoin(names, ", ");
-}
 
 }  // namespace
 
@@ -259,9 +220,9 @@ absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const Sten
     absl::StrAppend(&source, "constexpr int ", name, " = ", value, ";\n");
   }
   absl::StrAppend(&source, *load, functions.Parameters(), *store, kStencilPrelude);
-  absl::StrAppend(&source, absl::StrReplaceAll(
-                               body, {{"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
-                                      {"FORGE_STENCIL_ARGUMENTS", ArgumentList(task)}}));
+  absl::StrAppend(
+      &source, absl::StrReplaceAll(body, {{"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
+                                          {"FORGE_STENCIL_ARGUMENTS", KernelArgumentList(task)}}));
   return source;
 }
 

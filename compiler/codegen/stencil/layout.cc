@@ -31,8 +31,9 @@ TemplateSpace PlanarSpace(const StencilTask& analysis) {
   Layout layout;
   layout.threads_x = threads_x;
   layout.threads_y = threads_y;
-  const bool fits = InputTileRows(analysis, layout) * InputTileColumns(analysis, layout) *
-                        AccBytes(analysis) <= kMaxStagedBytes;
+  const bool fits =
+      InputTileRows(analysis, layout) * InputTileColumns(analysis, layout) * AccBytes(analysis) <=
+      kMaxStagedBytes;
   return {kPlanarTemplate,
           {{"threads_x", {8, 16, 32}, threads_x},
            {"threads_y", {1, 2, 4, 8, 16}, threads_y},
@@ -55,9 +56,9 @@ int64_t LaunchBlocks(const StencilTask& analysis, const Layout& layout) {
     return analysis.n * analysis.c * Blocks(analysis.oh, layout.threads_y) *
            Blocks(analysis.ow, layout.threads_x * layout.outputs);
   }
-  return Blocks(analysis.n * analysis.oh * Blocks(analysis.ow, layout.outputs) *
-                    (analysis.c / layout.width),
-                layout.threads);
+  return Blocks(
+      analysis.n * analysis.oh * Blocks(analysis.ow, layout.outputs) * (analysis.c / layout.width),
+      layout.threads);
 }
 
 absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
@@ -67,9 +68,9 @@ absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
                                                    " is less than a warp per block"));
   }
   if (layout.outputs > 1 && (layout.outputs - 1) * layout.threads_x >= analysis.ow) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "outputs_per_thread ", layout.outputs, " leaves a thread's last outputs past the ",
-        analysis.ow, " output columns of every tile"));
+    return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
+                                                   " leaves a thread's last outputs past the ",
+                                                   analysis.ow, " output columns of every tile"));
   }
   if (layout.threads_y / 2 >= analysis.oh && layout.BlockThreads() / 2 >= 32) {
     return absl::InvalidArgumentError(absl::StrCat("threads_y ", layout.threads_y,
@@ -77,8 +78,8 @@ absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
                                                    analysis.oh, " output rows"));
   }
   if (layout.stage_in_shared) {
-    const int64_t bytes = InputTileRows(analysis, layout) * InputTileColumns(analysis, layout) *
-                          AccBytes(analysis);
+    const int64_t bytes =
+        InputTileRows(analysis, layout) * InputTileColumns(analysis, layout) * AccBytes(analysis);
     if (bytes > kMaxStagedBytes) {
       return absl::InvalidArgumentError(absl::StrCat("the staged input tile takes ", bytes,
                                                      " bytes of shared memory, more than ",
@@ -90,9 +91,8 @@ absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
 
 absl::Status ValidateChannelsLast(const StencilTask& analysis, const Layout& layout) {
   if (analysis.c % layout.width != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width,
-                                                   " does not divide the ", analysis.c,
-                                                   " channels"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vector_width ", layout.width, " does not divide the ", analysis.c, " channels"));
   }
   if (layout.width * analysis.widest_access > 16) {
     return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
@@ -149,8 +149,8 @@ absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& poi
   }
   if (space == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("template '", point.template_name,
-                                                   "' is not one of the task's: ",
-                                                   kPlanarTemplate, ", ", kChannelsLastTemplate));
+                                                   "' is not one of the task's: ", kPlanarTemplate,
+                                                   ", ", kChannelsLastTemplate));
   }
   if (absl::Status status = CheckPointInSpace(*space, point); !status.ok()) return status;
   const Layout layout = LayoutOf(point);
@@ -189,8 +189,8 @@ CostHints CostHintsOf(const forge::v1::KernelTask& task, const StencilTask& anal
   int bytes = largest == nullptr ? 0 : InputBytesPerIndex(task, Elements(*largest));
   if (bytes == 0) bytes = OutputBytesPerIndex(task, LargestOutputElements(task));
   CostHints hints;
-  const int64_t loaded = layout.kind == Template::kPlanar ? layout.outputs
-                                                          : layout.width * layout.outputs;
+  const int64_t loaded =
+      layout.kind == Template::kPlanar ? layout.outputs : layout.width * layout.outputs;
   hints.vector_width = layout.kind == Template::kPlanar ? 1 : layout.width;
   hints.unrolled_elements = loaded;
   hints.bytes_in_flight_per_thread = static_cast<double>(loaded * bytes);

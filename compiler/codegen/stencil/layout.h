@@ -40,14 +40,16 @@ enum class Template { kPlanar, kChannelsLast };
 
 struct Layout {
   Template kind = Template::kPlanar;
-  int64_t threads_x = 32;  // planar
-  int64_t threads_y = 8;   // planar
+  int64_t threads_x = 32;        // planar
+  int64_t threads_y = 8;         // planar
   bool stage_in_shared = false;  // planar
-  int64_t width = 1;       // channels_last: vector_width
-  int64_t threads = 128;   // channels_last: threads_per_block
-  int64_t outputs = 1;     // outputs_per_thread
+  int64_t width = 1;             // channels_last: vector_width
+  int64_t threads = 128;         // channels_last: threads_per_block
+  int64_t outputs = 1;           // outputs_per_thread
 
-  int64_t BlockThreads() const { return kind == Template::kPlanar ? threads_x * threads_y : threads; }
+  int64_t BlockThreads() const {
+    return kind == Template::kPlanar ? threads_x * threads_y : threads;
+  }
 };
 
 std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis);

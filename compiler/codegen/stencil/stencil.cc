@@ -33,7 +33,7 @@ absl::Status StencilFamily::Validate(const KernelTask& task, const SchedulePoint
 }
 
 absl::StatusOr<LaunchPlan> StencilFamily::Plan(const KernelTask& task,
-                                            const SchedulePoint& point) const {
+                                               const SchedulePoint& point) const {
   absl::StatusOr<stencil::StencilTask> analysis = stencil::Analyze(task);
   if (!analysis.ok()) return analysis.status();
   if (absl::Status status = stencil::ValidatePoint(*analysis, point); !status.ok()) return status;
@@ -48,10 +48,12 @@ absl::StatusOr<LaunchPlan> StencilFamily::Plan(const KernelTask& task,
   return plan;
 }
 
-absl::StatusOr<std::string> StencilFamily::Emit(const KernelTask& task, const LaunchPlan& plan) const {
+absl::StatusOr<std::string> StencilFamily::Emit(const KernelTask& task,
+                                                const LaunchPlan& plan) const {
   absl::StatusOr<stencil::StencilTask> analysis = stencil::Analyze(task);
   if (!analysis.ok()) return analysis.status();
-  return stencil::EmitStencilKernel(task, *analysis, SchedulePoint{plan.template_name, plan.parameters});
+  return stencil::EmitStencilKernel(task, *analysis,
+                                    SchedulePoint{plan.template_name, plan.parameters});
 }
 
 }  // namespace forge::codegen

@@ -71,7 +71,7 @@ GeneratedKernel GenerateDefault(const KernelTask& task, const std::string& label
 }
 
 TEST(WindowOutputSizeTest, FollowsATen) {
-  EXPECT_EQ(stencil::WindowOutputSize(56, 7, 1, 3, 1, false), 56);  // ConvNeXt's depthwise
+  EXPECT_EQ(stencil::WindowOutputSize(56, 7, 1, 3, 1, false), 56);   // ConvNeXt's depthwise
   EXPECT_EQ(stencil::WindowOutputSize(112, 3, 2, 1, 1, false), 56);  // ResNet's max pool
   EXPECT_EQ(stencil::WindowOutputSize(6, 3, 2, 0, 1, false), 2);
   EXPECT_EQ(stencil::WindowOutputSize(6, 3, 2, 0, 1, true), 3);
@@ -144,11 +144,10 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
       family.ScheduleSpace(DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
   ASSERT_EQ(spaces->size(), 2u);
-  EXPECT_EQ(DefaultPoint((*spaces)[0]).parameters,
-            (std::map<std::string, int64_t>{{"threads_x", 32},
-                                            {"threads_y", 8},
-                                            {"outputs_per_thread", 1},
-                                            {"stage_in_shared", 1}}));
+  EXPECT_EQ(
+      DefaultPoint((*spaces)[0]).parameters,
+      (std::map<std::string, int64_t>{
+          {"threads_x", 32}, {"threads_y", 8}, {"outputs_per_thread", 1}, {"stage_in_shared", 1}}));
   EXPECT_EQ((*spaces)[1].template_name, "channels_last");
   // Channels-last: channel vectors of 16 bytes (8 bf16) first.
   spaces = family.ScheduleSpace(
@@ -167,12 +166,10 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
 TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
   StencilFamily family;
   const KernelTask task = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false);
-  absl::StatusOr<LaunchPlan> plan =
-      family.Plan(task, {"planar",
-                         {{"threads_x", 32},
-                          {"threads_y", 8},
-                          {"outputs_per_thread", 2},
-                          {"stage_in_shared", 1}}});
+  absl::StatusOr<LaunchPlan> plan = family.Plan(
+      task,
+      {"planar",
+       {{"threads_x", 32}, {"threads_y", 8}, {"outputs_per_thread", 2}, {"stage_in_shared", 1}}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->kernel_name, "forge_stencil");
   // 32 x 384 planes x 7 tiles of 8 rows x 1 tile of 64 columns.
@@ -181,11 +178,11 @@ TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
   EXPECT_EQ(plan->hints.unrolled_elements, 2);
   EXPECT_EQ(plan->generator_version, "stencil-1");
 
-  const KernelTask nhwc = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
-  plan = family.Plan(nhwc, {"channels_last",
-                            {{"vector_width", 8},
-                             {"outputs_per_thread", 2},
-                             {"threads_per_block", 256}}});
+  const KernelTask nhwc =
+      DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
+  plan = family.Plan(
+      nhwc, {"channels_last",
+             {{"vector_width", 8}, {"outputs_per_thread", 2}, {"threads_per_block", 256}}});
   ASSERT_TRUE(plan.ok()) << plan.status();
   // 32 x 56 rows x 28 column pairs x 48 channel vectors, 256 a block.
   EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{32 * 56 * 28 * 48 / 256, 1, 1}));
@@ -205,22 +202,22 @@ TEST(StencilTest, SourceFusesPrologueEpilogueAndVectors) {
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kStencilOp = 0;"));
   EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeBFloat16, 8>"));  // x's channel vector
   EXPECT_THAT(kernel->source, HasSubstr("forge_gelu"));                  // the fused epilogue
-  EXPECT_THAT(kernel->source, HasSubstr("in2[c * 1]"));                   // the bias
+  EXPECT_THAT(kernel->source, HasSubstr("in2[c * 1]"));                  // the bias
 
-  kernel = family.Generate(AffineReluMaxPoolTask(kF32, {2, 64, 56, 56}, {3, 2, 1, 1}),
-                           {"planar",
-                            {{"threads_x", 32},
-                             {"threads_y", 8},
-                             {"outputs_per_thread", 1},
-                             {"stage_in_shared", 1}}});
+  kernel = family.Generate(
+      AffineReluMaxPoolTask(kF32, {2, 64, 56, 56}, {3, 2, 1, 1}),
+      {"planar",
+       {{"threads_x", 32}, {"threads_y", 8}, {"outputs_per_thread", 1}, {"stage_in_shared", 1}}});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kStencilOp = 1;"));
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kStageInShared = 1;"));
   EXPECT_THAT(kernel->source, HasSubstr("forge_max"));  // relu, and the window's max
 
-  kernel = family.Generate(AvgPoolTask(kF32, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false),
-                           DefaultPoint(family.ScheduleSpace(AvgPoolTask(
-                               kF32, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false))->front()));
+  kernel = family.Generate(
+      AvgPoolTask(kF32, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false),
+      DefaultPoint(
+          family.ScheduleSpace(AvgPoolTask(kF32, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false))
+              ->front()));
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kCountIncludePad = 0;"));
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kOH = 8;"));  // ceil_mode
@@ -232,9 +229,10 @@ TEST(StencilTest, ValidateNamesTheViolatedConstraint) {
   auto reason = [&](const SchedulePoint& point) {
     return std::string(family.Validate(task, point).message());
   };
-  EXPECT_THAT(reason({"channels_last",
-                      {{"vector_width", 8}, {"outputs_per_thread", 1}, {"threads_per_block", 128}}}),
-              HasSubstr("does not divide the 36 channels"));
+  EXPECT_THAT(
+      reason({"channels_last",
+              {{"vector_width", 8}, {"outputs_per_thread", 1}, {"threads_per_block", 128}}}),
+      HasSubstr("does not divide the 36 channels"));
   EXPECT_THAT(reason({"planar",
                       {{"threads_x", 8},
                        {"threads_y", 2},
@@ -269,9 +267,9 @@ TEST(StencilTest, WhatTheFamilyDoesNotTakeIsNamed) {
   EXPECT_THAT(std::string(family.Applies(dense.Build(kStencil)).message()),
               HasSubstr("not depthwise"));
   // An adaptive pool of uneven windows.
-  EXPECT_THAT(std::string(family.Applies(AdaptiveAvgPoolTask(kF32, {1, 8, 10, 10}, {3, 3}))
-                              .message()),
-              HasSubstr("only even adaptive pools"));
+  EXPECT_THAT(
+      std::string(family.Applies(AdaptiveAvgPoolTask(kF32, {1, 8, 10, 10}, {3, 3})).message()),
+      HasSubstr("only even adaptive pools"));
   // A divisor_override.
   TaskBuilder divisor;
   divisor.Input("x", kF32, {1, 8, 16, 16})
@@ -319,8 +317,8 @@ TEST(StencilModelsTest, ResnetPoolsGenerate) {
     labels.push_back(task.group().nodes(0).op());
     kernels.push_back(GenerateDefault(task, labels.back()));
   }
-  EXPECT_THAT(labels, ::testing::UnorderedElementsAre("aten::max_pool2d",
-                                                      "aten::adaptive_avg_pool2d"));
+  EXPECT_THAT(labels,
+              ::testing::UnorderedElementsAre("aten::max_pool2d", "aten::adaptive_avg_pool2d"));
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
 

@@ -229,12 +229,12 @@ std::vector<int64_t> StridesFor(const std::vector<int64_t>& shape, bool channels
   return channels_last ? ChannelsLastStrides(shape) : std::vector<int64_t>{};
 }
 
-std::vector<forge::v1::Argument> WindowArguments(const Window2d& window, bool dilation) {
-  std::vector<forge::v1::Argument> arguments = {
-      IntsArg("stride", {window.stride, window.stride}),
-      IntsArg("padding", {window.padding, window.padding})};
+// Appends the window's stride, padding and (with `dilation`) dilation arguments.
+void AppendWindowArguments(const Window2d& window, bool dilation,
+                           std::vector<forge::v1::Argument>& arguments) {
+  arguments.push_back(IntsArg("stride", {window.stride, window.stride}));
+  arguments.push_back(IntsArg("padding", {window.padding, window.padding}));
   if (dilation) arguments.push_back(IntsArg("dilation", {window.dilation, window.dilation}));
-  return arguments;
 }
 
 }  // namespace
@@ -252,9 +252,7 @@ forge::v1::KernelTask DepthwiseConvTask(forge::v1::DType dtype, const std::vecto
   builder.Input("x", dtype, shape, StridesFor(shape, channels_last))
       .Input("w", dtype, {c, 1, window.kernel, window.kernel});
   std::vector<forge::v1::Argument> arguments = {TensorArg("input", "x"), TensorArg("weight", "w")};
-  for (forge::v1::Argument& argument : WindowArguments(window, true)) {
-    arguments.push_back(std::move(argument));
-  }
+  AppendWindowArguments(window, true, arguments);
   arguments.push_back(IntArg("groups", c));
   if (bias) {
     builder.Input("b", dtype, {c});
@@ -274,9 +272,7 @@ forge::v1::KernelTask AffineReluMaxPoolTask(forge::v1::DType dtype,
   const std::vector<int64_t> out = WindowOutputShape(shape, window, ceil_mode);
   std::vector<forge::v1::Argument> arguments = {
       TensorArg("self", "r"), IntsArg("kernel_size", {window.kernel, window.kernel})};
-  for (forge::v1::Argument& argument : WindowArguments(window, true)) {
-    arguments.push_back(std::move(argument));
-  }
+  AppendWindowArguments(window, true, arguments);
   arguments.push_back(BoolArg("ceil_mode", ceil_mode));
   TaskBuilder builder;
   builder.Input("x", dtype, shape, StridesFor(shape, channels_last))
@@ -298,9 +294,7 @@ forge::v1::KernelTask AvgPoolTask(forge::v1::DType dtype, const std::vector<int6
   const std::vector<int64_t> out = WindowOutputShape(shape, window, ceil_mode);
   std::vector<forge::v1::Argument> arguments = {
       TensorArg("self", "x"), IntsArg("kernel_size", {window.kernel, window.kernel})};
-  for (forge::v1::Argument& argument : WindowArguments(window, false)) {
-    arguments.push_back(std::move(argument));
-  }
+  AppendWindowArguments(window, false, arguments);
   arguments.push_back(BoolArg("ceil_mode", ceil_mode));
   arguments.push_back(BoolArg("count_include_pad", count_include_pad));
   TaskBuilder builder;
