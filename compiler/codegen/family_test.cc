@@ -31,11 +31,12 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   EXPECT_THAT(Names(AllFamilies()),
               ElementsAre("pointwise", "reduction", "scan", "cutlass_gemm", "gemm_library",
-                          "aten"));
+                          "sdpa_library", "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMM)->name(), "gemm_library");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CUTLASS_GEMM)->name(), "cutlass_gemm");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SDPA_LIBRARY)->name(), "sdpa_library");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CONV), nullptr);
   for (const KernelFamily* family : AllFamilies()) {
     EXPECT_FALSE(family->generator_version().empty()) << family->name();

@@ -11,13 +11,14 @@
 #include "compiler/codegen/pointwise/pointwise.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/scan/scan.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 
 namespace forge::codegen {
 
 const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
       new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new CutlassGemmFamily(),
-      new GemmLibraryFamily(), new AtenFallbackFamily()};
+      new GemmLibraryFamily(), new SdpaLibraryFamily(), new AtenFallbackFamily()};
   return *families;
 }
 
