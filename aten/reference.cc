@@ -3,6 +3,7 @@
 
 #include "aten/interpreter.h"
 
+#include <ATen/Context.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -25,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "common/digest/sha256.h"
 #include "common/status/status_macros.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/op_classes.h"
 
 namespace forge::aten {
@@ -53,6 +55,52 @@ absl::StatusOr<c10::OperatorHandle> FindOperator(const v1::Node& node) {
 }  // namespace internal
 
 namespace {
+
+// Runs a node that the SDPA library family rewrote (compiler/codegen/sdpa_library: the attribute
+// kSdpaBackendAttribute) with only the named backend of scaled_dot_product_attention enabled, as
+// torch.nn.attention.sdpa_kernel does: ATen's process-wide switches, set for the call and put
+// back after it. Nodes without the attribute run as they are.
+class SdpaBackendScope {
+ public:
+  static absl::StatusOr<SdpaBackendScope> For(const v1::Node& node) {
+    SdpaBackendScope scope;
+    auto it = node.attributes().find(codegen::kSdpaBackendAttribute);
+    if (it == node.attributes().end()) return scope;
+    const std::string& backend = it->second;
+    if (backend != "flash" && backend != "efficient" && backend != "cudnn" && backend != "math") {
+      return absl::InvalidArgumentError(absl::StrCat(internal::NodeWhere(node),
+                                                     ": unknown SDPA backend '", backend, "'"));
+    }
+    at::Context& context = at::globalContext();
+    scope.saved_ = {context.userEnabledFlashSDP(), context.userEnabledMemEfficientSDP(),
+                    context.userEnabledCuDNNSDP(), context.userEnabledMathSDP()};
+    scope.active_ = true;
+    Set({backend == "flash", backend == "efficient", backend == "cudnn", backend == "math"});
+    return scope;
+  }
+  SdpaBackendScope(SdpaBackendScope&& other) noexcept
+      : saved_(other.saved_), active_(std::exchange(other.active_, false)) {}
+  SdpaBackendScope(const SdpaBackendScope&) = delete;
+  SdpaBackendScope& operator=(const SdpaBackendScope&) = delete;
+  ~SdpaBackendScope() {
+    if (active_) Set(saved_);
+  }
+
+ private:
+  struct Enabled {
+    bool flash = true, efficient = true, cudnn = true, math = true;
+  };
+  SdpaBackendScope() = default;
+  static void Set(const Enabled& enabled) {
+    at::Context& context = at::globalContext();
+    context.setSDPUseFlash(enabled.flash);
+    context.setSDPUseMemEfficient(enabled.efficient);
+    context.setSDPUseCuDNN(enabled.cudnn);
+    context.setSDPUseMath(enabled.math);
+  }
+  Enabled saved_;
+  bool active_ = false;
+};
 
 // Forge's dtypes and the ATen scalar types they are, one to one: both directions read this table.
 struct DTypeAndScalarType {
@@ -549,6 +597,7 @@ class Interpreter {
     FORGE_ASSIGN_OR_RETURN(c10::OperatorHandle op, internal::FindOperator(node));
     const c10::FunctionSchema& schema = op.schema();
     FORGE_ASSIGN_OR_RETURN(torch::jit::Stack stack, BuildStack(node, schema, where));
+    FORGE_ASSIGN_OR_RETURN(const SdpaBackendScope backend, SdpaBackendScope::For(node));
     try {
       op.callBoxed(stack);
     } catch (const c10::Error& error) {

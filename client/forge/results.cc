@@ -30,6 +30,7 @@
 #include "common/version/version.h"
 #include "compiler/codegen/aten_fallback/aten_fallback.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "compiler/graph/task_digest.h"
@@ -107,6 +108,10 @@ struct Winner {
   // kLibrary: the cuBLASLt algorithm the call's algo index chose where it was measured; empty
   // for predicted times and older results.
   std::string library_algorithm;
+  // Why the plan runs this step otherwise than its winner (empty when it runs the winner).
+  std::string plan_note;
+  // An sdpa_library winner: the SDPA backend ("flash", "efficient", "cudnn", "math").
+  std::string sdpa_backend;
 };
 
 Winner Regenerate(const TaskResults& results) {
@@ -116,6 +121,16 @@ Winner Regenerate(const TaskResults& results) {
   const std::string& template_name = candidate.template_name();
   if (template_name == codegen::AtenFallbackFamily::kTemplateName) {
     winner.implementation = Implementation::kAten;
+  } else if (codegen::IsSdpaLibraryTemplate(template_name)) {
+    // One of ATen's SDPA backends (sdpa_library): the step runs through ATen. The runtime runs
+    // the task's own nodes; "sdpa_backend" names the backend that won, for a runtime that selects
+    // it (an SDPA task's call under torch.nn.attention.sdpa_kernel).
+    winner.implementation = Implementation::kAten;
+    winner.sdpa_backend = std::string(codegen::SdpaBackendOf(template_name));
+    winner.plan_note = absl::StrCat(
+        "the winner is ATen's ", winner.sdpa_backend,
+        " attention backend: this step runs the task's nodes through ATen, with that backend "
+        "where the runtime selects it (sdpa_backend)");
   } else if (template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
              template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
     winner.implementation = Implementation::kLibrary;
@@ -665,6 +680,12 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     }
     if (!winner.library_algorithm.empty()) {
       absl::StrAppend(&step, ", \"library_algorithm\": ", JsonString(winner.library_algorithm));
+    }
+    if (!winner.plan_note.empty()) {
+      absl::StrAppend(&step, ", \"note\": ", JsonString(winner.plan_note));
+    }
+    if (!winner.sdpa_backend.empty()) {
+      absl::StrAppend(&step, ", \"sdpa_backend\": ", JsonString(winner.sdpa_backend));
     }
     if (winner.kernel.has_value() && !winner.kernel->source.empty() &&
         winner.implementation != Implementation::kAten) {

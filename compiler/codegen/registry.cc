@@ -13,6 +13,7 @@
 #include "compiler/codegen/pointwise/pointwise.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/scan/scan.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/codegen/stencil/stencil.h"
 
 namespace forge::codegen {
@@ -21,7 +22,7 @@ const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
       new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new StencilFamily(),
       new CutlassGemmFamily(), new GemvFamily(), new GemmLibraryFamily(), new CudnnConvFamily(),
-      new AtenFallbackFamily()};
+      new SdpaLibraryFamily(), new AtenFallbackFamily()};
   return *families;
 }
 

@@ -40,9 +40,28 @@ struct Band {
   }
 };
 
-// Why a softmax of a matmul is not attention (a near miss), or that the softmax is not even of a
-// matmul (Silent: nothing to say).
-struct Silent {};
+// The masks that fill masked scores with a constant: the op (its overload; empty: any), the kind,
+// and the arguments that hold the mask and the fill (the scores are `self`).
+struct FillMask {
+  absl::string_view op;
+  absl::string_view overload;
+  AttentionMaskKind kind;
+  absl::string_view mask;
+  absl::string_view fill;
+};
+constexpr FillMask kFillMasks[] = {
+    {"masked_fill", "", AttentionMaskKind::kMaskedFill, "mask", "value"},
+    {"where", "self", AttentionMaskKind::kWhere, "condition", "other"},
+};
+
+const FillMask* FindFillMask(const Node& node) {
+  for (const FillMask& mask : kFillMasks) {
+    if (OpName(node) == mask.op && (mask.overload.empty() || node.overload() == mask.overload)) {
+      return &mask;
+    }
+  }
+  return nullptr;
+}
 
 class Matcher {
  public:
@@ -321,23 +340,16 @@ class Matcher {
         if (op == "div" && *constant == 0) return false;
         pattern_.has_scale = true;
         pattern_.scale = op == "div" ? 1.0 / *constant : *constant;
+        // Walking back: a mask already seen comes after the scale.
         pattern_.scale_before_mask = pattern_.mask_kind != AttentionMaskKind::kNone;
         builders.push_back(builder);
         current = scores;
-      } else if (op == "masked_fill" && pattern_.mask_kind == AttentionMaskKind::kNone) {
-        std::optional<double> fill = Constant(made, "value", &builder);
+      } else if (const FillMask* fill_mask = FindFillMask(made);
+                 fill_mask != nullptr && pattern_.mask_kind == AttentionMaskKind::kNone) {
+        std::optional<double> fill = Constant(made, fill_mask->fill, &builder);
         if (!fill) return false;
-        pattern_.mask_kind = AttentionMaskKind::kMaskedFill;
-        pattern_.mask = TensorArg(made, "mask");
-        pattern_.mask_fill = *fill;
-        builders.push_back(builder);
-        current = TensorArg(made, "self");
-      } else if (op == "where" && made.overload() == "self" &&
-                 pattern_.mask_kind == AttentionMaskKind::kNone) {
-        std::optional<double> fill = Constant(made, "other", &builder);
-        if (!fill) return false;
-        pattern_.mask_kind = AttentionMaskKind::kWhere;
-        pattern_.mask = TensorArg(made, "condition");
+        pattern_.mask_kind = fill_mask->kind;
+        pattern_.mask = TensorArg(made, fill_mask->mask);
         pattern_.mask_fill = *fill;
         builders.push_back(builder);
         current = TensorArg(made, "self");
@@ -392,7 +404,8 @@ class Matcher {
       }
     }
     if (pattern_.has_scale && !pattern_.scale_before_mask && pattern_.scale <= 0 &&
-        pattern_.mask_kind != AttentionMaskKind::kAdditive) {
+        (pattern_.mask_kind == AttentionMaskKind::kMaskedFill ||
+         pattern_.mask_kind == AttentionMaskKind::kWhere)) {
       return absl::InvalidArgumentError(
           "not attention: a scale of sign <= 0 after the mask changes the masked scores");
     }

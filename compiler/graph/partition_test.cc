@@ -60,7 +60,7 @@ class GraphBuilder {
   }
   Graph& graph() { return graph_; }
 
- private:
+ protected:
   void AddValue(const std::string& name, const std::vector<std::int64_t>& shape) {
     auto* tensor = graph_.add_values()->mutable_tensor();
     graph_.mutable_values(graph_.values_size() - 1)->set_name(name);
@@ -299,7 +299,7 @@ TEST(PartitionTest, AttentionSoftmaxAndOpaqueOps) {
 
 // Builds graphs whose nodes carry their arguments by schema name, as both importers write them
 // (the attention matcher reads arguments by name).
-class NamedGraphBuilder {
+class NamedGraphBuilder : public GraphBuilder {
  public:
   using Arg = std::pair<std::string, forge::v1::Argument>;
   static Arg T(const std::string& name, const std::string& value) {
@@ -322,18 +322,12 @@ class NamedGraphBuilder {
     arg.second.mutable_ints()->mutable_values()->Add(values.begin(), values.end());
     return arg;
   }
-  std::string Input(const std::string& name, std::vector<std::int64_t> shape) {
-    Value(name, shape, forge::v1::DTYPE_FLOAT32);
-    auto* input = graph_.add_inputs();
-    input->set_kind(forge::v1::INPUT_KIND_USER_INPUT);
-    input->set_value_name(name);
-    return name;
-  }
+  // A node `op` ("aten::relu") of `overload` with `args` by name; returns its output's name.
   std::string Op(const std::string& op, const std::string& overload, std::vector<Arg> args,
                  std::vector<std::int64_t> shape,
                  forge::v1::DType dtype = forge::v1::DTYPE_FLOAT32) {
-    auto* node = graph_.add_nodes();
-    const std::string name = absl::StrCat(op.substr(6), "_", ++count_);
+    auto* node = graph().add_nodes();
+    const std::string name = absl::StrCat(op.substr(6), "_", graph().nodes_size());
     node->set_name(name);
     node->set_op(op);
     node->set_overload(overload);
@@ -343,26 +337,10 @@ class NamedGraphBuilder {
       argument->set_name(arg_name);
     }
     node->add_outputs(name);
-    Value(name, shape, dtype);
+    AddValue(name, shape);
+    graph().mutable_values(graph().values_size() - 1)->mutable_tensor()->set_dtype(dtype);
     return name;
   }
-  void Output(const std::string& name) {
-    auto* output = graph_.add_outputs();
-    output->set_kind(forge::v1::OUTPUT_KIND_USER_OUTPUT);
-    output->set_value_name(name);
-  }
-  Graph& graph() { return graph_; }
-
- private:
-  void Value(const std::string& name, const std::vector<std::int64_t>& shape,
-             forge::v1::DType dtype) {
-    auto* value = graph_.add_values();
-    value->set_name(name);
-    value->mutable_tensor()->set_dtype(dtype);
-    value->mutable_tensor()->mutable_shape()->Add(shape.begin(), shape.end());
-  }
-  Graph graph_;
-  int count_ = 0;
 };
 
 // The variants of explicit attention the tests build: B2 H4 S8 D16, K and V with `kv_heads`.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
 #include "common/status/status_macros.h"
+#include "compiler/codegen/aten_fallback/aten_fallback.h"
 #include "compiler/graph/cost.h"
 #include "compiler/cost/perf_model.h"
 
@@ -120,7 +121,10 @@ absl::StatusOr<double> CostModelPrior::PredictSeconds(const forge::v1::KernelTas
 absl::StatusOr<double> CostModelPrior::AnalyticSeconds(const forge::v1::KernelTask& task,
                                                        const codegen::LaunchPlan& plan,
                                                        int& estimated_registers) const {
-  if (plan.hints.executor == codegen::Executor::kAten) {
+  // The ATen fallback is the baseline; other families' ATen calls (the SDPA backends) are
+  // library calls below.
+  if (plan.hints.executor == codegen::Executor::kAten &&
+      plan.template_name == codegen::AtenFallbackFamily::kTemplateName) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the prior ranks search-space points; the ATen fallback of task ", task.digest(),
         " is the baseline, not one of them"));
@@ -134,7 +138,8 @@ absl::StatusOr<double> CostModelPrior::AnalyticSeconds(const forge::v1::KernelTa
   }
   if (plan.hints.executor == codegen::Executor::kCublasLt ||
       plan.hints.executor == codegen::Executor::kCudnn ||
-      plan.hints.executor == codegen::Executor::kHostLaunched) {
+      plan.hints.executor == codegen::Executor::kHostLaunched ||
+      plan.hints.executor == codegen::Executor::kAten) {
     FORGE_ASSIGN_OR_RETURN(const cost::LibraryPrediction prediction,
                            cost::PredictLibraryTime(gpu_, flops, bytes, MathModeOf(task, true),
                                                     plan.hints.kernel_launches));

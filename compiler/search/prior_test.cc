@@ -204,6 +204,29 @@ TEST(CostModelPriorTest, CutlassPointsAreRankedByTheirTiles) {
   EXPECT_GE(square, static_cast<double>(task.flops()) / H200().gpu().peak_bf16_flops);
 }
 
+// An SDPA backend's candidate runs ATen like the fallback, but it is a point of the search: the
+// prior predicts it as a library call.
+TEST(CostModelPriorTest, SdpaBackendsArePredictedAsLibraryCalls) {
+  KernelTask task = TaskBuilder()
+                        .Input("q", kBf16, {4, 16, 1024, 64})
+                        .Input("k", kBf16, {4, 16, 1024, 64})
+                        .Input("v", kBf16, {4, 16, 1024, 64})
+                        .Node("o", "scaled_dot_product_attention", "default",
+                              {TensorArg("query", "q"), TensorArg("key", "k"),
+                               TensorArg("value", "v")},
+                              kBf16, {4, 16, 1024, 64})
+                        .Output("o")
+                        .Build(forge::v1::KERNEL_FAMILY_ATTENTION);
+  task.set_flops(4.0 * 4 * 16 * 1024 * 1024 * 64);
+  task.set_min_bytes(4 * 4 * 16 * 1024 * 64 * 2);
+  for (const char* backend : {"sdpa_flash", "sdpa_cudnn", "sdpa_math"}) {
+    const double seconds =
+        Predict(task, Generate(task, forge::v1::KERNEL_FAMILY_SDPA_LIBRARY, {backend, {}}));
+    EXPECT_GE(seconds, static_cast<double>(task.flops()) / H200().gpu().peak_bf16_flops)
+        << backend;
+  }
+}
+
 TEST(CostModelPriorTest, TheAtenFallbackIsNotRanked) {
   const KernelTask task = LargeReluTask();
   const GeneratedKernel fallback =

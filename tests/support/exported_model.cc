@@ -61,6 +61,27 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> ExportedModelTasks(const std:
   return std::move(partition->tasks);
 }
 
+absl::StatusOr<forge::v1::KernelTask> ExportedModelTask(const std::string& name,
+                                                        forge::v1::KernelFamily family,
+                                                        forge::v1::DType float_dtype) {
+  absl::StatusOr<std::vector<forge::v1::KernelTask>> tasks = ExportedModelTasks(name);
+  if (!tasks.ok()) return tasks.status();
+  for (forge::v1::KernelTask& task : *tasks) {
+    if (task.family() != family) continue;
+    if (float_dtype == forge::v1::DTYPE_FLOAT32) return std::move(task);
+    auto convert = [float_dtype](forge::v1::TensorSpec& spec) {
+      if (spec.dtype() == forge::v1::DTYPE_FLOAT32) spec.set_dtype(float_dtype);
+    };
+    for (auto& spec : *task.mutable_inputs()) convert(spec);
+    for (auto& spec : *task.mutable_outputs()) convert(spec);
+    for (auto& value : *task.mutable_group()->mutable_values()) convert(*value.mutable_tensor());
+    task.set_digest(absl::StrCat(task.digest(), "-", forge::v1::DType_Name(float_dtype)));
+    return std::move(task);
+  }
+  return absl::NotFoundError(absl::StrCat("test model ", name, " has no ",
+                                          forge::v1::KernelFamily_Name(family), " task"));
+}
+
 absl::StatusOr<forge::v1::SubmitJobResponse> SubmitExportedModel(
     forge::v1::JobService::Stub& stub, const ExportedModel& model,
     const forge::v1::JobOptions& options, size_t chunk_bytes) {

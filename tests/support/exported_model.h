@@ -26,6 +26,13 @@ absl::StatusOr<ExportedModel> LoadExportedModel(const std::string& name);
 // The kernel tasks of an exported test model, as the partitioner makes them.
 absl::StatusOr<std::vector<forge::v1::KernelTask>> ExportedModelTasks(const std::string& name);
 
+// The first task of `family` of an exported test model, with every float32 value, input and output
+// made `float_dtype` (and the digest suffixed with its name, so that caches keep the two apart)
+// when that is not float32; NotFound when the model has no such task.
+absl::StatusOr<forge::v1::KernelTask> ExportedModelTask(
+    const std::string& name, forge::v1::KernelFamily family,
+    forge::v1::DType float_dtype = forge::v1::DTYPE_FLOAT32);
+
 // The whole file, or NotFound naming it.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

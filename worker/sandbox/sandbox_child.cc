@@ -14,6 +14,7 @@
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/gpu/device.h"
 #include "worker/judge/device_draws.h"
@@ -247,6 +248,18 @@ class ChildServer {
       case CandidateKind::kCudnn:
         return LoadCudnn(candidate, kernel);
       case CandidateKind::kAtenFallback: {
+        if (codegen::IsSdpaLibraryTemplate(kernel.template_name)) {
+          // An SDPA backend's candidate: its rewritten group (one SDPA call, that backend)
+          // through ATen; the judge still compares against the task's own ops.
+          FORGE_ASSIGN_OR_RETURN(
+              const forge::v1::KernelTask rewritten,
+              codegen::SdpaLibraryTask(candidate.task(), codegen::SchedulePoint{
+                                                             kernel.template_name,
+                                                             kernel.parameters}));
+          FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
+                                 options_.load_aten_fallback(*device_, rewritten));
+          return runnable;
+        }
         FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
                                options_.load_aten_fallback(*device_, candidate.task()));
         return runnable;

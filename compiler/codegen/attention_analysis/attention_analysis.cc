@@ -101,7 +101,8 @@ void ReadPattern(const GroupView& view, const graph::AttentionPattern& pattern,
       TensorArgument(*analysis.anchor, analysis.anchor->op() == "aten::bmm" ? "mat2" : "other");
   analysis.output = pattern.output;
   analysis.scale = pattern.has_scale ? pattern.scale : 1.0;
-  analysis.mask_before_scale = pattern.has_scale && !pattern.scale_before_mask;
+  analysis.mask_before_scale = pattern.has_scale && !pattern.scale_before_mask &&
+                               pattern.mask_kind != graph::AttentionMaskKind::kNone;
   analysis.mask_fill = pattern.mask_fill;
   switch (pattern.mask_kind) {
     case graph::AttentionMaskKind::kNone: analysis.mask = AttentionMask::kNone; break;

@@ -1,15 +1,13 @@
 #include "compiler/codegen/attention_analysis/attention_analysis.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/graph/partition.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/exported_model.h"
 
 namespace forge::codegen {
 namespace {
@@ -17,24 +15,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// The ATTENTION tasks of an exported test model (tests/fixtures/make_models.py).
-std::vector<forge::v1::KernelTask> AttentionTasks(const std::string& model) {
-  const char* directory = std::getenv("FORGE_TEST_MODELS");
-  if (directory == nullptr) {
-    ADD_FAILURE() << "FORGE_TEST_MODELS is not set; run through ctest (fixtures.make_models)";
-    return {};
-  }
-  forge::v1::Graph graph;
-  std::ifstream file(absl::StrCat(directory, "/", model, "/graph.pb"), std::ios::binary);
-  EXPECT_TRUE(file && graph.ParseFromIstream(&file)) << model;
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
-  EXPECT_TRUE(partition.ok()) << partition.status();
-  std::vector<forge::v1::KernelTask> tasks;
-  if (!partition.ok()) return tasks;
-  for (const auto& task : partition->tasks) {
-    if (task.family() == forge::v1::KERNEL_FAMILY_ATTENTION) tasks.push_back(task);
-  }
-  return tasks;
+// The ATTENTION task of an exported test model (tests/fixtures/make_models.py), floats as `dtype`.
+forge::v1::KernelTask AttentionTask(const std::string& model,
+                                    forge::v1::DType dtype = forge::v1::DTYPE_FLOAT32) {
+  return testing::ExportedModelTask(model, forge::v1::KERNEL_FAMILY_ATTENTION, dtype).value();
 }
 
 std::vector<std::string> Ops(const std::vector<const forge::v1::Node*>& nodes) {
@@ -44,9 +28,8 @@ std::vector<std::string> Ops(const std::vector<const forge::v1::Node*>& nodes) {
 }
 
 TEST(AttentionAnalysisTest, Gpt2StyleExplicitCausalAttention) {
-  const std::vector<forge::v1::KernelTask> tasks = AttentionTasks("explicit_attention");
-  ASSERT_EQ(tasks.size(), 1);
-  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(tasks[0]);
+  const forge::v1::KernelTask task = AttentionTask("explicit_attention");
+  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(task);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   EXPECT_EQ(analysis->spelling, AttentionSpelling::kExplicit);
   EXPECT_EQ(DescribeAttention(*analysis), "B2 H4/4 Sq7 Sk7 D8/8 float32 causal scale 0.3536");
@@ -62,9 +45,8 @@ TEST(AttentionAnalysisTest, Gpt2StyleExplicitCausalAttention) {
 }
 
 TEST(AttentionAnalysisTest, SdpaWithGroupedQueryHeads) {
-  const std::vector<forge::v1::KernelTask> tasks = AttentionTasks("sdpa_gqa");
-  ASSERT_EQ(tasks.size(), 1);
-  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(tasks[0]);
+  const forge::v1::KernelTask task = AttentionTask("sdpa_gqa");
+  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(task);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   EXPECT_EQ(analysis->spelling, AttentionSpelling::kSdpa);
   EXPECT_EQ(DescribeAttention(*analysis), "B2 H4/2 Sq7 Sk7 D8/8 float32 causal scale 0.3536");
@@ -76,9 +58,8 @@ TEST(AttentionAnalysisTest, SdpaWithGroupedQueryHeads) {
 }
 
 TEST(AttentionAnalysisTest, ExpandedKeysAndValuesAreGroupedQueryAttention) {
-  const std::vector<forge::v1::KernelTask> tasks = AttentionTasks("expand_gqa_attention");
-  ASSERT_EQ(tasks.size(), 1);
-  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(tasks[0]);
+  const forge::v1::KernelTask task = AttentionTask("expand_gqa_attention");
+  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(task);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   EXPECT_EQ(DescribeAttention(*analysis), "B2 H4/2 Sq7 Sk7 D8/8 float32 scale 0.3536");
   EXPECT_EQ(analysis->key.value, "k");  // the model's k, before the repeat
@@ -87,9 +68,8 @@ TEST(AttentionAnalysisTest, ExpandedKeysAndValuesAreGroupedQueryAttention) {
 }
 
 TEST(AttentionAnalysisTest, MistralStyleGlueAttentionWithAFiniteCausalFill) {
-  const std::vector<forge::v1::KernelTask> tasks = AttentionTasks("glue_attention");
-  ASSERT_EQ(tasks.size(), 1);
-  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(tasks[0]);
+  const forge::v1::KernelTask task = AttentionTask("glue_attention");
+  absl::StatusOr<AttentionAnalysis> analysis = AnalyzeAttention(task);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   EXPECT_EQ(DescribeAttention(*analysis), "B2 H4/2 Sq11 Sk11 D6/6 float32 causal scale 0.4082");
   EXPECT_EQ(analysis->mask_fill, -1e4);
