@@ -130,16 +130,22 @@ Winner Regenerate(const TaskResults& results) {
     winner.generate_error = kernel.status().ToString();
   }
   // The plan's runtime (runtime/extension) loads NVRTC kernels and cuBLASLt calls, not yet the
-  // shared objects of host-launched candidates (CUTLASS): such a step runs its nodes through
-  // ATen, so that the plan stays runnable and right, and says so; the kernel's source stays in
-  // the bundle.
-  if (winner.kernel.has_value() &&
-      winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
+  // shared objects of host-launched candidates (CUTLASS) nor cuDNN graphs (cudnn_conv): such a
+  // step runs its nodes through ATen, so that the plan stays runnable and right, and says so; the
+  // kernel's source stays in the bundle.
+  const char* unloaded = nullptr;
+  if (winner.kernel.has_value()) {
+    if (winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
+      unloaded = "a host-launched CUTLASS kernel";
+    } else if (winner.kernel->hints.executor == codegen::Executor::kCudnn) {
+      unloaded = "a cuDNN fused graph";
+    }
+  }
+  if (unloaded != nullptr) {
     winner.implementation = Implementation::kAten;
-    winner.plan_note = absl::StrCat(
-        "the winner (", candidate.template_name(),
-        ") is a host-launched CUTLASS kernel, which the plan's runtime does not load yet: this "
-        "step runs its nodes through ATen");
+    winner.plan_note = absl::StrCat("the winner (", candidate.template_name(), ") is ", unloaded,
+                                    ", which the plan's runtime does not load yet: this step runs "
+                                    "its nodes through ATen");
   }
   return winner;
 }
