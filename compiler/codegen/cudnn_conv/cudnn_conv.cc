@@ -304,6 +304,9 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
     }
   }
   if (conv == nullptr) return Declined("the task has no convolution");
+  if (conv->outputs_size() < 1) {
+    return Declined(absl::StrCat(DescribeNode(*conv), " has no output"));
+  }
   CudnnConvCall call;
   FORGE_RETURN_IF_ERROR(ReadConv(view, *conv, *conv_op, call));
   if (const std::string bias = TensorArgument(*conv, "bias"); !bias.empty()) {
@@ -317,6 +320,8 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
   std::string current = conv->outputs(0);
   int nodes = 1;
   while (const Node* next = SoleConsumer(group, current)) {
+    if (next->outputs_size() < 1)
+      return Declined(absl::StrCat(DescribeNode(*next), " has no output"));
     const EpilogueOp* op = nullptr;
     for (const EpilogueOp& candidate : kEpilogueOps) {
       if (OpName(*next) == candidate.op) op = &candidate;
