@@ -3,7 +3,9 @@
 # shellcheck shell=bash
 FORGE_BUNDLE="${FORGE_BUNDLE:-$PWD/.gpu}"
 FORGE_TORCH_LIB="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
-FORGE_NVIDIA_LIBS="$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null || true)"
+# nvidia/cu13/lib (CUDA's libraries) and nvidia/cudnn/lib (libcudnn.so.9, which the sandbox child
+# and the cudnn_conv binaries link) of the machine's torch wheels.
+FORGE_NVIDIA_LIBS="$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in ("cu13", "cudnn")))' 2>/dev/null || true)"
 export LD_LIBRARY_PATH="$FORGE_BUNDLE/lib:$FORGE_TORCH_LIB:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$FORGE_NVIDIA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OUT="${OUT:-/tmp/forge-out}"
 mkdir -p "$OUT"

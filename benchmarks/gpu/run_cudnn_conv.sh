@@ -8,9 +8,6 @@
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
-# libcudnn.so.9 from the machine's torch (its nvidia-cudnn wheel), which the binaries link.
-cudnn_lib="$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(nvidia.cudnn.__path__[0], "lib"))' 2>/dev/null || true)"
-export LD_LIBRARY_PATH="${cudnn_lib:+$cudnn_lib:}$LD_LIBRARY_PATH"
 summary="$OUT/summary.md"
 for test in cudnn_conv_executor_test cudnn_conv_gpu_test; do
   "$FORGE_BUNDLE/bin/$test" >"$OUT/$test.log" 2>&1

@@ -149,10 +149,18 @@ Winner Regenerate(const TaskResults& results) {
     winner.generate_error = kernel.status().ToString();
   }
   // A host-launched winner (CUTLASS): the runtime builds its translation unit with nvcc and
-  // calls its entry points (runtime/README.md).
+  // calls its entry points (runtime/README.md). A cuDNN fused graph (cudnn_conv) the runtime does
+  // not load yet: such a step runs its nodes through ATen, so that the plan stays runnable and
+  // right, and says so.
   if (winner.kernel.has_value() &&
       winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
     winner.implementation = Implementation::kHostLaunched;
+  } else if (winner.kernel.has_value() &&
+             winner.kernel->hints.executor == codegen::Executor::kCudnn) {
+    winner.implementation = Implementation::kAten;
+    winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
+                                    ") is a cuDNN fused graph, which the plan's runtime does not "
+                                    "load yet: this step runs its nodes through ATen");
   }
   return winner;
 }

@@ -47,9 +47,9 @@ enum class Step {
   kResidual,  // v + operand, a tensor of y's dims
   kScale,     // v * scalar
   kRelu,
-  kGelu,      // erf form
+  kGelu,  // erf form
   kGeluTanh,
-  kSilu,      // cuDNN's swish, beta 1
+  kSilu,  // cuDNN's swish, beta 1
   kSigmoid,
   kTanh,
 };
@@ -137,8 +137,9 @@ inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   auto tensor = [&](const char* name, const Tensor& t) {
-    return graph.tensor(g::Tensor_attributes().set_name(name).set_dim(t.dims).set_stride(t.strides).set_data_type(
-        FrontendType(conv.type)));
+    return graph.tensor(
+        g::Tensor_attributes().set_name(name).set_dim(t.dims).set_stride(t.strides).set_data_type(
+            FrontendType(conv.type)));
   };
   made.x = tensor("x", conv.x);
   made.w = tensor("w", conv.w);
@@ -168,7 +169,10 @@ inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
     value->set_data_type(fe::DataType_t::FLOAT);
     made.step_operands.push_back(operand);
   }
-  value->set_output(true).set_dim(conv.y.dims).set_stride(conv.y.strides).set_data_type(FrontendType(conv.type));
+  value->set_output(true)
+      .set_dim(conv.y.dims)
+      .set_stride(conv.y.strides)
+      .set_data_type(FrontendType(conv.type));
   made.y = value;
   fe::error_t status = graph.validate();
   if (status.is_bad()) return "cuDNN graph validate: " + status.get_message();
@@ -221,8 +225,10 @@ class ConvPlan {
     }
     if (engine >= 0 && engine < static_cast<int>(built_.size())) return "";
     *past_end = true;
-    return "cuDNN built " + std::to_string(built_.size()) + " of " + std::to_string(configurations_) +
-           " engine configurations for the graph (after removing those that lose precision); engine " +
+    return "cuDNN built " + std::to_string(built_.size()) + " of " +
+           std::to_string(configurations_) +
+           " engine configurations for the graph (after removing those that lose precision); "
+           "engine " +
            std::to_string(engine) + " is past them" +
            (last_failure_.empty() ? std::string() : "; the last failure: " + last_failure_);
   }
@@ -238,21 +244,23 @@ class ConvPlan {
   }
 
   // Runs built engine `engine` on the handle's stream with `workspace` of WorkspaceBytes.
-  std::string Run(cudnnHandle_t handle, const Operands& operands, int engine, void* workspace) const {
+  std::string Run(cudnnHandle_t handle, const Operands& operands, int engine,
+                  void* workspace) const {
     std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack = {
         {graph_.x, const_cast<void*>(operands.x)},
         {graph_.w, const_cast<void*>(operands.w)},
         {graph_.y, operands.y}};
     if (operands.step_operands.size() != graph_.step_operands.size()) {
-      return "the run has " + std::to_string(operands.step_operands.size()) + " step operands, the graph " +
-             std::to_string(graph_.step_operands.size());
+      return "the run has " + std::to_string(operands.step_operands.size()) +
+             " step operands, the graph " + std::to_string(graph_.step_operands.size());
     }
     for (size_t i = 0; i < graph_.step_operands.size(); ++i) {
       if (graph_.step_operands[i] != nullptr) {
         pack.emplace(graph_.step_operands[i], const_cast<void*>(operands.step_operands[i]));
       }
     }
-    fe::error_t status = graph_.graph->execute_plan_at_index(handle, pack, workspace, built_[engine]);
+    fe::error_t status =
+        graph_.graph->execute_plan_at_index(handle, pack, workspace, built_[engine]);
     if (status.is_bad()) return "cuDNN execute: " + status.get_message();
     return "";
   }
@@ -261,8 +269,8 @@ class ConvPlan {
   ConvPlan() = default;
   ConvGraph graph_;
   int64_t configurations_ = 0;
-  int64_t next_ = 0;              // the next configuration to try building
-  std::vector<int64_t> built_;    // indices of the configurations that built, in order
+  int64_t next_ = 0;            // the next configuration to try building
+  std::vector<int64_t> built_;  // indices of the configurations that built, in order
   std::string last_failure_;
 };
 

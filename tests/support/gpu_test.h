@@ -4,8 +4,10 @@
 #ifndef FORGE_TESTS_SUPPORT_GPU_TEST_H_
 #define FORGE_TESTS_SUPPORT_GPU_TEST_H_
 
+#include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,8 +36,26 @@ class GpuTest : public ::testing::Test {
   }
   virtual void SetUpDevice() {}
 
+  // A device buffer holding `values` (the test fails where the upload does).
+  gpu::DeviceBuffer UploadFloats(const std::vector<float>& values) {
+    absl::StatusOr<gpu::DeviceBuffer> buffer = device_->Allocate(values.size() * sizeof(float));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_TRUE(buffer->CopyFromHost(values.data(), values.size() * sizeof(float)).ok());
+    return *std::move(buffer);
+  }
+
   std::unique_ptr<gpu::Device> device_;
 };
+
+// `count` small integers (i * 7 + shift) % modulus - modulus / 2: products and sums of a few
+// thousand of them are exact in float32, so a library call can be checked for equality.
+inline std::vector<float> SmallIntegerRamp(int64_t count, int modulus, int shift) {
+  std::vector<float> values(count);
+  for (int64_t i = 0; i < count; ++i) {
+    values[i] = static_cast<float>((i * 7 + shift) % modulus - modulus / 2);
+  }
+  return values;
+}
 
 }  // namespace forge::testing
 

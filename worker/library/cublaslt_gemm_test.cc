@@ -24,22 +24,11 @@ class CublasLtGemmTest : public forge::testing::GpuTest {
     gemm_ = *std::move(gemm);
   }
 
-  gpu::DeviceBuffer Upload(const std::vector<float>& values) {
-    auto buffer = device_->Allocate(values.size() * sizeof(float));
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    EXPECT_TRUE(buffer->CopyFromHost(values.data(), values.size() * sizeof(float)).ok());
-    return *std::move(buffer);
-  }
-
   std::unique_ptr<CublasLtGemm> gemm_;
 };
 
 // Small integers: every product below is exact in float32.
-std::vector<float> Ramp(int count, int modulus, int shift) {
-  std::vector<float> values(count);
-  for (int i = 0; i < count; ++i) values[i] = static_cast<float>((i * 7 + shift) % modulus - modulus / 2);
-  return values;
-}
+using forge::testing::SmallIntegerRamp;
 
 TEST_F(CublasLtGemmTest, BatchedTransposedProductWithBiasAndRelu) {
   constexpr int kBatch = 2, kM = 3, kN = 5, kK = 4;
@@ -50,11 +39,12 @@ TEST_F(CublasLtGemmTest, BatchedTransposedProductWithBiasAndRelu) {
   call.b = {1, false, kN, kK * kN};
   call.bias_input = 2;
   call.epilogue = LibraryEpilogue::kReluBias;
-  const std::vector<float> a = Ramp(kBatch * kK * kM, 7, 1);
-  const std::vector<float> b = Ramp(kBatch * kK * kN, 5, 2);
-  const std::vector<float> bias = Ramp(kN, 9, 3);
-  gpu::DeviceBuffer a_buffer = Upload(a), b_buffer = Upload(b), bias_buffer = Upload(bias);
-  gpu::DeviceBuffer d_buffer = Upload(std::vector<float>(kBatch * kM * kN, NAN));
+  const std::vector<float> a = SmallIntegerRamp(kBatch * kK * kM, 7, 1);
+  const std::vector<float> b = SmallIntegerRamp(kBatch * kK * kN, 5, 2);
+  const std::vector<float> bias = SmallIntegerRamp(kN, 9, 3);
+  gpu::DeviceBuffer a_buffer = UploadFloats(a), b_buffer = UploadFloats(b);
+  gpu::DeviceBuffer bias_buffer = UploadFloats(bias);
+  gpu::DeviceBuffer d_buffer = UploadFloats(std::vector<float>(kBatch * kM * kN, NAN));
   auto count = gemm_->AlgorithmCount(call);
   ASSERT_TRUE(count.ok()) << count.status();
   ASSERT_GE(*count, 1);

@@ -36,10 +36,14 @@ struct StepRow {
   forge_cudnn::Step graph;
 };
 constexpr StepRow kSteps[] = {
-    {ConvStep::kBias, forge_cudnn::Step::kBias},         {ConvStep::kResidual, forge_cudnn::Step::kResidual},
-    {ConvStep::kScale, forge_cudnn::Step::kScale},       {ConvStep::kRelu, forge_cudnn::Step::kRelu},
-    {ConvStep::kGelu, forge_cudnn::Step::kGelu},         {ConvStep::kGeluTanh, forge_cudnn::Step::kGeluTanh},
-    {ConvStep::kSilu, forge_cudnn::Step::kSilu},         {ConvStep::kSigmoid, forge_cudnn::Step::kSigmoid},
+    {ConvStep::kBias, forge_cudnn::Step::kBias},
+    {ConvStep::kResidual, forge_cudnn::Step::kResidual},
+    {ConvStep::kScale, forge_cudnn::Step::kScale},
+    {ConvStep::kRelu, forge_cudnn::Step::kRelu},
+    {ConvStep::kGelu, forge_cudnn::Step::kGelu},
+    {ConvStep::kGeluTanh, forge_cudnn::Step::kGeluTanh},
+    {ConvStep::kSilu, forge_cudnn::Step::kSilu},
+    {ConvStep::kSigmoid, forge_cudnn::Step::kSigmoid},
     {ConvStep::kTanh, forge_cudnn::Step::kTanh},
 };
 
@@ -178,7 +182,8 @@ absl::Status CudnnConv::Run(const CudnnConvCall& call, absl::Span<const CUdevice
   FORGE_ASSIGN_OR_RETURN(const forge_cudnn::ConvPlan* plan, state_->PlanFor(call));
   FORGE_ASSIGN_OR_RETURN(const CUdeviceptr workspace,
                          state_->Workspace(stream, plan->WorkspaceBytes(call.engine)));
-  if (const cudnnStatus_t status = cudnnSetStream(state_->handle, reinterpret_cast<cudaStream_t>(stream));
+  if (const cudnnStatus_t status =
+          cudnnSetStream(state_->handle, reinterpret_cast<cudaStream_t>(stream));
       status != CUDNN_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cudnnSetStream: ", cudnnGetErrorString(status)));
   }
@@ -191,8 +196,8 @@ absl::Status CudnnConv::Run(const CudnnConvCall& call, absl::Span<const CUdevice
 }
 
 absl::StatusOr<CudnnConvLaunch> LoadCudnnConvCandidate(CudnnConv& conv,
-                                                      const forge::v1::KernelTask& task,
-                                                      const codegen::SchedulePoint& point) {
+                                                       const forge::v1::KernelTask& task,
+                                                       const codegen::SchedulePoint& point) {
   FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call, codegen::DescribeCudnnConv(task, point));
   CudnnConvLaunch loaded;
   FORGE_ASSIGN_OR_RETURN(loaded.engine_name, conv.Prepare(call));

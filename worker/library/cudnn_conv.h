@@ -61,8 +61,8 @@ struct CudnnConvLaunch {
   std::string engine_name;
 };
 absl::StatusOr<CudnnConvLaunch> LoadCudnnConvCandidate(CudnnConv& conv,
-                                                      const forge::v1::KernelTask& task,
-                                                      const codegen::SchedulePoint& point);
+                                                       const forge::v1::KernelTask& task,
+                                                       const codegen::SchedulePoint& point);
 
 // Builds `call`'s cuDNN graph and validates it, without a handle or a GPU: what the frontend
 // checks of the nodes and shapes before cuDNN's engines are asked. InvalidArgument with the

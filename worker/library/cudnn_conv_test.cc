@@ -84,22 +84,11 @@ class CudnnConvGpuTest : public forge::testing::GpuTest {
     conv_ = *std::move(conv);
   }
 
-  gpu::DeviceBuffer Upload(const std::vector<float>& values) {
-    auto buffer = device_->Allocate(values.size() * sizeof(float));
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    EXPECT_TRUE(buffer->CopyFromHost(values.data(), values.size() * sizeof(float)).ok());
-    return *std::move(buffer);
-  }
-
   std::unique_ptr<CudnnConv> conv_;
 };
 
 // Small integers: every sum below is exact in float32.
-std::vector<float> Ramp(int64_t count, int modulus, int shift) {
-  std::vector<float> values(count);
-  for (int64_t i = 0; i < count; ++i) values[i] = static_cast<float>((i * 7 + shift) % modulus - modulus / 2);
-  return values;
-}
+using forge::testing::SmallIntegerRamp;
 
 TEST_F(CudnnConvGpuTest, GroupedStridedConvWithBiasResidualAndRelu) {
   const ConvShape s = {.n = 2, .c = 8, .h = 9, .w = 7, .k = 12, .r = 3, .s = 3, .stride = 2,
@@ -107,10 +96,10 @@ TEST_F(CudnnConvGpuTest, GroupedStridedConvWithBiasResidualAndRelu) {
   const forge::v1::KernelTask task = ConvEpilogueTask(kF32, s, /*bias=*/true, {"residual", "relu"});
   const int64_t p = (s.h + 2 * s.padding - s.r) / s.stride + 1;
   const int64_t q = (s.w + 2 * s.padding - s.s) / s.stride + 1;
-  const std::vector<float> x = Ramp(s.n * s.c * s.h * s.w, 7, 1);
-  const std::vector<float> w = Ramp(s.k * (s.c / s.groups) * s.r * s.s, 5, 2);
-  const std::vector<float> bias = Ramp(s.k, 9, 3);
-  const std::vector<float> residual = Ramp(s.n * s.k * p * q, 11, 4);
+  const std::vector<float> x = SmallIntegerRamp(s.n * s.c * s.h * s.w, 7, 1);
+  const std::vector<float> w = SmallIntegerRamp(s.k * (s.c / s.groups) * s.r * s.s, 5, 2);
+  const std::vector<float> bias = SmallIntegerRamp(s.k, 9, 3);
+  const std::vector<float> residual = SmallIntegerRamp(s.n * s.k * p * q, 11, 4);
   std::vector<double> expected(s.n * s.k * p * q);
   const int64_t cg = s.c / s.groups, kg = s.k / s.groups;
   for (int64_t n = 0; n < s.n; ++n)
@@ -130,8 +119,9 @@ TEST_F(CudnnConvGpuTest, GroupedStridedConvWithBiasResidualAndRelu) {
           const int64_t at = ((n * s.k + k) * p + i) * q + j;
           expected[at] = std::max(0.0, sum + residual[at]);
         }
-  gpu::DeviceBuffer xb = Upload(x), wb = Upload(w), bb = Upload(bias), rb = Upload(residual);
-  gpu::DeviceBuffer yb = Upload(std::vector<float>(expected.size(), NAN));
+  gpu::DeviceBuffer xb = UploadFloats(x), wb = UploadFloats(w);
+  gpu::DeviceBuffer bb = UploadFloats(bias), rb = UploadFloats(residual);
+  gpu::DeviceBuffer yb = UploadFloats(std::vector<float>(expected.size(), NAN));
   int ran = 0;
   for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes; ++heuristic) {
     auto launch = LoadCudnnConvCandidate(*conv_, task, Point(heuristic, 0));

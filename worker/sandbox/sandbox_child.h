@@ -5,9 +5,10 @@
 // Every kind of candidate runs here (wire.h's CandidateKind): generated kernels from their cubin,
 // gemm_library calls through cuBLASLt (worker/library), host-launched candidates from their shared
 // object (worker/library/host_launched.h; a workspace per candidate, an object that cannot run the
-// task's runtime arguments is unsupported), and the ATen fallback through LibTorch's CUDA kernels
-// (aten/'s Baseline, loaded by ChildOptions::load_aten_fallback where the child is built with
-// them).
+// task's runtime arguments is unsupported), cudnn_conv graphs through cuDNN
+// (worker/library/cudnn_conv.h, where the child is built with cuDNN; a graph or engine cuDNN
+// refuses is unsupported), and the ATen fallback through LibTorch's CUDA kernels (aten/'s
+// Baseline, loaded by ChildOptions::load_aten_fallback where the child is built with them).
 #ifndef FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
 #define FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_
 

@@ -1,7 +1,7 @@
 // forge-sandbox-child: the process a worker's sandbox (sandbox.h) starts per GPU to run candidates
-// (generated kernels, cuBLASLt calls and, when built with LibTorch's CUDA libraries, the ATen
-// fallback; with those, the judge's float64 reference runs on the GPU too). Started by the
-// sandbox, never by hand:
+// (generated kernels, cuBLASLt calls, cuDNN graphs and, when built with LibTorch's CUDA
+// libraries, the ATen fallback; with those, the judge's float64 reference runs on the GPU too).
+// Started by the sandbox, never by hand:
 //   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--device-draws-mib=N]
 //                       [--allow-test-behaviours]
 // --draw-cache-mib bounds the host memory that keeps the judge's draws across candidates (0: no

@@ -64,7 +64,8 @@ absl::StatusOr<std::pair<int, ConvTensor>> DirectInput(const GroupView& view,
                                                        absl::string_view role) {
   const int position = view.InputPosition(value);
   if (position < 0) {
-    return Declined(absl::StrCat("the ", role, " '", value, "' is computed in the task, not a task input"));
+    return Declined(
+        absl::StrCat("the ", role, " '", value, "' is computed in the task, not a task input"));
   }
   const TensorSpec& spec = view.InputSpec(position);
   if (spec.storage_offset() != 0) {
@@ -109,14 +110,15 @@ absl::Status ReadConv(const GroupView& view, const Node& conv, const ConvOp& op,
   }
   if (static_cast<int>(call.w.dims.size()) != rank) {
     return absl::InvalidArgumentError(absl::StrCat("cudnn_conv: the weight of ", DescribeNode(conv),
-                                                   " has rank ", call.w.dims.size(), ", not ", rank));
+                                                   " has rank ", call.w.dims.size(), ", not ",
+                                                   rank));
   }
   call.dtype = view.DType(x);
   if (view.DType(w) != call.dtype) return Declined("the input and the weight differ in dtype");
   if (call.dtype != forge::v1::DTYPE_FLOAT32 && call.dtype != forge::v1::DTYPE_BFLOAT16 &&
       call.dtype != forge::v1::DTYPE_FLOAT16) {
-    return Declined(absl::StrCat("dtype ", DTypeName(call.dtype),
-                                 " (float32, bfloat16 and float16 only)"));
+    return Declined(
+        absl::StrCat("dtype ", DTypeName(call.dtype), " (float32, bfloat16 and float16 only)"));
   }
   FORGE_ASSIGN_OR_RETURN(call.stride, SpatialInts(conv, "stride", spatial, 1));
   FORGE_ASSIGN_OR_RETURN(call.dilation, SpatialInts(conv, "dilation", spatial, 1));
@@ -129,8 +131,8 @@ absl::Status ReadConv(const GroupView& view, const Node& conv, const ConvOp& op,
       for (int d = 0; d < spatial; ++d) {
         const int64_t extent = call.dilation[d] * (call.w.dims[2 + d] - 1);
         if (extent % 2 != 0) {
-          return Declined(absl::StrCat("padding=\"same\" of ", DescribeNode(conv),
-                                       " pads asymmetrically"));
+          return Declined(
+              absl::StrCat("padding=\"same\" of ", DescribeNode(conv), " pads asymmetrically"));
         }
         call.padding[d] = extent / 2;
       }
@@ -161,17 +163,19 @@ absl::Status ReadConv(const GroupView& view, const Node& conv, const ConvOp& op,
   std::vector<int64_t> y_dims = {call.x.dims[0], call.w.dims[0]};
   for (int d = 0; d < spatial; ++d) {
     if (call.stride[d] < 1 || call.dilation[d] < 1 || call.padding[d] < 0) {
-      return Declined(absl::StrCat(DescribeNode(conv), " has a stride or dilation below 1 or a negative padding"));
+      return Declined(absl::StrCat(DescribeNode(conv),
+                                   " has a stride or dilation below 1 or a negative padding"));
     }
-    const int64_t extent = call.x.dims[2 + d] + 2 * call.padding[d] -
-                           call.dilation[d] * (call.w.dims[2 + d] - 1) - 1;
+    const int64_t extent =
+        call.x.dims[2 + d] + 2 * call.padding[d] - call.dilation[d] * (call.w.dims[2 + d] - 1) - 1;
     if (extent < 0) return Declined(absl::StrCat(DescribeNode(conv), " has an empty output"));
     y_dims.push_back(extent / call.stride[d] + 1);
   }
   if (y_dims != view.Shape(conv.outputs(0))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cudnn_conv: ", DescribeNode(conv), " outputs [", absl::StrJoin(view.Shape(conv.outputs(0)), ", "),
-        "], its arguments give [", absl::StrJoin(y_dims, ", "), "]"));
+    return absl::InvalidArgumentError(absl::StrCat("cudnn_conv: ", DescribeNode(conv), " outputs [",
+                                                   absl::StrJoin(view.Shape(conv.outputs(0)), ", "),
+                                                   "], its arguments give [",
+                                                   absl::StrJoin(y_dims, ", "), "]"));
   }
   call.y.dims = std::move(y_dims);
   return absl::OkStatus();
@@ -206,7 +210,8 @@ using StepReader = absl::Status (*)(const GroupView&, const Node&, absl::string_
 
 absl::Status ReadAdd(const GroupView& view, const Node& node, absl::string_view current,
                      CudnnConvCall& call) {
-  if (!IsUnitScalar(node, "alpha")) return Declined(absl::StrCat(DescribeNode(node), " scales by alpha"));
+  if (!IsUnitScalar(node, "alpha"))
+    return Declined(absl::StrCat(DescribeNode(node), " scales by alpha"));
   const std::string self = TensorArgument(node, "self");
   const std::string other = TensorArgument(node, "other");
   if (self == other || (self != current && other != current)) {
@@ -219,7 +224,8 @@ absl::Status ReadAdd(const GroupView& view, const Node& node, absl::string_view 
     return absl::OkStatus();
   }
   if (view.Shape(addend) != call.y.dims || view.DType(addend) != call.dtype) {
-    return Declined(absl::StrCat(DescribeNode(node), " adds a tensor that is neither a per-channel "
+    return Declined(absl::StrCat(DescribeNode(node),
+                                 " adds a tensor that is neither a per-channel "
                                  "bias nor of the output's shape and dtype"));
   }
   FORGE_ASSIGN_OR_RETURN(auto residual, DirectInput(view, addend, "residual"));
@@ -256,7 +262,8 @@ absl::Status ReadGelu(const GroupView&, const Node& node, absl::string_view, Cud
   const Argument* approximate = FindArgument(node, "approximate");
   const bool tanh = approximate != nullptr && approximate->string_value() == "tanh";
   if (approximate != nullptr && !tanh && approximate->string_value() != "none") {
-    return Declined(absl::StrCat(DescribeNode(node), ": approximate=", approximate->string_value()));
+    return Declined(
+        absl::StrCat(DescribeNode(node), ": approximate=", approximate->string_value()));
   }
   call.epilogue.push_back({tanh ? ConvStep::kGeluTanh : ConvStep::kGelu, -1, 1});
   return absl::OkStatus();
@@ -297,6 +304,9 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
     }
   }
   if (conv == nullptr) return Declined("the task has no convolution");
+  if (conv->outputs_size() < 1) {
+    return Declined(absl::StrCat(DescribeNode(*conv), " has no output"));
+  }
   CudnnConvCall call;
   FORGE_RETURN_IF_ERROR(ReadConv(view, *conv, *conv_op, call));
   if (const std::string bias = TensorArgument(*conv, "bias"); !bias.empty()) {
@@ -310,6 +320,8 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
   std::string current = conv->outputs(0);
   int nodes = 1;
   while (const Node* next = SoleConsumer(group, current)) {
+    if (next->outputs_size() < 1)
+      return Declined(absl::StrCat(DescribeNode(*next), " has no output"));
     const EpilogueOp* op = nullptr;
     for (const EpilogueOp& candidate : kEpilogueOps) {
       if (OpName(*next) == candidate.op) op = &candidate;
@@ -350,7 +362,8 @@ TemplateSpace GraphSpace() {
 }
 
 std::string DescribeTensor(const ConvTensor& tensor) {
-  return absl::StrCat("[", absl::StrJoin(tensor.dims, ","), "]/[", absl::StrJoin(tensor.strides, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(tensor.dims, ","), "]/[",
+                      absl::StrJoin(tensor.strides, ","), "]");
 }
 
 }  // namespace
@@ -377,18 +390,19 @@ std::string DescribeCall(const CudnnConvCall& call) {
     std::string text = ConvStepName(step.step);
     if (step.step == ConvStep::kBias) absl::StrAppend(&text, "(input ", step.input, ")");
     if (step.step == ConvStep::kResidual) {
-      absl::StrAppend(&text, "(input ", step.input, " ", DescribeTensor(call.residuals[residual++]), ")");
+      absl::StrAppend(&text, "(input ", step.input, " ", DescribeTensor(call.residuals[residual++]),
+                      ")");
     }
     if (step.step == ConvStep::kScale) absl::StrAppend(&text, "(", step.scalar, ")");
     steps.push_back(std::move(text));
   }
-  return absl::StrCat("cudnn conv_fprop ", DTypeName(call.dtype), " x (input ", call.x_input, " ",
-                      DescribeTensor(call.x), ") w (input ", call.w_input, " ",
-                      DescribeTensor(call.w), ") y ", DescribeTensor(call.y), " padding [",
-                      absl::StrJoin(call.padding, ","), "] stride [", absl::StrJoin(call.stride, ","),
-                      "] dilation [", absl::StrJoin(call.dilation, ","), "] groups ", call.groups,
-                      " epilogue [", absl::StrJoin(steps, " "), "] heuristic ", call.heuristic,
-                      " engine ", call.engine);
+  return absl::StrCat(
+      "cudnn conv_fprop ", DTypeName(call.dtype), " x (input ", call.x_input, " ",
+      DescribeTensor(call.x), ") w (input ", call.w_input, " ", DescribeTensor(call.w), ") y ",
+      DescribeTensor(call.y), " padding [", absl::StrJoin(call.padding, ","), "] stride [",
+      absl::StrJoin(call.stride, ","), "] dilation [", absl::StrJoin(call.dilation, ","),
+      "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "] heuristic ",
+      call.heuristic, " engine ", call.engine);
 }
 
 absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {
@@ -405,7 +419,8 @@ absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoi
   return DescribeCudnnConv(task, point).status();
 }
 
-absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task, const SchedulePoint& point) {
+absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task,
+                                                const SchedulePoint& point) {
   FORGE_ASSIGN_OR_RETURN(CudnnConvCall call, Analyze(task));
   FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
   call.heuristic = static_cast<int>(point.parameters.at("heuristic"));

@@ -274,6 +274,18 @@ TEST(CudnnConvTest, DeclinesWhatTheGraphCannotExpress) {
   }
 }
 
+// A hostile group: a conv node without outputs is refused, not read past its end.
+TEST(CudnnConvTest, RefusesAConvWithoutOutputs) {
+  TaskBuilder b;
+  b.Input("x", kF32, {1, 4, 8, 8}).Input("w", kF32, {8, 4, 3, 3});
+  b.Node("conv", "conv2d", "", {TensorArg("input", "x"), TensorArg("weight", "w")}, kF32,
+         {1, 8, 6, 6});
+  KernelTask task = b.Output("conv").Build(forge::v1::KERNEL_FAMILY_CONV);
+  task.mutable_group()->mutable_nodes(0)->clear_outputs();
+  EXPECT_FALSE(CudnnConvFamily().Applies(task).ok());
+  EXPECT_FALSE(CudnnConvFamily().Plan(task, Point(0, 0)).ok());
+}
+
 TEST(CudnnConvTest, RejectsInconsistentShapes) {
   TaskBuilder b;
   b.Input("x", kF32, {1, 4, 8, 8}).Input("w", kF32, {8, 4, 3, 3});
