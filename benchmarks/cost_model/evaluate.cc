@@ -335,8 +335,11 @@ absl::Status PrintSplit(const std::string& title, const std::vector<Row>& rows,
   return absl::OkStatus();
 }
 
-absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
-                 const std::vector<std::string>& paths) {
+// args: GPU, PROBLEMS_DIR, then the result files.
+absl::Status Run(const std::vector<std::string>& args) {
+  const std::string& gpu_name = args[0];
+  const std::string& problems_dir = args[1];
+  const std::vector<std::string> paths(args.begin() + 2, args.end());
   FORGE_ASSIGN_OR_RETURN(const GpuArch gpu, FindGpu(gpu_name));
   FORGE_ASSIGN_OR_RETURN(const std::vector<MeasuredPoint> points, ReadPoints(paths));
   std::map<std::string, int> skipped;
@@ -371,10 +374,5 @@ absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
 }  // namespace forge::cost
 
 int main(int argc, char** argv) {
-  return forge::benchmarks::ToolMain(
-      argc, argv, 3, "cost_model_evaluate GPU PROBLEMS_DIR RESULTS.jsonl...",
-      [](const std::vector<std::string>& args) {
-        return forge::cost::Run(args[0], args[1],
-                                std::vector<std::string>(args.begin() + 2, args.end()));
-      });
+  return forge::benchmarks::ToolMain(argc, argv, 3, "cost_model_evaluate GPU PROBLEMS_DIR RESULTS.jsonl...", forge::cost::Run);
 }

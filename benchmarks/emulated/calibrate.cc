@@ -96,8 +96,11 @@ absl::StatusOr<std::vector<Record>> ReadResults(const std::string& path) {
   return records;
 }
 
-absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
-                 const std::vector<std::string>& result_paths) {
+// args: GPU, PROBLEMS_DIR, then the result files.
+absl::Status Run(const std::vector<std::string>& args) {
+  const std::string& gpu_name = args[0];
+  const std::string& problems_dir = args[1];
+  const std::vector<std::string> result_paths(args.begin() + 2, args.end());
   FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
                          compile::CompilePool::Create({.threads = 2}));
   const EmulatedBackend backend(pool.get());
@@ -148,10 +151,5 @@ absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
 }  // namespace forge::emulated
 
 int main(int argc, char** argv) {
-  return forge::benchmarks::ToolMain(
-      argc, argv, 3, "emulated_calibrate GPU PROBLEMS_DIR RESULTS.json[l]...",
-      [](const std::vector<std::string>& args) {
-        return forge::emulated::Run(args[0], args[1],
-                                    std::vector<std::string>(args.begin() + 2, args.end()));
-      });
+  return forge::benchmarks::ToolMain(argc, argv, 3, "emulated_calibrate GPU PROBLEMS_DIR RESULTS.json[l]...", forge::emulated::Run);
 }
