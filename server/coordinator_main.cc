@@ -15,6 +15,11 @@
 // Redis removes ended jobs older than gc.job-retention, lets graphs no job names expire and
 // removes weight blobs no job names older than gc.blob-grace, and keeps the results cache within
 // gc.max-results.
+//
+// The learned performance model (server/cost_model_trainer.h): every cost-model.interval the
+// coordinator trains a new version of cost-model.space's model when cost-model.retrain-every new
+// measured results arrived (and there are enough), stores it in Redis, and loads the newest
+// version (its own or another coordinator's) into the search prior.
 #include <pthread.h>
 #include <signal.h>
 
@@ -46,6 +51,8 @@
 #include "grpcpp/grpcpp.h"
 #include "server/auth/auth.h"
 #include "server/blob_store.h"
+#include "server/cost_model_store.h"
+#include "server/cost_model_trainer.h"
 #include "server/health/health.h"
 #include "server/job_service.h"
 #include "server/job_store.h"
@@ -119,6 +126,14 @@ ConfigSchema Schema() {
       .Int64("gc.max-results", SweeperOptions().max_results,
              "Most results the cache keeps; the least recently read go first (0: no bound).",
              {.min = 0})
+      .String("cost-model.space", "NVIDIA H200",
+              "GPU (product name, as workers report it) whose measured results train the learned "
+              "performance model of the search prior; empty: the analytic prior alone.")
+      .Duration("cost-model.interval", absl::Minutes(1),
+                "How often the learned performance model is retrained when due and reloaded.")
+      .Int64("cost-model.retrain-every", CostModelTrainerOptions().retrain_every,
+             "New measured results that make the next version of the learned performance model.",
+             {.min = 1})
       .Duration("shutdown.grace", absl::Seconds(5),
                 "Time calls in flight get to finish after SIGTERM.")
       .Int64("intake.max-graph-bytes", IntakeLimits().max_graph_bytes,
@@ -323,6 +338,10 @@ int Run(int argc, char** argv) {
   scheduler_options.min_trials_per_task = config->GetInt64("search.min-trials-per-task");
   scheduler_options.search.seed = static_cast<uint64_t>(config->GetInt64("search.seed"));
   scheduler_options.generator_versions = codegen::GeneratorVersions();
+  // The learned model over the analytic prior; the analytic prior until one is trained.
+  const std::string cost_model_space = config->GetString("cost-model.space");
+  cost::CostPredictor learned_prior;
+  if (!cost_model_space.empty()) scheduler_options.search.learned_prior = &learned_prior;
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler =
       Scheduler::Create(&redis, &jobs, &results, registry.get(), scheduler_options);
   if (!scheduler.ok()) {
@@ -360,6 +379,32 @@ int Run(int argc, char** argv) {
       GetLogger("coordinator")->warn("sweep: {}", swept.status().ToString());
     }
   });
+  CostModelStore cost_models(&redis);
+  CostModelTrainer trainer(&redis, &results, &cost_models,
+                           {.retrain_every = config->GetInt64("cost-model.retrain-every")});
+  std::optional<Periodically> training;
+  if (!cost_model_space.empty()) {
+    training.emplace(config->GetDuration("cost-model.interval"), [&] {
+      auto cost_log = GetLogger("cost-model");
+      if (absl::StatusOr<TrainOutcome> outcome = trainer.MaybeTrain(cost_model_space);
+          !outcome.ok()) {
+        cost_log->warn("training: {}", outcome.status().ToString());
+      } else if (outcome->trained) {
+        cost_log->info("{}: {}", cost_model_space, outcome->reason);
+      }
+      absl::StatusOr<int64_t> version = cost_models.Version(cost_model_space);
+      if (!version.ok() || *version == learned_prior.model_version()) return;
+      absl::StatusOr<std::optional<cost::VersionedModel>> model = cost_models.Get(cost_model_space);
+      if (!model.ok()) {
+        cost_log->warn("loading version {}: {}", *version, model.status().ToString());
+        return;
+      }
+      learned_prior.SetModel(*std::move(model));
+      cost_log->info("{}: the search prior uses version {} ({})", cost_model_space,
+                     learned_prior.model_version(),
+                     learned_prior.UsesLearnedModel() ? "learned" : "analytic: too little data");
+    });
+  }
   absl::StatusOr<metrics::Family<metrics::Gauge>*> job_gauges =
       registry->AddGauge({"forge_coordinator_jobs", "Jobs by state, as recorded in Redis.", {}});
   if (!job_gauges.ok()) {

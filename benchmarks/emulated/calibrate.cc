@@ -12,10 +12,8 @@
 // with the mean absolute percentage error and Spearman's rank correlation.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,12 +22,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "benchmarks/common/measured_inputs.h"
 #include "common/status/status_macros.h"
 #include "compiler/codegen/family.h"
-#include "compiler/graph/partition.h"
-#include "forge/v1/graph.pb.h"
+#include "compiler/cost/learned/evaluation.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "worker/emulated/emulated_backend.h"
 
 namespace forge::emulated {
@@ -90,33 +87,7 @@ absl::StatusOr<Record> ReadRecord(const Struct& object) {
 }
 
 absl::StatusOr<std::vector<Record>> ReadResults(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << file.rdbuf();
-  std::vector<Struct> objects;
-  Struct whole;
-  if (google::protobuf::util::JsonStringToMessage(text.str(), &whole).ok()) {
-    if (whole.fields().contains("anchors")) {
-      for (const Value& anchor : whole.fields().at("anchors").list_value().values()) {
-        objects.push_back(anchor.struct_value());
-      }
-    } else {
-      objects.push_back(whole);
-    }
-  } else {
-    std::string line;
-    text.clear();
-    text.seekg(0);
-    while (std::getline(text, line)) {
-      if (line.empty()) continue;
-      Struct object;
-      if (!google::protobuf::util::JsonStringToMessage(line, &object).ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": a line is not JSON"));
-      }
-      objects.push_back(std::move(object));
-    }
-  }
+  FORGE_ASSIGN_OR_RETURN(const std::vector<Struct> objects, benchmarks::ReadRecords(path));
   std::vector<Record> records;
   for (const Struct& object : objects) {
     FORGE_ASSIGN_OR_RETURN(Record record, ReadRecord(object));
@@ -125,59 +96,19 @@ absl::StatusOr<std::vector<Record>> ReadResults(const std::string& path) {
   return records;
 }
 
-absl::StatusOr<forge::v1::KernelTask> TaskOf(const std::string& problems_dir, const Record& record) {
-  const std::string path = absl::StrCat(problems_dir, "/", record.problem, "/graph.pb");
-  std::ifstream file(path, std::ios::binary);
-  forge::v1::Graph graph;
-  if (!file || !graph.ParseFromIstream(&file)) {
-    return absl::NotFoundError(absl::StrCat("cannot read the graph ", path));
-  }
-  FORGE_ASSIGN_OR_RETURN(graph::PartitionResult partition, graph::Partition(graph));
-  for (const forge::v1::KernelTask& task : partition.tasks) {
-    if (task.family() == record.family) return task;
-  }
-  return absl::NotFoundError(absl::StrCat(path, ": no task of family ",
-                                          forge::v1::KernelFamily_Name(record.family)));
-}
-
-// Ranks with ties averaged.
-std::vector<double> Ranks(const std::vector<double>& values) {
-  std::vector<size_t> order(values.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a] < values[b]; });
-  std::vector<double> ranks(values.size());
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j + 1 < order.size() && values[order[j + 1]] == values[order[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) ranks[order[k]] = (i + j) / 2.0 + 1;
-    i = j + 1;
-  }
-  return ranks;
-}
-
-// Pearson correlation of the ranks.
-double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  const std::vector<double> ra = Ranks(a), rb = Ranks(b);
-  const double n = static_cast<double>(ra.size());
-  const double mean = (n + 1) / 2;
-  double cov = 0, va = 0, vb = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    cov += (ra[i] - mean) * (rb[i] - mean);
-    va += (ra[i] - mean) * (ra[i] - mean);
-    vb += (rb[i] - mean) * (rb[i] - mean);
-  }
-  return va > 0 && vb > 0 ? cov / std::sqrt(va * vb) : std::nan("");
-}
-
-absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
-                 const std::vector<std::string>& result_paths) {
+// args: GPU, PROBLEMS_DIR, then the result files.
+absl::Status Run(const std::vector<std::string>& args) {
+  const std::string& gpu_name = args[0];
+  const std::string& problems_dir = args[1];
+  const std::vector<std::string> result_paths(args.begin() + 2, args.end());
   FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
                          compile::CompilePool::Create({.threads = 2}));
   const EmulatedBackend backend(pool.get());
   for (const std::string& path : result_paths) {
     FORGE_ASSIGN_OR_RETURN(std::vector<Record> records, ReadResults(path));
     for (const Record& record : records) {
-      FORGE_ASSIGN_OR_RETURN(forge::v1::KernelTask task, TaskOf(problems_dir, record));
+      FORGE_ASSIGN_OR_RETURN(forge::v1::KernelTask task,
+                             benchmarks::ProblemTask(problems_dir, record.problem, record.family));
       const codegen::KernelFamily* family = codegen::FindFamily(record.family);
       std::cout << "### " << record.problem << " (" << path.substr(path.rfind('/') + 1) << ")\n\n"
                 << "| point | regs | measured us | predicted us | error | model |\n"
@@ -209,7 +140,7 @@ absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
       }
       std::cout << absl::StrFormat("\n%s: %d points, MAPE %.1f%%, Spearman %s\n\n", record.problem,
                                    measured.size(), abs_percent_error / std::max<size_t>(measured.size(), 1),
-                                   measured.size() > 1 ? absl::StrFormat("%.2f", Spearman(measured, predicted))
+                                   measured.size() > 1 ? absl::StrFormat("%.2f", cost::Spearman(measured, predicted))
                                                        : std::string("n/a (one point)"));
     }
   }
@@ -220,15 +151,5 @@ absl::Status Run(const std::string& gpu_name, const std::string& problems_dir,
 }  // namespace forge::emulated
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::cerr << "usage: emulated_calibrate GPU PROBLEMS_DIR RESULTS.json[l]...\n";
-    return 2;
-  }
-  const absl::Status status = forge::emulated::Run(
-      argv[1], argv[2], std::vector<std::string>(argv + 3, argv + argc));
-  if (!status.ok()) {
-    std::cerr << status << "\n";
-    return 1;
-  }
-  return 0;
+  return forge::benchmarks::ToolMain(argc, argv, 3, "emulated_calibrate GPU PROBLEMS_DIR RESULTS.json[l]...", forge::emulated::Run);
 }

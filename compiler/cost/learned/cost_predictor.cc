@@ -47,7 +47,10 @@ absl::StatusOr<CostPrediction> CostPredictor::Predict(const CandidateDescription
   prediction.seconds = candidate.analytic_seconds;
   prediction.analytic_seconds = candidate.analytic_seconds;
   const std::shared_ptr<const VersionedModel> model = Current();
-  if (!Usable(model.get())) return prediction;
+  if (!Usable(model.get()) ||
+      model->model.family_rows(static_cast<int>(candidate.task->family())) < kMinFamilyRows) {
+    return prediction;
+  }
   const absl::StatusOr<double> learned =
       model->model.PredictSeconds(features, candidate.analytic_seconds);
   if (!learned.ok() || !(*learned > 0)) return prediction;

@@ -6,10 +6,12 @@
 // coordinator) installs them with SetModel. A prediction says which model made it and, for the
 // learned one, its version, so that reports can label it.
 //
-// The fallback threshold: a model trained on fewer than kMinTrainingRows rows or
+// The fallback thresholds: a model trained on fewer than kMinTrainingRows rows or
 // kMinTrainingGroups tasks is not used (few tasks teach the trees one task's quirks; the
-// held-out evaluation, benchmarks/cost_model, splits by task for that reason). The trainer
-// (server/cost_model_trainer.h) does not train below the same threshold.
+// held-out evaluation, benchmarks/cost_model, splits by task for that reason), and a model is not
+// used for a candidate whose task family it saw fewer than kMinFamilyRows rows of (on the H200
+// data the learned model lost to the analytic one on the families it had 20 rows or fewer of).
+// The trainer (server/cost_model_trainer.h) does not train below the first threshold.
 //
 // Thread-safe: SetModel may run while other threads predict.
 #ifndef FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_
@@ -30,6 +32,7 @@ namespace forge::cost {
 
 inline constexpr int64_t kMinTrainingRows = 100;
 inline constexpr int64_t kMinTrainingGroups = 5;
+inline constexpr int64_t kMinFamilyRows = 30;
 
 // A learned model as stored: its version (1, 2, ... per GPU kind) and bytes' model.
 struct VersionedModel {
@@ -60,7 +63,7 @@ class CostPredictor {
   // The installed model's version (0: none).
   int64_t model_version() const;
 
-  // Whether predictions use the learned model.
+  // Whether predictions use the learned model (for the families it saw enough of).
   bool UsesLearnedModel() const;
 
   // The prediction for `candidate` (its analytic_seconds already computed). Fails only for a

@@ -76,5 +76,19 @@ TEST_F(CostPredictorTest, AModelOverTheThresholdPredictsWithItsVersion) {
   EXPECT_EQ(predictor.Predict(Candidate(scalar))->source, PredictionSource::kAnalytic);
 }
 
+TEST_F(CostPredictorTest, AFamilyTheModelSawTooLittleOfGetsTheAnalyticPrediction) {
+  CostPredictor predictor;
+  predictor.SetModel(VersionedModel{.version = 2, .model = *LearnedModel::Train(rows_, {})});
+  EXPECT_EQ(predictor.Predict(Candidate(5))->source, PredictionSource::kLearned);
+  // The same launch as a reduction task's: the model saw no reduction.
+  forge::v1::KernelTask reduction = candidates_[5].task;
+  reduction.set_family(forge::v1::KERNEL_FAMILY_REDUCTION);
+  CandidateDescription candidate = Candidate(5);
+  candidate.task = &reduction;
+  const CostPrediction prediction = *predictor.Predict(candidate);
+  EXPECT_EQ(prediction.source, PredictionSource::kAnalytic);
+  EXPECT_EQ(prediction.seconds, candidates_[5].row.analytic_seconds);
+}
+
 }  // namespace
 }  // namespace forge::cost

@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status/status_macros.h"
 #include "compiler/cost/learned/features.h"
 #include "xgboost/c_api.h"
@@ -32,6 +34,38 @@ constexpr char kAttributeTarget[] = "forge_target";
 constexpr char kAttributeSchema[] = "forge_feature_schema";
 constexpr char kAttributeRows[] = "forge_training_rows";
 constexpr char kAttributeGroups[] = "forge_training_groups";
+constexpr char kAttributeFamilyRows[] = "forge_family_rows";  // "family=rows;..."
+
+// The column of the task's family in a feature row.
+size_t FamilyColumn() {
+  static const size_t column = [] {
+    const std::vector<std::string>& names = FeatureNames();
+    return static_cast<size_t>(std::find(names.begin(), names.end(), "task_family") -
+                               names.begin());
+  }();
+  return column;
+}
+
+std::string FormatFamilyRows(const std::map<int, int64_t>& rows) {
+  std::vector<std::string> parts;
+  for (const auto& [family, count] : rows) parts.push_back(absl::StrCat(family, "=", count));
+  return absl::StrJoin(parts, ";");
+}
+
+absl::StatusOr<std::map<int, int64_t>> ParseFamilyRows(absl::string_view text) {
+  std::map<int, int64_t> rows;
+  for (const absl::string_view part : absl::StrSplit(text, ';', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> pair = absl::StrSplit(part, '=');
+    int family = 0;
+    int64_t count = 0;
+    if (!absl::SimpleAtoi(pair.first, &family) || !absl::SimpleAtoi(pair.second, &count)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the performance model's rows per family are malformed: '", text, "'"));
+    }
+    rows[family] = count;
+  }
+  return rows;
+}
 
 absl::Status Check(int rc, absl::string_view what) {
   if (rc == 0) return absl::OkStatus();
@@ -114,6 +148,7 @@ absl::StatusOr<LearnedModel> LearnedModel::Train(absl::Span<const TrainingRow> r
   std::vector<std::vector<float>> features;
   std::vector<float> labels;
   std::set<std::string> groups;
+  std::map<int, int64_t> family_rows;
   for (const TrainingRow& row : rows) {
     if (!(row.measured_seconds > 0) || !(row.analytic_seconds > 0) ||
         !std::isfinite(row.measured_seconds) || !std::isfinite(row.analytic_seconds)) {
@@ -122,6 +157,9 @@ absl::StatusOr<LearnedModel> LearnedModel::Train(absl::Span<const TrainingRow> r
           " s, analytic ", row.analytic_seconds, " s"));
     }
     features.push_back(row.features);
+    if (row.features.size() > FamilyColumn() && !std::isnan(row.features[FamilyColumn()])) {
+      ++family_rows[static_cast<int>(row.features[FamilyColumn()])];
+    }
     labels.push_back(static_cast<float>(
         TargetOf(options.target, row.measured_seconds, row.analytic_seconds)));
     groups.insert(row.group);
@@ -155,17 +193,19 @@ absl::StatusOr<LearnedModel> LearnedModel::Train(absl::Span<const TrainingRow> r
   const std::string target(TargetName(options.target));
   const std::string row_count = absl::StrCat(rows.size());
   const std::string group_count = absl::StrCat(groups.size());
+  const std::string family_counts = FormatFamilyRows(family_rows);
   for (const auto& [key, value] :
        std::vector<std::pair<const char*, const std::string*>>{
            {kAttributeTarget, &target},
            {kAttributeSchema, &FeatureSchemaDigest()},
            {kAttributeRows, &row_count},
-           {kAttributeGroups, &group_count}}) {
+           {kAttributeGroups, &group_count},
+           {kAttributeFamilyRows, &family_counts}}) {
     FORGE_RETURN_IF_ERROR(
         Check(XGBoosterSetAttr(booster->handle, key, value->c_str()), "attribute"));
   }
   return LearnedModel(std::move(booster), options.target, static_cast<int64_t>(rows.size()),
-                      static_cast<int64_t>(groups.size()));
+                      static_cast<int64_t>(groups.size()), std::move(family_rows));
 }
 
 absl::StatusOr<LearnedModel> LearnedModel::Deserialize(absl::string_view bytes) {
@@ -193,7 +233,16 @@ absl::StatusOr<LearnedModel> LearnedModel::Deserialize(absl::string_view bytes) 
   if (!absl::SimpleAtoi(rows_text, &rows) || !absl::SimpleAtoi(groups_text, &groups)) {
     return absl::InvalidArgumentError("the performance model's training counts are not numbers");
   }
-  return LearnedModel(std::move(booster), target, rows, groups);
+  FORGE_ASSIGN_OR_RETURN(const std::string family_text,
+                         Attribute(booster->handle, kAttributeFamilyRows));
+  using FamilyRows = std::map<int, int64_t>;
+  FORGE_ASSIGN_OR_RETURN(FamilyRows family_rows, ParseFamilyRows(family_text));
+  return LearnedModel(std::move(booster), target, rows, groups, std::move(family_rows));
+}
+
+int64_t LearnedModel::family_rows(int family) const {
+  const auto it = family_rows_.find(family);
+  return it == family_rows_.end() ? 0 : it->second;
 }
 
 absl::StatusOr<std::string> LearnedModel::Serialize() const {

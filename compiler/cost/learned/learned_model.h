@@ -11,12 +11,13 @@
 //    model. benchmarks/cost_model measures which predicts held-out tasks better.
 //
 // A model serializes to XGBoost's own binary JSON (UBJSON), with the target, the feature schema
-// (FeatureSchemaDigest), the training rows and tasks as attributes in it; Deserialize refuses a
+// (FeatureSchemaDigest), the training rows, tasks and rows per task family as attributes in it; Deserialize refuses a
 // model of another schema. A model is immutable after training; prediction is thread-safe.
 #ifndef FORGE_COMPILER_COST_LEARNED_LEARNED_MODEL_H_
 #define FORGE_COMPILER_COST_LEARNED_LEARNED_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,20 +79,24 @@ class LearnedModel {
   Target target() const { return target_; }
   int64_t training_rows() const { return training_rows_; }
   int64_t training_groups() const { return training_groups_; }
+  // Training rows of tasks of `family` (forge.v1.KernelFamily, the task_family feature).
+  int64_t family_rows(int family) const;
 
   // Features by gain importance (name, total gain), largest first; for --explain and reports.
   absl::StatusOr<std::vector<std::pair<std::string, double>>> Importance() const;
 
  private:
   struct Booster;
-  LearnedModel(std::shared_ptr<Booster> booster, Target target, int64_t rows, int64_t groups)
+  LearnedModel(std::shared_ptr<Booster> booster, Target target, int64_t rows, int64_t groups,
+               std::map<int, int64_t> family_rows)
       : booster_(std::move(booster)), target_(target), training_rows_(rows),
-        training_groups_(groups) {}
+        training_groups_(groups), family_rows_(std::move(family_rows)) {}
 
   std::shared_ptr<Booster> booster_;
   Target target_;
   int64_t training_rows_ = 0;
   int64_t training_groups_ = 0;
+  std::map<int, int64_t> family_rows_;
 };
 
 }  // namespace forge::cost

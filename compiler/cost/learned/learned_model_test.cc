@@ -7,6 +7,7 @@
 
 #include "compiler/cost/learned/features.h"
 #include "compiler/cost/learned/testing/synthetic_dataset.h"
+#include "forge/v1/task.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "xgboost/c_api.h"
@@ -96,6 +97,9 @@ TEST_F(LearnedModelTest, SerializationRoundTripsPredictionsAndAttributes) {
   EXPECT_EQ(loaded->target(), model.target());
   EXPECT_EQ(loaded->training_rows(), model.training_rows());
   EXPECT_EQ(loaded->training_groups(), model.training_groups());
+  EXPECT_EQ(loaded->family_rows(forge::v1::KERNEL_FAMILY_POINTWISE),
+            static_cast<int64_t>(train_.size()));
+  EXPECT_EQ(loaded->family_rows(forge::v1::KERNEL_FAMILY_REDUCTION), 0);
   EXPECT_EQ(*loaded->PredictSeconds(TestFeatures(), TestAnalytic()),
             *model.PredictSeconds(TestFeatures(), TestAnalytic()));
   const auto importance = loaded->Importance();
