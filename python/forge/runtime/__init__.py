@@ -199,6 +199,8 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
                         "in training mode); the runtime runs inference graphs only: call "
                         "module.eval() before exporting")
     device = torch.device(device) if device is not None else _default_device(module)
+    if device.type == "cuda" and device.index is None:  # "cuda": the current device, as torch
+        device = torch.device("cuda", torch.cuda.current_device())
     weights = bind_weights(graph, module, device, blobs)
     compiled = [] if aten_only else plan.compiled_steps()
     for step in plan.steps:

@@ -214,7 +214,7 @@ class PlanModule(torch.nn.Module):
         # not be built) run as their ATen calls, by task digest.
         self.aten_fallbacks = dict(aten_fallbacks or {})
         self.plan = plan
-        self.device = device
+        self.device = device  # load_plan's, with its index
         self.ops = dict(ops)  # task digest -> name under torch.ops.forge
         self._layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
         self._weights = dict(weights)
