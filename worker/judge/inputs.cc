@@ -180,7 +180,10 @@ class AdversarialInference {
     if (entry != nullptr && entry->op_class == ops::OpClass::kView) {
       auto it = input_of_.find(TensorName(FindArgument(node, "self")));
       if (it != input_of_.end()) {
-        for (const std::string& output : node.outputs()) input_of_[output] = it->second;
+        // Copied first: inserting the outputs may rehash the map and invalidate `it` (a view
+        // with many outputs, unbind or split, crashed the sandbox child on hardened Abseil).
+        const int input = it->second;
+        for (const std::string& output : node.outputs()) input_of_[output] = input;
         return;
       }
     }

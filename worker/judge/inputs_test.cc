@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace forge::judge {
@@ -260,6 +261,25 @@ TEST(ChooseAdversarialDrawsTest, EveryReaderMustAskAndViewsAreLookedThrough) {
   const std::vector<AdversarialDraw> draws = AdversarialOf(sum);
   ASSERT_EQ(Kinds(draws), std::vector<ops::AdversarialDraw>{ops::kZerosAndSubnormals});
   EXPECT_EQ(draws[0].inputs, std::vector<int>{0});  // y is read by nothing
+}
+
+// A view with many outputs (unbind, split) of an input: every output leads back to it, however
+// often the value map grows while they are entered (an iterator into it was once read after
+// inserting, which trapped on hardened Abseil once the map rehashed).
+TEST(ChooseAdversarialDrawsTest, ViewsWithManyOutputsAreLookedThrough) {
+  constexpr int kOutputs = 200;
+  forge::v1::KernelTask task = TaskWithNode(
+      "aten::unbind", {{"x", Spec(forge::v1::DTYPE_FLOAT32, {kOutputs, 10})}},
+      {TensorArgument("self", "x")});
+  for (int i = 0; i < kOutputs; ++i) {
+    task.mutable_group()->mutable_nodes(0)->add_outputs(absl::StrCat("row", i));
+    forge::v1::Node* softmax = task.mutable_group()->add_nodes();
+    softmax->set_op("aten::_softmax");
+    *softmax->add_arguments() = TensorArgument("self", absl::StrCat("row", i));
+  }
+  const std::vector<AdversarialDraw> draws = AdversarialOf(task);
+  ASSERT_EQ(Kinds(draws), std::vector<ops::AdversarialDraw>{ops::kLargeLogits});
+  EXPECT_EQ(draws[0].inputs, std::vector<int>{0});
 }
 
 std::vector<double> Adversarial(forge::v1::DType dtype, ops::AdversarialDraw kind,
