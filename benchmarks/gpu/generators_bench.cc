@@ -449,6 +449,26 @@ judge::CandidateLaunch AtenFallbackLaunch(const forge::v1::KernelTask& task) {
   };
 }
 
+// The judge's launch of a cudnn_conv candidate through the worker's executor, created at the
+// first one. OutOfRange (cuDNN's reason) when no engine of cuDNN runs its graph.
+absl::StatusOr<judge::CandidateLaunch> LoadCudnnCandidate(Context& context,
+                                                          const forge::v1::KernelTask& task,
+                                                          const Candidate& candidate) {
+#if GENERATORS_BENCH_WITH_CUDNN
+  if (context.cudnn == nullptr) {
+    FORGE_ASSIGN_OR_RETURN(context.cudnn, library::CudnnConv::Create(*context.device));
+  }
+  FORGE_ASSIGN_OR_RETURN(library::CudnnConvLaunch loaded,
+                         library::LoadCudnnConvCandidate(*context.cudnn, task, candidate.point));
+  return std::move(loaded.launch);
+#else
+  (void)context;
+  (void)task;
+  (void)candidate;
+  return absl::FailedPreconditionError("generators_bench was built without cuDNN");
+#endif
+}
+
 // Why `candidate` cannot run on this GPU, or empty: a gemm_library `algo` past the end of
 // cuBLASLt's heuristic list for the call (the family's documented "unsupported there", which the
 // judge would report as a crash of the launch), or a host-launched object whose
@@ -464,19 +484,11 @@ std::string UnsupportedOnThisGpu(Context& context, const forge::v1::KernelTask& 
     absl::StatusOr<int64_t> workspace = (*object)->WorkspaceBytes(candidate.kernel->runtime_args);
     return absl::IsOutOfRange(workspace.status()) ? std::string(workspace.status().message()) : "";
   }
-#if GENERATORS_BENCH_WITH_CUDNN
   if (candidate.kernel.ok() && candidate.kernel->hints.executor == codegen::Executor::kCudnn) {
-    if (context.cudnn == nullptr) {
-      absl::StatusOr<std::unique_ptr<library::CudnnConv>> cudnn =
-          library::CudnnConv::Create(*context.device);
-      if (!cudnn.ok()) return "";  // the judged launch reports it
-      context.cudnn = *std::move(cudnn);
-    }
-    absl::StatusOr<library::CudnnConvLaunch> loaded =
-        library::LoadCudnnConvCandidate(*context.cudnn, task, candidate.point);
+    absl::StatusOr<judge::CandidateLaunch> loaded = LoadCudnnCandidate(context, task, candidate);
+    // Other errors: the judged launch reports them.
     return absl::IsOutOfRange(loaded.status()) ? std::string(loaded.status().message()) : "";
   }
-#endif
   if (!candidate.library) return "";
   absl::StatusOr<int> algorithms = context.gemm->AlgorithmCount(candidate.library->gemm);
   if (!algorithms.ok()) return "";  // the judged launch reports it
@@ -494,16 +506,7 @@ absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
                                              candidate.compiled.cubin);
   }
   if (candidate.kernel->hints.executor == codegen::Executor::kCudnn) {
-#if GENERATORS_BENCH_WITH_CUDNN
-    if (context.cudnn == nullptr) {
-      FORGE_ASSIGN_OR_RETURN(context.cudnn, library::CudnnConv::Create(*context.device));
-    }
-    FORGE_ASSIGN_OR_RETURN(library::CudnnConvLaunch loaded,
-                           library::LoadCudnnConvCandidate(*context.cudnn, task, candidate.point));
-    return std::move(loaded.launch);
-#else
-    return absl::FailedPreconditionError("generators_bench was built without cuDNN");
-#endif
+    return LoadCudnnCandidate(context, task, candidate);
   }
   if (codegen::IsSdpaLibraryTemplate(candidate.kernel->template_name)) {
     // An SDPA backend: its rewritten group (one SDPA call, that backend) through ATen, as the
