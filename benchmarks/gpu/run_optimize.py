@@ -1,4 +1,5 @@
-"""forge.optimize on the GPU machine: the Llama-style block and ResNet-18, each optimized through a
+"""forge.optimize on the GPU machine: the Llama-style block and ResNet-18 (and, with --models, the
+models of unseen_models.py and ResNet-18 bf16 batch 32), each optimized through a
 running coordinator and GPU worker, checked against eager, and timed against eager and
 torch.compile (run_optimize.sh starts the service and calls this).
 
@@ -36,6 +37,9 @@ import forge  # noqa: E402
 from forge.optimize import check_outputs, fetch_bundle  # noqa: E402
 from forge.runtime import load_plan  # noqa: E402
 import timing  # noqa: E402  (benchmarks/suite/timing.py)
+
+sys.path.insert(0, str(ROOT / "benchmarks/gpu"))
+import unseen_models  # noqa: E402  (GPT-2 block, Mistral layer, ConvNeXt block)
 
 
 class BasicBlock(nn.Module):
@@ -94,7 +98,14 @@ def resnet18():
     return module.eval(), (torch.randn(1, 3, 224, 224),), f"torch.float32[1, 3, 224, 224], {source}"
 
 
-MODELS = {"llama_block": llama_block, "resnet18": resnet18}
+def resnet18_b32_bf16():
+    module, _, source = resnet18()
+    return (module.to(torch.bfloat16), (torch.randn(32, 3, 224, 224, dtype=torch.bfloat16),),
+            source.replace("torch.float32[1, 3, 224, 224]", "torch.bfloat16[32, 3, 224, 224]"))
+
+
+MODELS = {"llama_block": llama_block, "resnet18": resnet18, "resnet18_b32_bf16": resnet18_b32_bf16,
+          **unseen_models.MODELS}
 
 
 def have_grpc() -> bool:
