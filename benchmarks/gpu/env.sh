@@ -9,3 +9,9 @@ FORGE_NVIDIA_LIBS="$(python3 -c 'import nvidia, os; print(":".join(os.path.join(
 export LD_LIBRARY_PATH="$FORGE_BUNDLE/lib:$FORGE_TORCH_LIB:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$FORGE_NVIDIA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OUT="${OUT:-/tmp/forge-out}"
 mkdir -p "$OUT"
+# CUTLASS's headers (carried as .gpu/cutlass.tar.gz, see run_families_check.sh's header): the
+# worker's nvcc compiles and the runtime's host-launched steps need them.
+if [ -z "${FORGE_CUTLASS_INCLUDE:-}" ] && [ -f "$FORGE_BUNDLE/cutlass.tar.gz" ]; then
+  mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz" &&
+    export FORGE_CUTLASS_INCLUDE=/tmp/forge-cutlass/include
+fi

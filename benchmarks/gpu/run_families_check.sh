@@ -29,8 +29,7 @@ source "$here/env.sh"
 phases=" ${*:-tests cutlass validate} "
 export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
 export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_launch_scale.cu"
-mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz"
-export FORGE_CUTLASS_INCLUDE=/tmp/forge-cutlass/include
+[ -n "${FORGE_CUTLASS_INCLUDE:-}" ] || { echo "run_families_check.sh: no $FORGE_BUNDLE/cutlass.tar.gz"; exit 2; }
 export FORGE_TEST_COMPILE_CACHE=/tmp/forge-compile-cache
 logs=/tmp/forge-check-logs; mkdir -p "$logs"
 summary="$OUT/summary.md"

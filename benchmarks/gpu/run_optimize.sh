@@ -57,7 +57,10 @@ done
 if [ -z "$address" ]; then
   echo "the coordinator did not start:"; cat "$OUT/logs/coordinator.log"; exit 1
 fi
+cutlass_flag=()   # env.sh unpacks the bundle's CUTLASS headers; without them CUTLASS candidates fail
+[ -n "${FORGE_CUTLASS_INCLUDE:-}" ] && cutlass_flag=(--compile.cutlass-include="$FORGE_CUTLASS_INCLUDE")
 "$bin/forge-worker" --coordinator="$address" --compile-threads="${COMPILE_THREADS:-14}" \
+  "${cutlass_flag[@]}" \
   --sandbox-child="$bin/forge-sandbox-child" --compile-cache-dir="$work/cubins" \
   >"$OUT/logs/worker.log" 2>&1 & pids+=($!)
 
