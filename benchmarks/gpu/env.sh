@@ -2,6 +2,11 @@
 # scripts/gpu-bundle (carried as .gpu/), LibTorch from the machine's PyTorch, CUDA from its toolkit.
 # shellcheck shell=bash
 FORGE_BUNDLE="${FORGE_BUNDLE:-$PWD/.gpu}"
+# A packed bundle (scripts/gpu-bundle --pack .gpu-pack .gpu, carried as .gpu-pack): unpack it once.
+if [ ! -d "$FORGE_BUNDLE/bin" ] && [ -f "$PWD/.gpu-pack/bundle.tar.xz" ]; then
+  mkdir -p "$FORGE_BUNDLE" && tar -xJf "$PWD/.gpu-pack/bundle.tar.xz" -C "$FORGE_BUNDLE"
+  [ -f "$PWD/.gpu-pack/cutlass.tar.gz" ] && cp "$PWD/.gpu-pack/cutlass.tar.gz" "$FORGE_BUNDLE/"
+fi
 FORGE_TORCH_LIB="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
 # nvidia/cu13/lib (CUDA's libraries) and nvidia/cudnn/lib (libcudnn.so.9, which the sandbox child
 # and the cudnn_conv binaries link) of the machine's torch wheels.
