@@ -31,6 +31,9 @@ struct CandidateRow {
   std::string family_template;  // "reduction/row_reduce"
   std::optional<forge::v1::Measurement> measurement;
   std::string failure;  // set when there is no measurement
+  // The family's Validate refused its own default point for this task (e.g. an SDPA backend that
+  // cannot run these shapes): not a failure, the template does not serve the task.
+  bool declined = false;
 };
 
 struct TaskRows {
@@ -53,6 +56,12 @@ absl::StatusOr<std::vector<CandidateRow>> PredictDefaults(
     for (const codegen::TemplateSpace& space : spaces) {
       CandidateRow row;
       row.family_template = absl::StrCat(family->name(), "/", space.template_name);
+      if (absl::Status valid = family->Validate(task, codegen::DefaultPoint(space)); !valid.ok()) {
+        row.failure = std::string(valid.message());
+        row.declined = true;
+        rows.push_back(std::move(row));
+        continue;
+      }
       absl::StatusOr<codegen::GeneratedKernel> kernel =
           family->Generate(task, codegen::DefaultPoint(space));
       if (!kernel.ok()) {
@@ -120,9 +129,10 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
     }
     for (const CandidateRow& row : task.candidates) {
       if (!row.measurement.has_value()) {
-        absl::StrAppendFormat(&out, "%-12s  %-9s  %-9s  %-38s  %-28s  FAILED: %s\n",
-                              task.short_digest, task.family, "failed", row.family_template,
-                              task.ops, row.failure);
+        absl::StrAppendFormat(&out, "%-12s  %-9s  %-9s  %-38s  %-28s  %s: %s\n",
+                              task.short_digest, task.family, row.declined ? "declined" : "failed",
+                              row.family_template, task.ops,
+                              row.declined ? "DECLINED" : "FAILED", row.failure);
         continue;
       }
       absl::StrAppendFormat(
@@ -152,9 +162,10 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
     std::vector<std::string> candidates;
     for (const CandidateRow& row : task.candidates) {
       if (!row.measurement.has_value()) {
-        candidates.push_back(absl::StrCat("{\"template\": ", JsonString(row.family_template),
-                                          ", \"kind\": \"failed\", \"failure\": ",
-                                          JsonString(row.failure), "}"));
+        candidates.push_back(absl::StrCat(
+            "{\"template\": ", JsonString(row.family_template), ", \"kind\": ",
+            row.declined ? "\"declined\", \"reason\": " : "\"failed\", \"failure\": ",
+            JsonString(row.failure), "}"));
         continue;
       }
       const forge::v1::KernelMetrics& metrics = row.measurement->metrics();
