@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/kernel_abi.h"
+#include "compiler/ops/pointwise_call.h"
 
 namespace forge::codegen {
 namespace {
@@ -93,14 +95,125 @@ TemplateSpace FlatSpace() {
            {"vector_width", {1, 2, 4, 8}, 1}}};
 }
 
+// pointwise_tile: a 32 x 32 tile of (tile_dim, inner) coordinates per block, computed with the
+// lanes along tile_dim (where a transposed input is contiguous) and stored through shared memory
+// with the lanes along the inner block (where the outputs are contiguous).
+constexpr int64_t kTile = 32;
+
+// The outputs' logical shape split at tile_dim: outer x tile x inner.
+struct TileExtents {
+  int64_t outer = 1;
+  int64_t tile = 1;
+  int64_t inner = 1;
+};
+
+TileExtents ExtentsAt(const std::vector<int64_t>& shape, int64_t tile_dim) {
+  TileExtents extents;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    int64_t& extent = d < tile_dim ? extents.outer : d == tile_dim ? extents.tile : extents.inner;
+    extent *= shape[d];
+  }
+  return extents;
+}
+
+TemplateSpace TileSpace(int rank, int64_t default_dim) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d + 1 < rank; ++d) dims.push_back(d);
+  return {PointwiseFamily::kTileTemplateName,
+          {{"tile_dim", dims, default_dim}, {"threads_y", {4, 8}, 8}}};
+}
+
+// The outputs' dim whose coordinate a full-size value is contiguous along, when that value reaches
+// the outputs through one permute or transpose that moves its last dim away from theirs (NHWC read
+// as NCHW: a GEMM's output permuted back, x.permute(...).contiguous()); nullopt otherwise.
+std::optional<int64_t> TransposedDim(const PointwiseTask& analysis) {
+  const KernelTask& task = analysis.view.task();
+  const std::vector<int64_t> shape = ShapeOf(task.outputs(0));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank < 2) return std::nullopt;
+  for (const forge::v1::Node& node : task.group().nodes()) {
+    std::vector<int64_t> source_dim(rank);  // output dim j reads the source's dim source_dim[j]
+    for (int64_t j = 0; j < rank; ++j) source_dim[j] = j;
+    auto normalize = [rank](int64_t dim) { return dim < 0 ? dim + rank : dim; };
+    if (node.op() == "aten::permute") {
+      const forge::v1::Argument* dims = forge::ops::FindArgument(node, "dims");
+      if (dims == nullptr || !dims->has_ints() || dims->ints().values_size() != rank) continue;
+      for (int64_t j = 0; j < rank; ++j) source_dim[j] = normalize(dims->ints().values(j));
+    } else if (node.op() == "aten::transpose") {
+      const forge::v1::Argument* dim0 = forge::ops::FindArgument(node, "dim0");
+      const forge::v1::Argument* dim1 = forge::ops::FindArgument(node, "dim1");
+      if (dim0 == nullptr || dim1 == nullptr) continue;
+      const int64_t a = normalize(dim0->int_value()), b = normalize(dim1->int_value());
+      if (a < 0 || b < 0 || a >= rank || b >= rank) continue;
+      std::swap(source_dim[a], source_dim[b]);
+    } else {
+      continue;
+    }
+    if (node.outputs_size() != 1 || analysis.view.Shape(node.outputs(0)) != shape) continue;
+    const std::vector<int64_t> source = analysis.view.Shape(TensorArgument(node, "self"));
+    int64_t source_elements = 1;
+    for (int64_t extent : source) source_elements *= extent;
+    if (static_cast<int64_t>(source.size()) != rank || source_elements != analysis.elements) {
+      continue;
+    }
+    for (int64_t j = 0; j + 1 < rank; ++j) {
+      if (source_dim[j] == rank - 1) return j;
+    }
+  }
+  return std::nullopt;
+}
+
+absl::Status ValidateTile(const PointwiseTask& analysis, const SchedulePoint& point) {
+  const KernelTask& task = analysis.view.task();
+  const int64_t tile_dim = point.parameters.at("tile_dim");
+  const std::vector<int64_t> shape = ShapeOf(task.outputs(0));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (tile_dim + 1 >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat("pointwise_tile: tile_dim ", tile_dim,
+                                                   " leaves no inner dims of a rank-", rank,
+                                                   " output"));
+  }
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    const TensorSpec& spec = task.outputs(o);
+    if (ShapeOf(spec) != shape) {
+      return absl::InvalidArgumentError("pointwise_tile: the outputs differ in shape");
+    }
+    int64_t expected = 1;
+    for (int64_t d = rank - 1; d > tile_dim; --d) {
+      if (spec.shape(d) != 1 && spec.strides(d) != expected) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pointwise_tile: output ", o, "'s dims after tile_dim ", tile_dim,
+            " are not one contiguous block"));
+      }
+      expected *= spec.shape(d);
+    }
+  }
+  const TileExtents extents = ExtentsAt(shape, tile_dim);
+  if (extents.tile < kTile / 2 || extents.inner < kTile / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pointwise_tile: a ", extents.tile, " x ", extents.inner,
+        " tile plane is too small to gain from a shared-memory transpose"));
+  }
+  const int64_t blocks = extents.outer * ((extents.tile + kTile - 1) / kTile) *
+                         ((extents.inner + kTile - 1) / kTile);
+  if (blocks > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat("pointwise_tile: ", blocks, " blocks"));
+  }
+  return absl::OkStatus();
+}
+
 int64_t ParameterOf(const SchedulePoint& point, const std::string& name) {
   return point.parameters.at(name);
 }
 
 // The statements that compute and store one chunk of `vector_width` elements starting at
 // element `chunk_start`.
+// `store_to`, when given, makes the statement that stores output o's value (already converted to
+// its storage type) instead of the store to out<o> (pointwise_tile stores to shared memory).
+using StoreTo = std::function<std::string(int output, const std::string& stored)>;
 absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis, int vector_width,
-                                                   const std::string& index_type) {
+                                                   const std::string& index_type,
+                                                   const StoreTo& store_to = nullptr) {
   const GroupView& view = analysis.view;
   const KernelTask& task = view.task();
   int lane = 0;  // the element of the chunk being emitted
@@ -164,7 +277,9 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
                                                    : absl::StrCat("((", reg, ")", term.expr, ")");
     };
     auto stored = [&](const Term& term) { return StoreConversion(spec.dtype(), converted(term)); };
-    if (vector_width > 1) {
+    if (store_to) {
+      emitter.AddStatement(store_to(o, stored(results[o][0])));
+    } else if (vector_width > 1) {
       std::vector<std::string> values;
       for (const Term& term : results[o]) values.push_back(converted(term));
       for (const std::string& statement :
@@ -181,6 +296,104 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
     }
   }
   return emitter.statements();
+}
+
+LaunchPlan PlanTile(const KernelTask& task, const SchedulePoint& point) {
+  const int64_t tile_dim = point.parameters.at("tile_dim");
+  const int64_t threads_y = point.parameters.at("threads_y");
+  const TileExtents extents = ExtentsAt(ShapeOf(task.outputs(0)), tile_dim);
+  const int64_t blocks = extents.outer * ((extents.tile + kTile - 1) / kTile) *
+                         ((extents.inner + kTile - 1) / kTile);
+  LaunchPlan plan;
+  plan.kernel_name = PointwiseFamily::kKernelName;
+  plan.launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
+  plan.launch.block = {static_cast<uint32_t>(kTile), static_cast<uint32_t>(threads_y), 1};
+  plan.template_name = PointwiseFamily::kTileTemplateName;
+  plan.parameters = point.parameters;
+  plan.generator_version = std::string(PointwiseFamily().generator_version());
+  const int64_t elements = LargestOutputElements(task);
+  int bytes = InputBytesPerIndex(task, elements);
+  if (bytes == 0) bytes = OutputBytesPerIndex(task, elements);
+  plan.hints.vector_width = 1;
+  plan.hints.unrolled_elements = kTile / threads_y;
+  plan.hints.bytes_in_flight_per_thread = static_cast<double>(kTile / threads_y * bytes);
+  return plan;
+}
+
+// Phase 1: lanes along tile_dim compute a 32 x 32 tile (coalesced where an input is contiguous
+// along tile_dim) into shared memory; phase 2: lanes along the inner block store it (coalesced in
+// the outputs). Both phases index the element by its row-major position in the outputs.
+absl::StatusOr<std::string> EmitTile(const PointwiseTask& analysis, const LaunchPlan& plan) {
+  const KernelTask& task = analysis.view.task();
+  const int64_t tile_dim = plan.parameters.at("tile_dim");
+  const int64_t threads_y = plan.parameters.at("threads_y");
+  const std::vector<int64_t> shape = ShapeOf(task.outputs(0));
+  const TileExtents extents = ExtentsAt(shape, tile_dim);
+  const std::string index_type = analysis.wide_index ? "long long" : "int";
+  std::vector<std::string> storage;
+  for (const TensorSpec& output : task.outputs()) {
+    absl::StatusOr<std::string> type = StorageType(output.dtype());
+    if (!type.ok()) return type.status();
+    storage.push_back(*type);
+  }
+  absl::StatusOr<std::vector<std::string>> body = ChunkBody(
+      analysis, 1, index_type, [](int o, const std::string& stored) {
+        return absl::StrCat("tile", o, "[row][threadIdx.x] = ", stored, ";");
+      });
+  if (!body.ok()) return body.status();
+  const int64_t tiles_inner = (extents.inner + kTile - 1) / kTile;
+  const int64_t tiles_dim = (extents.tile + kTile - 1) / kTile;
+  const int64_t rows = kTile / threads_y;
+
+  std::string source(KernelPrelude());
+  absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", analysis.elements,
+                  " elements; pointwise_tile over dim ", tile_dim, " (", extents.outer, " x ",
+                  extents.tile, " x ", extents.inner, "), 32 x ", threads_y, " threads.\n");
+  absl::StrAppend(&source, "extern \"C\" __global__ void __launch_bounds__(", kTile * threads_y,
+                  ") ", PointwiseFamily::kKernelName, "(", KernelParameterList(task), ") {\n");
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    absl::StrAppend(&source, "  __shared__ ", storage[o], " tile", o, "[", kTile, "][", kTile + 1,
+                    "];\n");
+  }
+  absl::StrAppend(&source, "  const long long inner0 = (long long)(blockIdx.x % ", tiles_inner,
+                  ") * ", kTile, ";\n");
+  absl::StrAppend(&source, "  const long long dim0 = (long long)((blockIdx.x / ", tiles_inner,
+                  ") % ", tiles_dim, ") * ", kTile, ";\n");
+  absl::StrAppend(&source, "  const long long outer = (long long)blockIdx.x / ", tiles_inner * tiles_dim,
+                  ";\n");
+  // Phase 1: threadIdx.x runs along tile_dim.
+  absl::StrAppend(&source, "#pragma unroll\n  for (int step = 0; step < ", rows, "; ++step) {\n");
+  absl::StrAppend(&source, "    const int row = threadIdx.y + step * ", threads_y, ";\n");
+  absl::StrAppend(&source, "    const long long along = dim0 + threadIdx.x, inner = inner0 + row;\n");
+  absl::StrAppend(&source, "    if (along < ", extents.tile, "LL && inner < ", extents.inner,
+                  "LL) {\n");
+  absl::StrAppend(&source, "      const ", index_type, " chunk_start = (", index_type,
+                  ")((outer * ", extents.tile, "LL + along) * ", extents.inner, "LL + inner);\n");
+  for (const std::string& statement : *body) absl::StrAppend(&source, "      ", statement, "\n");
+  absl::StrAppend(&source, "    }\n  }\n  __syncthreads();\n");
+  // Phase 2: threadIdx.x runs along the inner block, where every output is contiguous.
+  absl::StrAppend(&source, "#pragma unroll\n  for (int step = 0; step < ", rows, "; ++step) {\n");
+  absl::StrAppend(&source, "    const int column = threadIdx.y + step * ", threads_y, ";\n");
+  absl::StrAppend(&source, "    const long long along = dim0 + column, inner = inner0 + threadIdx.x;\n");
+  absl::StrAppend(&source, "    if (along < ", extents.tile, "LL && inner < ", extents.inner,
+                  "LL) {\n");
+  for (int o = 0; o < task.outputs_size(); ++o) {
+    const TensorSpec& spec = task.outputs(o);
+    // The outer coordinates through their strides, then tile_dim's stride, then the inner block.
+    std::string offset = absl::StrCat("along * ", spec.strides(tile_dim), "LL + inner");
+    int64_t divisor = 1;
+    for (int64_t d = tile_dim - 1; d >= 0; --d) {
+      if (spec.shape(d) != 1 && spec.strides(d) != 0) {
+        absl::StrAppend(&offset, " + ((outer / ", divisor, "LL) % ", spec.shape(d), "LL) * ",
+                        spec.strides(d), "LL");
+      }
+      divisor *= spec.shape(d);
+    }
+    absl::StrAppend(&source, "      out", o, "[", offset, "] = tile", o,
+                    "[threadIdx.x][column];\n");
+  }
+  absl::StrAppend(&source, "    }\n  }\n}\n");
+  return source;
 }
 
 }  // namespace
@@ -222,12 +435,25 @@ absl::StatusOr<std::vector<TemplateSpace>> PointwiseFamily::ScheduleSpace(
     if (Validate(task, point).ok()) break;
     space.parameters[0].default_value /= 2;
   }
-  return std::vector<TemplateSpace>{space};
+  std::vector<TemplateSpace> spaces;
+  // A transposed read: the tile template first, so that it is the default (a GEMM's epilogue
+  // kernel takes the first space's default point), with the flat template still searched.
+  if (std::optional<int64_t> dim = TransposedDim(*analysis); dim.has_value()) {
+    TemplateSpace tile = TileSpace(static_cast<int>(task.outputs(0).shape_size()), *dim);
+    if (ValidateTile(*analysis, DefaultPoint(tile)).ok()) spaces.push_back(std::move(tile));
+  }
+  spaces.push_back(std::move(space));
+  return spaces;
 }
 
 absl::Status PointwiseFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
   absl::StatusOr<PointwiseTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
+  if (point.template_name == kTileTemplateName) {
+    const TemplateSpace tile = TileSpace(static_cast<int>(task.outputs(0).shape_size()), 0);
+    if (absl::Status status = CheckPointInSpace(tile, point); !status.ok()) return status;
+    return ValidateTile(*analysis, point);
+  }
   if (absl::Status status = CheckPointInSpace(FlatSpace(), point); !status.ok()) return status;
   const int64_t threads = ParameterOf(point, "threads_per_block");
   const int64_t per_thread = ParameterOf(point, "elements_per_thread");
@@ -282,6 +508,7 @@ absl::StatusOr<LaunchPlan> PointwiseFamily::Plan(const KernelTask& task,
   if (absl::Status status = Validate(task, point); !status.ok()) return status;
   absl::StatusOr<PointwiseTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
+  if (point.template_name == kTileTemplateName) return PlanTile(task, point);
   const int64_t threads = ParameterOf(point, "threads_per_block");
   const int64_t per_thread = ParameterOf(point, "elements_per_thread");
   const int64_t width = ParameterOf(point, "vector_width");
@@ -311,6 +538,7 @@ absl::StatusOr<std::string> PointwiseFamily::Emit(const KernelTask& task,
                                                   const LaunchPlan& plan) const {
   absl::StatusOr<PointwiseTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
+  if (plan.template_name == kTileTemplateName) return EmitTile(*analysis, plan);
   const int64_t threads = plan.parameters.at("threads_per_block");
   const int64_t per_thread = plan.parameters.at("elements_per_thread");
   const int64_t width = plan.parameters.at("vector_width");

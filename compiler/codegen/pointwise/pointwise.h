@@ -19,6 +19,16 @@
 // Parameters: threads_per_block {128, 256, 512, 1024}, elements_per_thread {1, 2, 4, 8},
 // vector_width {1, 2, 4, 8} (elements; needs contiguous outputs, a width that divides the element
 // count and the storage offsets, and at most 16 bytes per vector access).
+//
+// Template "pointwise_tile", offered (and the default) when a full-size value reaches the outputs
+// through a permute or transpose that moves its contiguous dim to output dim `tile_dim` (a GEMM's
+// NHWC output permuted back to NCHW, x.permute(...).contiguous()): the outputs are split at
+// tile_dim into outer x tile_dim x inner (the dims after tile_dim must be one contiguous block of
+// every output); a block of 32 x threads_y threads computes a 32 x 32 tile of (tile_dim, inner)
+// with its lanes along tile_dim, where that read is coalesced, into shared memory, then stores it
+// with its lanes along the inner block, where the outputs are contiguous. Without it one of the
+// two sides is read or written 2-byte-at-a-stride. Parameters: tile_dim (0 .. rank - 2),
+// threads_y {4, 8}.
 #ifndef FORGE_COMPILER_CODEGEN_POINTWISE_POINTWISE_H_
 #define FORGE_COMPILER_CODEGEN_POINTWISE_POINTWISE_H_
 
@@ -29,6 +39,7 @@ namespace forge::codegen {
 class PointwiseFamily : public KernelFamily {
  public:
   static constexpr char kTemplateName[] = "pointwise_flat";
+  static constexpr char kTileTemplateName[] = "pointwise_tile";
   static constexpr char kKernelName[] = "forge_pointwise";
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_POINTWISE; }

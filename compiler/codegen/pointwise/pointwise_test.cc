@@ -414,3 +414,79 @@ TEST(PointwiseTest, LargeTensorsUse64BitIndexing) {
 
 }  // namespace
 }  // namespace forge::codegen
+
+namespace forge::codegen {
+namespace {
+
+// ConvNeXt's layer scale and residual after its second linear: gamma * y with y (N, H, W, C)
+// from the GEMM, permuted back to (N, C, H, W) and added to x.
+KernelTask PermutedBackTask(int64_t channels, int64_t height, int64_t width) {
+  using ::forge::codegen::testing::IntsArg;
+  using ::forge::codegen::testing::TaskBuilder;
+  using ::forge::codegen::testing::TensorArg;
+  const auto bf16 = forge::v1::DTYPE_BFLOAT16;
+  return TaskBuilder()
+      .Input("y", bf16, {2, height, width, channels})
+      .Input("gamma", bf16, {channels})
+      .Input("x", bf16, {2, channels, height, width})
+      .Node("scaled", "mul", "Tensor", {TensorArg("self", "gamma"), TensorArg("other", "y")}, bf16,
+            {2, height, width, channels})
+      .Node("back", "permute", "default",
+            {TensorArg("self", "scaled"), IntsArg("dims", {0, 3, 1, 2})}, bf16,
+            {2, channels, height, width})
+      .Node("out", "add", "Tensor", {TensorArg("self", "x"), TensorArg("other", "back")}, bf16,
+            {2, channels, height, width})
+      .Output("out")
+      .Build(forge::v1::KERNEL_FAMILY_POINTWISE);
+}
+
+TEST(PointwiseTileTest, APermutedBackReadIsTiledOverItsContiguousDimByDefault) {
+  PointwiseFamily family;
+  const KernelTask task = PermutedBackTask(40, 6, 7);
+  absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  ASSERT_EQ(spaces->size(), 2);
+  EXPECT_EQ(spaces->front().template_name, PointwiseFamily::kTileTemplateName);
+  EXPECT_EQ(spaces->back().template_name, PointwiseFamily::kTemplateName);
+  const SchedulePoint point = DefaultPoint(spaces->front());
+  EXPECT_EQ(point.parameters.at("tile_dim"), 1);  // C: where y is contiguous
+  absl::StatusOr<LaunchPlan> plan = family.Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // 2 samples x ceil(40 / 32) channel tiles x ceil(42 / 32) spatial tiles.
+  EXPECT_EQ(plan->launch.grid[0], 2u * 2u * 2u);
+  EXPECT_EQ(plan->launch.block[0], 32u);
+  EXPECT_EQ(plan->launch.block[1], 8u);
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (int64_t threads_y : {4, 8}) {
+    SchedulePoint tile = point;
+    tile.parameters["threads_y"] = threads_y;
+    absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, tile);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_THAT(kernel->source, ::testing::HasSubstr("__shared__ ForgeBFloat16 tile0[32][33]"));
+    kernels.push_back(*kernel);
+    labels.push_back(absl::StrCat("tile_threads_y_", threads_y));
+  }
+  ::forge::codegen::testing::ExpectCompiles(kernels, labels, /*expect_no_spills=*/true);
+}
+
+TEST(PointwiseTileTest, ValidateRefusesTilesItCannotRun) {
+  PointwiseFamily family;
+  const KernelTask task = PermutedBackTask(40, 6, 7);
+  SchedulePoint point{std::string(PointwiseFamily::kTileTemplateName),
+                      {{"tile_dim", 3}, {"threads_y", 8}}};
+  EXPECT_THAT(family.Validate(task, point).message(), ::testing::HasSubstr("tile_dim"));
+  point.parameters["tile_dim"] = 2;  // a 6 x 7 plane
+  EXPECT_THAT(family.Validate(task, point).message(), ::testing::HasSubstr("too small"));
+  point.parameters["tile_dim"] = 1;
+  point.parameters["threads_y"] = 16;
+  EXPECT_FALSE(family.Validate(task, point).ok());
+  // A small channel count: no tile space, the flat template alone.
+  absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(PermutedBackTask(8, 6, 7));
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  ASSERT_EQ(spaces->size(), 1);
+  EXPECT_EQ(spaces->front().template_name, PointwiseFamily::kTemplateName);
+}
+
+}  // namespace
+}  // namespace forge::codegen
