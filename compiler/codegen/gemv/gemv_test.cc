@@ -1,5 +1,6 @@
 #include "compiler/codegen/gemv/gemv.h"
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@ namespace forge::codegen {
 namespace {
 
 using forge::v1::KernelTask;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::OptionalTensorArg;
@@ -34,6 +36,29 @@ SchedulePoint DefaultOf(const KernelTask& task) {
   EXPECT_TRUE(spaces.ok()) << spaces.status();
   if (!spaces.ok() || spaces->empty()) return {};
   return DefaultPoint(spaces->front());
+}
+
+// The default point of the task's gemv_mma space (empty when the template does not apply).
+SchedulePoint MmaDefaultOf(const KernelTask& task) {
+  auto spaces = kFamily.ScheduleSpace(task);
+  EXPECT_TRUE(spaces.ok()) << spaces.status();
+  if (!spaces.ok()) return {};
+  for (const TemplateSpace& space : *spaces) {
+    if (space.template_name == GemvFamily::kMmaTemplateName) return DefaultPoint(space);
+  }
+  ADD_FAILURE() << "no gemv_mma space";
+  return {};
+}
+
+// The templates the task's space offers, in order.
+std::vector<std::string> TemplatesOf(const KernelTask& task) {
+  std::vector<std::string> names;
+  auto spaces = kFamily.ScheduleSpace(task);
+  EXPECT_TRUE(spaces.ok()) << spaces.status();
+  if (spaces.ok()) {
+    for (const TemplateSpace& space : *spaces) names.push_back(space.template_name);
+  }
+  return names;
 }
 
 SchedulePoint With(SchedulePoint point, const std::map<std::string, int64_t>& changes) {
@@ -177,6 +202,174 @@ TEST(GemvTest, EpilogueAddsTheBiasAndAppliesTheActivation) {
   EXPECT_THAT(kernel->source, HasSubstr("in2["));
   EXPECT_THAT(kernel->source, HasSubstr("= acc + "));
   EXPECT_THAT(kernel->source, HasSubstr("out0[e] = forge_float_to_half("));
+}
+
+TEST(GemvTest, MmaTemplateTakesHalfTypesWithWholeVectorsOfTheWeight) {
+  EXPECT_THAT(TemplatesOf(DecodeTask(1)), ElementsAre("gemv", "gemv_mma"));
+  EXPECT_THAT(TemplatesOf(Linear(kF16, 13, 100, 136, true, "gelu")),
+              ElementsAre("gemv", "gemv_mma"));
+  EXPECT_THAT(TemplatesOf(MatmulCastTask(kBF16, 4, 1024, 77)), ElementsAre("gemv", "gemv_mma"));
+  const KernelTask f32 = Linear(kF32, 8, 64, 64);
+  const KernelTask odd_n = MatmulCastTask(kBF16, 4, 1001, 512);
+  const KernelTask odd_k = Linear(kBF16, 2, 64, 4100);
+  EXPECT_THAT(TemplatesOf(f32), ElementsAre("gemv"));
+  EXPECT_THAT(TemplatesOf(odd_n), ElementsAre("gemv"));
+  EXPECT_THAT(TemplatesOf(odd_k), ElementsAre("gemv"));
+  // An mma point for a task the template cannot run is declined with the reason.
+  const SchedulePoint point = MmaDefaultOf(DecodeTask(8));
+  const std::pair<const KernelTask*, const char*> declined[] = {
+      {&f32, "multiplies float16 or bfloat16 on tensor cores, not float32"},
+      {&odd_n, "N (1001), B's leading dimension (1001) and batch stride"},
+      {&odd_k, "K (4100), B's leading dimension (4100) and batch stride"}};
+  for (const auto& [task, reason] : declined) {
+    const absl::Status status = kFamily.Validate(*task, point);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(reason));
+  }
+}
+
+TEST(GemvTest, MmaValidateNamesTheViolatedConstraint) {
+  auto message = [](const absl::Status& status) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    return std::string(status.message());
+  };
+  // N = 24: two 16-row tiles cover it, four are idle ones.
+  const KernelTask narrow = Linear(kBF16, 8, 24, 256);
+  const SchedulePoint base = MmaDefaultOf(narrow);
+  EXPECT_TRUE(kFamily.Validate(narrow, base).ok());
+  EXPECT_TRUE(kFamily.Validate(narrow, With(base, {{"tiles", 2}})).ok());
+  EXPECT_THAT(message(kFamily.Validate(narrow, With(base, {{"tiles", 4}}))),
+              HasSubstr("tiles 4 of 16 outputs for N = 24"));
+  // K = 256: 8 chunks of 32; 8 ranks of one chunk leave 3 of 4 warps idle.
+  EXPECT_THAT(message(kFamily.Validate(narrow, With(base, {{"split_k", 8}, {"unroll", 1}}))),
+              HasSubstr("leaves warps idle: K = 256 gives each block 1 steps of 32"));
+  const KernelTask decode = DecodeTask(8);
+  EXPECT_THAT(message(kFamily.Validate(decode, With(MmaDefaultOf(decode),
+                                                    {{"tiles", 4}, {"unroll", 8}}))),
+              HasSubstr("the kernel would spill"));
+  // W[k, n]: 64-column tiles, steps of 16 along K; 32 accumulators per tile.
+  const KernelTask kn = MatmulCastTask(kBF16, 8, 96, 64);
+  const SchedulePoint kn_base = MmaDefaultOf(kn);
+  EXPECT_TRUE(kFamily.Validate(kn, kn_base).ok());
+  EXPECT_THAT(message(kFamily.Validate(kn, With(kn_base, {{"tiles", 4}}))),
+              HasSubstr("tiles 4 of 64 outputs for N = 96"));
+  EXPECT_THAT(message(kFamily.Validate(kn, With(kn_base, {{"split_k", 4}, {"warps", 2}}))),
+              HasSubstr("gives each block 1 steps of 16"));
+  EXPECT_THAT(message(kFamily.Validate(kn, With(kn_base, {{"tiles", 2}, {"unroll", 4},
+                                                          {"warps", 1}}))),
+              HasSubstr("the kernel would spill"));
+  // The FFMA template's parameter is no part of the mma space.
+  EXPECT_THAT(message(kFamily.Validate(narrow, With(base, {{"rows", 2}}))), HasSubstr("rows"));
+}
+
+TEST(GemvTest, MmaPlansAndEmitsTheDecodeShape) {
+  for (int64_t m : {1, 8}) {
+    const KernelTask task = DecodeTask(m);
+    const SchedulePoint point = MmaDefaultOf(task);
+    EXPECT_EQ(point.parameters.at("tiles"), 1);
+    EXPECT_EQ(point.parameters.at("unroll"), 4);
+    EXPECT_EQ(point.parameters.at("warps"), 4);
+    EXPECT_EQ(point.parameters.at("split_k"), 1);
+    auto plan = kFamily.Plan(task, point);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->template_name, "gemv_mma");
+    // 16 rows of W per block, its 4 warps splitting K.
+    EXPECT_EQ(plan->launch.grid[0], 14336u / 16);
+    EXPECT_EQ(plan->launch.block[0], 128u);
+    // Per lane: 4 chunks x rows g and g + 8, 16 bytes each.
+    EXPECT_EQ(plan->hints.vector_width, 8);
+    EXPECT_EQ(plan->hints.unrolled_elements, 8 * 4 * 2);
+    EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 128.0);
+    auto split = kFamily.Generate(task, With(point, {{"split_k", 4}}));
+    ASSERT_TRUE(split.ok()) << split.status();
+    EXPECT_EQ(split->launch.grid[0], 4u * 14336 / 16);
+    EXPECT_THAT(split->source, HasSubstr("__cluster_dims__(4, 1, 1)"));
+    EXPECT_THAT(split->source, HasSubstr("#define FORGE_GEMV_MMA_BF16 1"));
+    EXPECT_THAT(split->source, HasSubstr("#define FORGE_GEMV_N_TILES 1"));
+    EXPECT_THAT(split->source, HasSubstr("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    EXPECT_THAT(split->source, Not(HasSubstr("atomic")));
+  }
+  // M = 13 in float16: two n-tiles of 8 rows of A.
+  const KernelTask thirteen = Linear(kF16, 13, 100, 136, true, "gelu");
+  auto kernel = kFamily.Generate(thirteen, MmaDefaultOf(thirteen));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_GEMV_MMA_BF16 0"));
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_GEMV_N_TILES 2"));
+  EXPECT_EQ(kernel->launch.grid[0], 7u);  // ceil(100 / 16)
+  // mma.sync needs sm_80; clusters sm_90.
+  const SchedulePoint point = MmaDefaultOf(thirteen);
+  EXPECT_TRUE(kFamily.SupportsArch(thirteen, point, "sm_80").ok());
+  const absl::Status turing = kFamily.SupportsArch(thirteen, point, "sm_75");
+  EXPECT_EQ(turing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(turing.message()), HasSubstr("gemv_mma needs sm_80"));
+  EXPECT_EQ(kFamily.SupportsArch(thirteen, With(point, {{"split_k", 2}}), "sm_80").code(),
+            absl::StatusCode::kFailedPrecondition);
+  // W[k, n]: 64 columns per tile, A's pairs read as words when aligned.
+  const KernelTask kn = MatmulCastTask(kBF16, 4, 1024, 512);
+  auto columns = kFamily.Generate(kn, MmaDefaultOf(kn));
+  ASSERT_TRUE(columns.ok()) << columns.status();
+  EXPECT_EQ(columns->launch.grid[0], 1024u / 64);
+  EXPECT_THAT(columns->source, HasSubstr("#define FORGE_GEMV_B_T 0"));
+  EXPECT_THAT(columns->source, HasSubstr("#define FORGE_GEMV_X_VECTOR 1"));
+  EXPECT_THAT(columns->source, HasSubstr("__byte_perm"));
+}
+
+// Every valid combination of the parameters that shape the mma kernel's registers (tiles, unroll,
+// and M's n-tiles through the tasks), with split_k, warps and l2_prefetch cycled through their
+// values, compiles for sm_90 (and sm_80 without a cluster) without spills: both weight layouts, the
+// decode shape, odd K and N, M = 1, 2, 3, 4, 5, 13 and 16, batches and a broadcast batch.
+TEST(GemvTest, MmaSourcesCompileWithNvrtc) {
+  const std::vector<std::pair<std::string, KernelTask>> tasks = {
+      {"decode bf16 M=1", DecodeTask(1)},
+      {"decode bf16 M=8", DecodeTask(8)},
+      {"linear f16 bias gelu M=13 odd N", Linear(kF16, 13, 100, 136, true, "gelu")},
+      {"linear bf16 M=3 K=1032", Linear(kBF16, 3, 1000, 1032, true, "relu")},
+      {"bmm bf16 W^T M=2", testing::MatmulTask(kBF16, 3, 3, 2, 128, 256, true, "tanh")},
+      {"bmm f16 broadcast W^T M=16",
+       testing::MatmulTask(kF16, 4, 1, 16, 72, 200, true, "sigmoid")},
+      {"mm bf16 [k, n] cast M=4", MatmulCastTask(kBF16, 4, 1024, 512)},
+      {"mm f16 [k, n] scale residual M=16", testing::ScaleResidualTask(kF16, 16, 256, 512, 0.5)},
+      {"bmm bf16 [k, n] odd K M=5", testing::MatmulTask(kBF16, 2, 2, 5, 72, 77, false, "relu")},
+  };
+  const int64_t splits[] = {1, 2, 4, 8}, warps[] = {4, 1, 8, 2};
+  std::vector<GeneratedKernel> kernels90, kernels80;
+  std::vector<std::string> labels90, labels80;
+  int cycle = 0;
+  for (const auto& [label, task] : tasks) {
+    const SchedulePoint base = MmaDefaultOf(task);
+    int points = 0;
+    for (int64_t tiles : {1, 2, 4}) {
+      for (int64_t unroll : {1, 2, 4, 8}) {
+        // The first of the cycled (split_k, warps) choices that is valid for this task.
+        std::optional<SchedulePoint> point;
+        for (int attempt = 0; attempt < 16 && !point; ++attempt, ++cycle) {
+          SchedulePoint candidate = With(base, {{"tiles", tiles},
+                                                {"unroll", unroll},
+                                                {"split_k", splits[cycle % 4]},
+                                                {"warps", warps[(cycle / 4) % 4]},
+                                                {"l2_prefetch", cycle % 2}});
+          if (kFamily.Validate(task, candidate).ok()) point = std::move(candidate);
+        }
+        if (!point) continue;
+        auto kernel = kFamily.Generate(task, *point);
+        ASSERT_TRUE(kernel.ok()) << label << ": " << kernel.status();
+        std::string name = label;
+        for (const auto& [parameter, value] : point->parameters) {
+          absl::StrAppend(&name, " ", parameter, "=", value);
+        }
+        if (kFamily.SupportsArch(task, *point, "sm_80").ok()) {
+          kernels80.push_back(*kernel);
+          labels80.push_back(name);
+        }
+        kernels90.push_back(*std::move(kernel));
+        labels90.push_back(std::move(name));
+        ++points;
+      }
+    }
+    EXPECT_GE(points, 3) << label;
+  }
+  testing::ExpectCompiles(kernels90, labels90, /*expect_no_spills=*/true, {"sm_90"});
+  testing::ExpectCompiles(kernels80, labels80, /*expect_no_spills=*/true, {"sm_80"});
 }
 
 // The tasks the compile test covers: each dtype, both weight layouts, odd sizes, a batch, a
