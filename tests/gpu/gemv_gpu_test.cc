@@ -139,6 +139,22 @@ TEST_F(GemvGpuTest, MmaBroadcastBatchSigmoidFloat16M16) {
   ExpectAccepted(MatmulTask(kF16, 4, 1, 16, 72, 200, /*b_transposed=*/true, "sigmoid"), {}, kMma);
 }
 
+// The mma template with W[k, n] (matmul's weight: 64-column tiles, byte-permuted fragments).
+TEST_F(GemvGpuTest, MmaMatmulKNLayoutScaleResidualFloat16M16) {
+  ExpectAccepted(ScaleResidualTask(kF16, 16, 768, 512, 0.5), {}, kMma);
+}
+
+TEST_F(GemvGpuTest, MmaMatmulKNLayoutOddKBatchedReluBfloat16) {
+  // K = 77 (not a multiple of 16), N = 72 (a partial 64-column tile), M = 5, two batches.
+  ExpectAccepted(MatmulTask(kBF16, 2, 2, 5, 72, 77, /*b_transposed=*/false, "relu"),
+                 {{"warps", 2}, {"split_k", 2}, {"unroll", 1}}, kMma);
+}
+
+TEST_F(GemvGpuTest, MmaMatmulKNLayoutM8SplitKBfloat16) {
+  ExpectAccepted(MatmulTask(kBF16, 0, 0, 8, 1000, 1024),
+                 {{"split_k", 4}, {"l2_prefetch", 1}, {"unroll", 2}}, kMma);
+}
+
 // Judges and times the decode shape at several points and prints each one's share of the copy
 // bandwidth. Issue 26's target (88%) is a benchmark's (the gemv anchors of run_families_check.sh),
 // not this test's: a timed unit test would fail on a busy GPU.
