@@ -71,6 +71,22 @@ __device__ __forceinline__ void forge_gemv_mma(float (&d)[4], unsigned a0, unsig
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The lane's place in its warp (lane = 4 g + t) and the steps of K (of kStep elements) that
+// the cluster rank's block sums: [begin, end).
+struct ForgeGemvShare {
+  int warp, g, t;
+  long long begin, end;
+};
+template <long long kStep>
+__device__ __forceinline__ ForgeGemvShare forge_gemv_share(unsigned rank) {
+  constexpr long long kSteps = (FORGE_GEMV_K + kStep - 1) / kStep;
+  constexpr long long kPerRank = (kSteps + FORGE_GEMV_SPLIT - 1) / FORGE_GEMV_SPLIT;
+  const int lane = threadIdx.x % 32;
+  const long long begin = rank * kPerRank;
+  return {static_cast<int>(threadIdx.x / 32), lane / 4, lane % 4, begin,
+          begin + kPerRank < kSteps ? begin + kPerRank : kSteps};
+}
+
 // Adds the warps' sums `acc` in warp order into `part` (element (i, n) at i * TILE_N + n);
 // index(r, n, j) gives acc[r][n][j]'s element there, -1 for a padding row of A.
 template <int kR, int kN, typename Index>
@@ -134,12 +150,8 @@ __device__ __forceinline__ ForgeGemvWords forge_gemv_load_a(const FORGE_GEMV_T* 
 __device__ __forceinline__ void forge_gemv_block(const FORGE_GEMV_T* __restrict__ a,
                                                  const FORGE_GEMV_T* __restrict__ b, int /*pass*/,
                                                  long long n0, unsigned rank, float* part) {
-  constexpr long long kChunks = (FORGE_GEMV_K + 31) / 32;
-  constexpr long long kPerRank = (kChunks + FORGE_GEMV_SPLIT - 1) / FORGE_GEMV_SPLIT;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const long long begin = rank * kPerRank;
-  const long long end = begin + kPerRank < kChunks ? begin + kPerRank : kChunks;
+  const ForgeGemvShare share = forge_gemv_share<32>(rank);
+  const int g = share.g, t = share.t;
   // W's rows of this lane (rows past N read row N - 1: their sums are never stored). Without a
   // partial tile the rows are one pointer plus constant offsets.
   constexpr bool kPartialTile = FORGE_GEMV_N % FORGE_GEMV_TILE_N != 0;
@@ -153,23 +165,15 @@ __device__ __forceinline__ void forge_gemv_block(const FORGE_GEMV_T* __restrict_
       w_row[r][h] = b + row * FORGE_GEMV_LDB + 8 * t;
     }
   }
-  float acc[FORGE_GEMV_TILES][FORGE_GEMV_N_TILES][4];
-#pragma unroll
-  for (int r = 0; r < FORGE_GEMV_TILES; ++r) {
-#pragma unroll
-    for (int n = 0; n < FORGE_GEMV_N_TILES; ++n) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) acc[r][n][j] = 0.f;
-    }
-  }
-  for (long long c0 = begin + (long long)warp * FORGE_GEMV_UNROLL; c0 < end;
+  float acc[FORGE_GEMV_TILES][FORGE_GEMV_N_TILES][4] = {};
+  for (long long c0 = share.begin + (long long)share.warp * FORGE_GEMV_UNROLL; c0 < share.end;
        c0 += (long long)FORGE_GEMV_WARPS * FORGE_GEMV_UNROLL) {
     ForgeGemvWords w[FORGE_GEMV_UNROLL][FORGE_GEMV_TILES][2];
     ForgeGemvWords x[FORGE_GEMV_UNROLL][FORGE_GEMV_N_TILES];
 #pragma unroll
     for (int u = 0; u < FORGE_GEMV_UNROLL; ++u) {
       const long long k = (c0 + u) * 32 + 8 * t;
-      const bool valid = c0 + u < end && k < FORGE_GEMV_K;
+      const bool valid = c0 + u < share.end && k < FORGE_GEMV_K;
 #pragma unroll
       for (int r = 0; r < FORGE_GEMV_TILES; ++r) {
 #pragma unroll
@@ -232,31 +236,19 @@ __device__ __forceinline__ unsigned forge_gemv_pair(const ForgeGemvWords& lo,
 __device__ __forceinline__ void forge_gemv_block(const FORGE_GEMV_T* __restrict__ a,
                                                  const FORGE_GEMV_T* __restrict__ b, int /*pass*/,
                                                  long long n0, unsigned rank, float* part) {
-  constexpr long long kSteps = (FORGE_GEMV_K + 15) / 16;
-  constexpr long long kPerRank = (kSteps + FORGE_GEMV_SPLIT - 1) / FORGE_GEMV_SPLIT;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const long long begin = rank * kPerRank;
-  const long long end = begin + kPerRank < kSteps ? begin + kPerRank : kSteps;
+  const ForgeGemvShare share = forge_gemv_share<16>(rank);
+  const int g = share.g, t = share.t;
   // Rows 2 t, 2 t + 1, 2 t + 8, 2 t + 9 of a step.
   const int row_of[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
-  float acc[FORGE_GEMV_TILES][8][4];
-#pragma unroll
-  for (int r = 0; r < FORGE_GEMV_TILES; ++r) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[r][j][e] = 0.f;
-    }
-  }
-  for (long long c0 = begin + (long long)warp * FORGE_GEMV_UNROLL; c0 < end;
+  float acc[FORGE_GEMV_TILES][8][4] = {};
+  for (long long c0 = share.begin + (long long)share.warp * FORGE_GEMV_UNROLL; c0 < share.end;
        c0 += (long long)FORGE_GEMV_WARPS * FORGE_GEMV_UNROLL) {
     ForgeGemvWords w[FORGE_GEMV_UNROLL][FORGE_GEMV_TILES][4];
     unsigned x[FORGE_GEMV_UNROLL][4];
 #pragma unroll
     for (int u = 0; u < FORGE_GEMV_UNROLL; ++u) {
       const long long k0 = (c0 + u) * 16;
-      const bool step = c0 + u < end;
+      const bool step = c0 + u < share.end;
 #pragma unroll
       for (int r = 0; r < FORGE_GEMV_TILES; ++r) {
         const long long column = n0 + 64 * r + 8 * g;

@@ -1,5 +1,6 @@
 #include "compiler/codegen/gemv/gemv.h"
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -64,6 +65,24 @@ std::vector<std::string> TemplatesOf(const KernelTask& task) {
 SchedulePoint With(SchedulePoint point, const std::map<std::string, int64_t>& changes) {
   for (const auto& [name, value] : changes) point.parameters[name] = value;
   return point;
+}
+
+// What a plan of a bf16 task must say: its grid and block, and the weight's vector width and
+// elements in flight per thread (2 bytes each).
+struct ExpectedPlan {
+  uint32_t grid, block;
+  int64_t vector_width, unrolled_elements;
+};
+
+void ExpectPlan(const KernelTask& task, const SchedulePoint& point, const ExpectedPlan& expected) {
+  auto plan = kFamily.Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->template_name, point.template_name);
+  EXPECT_EQ(plan->launch.grid[0], expected.grid);
+  EXPECT_EQ(plan->launch.block[0], expected.block);
+  EXPECT_EQ(plan->hints.vector_width, expected.vector_width);
+  EXPECT_EQ(plan->hints.unrolled_elements, expected.unrolled_elements);
+  EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 2.0 * expected.unrolled_elements);
 }
 
 KernelTask Linear(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k, bool bias = false,
@@ -155,14 +174,9 @@ TEST(GemvTest, PlansTheDecodeShape) {
   EXPECT_EQ(point.parameters.at("vector_width"), 8);
   EXPECT_EQ(point.parameters.at("m_per_pass"), 8);
   EXPECT_EQ(point.parameters.at("rows"), 4);
-  auto plan = kFamily.Plan(task, point);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  // 4 warps x 4 rows = 16 outputs per block: 14336 / 16 blocks of 128 threads.
-  EXPECT_EQ(plan->launch.grid[0], 14336u / 16);
-  EXPECT_EQ(plan->launch.block[0], 128u);
-  EXPECT_EQ(plan->hints.vector_width, 8);
-  EXPECT_EQ(plan->hints.unrolled_elements, 8 * 2 * 4);
-  EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 128.0);
+  // 4 warps x 4 rows = 16 outputs per block: 14336 / 16 blocks of 128 threads; 2 x 4 vectors
+  // of 8 in flight.
+  ExpectPlan(task, point, {14336 / 16, 128, 8, 8 * 2 * 4});
   auto split = kFamily.Plan(task, With(point, {{"split_k", 4}}));
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_EQ(split->launch.grid[0], 4u * 14336 / 16);
@@ -266,20 +280,12 @@ TEST(GemvTest, MmaPlansAndEmitsTheDecodeShape) {
   for (int64_t m : {1, 8}) {
     const KernelTask task = DecodeTask(m);
     const SchedulePoint point = MmaDefaultOf(task);
-    EXPECT_EQ(point.parameters.at("tiles"), 1);
-    EXPECT_EQ(point.parameters.at("unroll"), 4);
-    EXPECT_EQ(point.parameters.at("warps"), 4);
-    EXPECT_EQ(point.parameters.at("split_k"), 1);
-    auto plan = kFamily.Plan(task, point);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_EQ(plan->template_name, "gemv_mma");
-    // 16 rows of W per block, its 4 warps splitting K.
-    EXPECT_EQ(plan->launch.grid[0], 14336u / 16);
-    EXPECT_EQ(plan->launch.block[0], 128u);
-    // Per lane: 4 chunks x rows g and g + 8, 16 bytes each.
-    EXPECT_EQ(plan->hints.vector_width, 8);
-    EXPECT_EQ(plan->hints.unrolled_elements, 8 * 4 * 2);
-    EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 128.0);
+    const std::map<std::string, int64_t> expected = {
+        {"l2_prefetch", 0}, {"split_k", 1}, {"tiles", 1}, {"unroll", 4}, {"warps", 4}};
+    EXPECT_EQ(point.parameters, expected);
+    // 16 rows of W per block, its 4 warps splitting K; per lane 4 steps x rows g and g + 8, 16
+    // bytes each.
+    ExpectPlan(task, point, {14336 / 16, 128, 8, 8 * 4 * 2});
     auto split = kFamily.Generate(task, With(point, {{"split_k", 4}}));
     ASSERT_TRUE(split.ok()) << split.status();
     EXPECT_EQ(split->launch.grid[0], 4u * 14336 / 16);
