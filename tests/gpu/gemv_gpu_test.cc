@@ -167,6 +167,8 @@ TEST_F(GemvGpuTest, DecodeShapeIsJudgedAndTimed) {
   const std::vector<std::pair<std::string, std::map<std::string, int64_t>>> points = {
       {kFfma, {}},
       {kFfma, {{"unroll", 4}}},
+      {kFfma, {{"rows", 2}, {"unroll", 8}}},
+      {kFfma, {{"rows", 1}, {"unroll", 8}}},
       {kFfma, {{"rows", 4}, {"unroll", 1}}},
       {kFfma, {{"rows", 8}, {"unroll", 1}}},
       {kFfma, {{"rows", 1}, {"unroll", 4}}},

@@ -166,7 +166,7 @@ TemplateSpace FfmaSpace() {
            {"warps", {2, 4, 8}, 4},
            {"rows", {1, 2, 4, 8}, 2},
            {"vector_width", {1, 2, 4, 8}, 1},
-           {"unroll", {1, 2, 4}, 2},
+           {"unroll", {1, 2, 4, 8}, 2},
            {"m_per_pass", {1, 2, 4, 8, 16}, 1}}};
 }
 

@@ -25,7 +25,7 @@
 //                               are M / rows); W[k, n]: column vectors per lane
 //   vector_width   1, 2, 4, 8   elements of B per load (at most 16 bytes; must divide B's
 //                               contiguous extent and leading dimension)
-//   unroll         1, 2, 4      vector loads of B per row a thread issues before using them
+//   unroll         1, 2, 4, 8   vector loads of B per row a thread issues before using them
 //   m_per_pass     1, 2, 4, 8, 16  rows of A per pass over the block's slice of B (the next
 //                               pass re-reads the slice, from L2)
 // A's rows are read as vectors too when A is row-major and its leading dimension and K allow;

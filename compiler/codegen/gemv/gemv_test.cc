@@ -403,9 +403,12 @@ TEST(GemvTest, EmittedSourcesCompileWithNvrtc) {
     ASSERT_FALSE(valid.empty()) << label;
     std::vector<SchedulePoint> points = testing::EvenSample(valid, 6);
     points.push_back(DefaultOf(task));
-    // The register budget's edge: 8 outputs per warp of 8 rows each, 64 accumulators.
-    for (int64_t unroll : {1, 2}) {
-      const SchedulePoint wide = With(DefaultOf(task), {{"rows", 8}, {"unroll", unroll}});
+    // The register budget's edge: 8 outputs per warp of 8 rows each, 64 accumulators; 8 loads
+    // in flight per row.
+    const std::map<std::string, int64_t> edges[] = {
+        {{"rows", 8}, {"unroll", 1}}, {{"rows", 8}, {"unroll", 2}}, {{"unroll", 8}}};
+    for (const auto& edge : edges) {
+      const SchedulePoint wide = With(DefaultOf(task), edge);
       if (kFamily.Validate(task, wide).ok()) points.push_back(wide);
     }
     for (const SchedulePoint& point : points) {
