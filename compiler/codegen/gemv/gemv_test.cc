@@ -442,6 +442,14 @@ TEST(GemvTest, PriorPredictsTheDecodeShapeNearTheBandwidthFloor) {
     const double floor = static_cast<double>(task.min_bytes()) / (prior->gpu().dram_bytes_per_second);
     EXPECT_GE(*seconds, floor) << "M=" << m;
     EXPECT_LE(*seconds, 2 * floor) << "M=" << m;
+    // The mma template's default keeps as much in flight: near the floor too, so the search
+    // measures both templates.
+    auto mma = kFamily.Plan(task, MmaDefaultOf(task));
+    ASSERT_TRUE(mma.ok()) << mma.status();
+    auto mma_seconds = prior->PredictSeconds(task, *mma);
+    ASSERT_TRUE(mma_seconds.ok()) << mma_seconds.status();
+    EXPECT_GE(*mma_seconds, floor) << "M=" << m;
+    EXPECT_LE(*mma_seconds, 2 * floor) << "M=" << m;
     // One scalar load per thread keeps too little in flight: predicted slower.
     auto scalar = kFamily.Plan(task, With(DefaultOf(task), {{"vector_width", 1}, {"unroll", 1},
                                                             {"rows", 1}}));
