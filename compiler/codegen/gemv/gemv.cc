@@ -184,7 +184,9 @@ std::vector<std::map<std::string, int64_t>> FfmaDefaults(const GemvTask& analysi
   std::vector<std::map<std::string, int64_t>> defaults = {
       {{"m_per_pass", pass}, {"rows", preferred_rows}}};
   for (int64_t rows : {preferred_rows, int64_t{2}, int64_t{1}}) {
-    for (int64_t width : {8, 4, 2, 1}) defaults.push_back({{"rows", rows}, {"vector_width", width}});
+    for (int64_t width : {8, 4, 2, 1}) {
+      defaults.push_back({{"rows", rows}, {"vector_width", width}});
+    }
   }
   return defaults;
 }
@@ -256,11 +258,11 @@ absl::Status FfmaCheck(const GemvTask& analysis, const GemvLayout& l,
 // takes K in steps of 32 (two k16 mmas per 16-byte load); W[k, n] puts 8 of W's columns on its N
 // side, 8 mmas per 64-column tile, and takes K in steps of 16.
 struct MmaShape {
-  int64_t tile_n;       // outputs of one tile of W
-  int64_t step_k;       // elements of K per step
+  int64_t tile_n;        // outputs of one tile of W
+  int64_t step_k;        // elements of K per step
   int64_t accumulators;  // per lane per tile and n-tile of A
-  int64_t loads;        // 16-byte loads of W per lane per tile and step
-  int64_t a_words;      // words of A per lane per step and n-tile of A
+  int64_t loads;         // 16-byte loads of W per lane per tile and step
+  int64_t a_words;       // words of A per lane per step and n-tile of A
 };
 constexpr MmaShape kMmaRowsAlongK = {16, 32, 4, 2, 4};
 constexpr MmaShape kMmaColumnsAlongN = {64, 16, 32, 4, 4};
@@ -527,7 +529,9 @@ absl::StatusOr<std::string> GemvFamily::Emit(const KernelTask& task, const Launc
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", p.batch, " x [", p.m, " x ", p.k,
                   "] x [", p.k, " x ", p.n, "] ", DTypeName(p.dtype), ", W stored ",
                   p.b.transposed ? "[n, k]" : "[k, n]", "; ", entry.name);
-  for (const auto& [name, value] : point.parameters) absl::StrAppend(&source, ", ", name, " ", value);
+  for (const auto& [name, value] : point.parameters) {
+    absl::StrAppend(&source, ", ", name, " ", value);
+  }
   absl::StrAppend(&source, ".\n");
   for (const auto& [name, value] : defines) {
     absl::StrAppend(&source, "#define FORGE_GEMV_", name, " ", value, "\n");
