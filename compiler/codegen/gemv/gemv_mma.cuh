@@ -44,16 +44,21 @@ struct __align__(16) ForgeGemvWords {
   unsigned x, y, z, w;
 };
 
-// 16 bytes of W, not kept in L1 (each is read once).
-__device__ __forceinline__ ForgeGemvWords forge_gemv_load_w(const FORGE_GEMV_T* p) {
-  ForgeGemvWords v;
+// 16 bytes of W, not kept in L1 (each is read once); zeros where !valid. One predicated load
+// (volatile: never speculated past `valid`, which guards the ends of W).
 #if FORGE_GEMV_L2_PREFETCH
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#define FORGE_GEMV_LOAD_W "ld.global.nc.L1::no_allocate.L2::256B.v4.u32"
 #else
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#define FORGE_GEMV_LOAD_W "ld.global.nc.L1::no_allocate.v4.u32"
 #endif
+__device__ __forceinline__ ForgeGemvWords forge_gemv_load_w(const FORGE_GEMV_T* p, bool valid) {
+  ForgeGemvWords v;
+  asm volatile(
+      "{\n\t.reg .pred valid;\n\tsetp.ne.b32 valid, %5, 0;\n\t"
+      "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
+      "@valid " FORGE_GEMV_LOAD_W " {%0, %1, %2, %3}, [%4];\n\t}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(valid)));
   return v;
 }
 
@@ -178,8 +183,7 @@ __device__ __forceinline__ void forge_gemv_block(const FORGE_GEMV_T* __restrict_
       for (int r = 0; r < FORGE_GEMV_TILES; ++r) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          w[u][r][h] = valid ? forge_gemv_load_w(w_row[r][h] + (c0 + u) * 32)
-                             : ForgeGemvWords{0u, 0u, 0u, 0u};
+          w[u][r][h] = forge_gemv_load_w(w_row[r][h] + (c0 + u) * 32, valid);
         }
       }
 #pragma unroll
@@ -255,9 +259,8 @@ __device__ __forceinline__ void forge_gemv_block(const FORGE_GEMV_T* __restrict_
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const long long k = k0 + row_of[q];
-          w[u][r][q] = step && k < FORGE_GEMV_K && column < FORGE_GEMV_N
-                           ? forge_gemv_load_w(b + k * FORGE_GEMV_LDB + column)
-                           : ForgeGemvWords{0u, 0u, 0u, 0u};
+          w[u][r][q] = forge_gemv_load_w(b + k * FORGE_GEMV_LDB + column,
+                                         step && k < FORGE_GEMV_K && column < FORGE_GEMV_N);
         }
       }
       // A's fragment: (g, 2 t), (g + 8, 2 t), (g, 2 t + 8), (g + 8, 2 t + 8), each with k + 1.
