@@ -84,7 +84,7 @@ if [[ $phases == *" gemv "* ]]; then
   gtest_line gemv_gpu_test "$logs/gemv_gpu_test.log" $? >> "$summary"
   grep -E "copy bandwidth|^\| M=" "$logs/gemv_gpu_test.log" | sed 's/^/    /' >> "$summary"
   [ "${GEMV_ANCHORS:-1}" = 0 ] || ONLY="gemv_1x4096x14336_bf16 gemv_8x4096x14336_bf16" FORGE_BENCH_SAMPLES="${GEMV_SAMPLES:-6}" \
-    FORGE_BENCH_POINTS="unroll=4;split_k=2;rows=4,unroll=1;rows=8,unroll=1;rows=1,unroll=4;warps=8,rows=1;split_k=4,unroll=4" \
+    FORGE_BENCH_POINTS="unroll=4;split_k=2;rows=4,unroll=1;rows=8,unroll=1;rows=1,unroll=4;warps=8,rows=1;split_k=4,unroll=4;rows=2,unroll=8;unroll=8;unroll=2;l2_prefetch=1;tiles=2;tiles=2,unroll=2;warps=8,unroll=2;split_k=2,unroll=8,l2_prefetch=1" \
     ANCHOR_TIMEOUT_S=420 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines \
     > "$logs/generators_gemv.log" 2>&1
   echo "gemv anchors: exit $?" >> "$summary"
