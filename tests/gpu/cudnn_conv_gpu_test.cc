@@ -1,7 +1,8 @@
-// cudnn_conv candidates on the GPU: conv + bias + ReLU / + GELU / + residual + ReLU as one cuDNN
-// fused graph (worker/library/cudnn_conv.h), judged by the real judge against the production
-// float64 ATen reference, in float16, bfloat16 and float32 (float32 at 1e-4: the executor removes
-// the engines that would compute in TF32). A point cuDNN cannot run is unsupported (OutOfRange),
+// cudnn_conv candidates on the GPU: conv + bias + ReLU / + GELU / + residual + ReLU, and conv +
+// eval-mode batch norm (folded by the candidate) + ReLU / residual, as one cuDNN fused graph
+// (worker/library/cudnn_conv.h), judged by the real judge against the production float64 ATen
+// reference of the unfolded ops, in float16, bfloat16 and float32 (float32 at 1e-4: the executor
+// removes the engines that would compute in TF32). A point cuDNN cannot run is unsupported (OutOfRange),
 // never a wrong answer: every engine index of a float32 graph either refuses or passes.
 #include <iostream>
 #include <memory>
@@ -101,6 +102,51 @@ TEST_F(CudnnConvGpuTest, ConvEpiloguesPassTheJudgeInEveryDtype) {
   }
   // cuDNN runs conv + bias + activation fusions in channels-last on Hopper at least.
   EXPECT_GE(judged, 9) << "of " << cases.size();
+}
+
+// Conv + eval-mode batch norm (+ residual, activation): the candidate folds the batch norm into
+// float32 per-channel rows on the device and runs one graph; the judge compares it with the
+// UNFOLDED ops (conv, batch norm, ...) computed by ATen in float64, over its own draws of the
+// running statistics (variance positive) and affine parameters.
+TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
+  const ConvShape resnet = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                            .padding = 1};
+  // ResNet's downsample shortcut: 1x1, stride 2, more output channels.
+  const ConvShape shortcut = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 128, .r = 1, .s = 1,
+                              .stride = 2};
+  struct BnCase {
+    ConvShape shape;
+    bool bias;
+    std::vector<std::string> epilogue;
+  };
+  const std::vector<BnCase> bn_cases = {
+      {resnet, false, {"batch_norm", "relu"}},
+      {resnet, false, {"batch_norm", "residual", "relu"}},
+      {resnet, true, {"batch_norm_eval", "silu"}},
+      {shortcut, false, {"batch_norm"}},
+  };
+  int judged = 0, cases = 0;
+  for (const auto dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
+                           forge::v1::DTYPE_FLOAT32}) {
+    for (const BnCase& c : bn_cases) {
+      for (const bool channels_last : {false, true}) {
+        const KernelTask task = ConvEpilogueTask(dtype, c.shape, c.bias, c.epilogue, channels_last);
+        const std::string label =
+            absl::StrCat(forge::v1::DType_Name(dtype), " k", c.shape.k, c.bias ? " bias+" : " ",
+                         absl::StrJoin(c.epilogue, "+"), channels_last ? " NHWC" : " NCHW");
+        SCOPED_TRACE(label);
+        bool ran = false;
+        for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
+          ran = JudgePoint(task, Point(heuristic, 0));
+        }
+        std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
+        judged += ran;
+        ++cases;
+      }
+    }
+  }
+  // At least the half-precision graphs (conv + per-channel pointwise chains) run on Hopper.
+  EXPECT_GE(judged, 12) << "of " << cases;
 }
 
 TEST_F(CudnnConvGpuTest, EveryFloat32EngineRefusesOrKeepsFloat32Accuracy) {

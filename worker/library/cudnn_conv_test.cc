@@ -41,7 +41,8 @@ CudnnConvCall CallOf(const forge::v1::KernelTask& task, int heuristic = 0, int e
 TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
   const std::vector<std::vector<std::string>> epilogues = {
       {}, {"relu"}, {"gelu"}, {"gelu_tanh"}, {"silu"}, {"sigmoid"}, {"tanh"}, {"scale"},
-      {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"}};
+      {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"},
+      {"batch_norm", "relu"}, {"batch_norm", "residual", "relu"}};
   const std::vector<ConvShape> shapes = {
       {.n = 4, .c = 64, .h = 14, .w = 14, .k = 64, .r = 3, .s = 3, .padding = 1},
       {.n = 2, .c = 32, .h = 15, .w = 9, .k = 48, .r = 3, .s = 3, .stride = 2, .padding = 2,
@@ -62,7 +63,7 @@ TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
       }
     }
   }
-  EXPECT_EQ(validated, 3 * 4 * 10 * 2);
+  EXPECT_EQ(validated, 3 * 4 * 12 * 2);
 }
 
 // A call the frontend cannot make a graph of is refused with the frontend's own message.

@@ -13,6 +13,10 @@
 #include "compiler/codegen/gemm_analysis/gemm_analysis.h"
 
 namespace forge::codegen {
+
+// batch_norm_fold.cuh, embedded by CMake (forge_embed_cuda).
+extern const char kBatchNormFold[];
+
 namespace {
 
 using forge::v1::Argument;
@@ -275,6 +279,56 @@ absl::Status ReadActivation(const GroupView&, const Node&, absl::string_view, Cu
   return absl::OkStatus();
 }
 
+// A [K] operand of a batch norm: a contiguous task input at offset 0 of a float type, K its
+// channels. `optional`: the argument may be absent (or None), giving input -1.
+absl::StatusOr<ChannelOperand> BatchNormOperand(const GroupView& view, const Node& node,
+                                                absl::string_view name, const CudnnConvCall& call,
+                                                bool optional) {
+  const std::string value = TensorArgument(node, name);
+  if (value.empty()) {
+    if (optional) return ChannelOperand();
+    return Declined(absl::StrCat(DescribeNode(node), " has no ", name));
+  }
+  const int position = view.InputPosition(value);
+  if (position < 0) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node),
+                                 " is computed in the task, not a task input"));
+  }
+  const TensorSpec& spec = view.InputSpec(position);
+  if (spec.storage_offset() != 0 || !IsContiguous(spec) || spec.shape_size() != 1 ||
+      spec.shape(0) != call.y.dims[1] || !BatchNormFoldType(spec.dtype()).ok()) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node), " is not a contiguous [",
+                                 call.y.dims[1], "] float32, bfloat16 or float16 task input"));
+  }
+  return ChannelOperand{position, spec.dtype()};
+}
+
+// An eval-mode batch norm of the running value: aten::_native_batch_norm_legit_no_training, or
+// aten::batch_norm with training=False (training mode updates its statistics: declined).
+absl::Status ReadBatchNorm(const GroupView& view, const Node& node, absl::string_view current,
+                           CudnnConvCall& call) {
+  if (const Argument* training = FindArgument(node, "training");
+      training != nullptr && training->bool_value()) {
+    return Declined(absl::StrCat(DescribeNode(node), " is batch norm in training mode"));
+  }
+  if (TensorArgument(node, "input") != current) {
+    return Declined(absl::StrCat(DescribeNode(node), " normalizes another tensor"));
+  }
+  const Argument* eps = FindArgument(node, "eps");
+  if (eps == nullptr || eps->value_case() != Argument::kFloatValue || !(eps->float_value() >= 0)) {
+    return Declined(absl::StrCat(DescribeNode(node), " has no non-negative float eps"));
+  }
+  CudnnBatchNorm batch_norm;
+  batch_norm.eps = eps->float_value();
+  FORGE_ASSIGN_OR_RETURN(batch_norm.mean, BatchNormOperand(view, node, "running_mean", call, false));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.var, BatchNormOperand(view, node, "running_var", call, false));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.weight, BatchNormOperand(view, node, "weight", call, true));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.bias, BatchNormOperand(view, node, "bias", call, true));
+  call.epilogue.push_back({ConvStep::kBatchNorm, -1, 1});
+  call.batch_norms.push_back(batch_norm);
+  return absl::OkStatus();
+}
+
 struct EpilogueOp {
   absl::string_view op;
   StepReader read;
@@ -288,6 +342,8 @@ constexpr EpilogueOp kEpilogueOps[] = {
     {"silu", ReadActivation<ConvStep::kSilu>},
     {"sigmoid", ReadActivation<ConvStep::kSigmoid>},
     {"tanh", ReadActivation<ConvStep::kTanh>},
+    {"_native_batch_norm_legit_no_training", ReadBatchNorm},
+    {"batch_norm", ReadBatchNorm},
 };
 
 // The call without its engine choice (heuristic and engine 0), or why the task is declined.
@@ -327,10 +383,7 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
       if (OpName(*next) == candidate.op) op = &candidate;
     }
     if (op == nullptr) {
-      return Declined(absl::StrCat(DescribeNode(*next), " has no cuDNN pointwise form here",
-                                   OpName(*next).find("batch_norm") != absl::string_view::npos
-                                       ? " (batch norm is not folded into the weights yet)"
-                                       : ""));
+      return Declined(absl::StrCat(DescribeNode(*next), " has no cuDNN pointwise form here"));
     }
     if (view.Shape(next->outputs(0)) != call.y.dims || view.DType(next->outputs(0)) != call.dtype) {
       return Declined(absl::StrCat(DescribeNode(*next), " changes the shape or dtype"));
@@ -361,6 +414,11 @@ TemplateSpace GraphSpace() {
   return {CudnnConvFamily::kGraphTemplate, {{"heuristic", modes, 0}, {"engine", engines, 0}}};
 }
 
+std::string DescribeOperand(absl::string_view name, const ChannelOperand& operand) {
+  if (operand.input < 0) return absl::StrCat(name, " none");
+  return absl::StrCat(name, " ", operand.input, " ", DTypeName(operand.dtype));
+}
+
 std::string DescribeTensor(const ConvTensor& tensor) {
   return absl::StrCat("[", absl::StrJoin(tensor.dims, ","), "]/[",
                       absl::StrJoin(tensor.strides, ","), "]");
@@ -379,6 +437,7 @@ const char* ConvStepName(ConvStep step) {
     case ConvStep::kSilu: return "silu";
     case ConvStep::kSigmoid: return "sigmoid";
     case ConvStep::kTanh: return "tanh";
+    case ConvStep::kBatchNorm: return "batch_norm";
   }
   return "?";
 }
@@ -386,6 +445,7 @@ const char* ConvStepName(ConvStep step) {
 std::string DescribeCall(const CudnnConvCall& call) {
   std::vector<std::string> steps;
   size_t residual = 0;
+  size_t batch_norm = 0;
   for (const CudnnConvStep& step : call.epilogue) {
     std::string text = ConvStepName(step.step);
     if (step.step == ConvStep::kBias) absl::StrAppend(&text, "(input ", step.input, ")");
@@ -394,6 +454,12 @@ std::string DescribeCall(const CudnnConvCall& call) {
                       ")");
     }
     if (step.step == ConvStep::kScale) absl::StrAppend(&text, "(", step.scalar, ")");
+    if (step.step == ConvStep::kBatchNorm) {
+      const CudnnBatchNorm& norm = call.batch_norms[batch_norm++];
+      absl::StrAppend(&text, "(", DescribeOperand("mean", norm.mean), ", ",
+                      DescribeOperand("var", norm.var), ", ", DescribeOperand("weight", norm.weight),
+                      ", ", DescribeOperand("bias", norm.bias), ", eps ", norm.eps, ")");
+    }
     steps.push_back(std::move(text));
   }
   return absl::StrCat(
@@ -403,6 +469,23 @@ std::string DescribeCall(const CudnnConvCall& call) {
       absl::StrJoin(call.stride, ","), "] dilation [", absl::StrJoin(call.dilation, ","),
       "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "] heuristic ",
       call.heuristic, " engine ", call.engine);
+}
+
+absl::string_view BatchNormFoldSource() {
+  static const std::string* const source = new std::string(absl::StrCat(KernelPrelude(), kBatchNormFold));
+  return *source;
+}
+
+absl::StatusOr<int> BatchNormFoldType(DType dtype) {
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT32: return 0;
+    case forge::v1::DTYPE_BFLOAT16: return 1;
+    case forge::v1::DTYPE_FLOAT16: return 2;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("the batch norm fold reads float32, bfloat16 and float16, not ",
+                       DTypeName(dtype)));
+  }
 }
 
 absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {

@@ -6,12 +6,20 @@
 //    value per output channel, contiguous);
 //  - residual add: an add of a task input of the output's shape (any strides);
 //  - scale: a mul or div by a Python scalar;
-//  - activation: relu, gelu (erf; approximate="tanh" too), silu (cuDNN's swish), sigmoid, tanh.
+//  - activation: relu, gelu (erf; approximate="tanh" too), silu (cuDNN's swish), sigmoid, tanh;
+//  - batch norm in eval mode (aten::_native_batch_norm_legit_no_training, or aten::batch_norm
+//    with training=False): its running mean and variance, and its weight and bias when present,
+//    [K] task inputs of float32, bfloat16 or float16, contiguous. Folded by the candidate, not
+//    the task: the task keeps the batch norm node (the judge's float64 reference computes the
+//    unfolded ops), and each run of the candidate first folds the task's operands into three
+//    float32 rows, mean, weight / sqrt(var + eps) and bias (batch_norm_fold.cuh, a kernel of one
+//    thread per channel), which the graph applies as (v - mean) * scale + bias in float32.
 // Groups, dilation, stride and padding (ints, or "valid" / symmetric "same") are the conv's. The
 // graph computes in float32 and writes the task's one output in its dtype and strides. Anything
-// else (batch norm, several outputs, a second reader of an intermediate, another op, mixed dtypes,
-// a storage offset, a reshape after the epilogue) is declined by Applies with the obstacle named:
-// the task keeps the ATen fallback. Batch norm is not folded here (see docs/ARCHITECTURE.md).
+// else (batch norm in training mode, several outputs, a second reader of an intermediate, another
+// op, mixed dtypes, a storage offset, a reshape after the epilogue) is declined by Applies with
+// the obstacle named: the task keeps the ATen fallback. Why batch norm folds into a per-channel
+// scale in the candidate rather than into the weights: docs/ARCHITECTURE.md.
 //
 // One template, "graph", whose parameters choose cuDNN's engine configuration, the schedule
 // space cuDNN itself exposes:
@@ -49,8 +57,10 @@ enum class ConvStep {
   kSilu,      // SWISH_FWD (beta 1)
   kSigmoid,   // SIGMOID_FWD
   kTanh,      // TANH_FWD
+  kBatchNorm,  // SUB, MUL, ADD of the folded rows (CudnnConvCall::batch_norms)
 };
-// "bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh".
+// "bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh",
+// "batch_norm".
 const char* ConvStepName(ConvStep step);
 
 struct CudnnConvStep {
@@ -59,6 +69,26 @@ struct CudnnConvStep {
   double scalar = 1;  // kScale
 
   bool operator==(const CudnnConvStep&) const = default;
+};
+
+// A per-channel [K] operand of a batch norm step: its position among the task inputs (-1:
+// absent) and dtype.
+struct ChannelOperand {
+  int input = -1;
+  forge::v1::DType dtype = forge::v1::DTYPE_UNSPECIFIED;
+
+  bool operator==(const ChannelOperand&) const = default;
+};
+
+// An eval-mode batch norm step: y = (v - mean) / sqrt(var + eps) * weight + bias.
+struct CudnnBatchNorm {
+  ChannelOperand mean;
+  ChannelOperand var;
+  ChannelOperand weight;  // absent: 1
+  ChannelOperand bias;    // absent: 0
+  double eps = 1e-5;
+
+  bool operator==(const CudnnBatchNorm&) const = default;
 };
 
 // A tensor as cuDNN sees it: dims in N, C, spatial... order and the element strides of each.
@@ -85,6 +115,8 @@ struct CudnnConvCall {
   std::vector<CudnnConvStep> epilogue;
   // kResidual steps' tensors, in step order.
   std::vector<ConvTensor> residuals;
+  // kBatchNorm steps' operands, in step order.
+  std::vector<CudnnBatchNorm> batch_norms;
   int heuristic = 0;  // 0 A, 1 B, 2 FALLBACK
   int engine = 0;     // index into that heuristic's supported configurations
 
@@ -119,6 +151,19 @@ class CudnnConvFamily : public KernelFamily {
 // The call for a valid point of the family; fails as CudnnConvFamily::Validate does.
 absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const forge::v1::KernelTask& task,
                                                 const SchedulePoint& point);
+
+// The batch norm fold (batch_norm_fold.cuh after the kernel prelude): CUDA source for NVRTC with
+// one kernel, kBatchNormFoldKernel, which a run of a call with kBatchNorm steps launches once per
+// step (one thread per channel) before the graph, with the parameters
+//   (const void* mean, int mean_type, const void* var, int var_type, const void* weight,
+//    int weight_type, const void* bias, int bias_type, float eps, int channels, float* out)
+// types as BatchNormFoldType gives them, an absent operand as a null pointer, and `out` the
+// step's 3 * channels float32 rows (kBatchNormFoldRows) the graph reads.
+absl::string_view BatchNormFoldSource();
+inline constexpr char kBatchNormFoldKernel[] = "forge_batch_norm_fold";
+inline constexpr int kBatchNormFoldRows = 3;
+// The kernel's code of a dtype: 0 float32, 1 bfloat16, 2 float16; InvalidArgument otherwise.
+absl::StatusOr<int> BatchNormFoldType(forge::v1::DType dtype);
 
 }  // namespace forge::codegen
 

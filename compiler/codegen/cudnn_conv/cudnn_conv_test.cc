@@ -21,6 +21,7 @@ using forge::v1::KernelTask;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::ConvEpilogueTask;
+using testing::OptionalTensorArg;
 using testing::ConvShape;
 using testing::FloatArg;
 using testing::IntArg;
@@ -92,7 +93,12 @@ INSTANTIATE_TEST_SUITE_P(
         EpilogueCase{{"scale"}, {ConvStep::kScale}},
         EpilogueCase{{"residual", "relu"}, {ConvStep::kResidual, ConvStep::kRelu}},
         EpilogueCase{{"channel_bias", "scale", "residual", "silu"},
-                     {ConvStep::kBias, ConvStep::kScale, ConvStep::kResidual, ConvStep::kSilu}}),
+                     {ConvStep::kBias, ConvStep::kScale, ConvStep::kResidual, ConvStep::kSilu}},
+        EpilogueCase{{"batch_norm"}, {ConvStep::kBatchNorm}},
+        EpilogueCase{{"batch_norm", "relu"}, {ConvStep::kBatchNorm, ConvStep::kRelu}},
+        EpilogueCase{{"batch_norm", "residual", "relu"},
+                     {ConvStep::kBatchNorm, ConvStep::kResidual, ConvStep::kRelu}},
+        EpilogueCase{{"batch_norm_eval", "silu"}, {ConvStep::kBatchNorm, ConvStep::kSilu}}),
     [](const ::testing::TestParamInfo<EpilogueCase>& info) {
       return info.param.epilogue.empty() ? std::string("none")
                                          : absl::StrJoin(info.param.epilogue, "_");
@@ -122,6 +128,56 @@ TEST(CudnnConvTest, DescribesTheConvolution) {
   EXPECT_EQ(call->residuals[0].dims, call->y.dims);
   EXPECT_THAT(DescribeCall(*call),
               HasSubstr("groups 4 epilogue [residual(input 2 [2,12,9,7]/[756,63,7,1]) relu]"));
+}
+
+// An eval-mode batch norm is one step whose [K] operands are task inputs (weight and bias
+// optional), kept with their dtypes and eps for the candidate's fold.
+TEST(CudnnConvTest, DescribesTheBatchNormOperands) {
+  const KernelTask task = ConvEpilogueTask(kBF16, kResnetShape, /*bias=*/false,
+                                           {"batch_norm", "relu"});
+  auto call = DescribeCudnnConv(task, Point(0, 0));
+  ASSERT_TRUE(call.ok()) << call.status();
+  ASSERT_EQ(call->batch_norms.size(), 1u);
+  const CudnnBatchNorm& norm = call->batch_norms[0];
+  // Inputs: x, weight, then the batch norm's running_mean, running_var, weight, bias.
+  EXPECT_EQ(norm.mean, (ChannelOperand{2, kBF16}));
+  EXPECT_EQ(norm.var, (ChannelOperand{3, kBF16}));
+  EXPECT_EQ(norm.weight, (ChannelOperand{4, kBF16}));
+  EXPECT_EQ(norm.bias, (ChannelOperand{5, kBF16}));
+  EXPECT_DOUBLE_EQ(norm.eps, 1e-5);
+  EXPECT_THAT(DescribeCall(*call),
+              HasSubstr("epilogue [batch_norm(mean 2 bfloat16, var 3 bfloat16, weight 4 bfloat16, "
+                        "bias 5 bfloat16, eps 1e-05) relu]"));
+
+  // aten::batch_norm in eval mode, without weight and bias, after the conv's own bias.
+  auto bare = DescribeCudnnConv(
+      ConvEpilogueTask(kF32, kResnetShape, /*bias=*/true, {"batch_norm_eval"}), Point(0, 0));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(Steps(*bare), (std::vector<ConvStep>{ConvStep::kBias, ConvStep::kBatchNorm}));
+  ASSERT_EQ(bare->batch_norms.size(), 1u);
+  EXPECT_EQ(bare->batch_norms[0].mean, (ChannelOperand{3, kF32}));
+  EXPECT_EQ(bare->batch_norms[0].weight.input, -1);
+  EXPECT_EQ(bare->batch_norms[0].bias.input, -1);
+  EXPECT_DOUBLE_EQ(bare->batch_norms[0].eps, 1e-3);
+  EXPECT_THAT(DescribeCall(*bare), HasSubstr("weight none, bias none, eps 0.001"));
+  // Folding changes the call, so the candidate's source differs from the unnormalized one's.
+  EXPECT_NE(CudnnConvFamily().Generate(ConvEpilogueTask(kF32, kResnetShape, true, {}), Point(0, 0))->source,
+            CudnnConvFamily().Generate(ConvEpilogueTask(kF32, kResnetShape, true, {"batch_norm_eval"}),
+                                       Point(0, 0))->source);
+}
+
+// The fold every batch norm candidate runs first compiles with NVRTC for the GPUs cuDNN's graphs
+// run on, without spills.
+TEST(CudnnConvTest, BatchNormFoldCompiles) {
+  GeneratedKernel fold;
+  fold.source = std::string(BatchNormFoldSource());
+  fold.kernel_name = kBatchNormFoldKernel;
+  testing::ExpectCompiles({fold}, {"batch_norm_fold"}, /*expect_no_spills=*/true);
+  EXPECT_EQ(*BatchNormFoldType(kF32), 0);
+  EXPECT_EQ(*BatchNormFoldType(kBF16), 1);
+  EXPECT_EQ(*BatchNormFoldType(kF16), 2);
+  EXPECT_EQ(BatchNormFoldType(forge::v1::DTYPE_FLOAT64).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CudnnConvTest, KeepsChannelsLastStrides) {
@@ -264,6 +320,31 @@ TEST(CudnnConvTest, DeclinesWhatTheGraphCannotExpress) {
     cases.push_back({"leaky_relu", b.Output("act").Build(forge::v1::KERNEL_FAMILY_CONV),
                      "aten::leaky_relu"});
   }
+  cases.push_back({"training_batch_norm",
+                   ConvEpilogueTask(kF32, kResnetShape, true, {"batch_norm_training", "relu"}),
+                   "batch norm in training mode"});
+  {
+    // Batch norm of float64 statistics: the fold reads float types the conv's graph has.
+    KernelTask task = ConvEpilogueTask(kF32, kResnetShape, true, {"batch_norm"});
+    task.mutable_inputs(4)->set_dtype(forge::v1::DTYPE_FLOAT64);  // running_var
+    cases.push_back({"float64_running_var", task,
+                     "the running_var of aten::_native_batch_norm_legit_no_training"});
+  }
+  {
+    // Statistics of another channel count than the conv's output.
+    TaskBuilder b;
+    b.Input("x", kF32, {1, 4, 8, 8}).Input("w", kF32, {8, 4, 3, 3});
+    b.Input("mean", kF32, {4}).Input("var", kF32, {8});
+    conv(b, kF32).Node("bn", "batch_norm", "",
+                       {TensorArg("input", "conv"), NoneArg("weight"), NoneArg("bias"),
+                        OptionalTensorArg("running_mean", "mean"),
+                        OptionalTensorArg("running_var", "var"),
+                        testing::BoolArg("training", false), FloatArg("momentum", 0.1),
+                        FloatArg("eps", 1e-5)},
+                       kF32, y);
+    cases.push_back({"channels_mismatch", b.Output("bn").Build(forge::v1::KERNEL_FAMILY_CONV),
+                     "is not a contiguous [8] float32"});
+  }
   for (const Case& c : cases) {
     const absl::Status status = CudnnConvFamily().Applies(c.task);
     EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << c.name << ": " << status;
@@ -307,9 +388,10 @@ TEST(CudnnConvTest, RejectsInconsistentShapes) {
               HasSubstr("disagree"));
 }
 
-// The exported models' convolutions all carry an eval-mode batch norm: the family reads their
-// conv nodes (the exporter's argument spelling) and declines at the batch norm, naming it.
-TEST(CudnnConvModelsTest, ExportedConvTasksAreDeclinedAtTheirBatchNorm) {
+// The exported models' convolutions all carry an eval-mode batch norm (the exporter's
+// _native_batch_norm_legit_no_training): the family serves every one of their conv tasks,
+// the batch norm a step of the call, its running statistics and affine parameters task inputs.
+TEST(CudnnConvModelsTest, ExportedConvTasksFoldTheirBatchNorm) {
   const char* directory = std::getenv("FORGE_TEST_MODELS");
   ASSERT_NE(directory, nullptr) << "FORGE_TEST_MODELS is not set; run through ctest";
   for (const std::string model : {"conv_bn_relu", "resnet18"}) {
@@ -322,9 +404,15 @@ TEST(CudnnConvModelsTest, ExportedConvTasksAreDeclinedAtTheirBatchNorm) {
     for (const KernelTask& task : partition->tasks) {
       if (task.family() != forge::v1::KERNEL_FAMILY_CONV) continue;
       ++conv_tasks;
-      EXPECT_THAT(CudnnConvFamily().Applies(task).message(),
-                  HasSubstr("batch norm is not folded into the weights yet"))
-          << model;
+      auto call = DescribeCudnnConv(task, Point(0, 0));
+      ASSERT_TRUE(call.ok()) << model << ": " << call.status();
+      ASSERT_EQ(call->batch_norms.size(), 1u) << model << ": " << DescribeCall(*call);
+      const CudnnBatchNorm& norm = call->batch_norms[0];
+      for (const ChannelOperand* operand : {&norm.mean, &norm.var, &norm.weight, &norm.bias}) {
+        ASSERT_GE(operand->input, 0) << DescribeCall(*call);
+        EXPECT_EQ(task.inputs(operand->input).shape(0), call->y.dims[1]);
+      }
+      EXPECT_DOUBLE_EQ(norm.eps, 1e-5);
     }
     EXPECT_GT(conv_tasks, 0) << model;
   }
