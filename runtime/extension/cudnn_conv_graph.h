@@ -24,6 +24,7 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,13 +64,15 @@ enum class Step {
   // batch norm parameters are constants may fill it once). K is y's channel count; the graph
   // reads the rows as three [1, K, 1...] tensors (no operand tensor to describe).
   kBatchNorm,
+  kClamp,  // min(max(v, scalar), upper): cuDNN's relu with a lower and an upper clip
 };
 inline constexpr int kBatchNormRows = 3;
 
 struct EpilogueStep {
   Step step = Step::kRelu;
   Tensor operand;  // kBias, kResidual
-  float scalar = 1;
+  float scalar = 1;  // kScale; kClamp: the lower bound
+  float upper = 0;   // kClamp: the upper bound (infinity: none)
 };
 
 // y = epilogue(conv_fprop(x, w)): x (N, C, spatial...), w (K, C / groups, filter...), y (N, K,
@@ -122,7 +125,8 @@ inline fe::DataType_t FrontendType(DataType type) {
 // The pointwise mode of a step; NOT_SET for the binary ones, which BuildGraph handles.
 inline fe::PointwiseMode_t ActivationMode(Step step) {
   switch (step) {
-    case Step::kRelu: return fe::PointwiseMode_t::RELU_FWD;
+    case Step::kRelu:
+    case Step::kClamp: return fe::PointwiseMode_t::RELU_FWD;
     case Step::kGelu: return fe::PointwiseMode_t::GELU_FWD;
     case Step::kGeluTanh: return fe::PointwiseMode_t::GELU_APPROX_TANH_FWD;
     case Step::kSilu: return fe::PointwiseMode_t::SWISH_FWD;
@@ -186,6 +190,10 @@ inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
       g::Pointwise_attributes attributes;
       attributes.set_name(node).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
       if (step.step == Step::kSilu) attributes.set_swish_beta(1.0f);
+      if (step.step == Step::kClamp) {
+        attributes.set_relu_lower_clip(step.scalar);
+        if (std::isfinite(step.upper)) attributes.set_relu_upper_clip(step.upper);
+      }
       value = operand != nullptr ? graph.pointwise(value, operand, attributes)
                                  : graph.pointwise(value, attributes);
       value->set_data_type(fe::DataType_t::FLOAT);

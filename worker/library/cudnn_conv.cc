@@ -48,6 +48,7 @@ constexpr StepRow kSteps[] = {
     {ConvStep::kSigmoid, forge_cudnn::Step::kSigmoid},
     {ConvStep::kTanh, forge_cudnn::Step::kTanh},
     {ConvStep::kBatchNorm, forge_cudnn::Step::kBatchNorm},
+    {ConvStep::kClamp, forge_cudnn::Step::kClamp},
 };
 static_assert(codegen::kBatchNormFoldRows == forge_cudnn::kBatchNormRows,
               "the fold kernel writes the rows the graph reads");
@@ -73,6 +74,7 @@ forge_cudnn::Conv GraphOf(const CudnnConvCall& call) {
       if (row.codegen == step.step) graph_step.step = row.graph;
     }
     graph_step.scalar = static_cast<float>(step.scalar);
+    graph_step.upper = static_cast<float>(step.upper);
     if (step.step == ConvStep::kBias) {
       // A contiguous per-channel vector: [1, K, 1...].
       graph_step.operand.dims.assign(call.y.dims.size(), 1);

@@ -42,7 +42,8 @@ TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
   const std::vector<std::vector<std::string>> epilogues = {
       {}, {"relu"}, {"gelu"}, {"gelu_tanh"}, {"silu"}, {"sigmoid"}, {"tanh"}, {"scale"},
       {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"},
-      {"batch_norm", "relu"}, {"batch_norm", "residual", "relu"}};
+      {"batch_norm", "relu"}, {"batch_norm", "residual", "relu"}, {"batch_norm", "relu6"},
+      {"hardtanh"}, {"clamp"}};
   const std::vector<ConvShape> shapes = {
       {.n = 4, .c = 64, .h = 14, .w = 14, .k = 64, .r = 3, .s = 3, .padding = 1},
       {.n = 2, .c = 32, .h = 15, .w = 9, .k = 48, .r = 3, .s = 3, .stride = 2, .padding = 2,
@@ -63,7 +64,7 @@ TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
       }
     }
   }
-  EXPECT_EQ(validated, 3 * 4 * 12 * 2);
+  EXPECT_EQ(validated, 3 * 4 * 15 * 2);
 }
 
 // A call the frontend cannot make a graph of is refused with the frontend's own message.

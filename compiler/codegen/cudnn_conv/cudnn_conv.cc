@@ -1,6 +1,9 @@
 #include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -262,6 +265,53 @@ absl::Status ReadDiv(const GroupView&, const Node& node, absl::string_view, Cudn
   return absl::OkStatus();
 }
 
+// A clamp of the running value to [lower, upper]: cuDNN's relu with both clips. Per op the
+// bounds' arguments and their schema defaults (nullopt: required).
+struct ClampOp {
+  absl::string_view op;
+  absl::string_view lower;
+  std::optional<double> lower_default;
+  absl::string_view upper;
+  std::optional<double> upper_default;
+};
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+const ClampOp kClampOps[] = {
+    {"hardtanh", "min_val", -1.0, "max_val", 1.0},
+    {"relu6", "", 0.0, "", 6.0},
+    {"clamp", "min", std::nullopt, "max", kInfinity},
+};
+
+// The bound `name` of `node` (a float or int scalar), `fallback` when absent or None.
+absl::StatusOr<double> ClampBound(const Node& node, absl::string_view name,
+                                  std::optional<double> fallback) {
+  const Argument* argument = name.empty() ? nullptr : FindArgument(node, name);
+  if (argument != nullptr && argument->value_case() == Argument::kFloatValue) {
+    return argument->float_value();
+  }
+  if (argument != nullptr && argument->value_case() == Argument::kIntValue) {
+    return static_cast<double>(argument->int_value());
+  }
+  if ((argument == nullptr || argument->value_case() == Argument::kNone) && fallback.has_value()) {
+    return *fallback;
+  }
+  return Declined(absl::StrCat(DescribeNode(node), " has no scalar ", name, " bound"));
+}
+
+absl::Status ReadClamp(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
+  const ClampOp* clamp = nullptr;
+  for (const ClampOp& candidate : kClampOps) {
+    if (OpName(node) == candidate.op) clamp = &candidate;
+  }
+  if (clamp == nullptr) return Declined(absl::StrCat(DescribeNode(node), " is not a clamp"));
+  FORGE_ASSIGN_OR_RETURN(const double lower, ClampBound(node, clamp->lower, clamp->lower_default));
+  FORGE_ASSIGN_OR_RETURN(const double upper, ClampBound(node, clamp->upper, clamp->upper_default));
+  if (!(std::isfinite(lower) && lower <= upper)) {
+    return Declined(absl::StrCat(DescribeNode(node), " clamps to [", lower, ", ", upper, "]"));
+  }
+  call.epilogue.push_back({ConvStep::kClamp, -1, lower, upper});
+  return absl::OkStatus();
+}
+
 absl::Status ReadGelu(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
   const Argument* approximate = FindArgument(node, "approximate");
   const bool tanh = approximate != nullptr && approximate->string_value() == "tanh";
@@ -342,6 +392,9 @@ constexpr EpilogueOp kEpilogueOps[] = {
     {"silu", ReadActivation<ConvStep::kSilu>},
     {"sigmoid", ReadActivation<ConvStep::kSigmoid>},
     {"tanh", ReadActivation<ConvStep::kTanh>},
+    {"hardtanh", ReadClamp},
+    {"relu6", ReadClamp},
+    {"clamp", ReadClamp},
     {"_native_batch_norm_legit_no_training", ReadBatchNorm},
     {"batch_norm", ReadBatchNorm},
 };
@@ -438,6 +491,7 @@ const char* ConvStepName(ConvStep step) {
     case ConvStep::kSigmoid: return "sigmoid";
     case ConvStep::kTanh: return "tanh";
     case ConvStep::kBatchNorm: return "batch_norm";
+    case ConvStep::kClamp: return "clamp";
   }
   return "?";
 }
@@ -454,6 +508,7 @@ std::string DescribeCall(const CudnnConvCall& call) {
                       ")");
     }
     if (step.step == ConvStep::kScale) absl::StrAppend(&text, "(", step.scalar, ")");
+    if (step.step == ConvStep::kClamp) absl::StrAppend(&text, "(", step.scalar, ", ", step.upper, ")");
     if (step.step == ConvStep::kBatchNorm) {
       const CudnnBatchNorm& norm = call.batch_norms[batch_norm++];
       absl::StrAppend(&text, "(", DescribeOperand("mean", norm.mean), ", ",

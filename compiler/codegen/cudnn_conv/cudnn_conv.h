@@ -7,6 +7,8 @@
 //  - residual add: an add of a task input of the output's shape (any strides);
 //  - scale: a mul or div by a Python scalar;
 //  - activation: relu, gelu (erf; approximate="tanh" too), silu (cuDNN's swish), sigmoid, tanh;
+//  - clamp: hardtanh (min_val, max_val), relu6, clamp with a scalar min (and max): cuDNN's relu
+//    with a lower and an upper clip;
 //  - batch norm in eval mode (aten::_native_batch_norm_legit_no_training, or aten::batch_norm
 //    with training=False): its running mean and variance, and its weight and bias when present,
 //    [K] task inputs of float32, bfloat16 or float16, contiguous. Folded by the candidate, not
@@ -58,15 +60,17 @@ enum class ConvStep {
   kSigmoid,   // SIGMOID_FWD
   kTanh,      // TANH_FWD
   kBatchNorm,  // SUB, MUL, ADD of the folded rows (CudnnConvCall::batch_norms)
+  kClamp,      // RELU_FWD clipped to [CudnnConvStep::scalar, CudnnConvStep::upper]
 };
 // "bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh",
-// "batch_norm".
+// "batch_norm", "clamp".
 const char* ConvStepName(ConvStep step);
 
 struct CudnnConvStep {
   ConvStep step = ConvStep::kRelu;
   int input = -1;     // kBias, kResidual: the operand's position among the task inputs
-  double scalar = 1;  // kScale
+  double scalar = 1;  // kScale; kClamp: the lower bound
+  double upper = 0;   // kClamp: the upper bound (may be infinite)
 
   bool operator==(const CudnnConvStep&) const = default;
 };

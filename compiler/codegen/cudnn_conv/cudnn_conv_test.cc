@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -94,7 +95,11 @@ INSTANTIATE_TEST_SUITE_P(
         EpilogueCase{{"residual", "relu"}, {ConvStep::kResidual, ConvStep::kRelu}},
         EpilogueCase{{"channel_bias", "scale", "residual", "silu"},
                      {ConvStep::kBias, ConvStep::kScale, ConvStep::kResidual, ConvStep::kSilu}},
+        EpilogueCase{{"relu6"}, {ConvStep::kClamp}},
+        EpilogueCase{{"hardtanh"}, {ConvStep::kClamp}},
+        EpilogueCase{{"clamp"}, {ConvStep::kClamp}},
         EpilogueCase{{"batch_norm"}, {ConvStep::kBatchNorm}},
+        EpilogueCase{{"batch_norm", "relu6"}, {ConvStep::kBatchNorm, ConvStep::kClamp}},
         EpilogueCase{{"batch_norm", "relu"}, {ConvStep::kBatchNorm, ConvStep::kRelu}},
         EpilogueCase{{"batch_norm", "residual", "relu"},
                      {ConvStep::kBatchNorm, ConvStep::kResidual, ConvStep::kRelu}},
@@ -164,6 +169,28 @@ TEST(CudnnConvTest, DescribesTheBatchNormOperands) {
   EXPECT_NE(CudnnConvFamily().Generate(ConvEpilogueTask(kF32, kResnetShape, true, {}), Point(0, 0))->source,
             CudnnConvFamily().Generate(ConvEpilogueTask(kF32, kResnetShape, true, {"batch_norm_eval"}),
                                        Point(0, 0))->source);
+}
+
+// relu6, hardtanh and clamp with a scalar min are cuDNN's relu clipped on both sides: the bounds
+// are the op's arguments or its schema's defaults; an upper bound may be infinite.
+TEST(CudnnConvTest, ClampsReadTheirBounds) {
+  struct Bounds {
+    std::string step;
+    double lower, upper;
+  };
+  for (const Bounds& b : std::vector<Bounds>{{"relu6", 0, 6},
+                                             {"hardtanh", -1, 1},
+                                             {"clamp", -0.25, std::numeric_limits<double>::infinity()}}) {
+    auto call = DescribeCudnnConv(ConvEpilogueTask(kF16, kResnetShape, false, {b.step}), Point(0, 0));
+    ASSERT_TRUE(call.ok()) << b.step << ": " << call.status();
+    ASSERT_EQ(call->epilogue.size(), 1u);
+    EXPECT_EQ(call->epilogue[0].step, ConvStep::kClamp);
+    EXPECT_EQ(call->epilogue[0].scalar, b.lower) << b.step;
+    EXPECT_EQ(call->epilogue[0].upper, b.upper) << b.step;
+  }
+  EXPECT_THAT(DescribeCall(*DescribeCudnnConv(ConvEpilogueTask(kF16, kResnetShape, false, {"relu6"}),
+                                              Point(0, 0))),
+              HasSubstr("epilogue [clamp(0, 6)]"));
 }
 
 // The fold every batch norm candidate runs first compiles with NVRTC for the GPUs cuDNN's graphs
@@ -319,6 +346,19 @@ TEST(CudnnConvTest, DeclinesWhatTheGraphCannotExpress) {
     b.Node("act", "leaky_relu", "", {TensorArg("self", "scaled"), FloatArg("negative_slope", 0.1)}, kF32, y);
     cases.push_back({"leaky_relu", b.Output("act").Build(forge::v1::KERNEL_FAMILY_CONV),
                      "aten::leaky_relu"});
+  }
+  {
+    // clamp without a min (only max) and hardtanh with bounds the wrong way round.
+    TaskBuilder b;
+    b.Input("x", kF32, {1, 4, 8, 8}).Input("w", kF32, {8, 4, 3, 3});
+    conv(b, kF32).Node("act", "clamp", "", {TensorArg("self", "conv"), NoneArg("min"), FloatArg("max", 1)}, kF32, y);
+    cases.push_back({"clamp_max_only", b.Output("act").Build(forge::v1::KERNEL_FAMILY_CONV),
+                     "has no scalar min bound"});
+    TaskBuilder h;
+    h.Input("x", kF32, {1, 4, 8, 8}).Input("w", kF32, {8, 4, 3, 3});
+    conv(h, kF32).Node("act", "hardtanh", "", {TensorArg("self", "conv"), FloatArg("min_val", 2), FloatArg("max_val", 1)}, kF32, y);
+    cases.push_back({"hardtanh_reversed", h.Output("act").Build(forge::v1::KERNEL_FAMILY_CONV),
+                     "clamps to [2, 1]"});
   }
   cases.push_back({"training_batch_norm",
                    ConvEpilogueTask(kF32, kResnetShape, true, {"batch_norm_training", "relu"}),

@@ -454,6 +454,8 @@ forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& 
     } else if (step == "gelu_tanh") {
       builder.Node(out, "gelu", "", {TensorArg("self", current), StringArg("approximate", "tanh")},
                    dtype, y);
+    } else if (step == "clamp") {
+      builder.Node(out, "clamp", "", {TensorArg("self", current), FloatArg("min", -0.25)}, dtype, y);
     } else if (step == "batch_norm") {
       // The exporter's eval-mode form, with weight and bias: (out, save_mean, save_invstd).
       for (const char* operand : {"running_mean", "running_var", "bn_weight", "bn_bias"}) {
