@@ -14,6 +14,12 @@
 // batch norm (Step::kBatchNorm) is applied in float32 in batch norm's own order: subtract the
 // mean, scale, shift.
 //
+// A candidate of the "graph_nhwc" template (compiler/codegen/cudnn_conv/cudnn_conv.h) describes
+// its graph on channels-last tensors (x NHWC, w KRSC, residuals and y NHWC) while the task's are
+// NCHW-contiguous: its caller converts x, w and the residuals into such copies before Run and
+// the NHWC y into the NCHW output after it (the worker: compiler/codegen/cudnn_conv/transpose.cuh;
+// a runtime may use ATen's channels_last conversions), as it fills a kBatchNorm step's rows.
+//
 // Header-only, on the cuDNN frontend (header-only, it brings nlohmann json: include this in as
 // few translation units as possible), cuDNN 9 and the C++ standard library: torch's extension
 // tooling compiles it on the user's machine, without Abseil or Forge's protos. Errors are

@@ -2,7 +2,8 @@
 // eval-mode batch norm (folded by the candidate) + ReLU / residual, as one cuDNN fused graph
 // (worker/library/cudnn_conv.h), judged by the real judge against the production float64 ATen
 // reference of the unfolded ops, in float16, bfloat16 and float32 (float32 at 1e-4: the executor
-// removes the engines that would compute in TF32). A point cuDNN cannot run is unsupported (OutOfRange),
+// removes the engines that would compute in TF32); NCHW tasks also channels-last inside
+// ("graph_nhwc", the conversions part of the candidate). A point cuDNN cannot run is unsupported (OutOfRange),
 // never a wrong answer: every engine index of a float32 graph either refuses or passes.
 #include <iostream>
 #include <memory>
@@ -150,6 +151,46 @@ TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
   }
   // At least the half-precision graphs (conv + per-channel pointwise chains) run on Hopper.
   EXPECT_GE(judged, 16) << "of " << cases;
+}
+
+// "graph_nhwc": an NCHW task run channels-last inside (x, the filter and the residual
+// transposed in, the result transposed back into the NCHW output), judged like any candidate.
+TEST_F(CudnnConvGpuTest, ChannelsLastInsidePassesTheJudgeOnNchwTasks) {
+  const ConvShape resnet = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                            .padding = 1};
+  // Odd sizes, stride, groups: tiles cut at every edge of the transposes.
+  const ConvShape odd = {.n = 3, .c = 24, .h = 17, .w = 13, .k = 36, .r = 3, .s = 3, .stride = 2,
+                         .padding = 1, .groups = 3};
+  struct NhwcCase {
+    ConvShape shape;
+    bool bias;
+    std::vector<std::string> epilogue;
+  };
+  const std::vector<NhwcCase> nhwc_cases = {
+      {resnet, true, {"relu"}},
+      {resnet, false, {"batch_norm", "residual", "relu"}},
+      {odd, true, {"residual", "gelu"}},
+  };
+  int judged = 0, cases = 0;
+  for (const auto dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
+                           forge::v1::DTYPE_FLOAT32}) {
+    for (const NhwcCase& c : nhwc_cases) {
+      const KernelTask task = ConvEpilogueTask(dtype, c.shape, c.bias, c.epilogue);
+      const std::string label = absl::StrCat(forge::v1::DType_Name(dtype), " c", c.shape.c, " ",
+                                             absl::StrJoin(c.epilogue, "+"), " NCHW via NHWC");
+      SCOPED_TRACE(label);
+      bool ran = false;
+      for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
+        SchedulePoint point = Point(heuristic, 0);
+        point.template_name = CudnnConvFamily::kChannelsLastTemplate;
+        ran = JudgePoint(task, point);
+      }
+      std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
+      judged += ran;
+      ++cases;
+    }
+  }
+  EXPECT_GE(judged, 6) << "of " << cases;
 }
 
 TEST_F(CudnnConvGpuTest, EveryFloat32EngineRefusesOrKeepsFloat32Accuracy) {

@@ -89,15 +89,79 @@ forge_cudnn::Conv GraphOf(const CudnnConvCall& call) {
   return conv;
 }
 
-// Bytes of the batch norm rows of `call` (kBatchNormFoldRows float32 rows of K per kBatchNorm
-// step), kept in the workspace after cuDNN's part.
-int64_t FoldBytes(const CudnnConvCall& call) {
-  return static_cast<int64_t>(call.batch_norms.size()) * codegen::kBatchNormFoldRows *
-         call.y.dims[1] * static_cast<int64_t>(sizeof(float));
+int64_t Elements(const codegen::ConvTensor& tensor) {
+  int64_t elements = 1;
+  for (int64_t d : tensor.dims) elements *= d;
+  return elements;
 }
 
-// Where the batch norm rows start in the workspace: after cuDNN's part, 256-byte aligned.
-int64_t FoldOffset(int64_t cudnn_bytes) { return (cudnn_bytes + 255) / 256 * 256; }
+int ElementBytes(forge::v1::DType dtype) { return dtype == forge::v1::DTYPE_FLOAT32 ? 4 : 2; }
+
+// Where a run keeps its own data in the stream's workspace, after cuDNN's part, each region
+// 256-byte aligned: the batch norm rows (kBatchNormFoldRows float32 rows of K per kBatchNorm
+// step) and, channels-last inside, the NHWC / KRSC copies of x, w and the residuals and the
+// graph's NHWC result.
+struct Scratch {
+  int64_t fold = 0;
+  int64_t x = 0, w = 0, y = 0;
+  std::vector<int64_t> residuals;
+  int64_t total = 0;
+};
+
+Scratch ScratchOf(const CudnnConvCall& call, int64_t cudnn_bytes) {
+  Scratch scratch;
+  int64_t end = cudnn_bytes;
+  auto take = [&end](int64_t bytes) {
+    const int64_t at = (end + 255) / 256 * 256;
+    end = at + bytes;
+    return at;
+  };
+  if (!call.batch_norms.empty()) {
+    scratch.fold = take(static_cast<int64_t>(call.batch_norms.size()) * codegen::kBatchNormFoldRows *
+                        call.y.dims[1] * static_cast<int64_t>(sizeof(float)));
+  }
+  if (call.channels_last_inside) {
+    const int element = ElementBytes(call.dtype);
+    scratch.x = take(Elements(call.x) * element);
+    scratch.w = take(Elements(call.w) * element);
+    for (const codegen::ConvTensor& residual : call.residuals) {
+      scratch.residuals.push_back(take(Elements(residual) * element));
+    }
+    scratch.y = take(Elements(call.y) * element);
+  }
+  scratch.total = end;
+  return scratch;
+}
+
+// The kernels a run launches around the graph (codegen::RunKernelsSource).
+struct RunKernels {
+  gpu::Module module;
+  gpu::Kernel fold;
+  gpu::Kernel transpose2;
+  gpu::Kernel transpose4;
+};
+
+// Enqueues the transpose of `batch` row-major [rows, columns] matrices at `in` into `out`.
+absl::Status LaunchTranspose(const RunKernels& kernels, forge::v1::DType dtype, CUdeviceptr in,
+                             CUdeviceptr out, int64_t batch, int64_t rows, int64_t columns,
+                             gpu::Stream& stream) {
+  const codegen::TransposeShape launch = codegen::TransposeLaunch(batch, rows, columns);
+  gpu::LaunchShape shape;
+  std::copy(std::begin(launch.grid), std::end(launch.grid), shape.grid);
+  std::copy(std::begin(launch.block), std::end(launch.block), shape.block);
+  long long b = batch, r = rows, c = columns;
+  void* params[] = {&in, &out, &b, &r, &c};
+  return (ElementBytes(dtype) == 4 ? kernels.transpose4 : kernels.transpose2)
+      .Launch(shape, params, stream);
+}
+
+// The (N, C, H * W) view of a 4-d NCHW tensor as the transpose's batch, rows, columns.
+struct Planes {
+  int64_t batch, rows, columns;
+};
+Planes PlanesOf(const codegen::ConvTensor& tensor) {
+  return {tensor.dims[0], tensor.dims[1], tensor.dims[2] * tensor.dims[3]};
+}
 
 // Enqueues the fold of `norm` into `rows` (K = `channels`) on `stream`.
 absl::Status LaunchFold(const gpu::Kernel& fold, const codegen::CudnnBatchNorm& norm,
@@ -145,32 +209,33 @@ struct CudnnConv::State {
   // fast with the same one.
   std::map<std::string, std::string> refused ABSL_GUARDED_BY(mutex);
   std::map<CUstream, gpu::DeviceBuffer> workspaces ABSL_GUARDED_BY(mutex);
-  // The batch norm fold (codegen::BatchNormFoldSource), compiled by the first call with a batch
-  // norm step.
-  std::optional<gpu::Module> fold_module ABSL_GUARDED_BY(mutex);
-  std::optional<gpu::Kernel> fold ABSL_GUARDED_BY(mutex);
+  // The kernels around the graph, compiled by the first call that needs them.
+  std::optional<RunKernels> kernels ABSL_GUARDED_BY(mutex);
 
   explicit State(const gpu::Device& d) : device(d) {}
 
-  // The fold kernel, compiled with NVRTC and loaded at the first use.
-  absl::StatusOr<const gpu::Kernel*> FoldKernel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
-    if (fold.has_value()) return &*fold;
+  // The run kernels, compiled with NVRTC and loaded at the first use.
+  absl::StatusOr<const RunKernels*> Kernels() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    if (kernels.has_value()) return &*kernels;
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
                            compile::CompilePool::Create({.threads = 1}));
     compile::CompileRequest request;
-    request.source = std::string(codegen::BatchNormFoldSource());
-    request.name_expressions = {codegen::kBatchNormFoldKernel};
+    request.source = std::string(codegen::RunKernelsSource());
+    request.name_expressions = {codegen::kBatchNormFoldKernel, codegen::kTranspose2Kernel,
+                                codegen::kTranspose4Kernel};
     request.arch = device.properties().arch();
     compile::CompileResult compiled = pool->Compile(request);
     if (!compiled.ok()) {
-      return absl::InternalError(absl::StrCat("compiling the batch norm fold: ",
+      return absl::InternalError(absl::StrCat("compiling the cudnn_conv run kernels: ",
                                               compiled.status.message(), "\n", compiled.log));
     }
     FORGE_ASSIGN_OR_RETURN(gpu::Module module, device.LoadModule(compiled.cubin));
-    FORGE_ASSIGN_OR_RETURN(gpu::Kernel kernel, module.GetKernel(codegen::kBatchNormFoldKernel));
-    fold_module = std::move(module);
-    fold = std::move(kernel);
-    return &*fold;
+    FORGE_ASSIGN_OR_RETURN(gpu::Kernel fold, module.GetKernel(codegen::kBatchNormFoldKernel));
+    FORGE_ASSIGN_OR_RETURN(gpu::Kernel transpose2, module.GetKernel(codegen::kTranspose2Kernel));
+    FORGE_ASSIGN_OR_RETURN(gpu::Kernel transpose4, module.GetKernel(codegen::kTranspose4Kernel));
+    kernels.emplace(RunKernels{std::move(module), std::move(fold), std::move(transpose2),
+                               std::move(transpose4)});
+    return &*kernels;
   }
 
   // The call's plan with its engine built, or OutOfRange with cuDNN's reason.
@@ -230,7 +295,9 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const gpu::Device& 
 absl::StatusOr<std::string> CudnnConv::Prepare(const CudnnConvCall& call) {
   absl::MutexLock lock(&state_->mutex);
   FORGE_ASSIGN_OR_RETURN(const forge_cudnn::ConvPlan* plan, state_->PlanFor(call));
-  if (!call.batch_norms.empty()) FORGE_RETURN_IF_ERROR(state_->FoldKernel().status());
+  if (!call.batch_norms.empty() || call.channels_last_inside) {
+    FORGE_RETURN_IF_ERROR(state_->Kernels().status());
+  }
   return plan->EngineName(call.engine);
 }
 
@@ -242,32 +309,49 @@ absl::Status CudnnConv::Run(const CudnnConvCall& call, absl::Span<const CUdevice
                                                    " addresses"));
   }
   auto address = [&](int input) { return reinterpret_cast<const void*>(args[input]); };
-  forge_cudnn::Operands operands;
-  operands.x = address(call.x_input);
-  operands.w = address(call.w_input);
-  operands.y = reinterpret_cast<void*>(args.back());
   absl::MutexLock lock(&state_->mutex);
   FORGE_ASSIGN_OR_RETURN(const forge_cudnn::ConvPlan* plan, state_->PlanFor(call));
-  const int64_t fold_offset = FoldOffset(plan->WorkspaceBytes(call.engine));
-  const int64_t fold_bytes = FoldBytes(call);
-  FORGE_ASSIGN_OR_RETURN(
-      const CUdeviceptr workspace,
-      state_->Workspace(stream.handle(), fold_bytes > 0 ? fold_offset + fold_bytes
-                                                        : plan->WorkspaceBytes(call.engine)));
+  const Scratch scratch = ScratchOf(call, plan->WorkspaceBytes(call.engine));
+  FORGE_ASSIGN_OR_RETURN(const CUdeviceptr workspace,
+                         state_->Workspace(stream.handle(), scratch.total));
+  const RunKernels* kernels = nullptr;
+  if (!call.batch_norms.empty() || call.channels_last_inside) {
+    FORGE_ASSIGN_OR_RETURN(kernels, state_->Kernels());
+  }
+  // Channels-last inside: the graph reads NHWC / KRSC copies of the task's NCHW tensors.
+  auto graph_input = [&](int input, const codegen::ConvTensor& tensor,
+                         int64_t at) -> absl::StatusOr<const void*> {
+    if (!call.channels_last_inside) return address(input);
+    const Planes planes = PlanesOf(tensor);
+    FORGE_RETURN_IF_ERROR(LaunchTranspose(*kernels, call.dtype, args[input], workspace + at,
+                                          planes.batch, planes.rows, planes.columns, stream));
+    return reinterpret_cast<const void*>(workspace + at);
+  };
+  forge_cudnn::Operands operands;
+  FORGE_ASSIGN_OR_RETURN(operands.x, graph_input(call.x_input, call.x, scratch.x));
+  FORGE_ASSIGN_OR_RETURN(operands.w, graph_input(call.w_input, call.w, scratch.w));
+  operands.y = call.channels_last_inside ? reinterpret_cast<void*>(workspace + scratch.y)
+                                         : reinterpret_cast<void*>(args.back());
   // Each batch norm's rows, folded from the task's operands on the stream before the graph.
   const int64_t channels = call.y.dims[1];
   size_t batch_norm = 0;
+  size_t residual = 0;
   for (const codegen::CudnnConvStep& step : call.epilogue) {
-    if (step.step != ConvStep::kBatchNorm) {
+    if (step.step == ConvStep::kResidual) {
+      FORGE_ASSIGN_OR_RETURN(const void* operand,
+                             graph_input(step.input, call.residuals[residual],
+                                         call.channels_last_inside ? scratch.residuals[residual] : 0));
+      ++residual;
+      operands.step_operands.push_back(operand);
+    } else if (step.step == ConvStep::kBatchNorm) {
+      const CUdeviceptr rows = workspace + scratch.fold +
+                               batch_norm * codegen::kBatchNormFoldRows * channels * sizeof(float);
+      FORGE_RETURN_IF_ERROR(
+          LaunchFold(kernels->fold, call.batch_norms[batch_norm++], args, channels, rows, stream));
+      operands.step_operands.push_back(reinterpret_cast<const void*>(rows));
+    } else {
       operands.step_operands.push_back(step.input >= 0 ? address(step.input) : nullptr);
-      continue;
     }
-    const CUdeviceptr rows = workspace + fold_offset +
-                             batch_norm * codegen::kBatchNormFoldRows * channels * sizeof(float);
-    FORGE_ASSIGN_OR_RETURN(const gpu::Kernel* fold, state_->FoldKernel());
-    FORGE_RETURN_IF_ERROR(
-        LaunchFold(*fold, call.batch_norms[batch_norm++], args, channels, rows, stream));
-    operands.step_operands.push_back(reinterpret_cast<const void*>(rows));
   }
   if (const cudnnStatus_t status =
           cudnnSetStream(state_->handle, reinterpret_cast<cudaStream_t>(stream.handle()));
@@ -278,6 +362,13 @@ absl::Status CudnnConv::Run(const CudnnConvCall& call, absl::Span<const CUdevice
           plan->Run(state_->handle, operands, call.engine, reinterpret_cast<void*>(workspace));
       !error.empty()) {
     return absl::InternalError(absl::StrCat(error, " (", codegen::DescribeCall(call), ")"));
+  }
+  if (call.channels_last_inside) {
+    // The graph's NHWC result, (N, P * Q, K) as matrices, into the task's NCHW output.
+    const Planes planes = PlanesOf(call.y);
+    FORGE_RETURN_IF_ERROR(LaunchTranspose(*kernels, call.dtype, workspace + scratch.y,
+                                          args.back(), planes.batch, planes.columns, planes.rows,
+                                          stream));
   }
   return absl::OkStatus();
 }

@@ -13,9 +13,11 @@
 // the process; engine configurations are built lazily up to the index a candidate asks for
 // (building one can compile a runtime-fusion kernel), and the workspace is one buffer per stream,
 // grown to the largest plan's need. A call with a batch norm step folds it in every run, a
-// kernel of one thread per channel before the graph (codegen::BatchNormFoldSource, compiled with
-// NVRTC at the first such call's Prepare), into float32 rows kept in the workspace after cuDNN's
-// part: its time is the candidate's.
+// kernel of one thread per channel before the graph, into float32 rows kept in the workspace
+// after cuDNN's part; a call channels-last inside ("graph_nhwc") transposes x, w and the
+// residuals into NHWC / KRSC copies there before the graph and its NHWC result into the task's
+// NCHW output after it. Those kernels (codegen::RunKernelsSource) are compiled with NVRTC at the
+// first Prepare that needs them; their time is the candidate's.
 #ifndef FORGE_WORKER_LIBRARY_CUDNN_CONV_H_
 #define FORGE_WORKER_LIBRARY_CUDNN_CONV_H_
 

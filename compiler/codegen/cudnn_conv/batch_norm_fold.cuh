@@ -1,4 +1,4 @@
-// The batch norm fold of a cudnn_conv candidate (BatchNormFoldSource in cudnn_conv.h): from an
+// The batch norm fold of a cudnn_conv candidate (RunKernelsSource in cudnn_conv.h): from an
 // eval-mode batch norm's per-channel operands, as the task's inputs hold them, the float32 rows
 // its cuDNN graph reads (runtime/extension/cudnn_conv_graph.h, Step::kBatchNorm):
 //   out[0 * channels + k] = mean[k]

@@ -17,8 +17,9 @@
 
 namespace forge::codegen {
 
-// batch_norm_fold.cuh, embedded by CMake (forge_embed_cuda).
+// batch_norm_fold.cuh and transpose.cuh, embedded by CMake (forge_embed_cuda).
 extern const char kBatchNormFold[];
+extern const char kTranspose[];
 
 namespace {
 
@@ -459,12 +460,38 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
   return call;
 }
 
-TemplateSpace GraphSpace() {
+// The largest grid y of a transpose (CUDA's limit): rows of up to 65535 * 32.
+constexpr int64_t kMaxTransposeRows = int64_t{65535} * 32;
+
+// Whether `tensor` is a row-major 4-d tensor.
+bool RowMajor4d(const ConvTensor& tensor) {
+  return tensor.dims.size() == 4 && tensor.strides == ContiguousStrides(tensor.dims);
+}
+
+// The strides of a 4-d (N, C, H, W) tensor stored channels-last (NHWC; a filter: KRSC).
+std::vector<int64_t> ChannelsLast(const std::vector<int64_t>& d) {
+  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
+// Why `call` cannot run channels-last inside ("" when it can).
+std::string ChannelsLastObstacle(const CudnnConvCall& call) {
+  bool row_major = RowMajor4d(call.x) && RowMajor4d(call.w) && RowMajor4d(call.y);
+  for (const ConvTensor& residual : call.residuals) row_major = row_major && RowMajor4d(residual);
+  if (!row_major) {
+    return "graph_nhwc converts a 2-d convolution's NCHW-contiguous tensors (this task's are not)";
+  }
+  const int64_t rows =
+      std::max({call.x.dims[1], call.y.dims[1], call.y.dims[2] * call.y.dims[3], call.w.dims[1]});
+  if (rows > kMaxTransposeRows) return "graph_nhwc: a transpose's rows exceed its grid";
+  return "";
+}
+
+TemplateSpace GraphSpace(absl::string_view name = CudnnConvFamily::kGraphTemplate) {
   std::vector<int64_t> modes(CudnnConvFamily::kHeuristicModes);
   for (int i = 0; i < CudnnConvFamily::kHeuristicModes; ++i) modes[i] = i;
   std::vector<int64_t> engines(CudnnConvFamily::kEngineConfigs);
   for (int i = 0; i < CudnnConvFamily::kEngineConfigs; ++i) engines[i] = i;
-  return {CudnnConvFamily::kGraphTemplate, {{"heuristic", modes, 0}, {"engine", engines, 0}}};
+  return {std::string(name), {{"heuristic", modes, 0}, {"engine", engines, 0}}};
 }
 
 std::string DescribeOperand(absl::string_view name, const ChannelOperand& operand) {
@@ -522,13 +549,21 @@ std::string DescribeCall(const CudnnConvCall& call) {
       DescribeTensor(call.x), ") w (input ", call.w_input, " ", DescribeTensor(call.w), ") y ",
       DescribeTensor(call.y), " padding [", absl::StrJoin(call.padding, ","), "] stride [",
       absl::StrJoin(call.stride, ","), "] dilation [", absl::StrJoin(call.dilation, ","),
-      "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "] heuristic ",
+      "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "]",
+      call.channels_last_inside ? " channels_last_inside" : "", " heuristic ",
       call.heuristic, " engine ", call.engine);
 }
 
-absl::string_view BatchNormFoldSource() {
-  static const std::string* const source = new std::string(absl::StrCat(KernelPrelude(), kBatchNormFold));
+absl::string_view RunKernelsSource() {
+  static const std::string* const source =
+      new std::string(absl::StrCat(KernelPrelude(), kBatchNormFold, kTranspose));
   return *source;
+}
+
+TransposeShape TransposeLaunch(int64_t batch, int64_t rows, int64_t columns) {
+  return {{static_cast<uint32_t>((columns + 31) / 32), static_cast<uint32_t>((rows + 31) / 32),
+           static_cast<uint32_t>(std::clamp<int64_t>(batch, 1, 65535))},
+          {32, 8, 1}};
 }
 
 absl::StatusOr<int> BatchNormFoldType(DType dtype) {
@@ -549,8 +584,10 @@ absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {
 
 absl::StatusOr<std::vector<TemplateSpace>> CudnnConvFamily::ScheduleSpace(
     const KernelTask& task) const {
-  FORGE_RETURN_IF_ERROR(Applies(task));
-  return std::vector<TemplateSpace>{GraphSpace()};
+  FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call, Analyze(task));
+  std::vector<TemplateSpace> spaces = {GraphSpace()};
+  if (ChannelsLastObstacle(call).empty()) spaces.push_back(GraphSpace(kChannelsLastTemplate));
+  return spaces;
 }
 
 absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
@@ -560,7 +597,19 @@ absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoi
 absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task,
                                                 const SchedulePoint& point) {
   FORGE_ASSIGN_OR_RETURN(CudnnConvCall call, Analyze(task));
-  FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
+  if (point.template_name == CudnnConvFamily::kChannelsLastTemplate) {
+    if (const std::string obstacle = ChannelsLastObstacle(call); !obstacle.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cudnn_conv: ", obstacle));
+    }
+    FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(point.template_name), point));
+    call.channels_last_inside = true;
+    call.x.strides = ChannelsLast(call.x.dims);
+    call.w.strides = ChannelsLast(call.w.dims);
+    call.y.strides = ChannelsLast(call.y.dims);
+    for (ConvTensor& residual : call.residuals) residual.strides = ChannelsLast(residual.dims);
+  } else {
+    FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
+  }
   call.heuristic = static_cast<int>(point.parameters.at("heuristic"));
   call.engine = static_cast<int>(point.parameters.at("engine"));
   return call;

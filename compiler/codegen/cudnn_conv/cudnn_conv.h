@@ -23,8 +23,16 @@
 // the obstacle named: the task keeps the ATen fallback. Why batch norm folds into a per-channel
 // scale in the candidate rather than into the weights: docs/ARCHITECTURE.md.
 //
-// One template, "graph", whose parameters choose cuDNN's engine configuration, the schedule
-// space cuDNN itself exposes:
+// Two templates, "graph" and "graph_nhwc", whose parameters choose cuDNN's engine
+// configuration, the schedule space cuDNN itself exposes. "graph" runs the graph on the task's
+// own tensors and strides. "graph_nhwc", offered for a 2-d convolution whose input, weight,
+// residuals and output are all NCHW-contiguous (row-major), runs it channels-last: each run
+// transposes x to NHWC, the weight to KRSC and the residuals to NHWC (transpose.cuh, into the
+// workspace), runs the graph on those, and transposes its NHWC result into the task's NCHW
+// output, the conversions in the candidate's time (cuDNN's NHWC engines can be twice as fast as
+// its NCHW ones on Hopper, more than the conversions cost). The memory format is thus a schedule
+// decision the judge and the timer settle per task, and the candidate stays correct for NCHW
+// callers. Both templates' parameters:
 //  - `heuristic`: the heuristic mode that ranks the engine configurations: 0 = A (fast, the
 //    default), 1 = B (slower, more accurate ranking), 2 = FALLBACK (the configurations cuDNN
 //    keeps for graphs the others cannot run);
@@ -121,6 +129,9 @@ struct CudnnConvCall {
   std::vector<ConvTensor> residuals;
   // kBatchNorm steps' operands, in step order.
   std::vector<CudnnBatchNorm> batch_norms;
+  // "graph_nhwc": x, w, y and the residuals above are the channels-last copies the run makes (their
+  // strides NHWC / KRSC); the task's own tensors are NCHW-contiguous.
+  bool channels_last_inside = false;
   int heuristic = 0;  // 0 A, 1 B, 2 FALLBACK
   int engine = 0;     // index into that heuristic's supported configurations
 
@@ -133,6 +144,7 @@ std::string DescribeCall(const CudnnConvCall& call);
 class CudnnConvFamily : public KernelFamily {
  public:
   static constexpr char kGraphTemplate[] = "graph";
+  static constexpr char kChannelsLastTemplate[] = "graph_nhwc";
   // Engine configurations per heuristic mode the search may pick from: `engine` is 0 .. this - 1.
   static constexpr int kEngineConfigs = 8;
   static constexpr int kHeuristicModes = 3;
@@ -156,15 +168,27 @@ class CudnnConvFamily : public KernelFamily {
 absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const forge::v1::KernelTask& task,
                                                 const SchedulePoint& point);
 
-// The batch norm fold (batch_norm_fold.cuh after the kernel prelude): CUDA source for NVRTC with
-// one kernel, kBatchNormFoldKernel, which a run of a call with kBatchNorm steps launches once per
-// step (one thread per channel) before the graph, with the parameters
+// The kernels a run launches around the graph (after the kernel prelude: batch_norm_fold.cuh and
+// transpose.cuh), CUDA source for NVRTC. kBatchNormFoldKernel: a run of a call with kBatchNorm
+// steps launches it once per step (one thread per channel) before the graph, with the parameters
 //   (const void* mean, int mean_type, const void* var, int var_type, const void* weight,
 //    int weight_type, const void* bias, int bias_type, float eps, int channels, float* out)
 // types as BatchNormFoldType gives them, an absent operand as a null pointer, and `out` the
 // step's 3 * channels float32 rows (kBatchNormFoldRows) the graph reads.
-absl::string_view BatchNormFoldSource();
+// kTranspose2Kernel and kTranspose4Kernel (2- and 4-byte elements): a call with
+// channels_last_inside converts its tensors with them, parameters (const void* in, void* out,
+// long long batch, long long rows, long long columns), out[b][c][r] = in[b][r][c]; launch shape
+// TransposeLaunch.
+absl::string_view RunKernelsSource();
 inline constexpr char kBatchNormFoldKernel[] = "forge_batch_norm_fold";
+inline constexpr char kTranspose2Kernel[] = "forge_transpose_2";
+inline constexpr char kTranspose4Kernel[] = "forge_transpose_4";
+// The grid and block of a transpose of `batch` [rows, columns] matrices.
+struct TransposeShape {
+  uint32_t grid[3];
+  uint32_t block[3];
+};
+TransposeShape TransposeLaunch(int64_t batch, int64_t rows, int64_t columns);
 inline constexpr int kBatchNormFoldRows = 3;
 // The kernel's code of a dtype: 0 float32, 1 bfloat16, 2 float16; InvalidArgument otherwise.
 absl::StatusOr<int> BatchNormFoldType(forge::v1::DType dtype);

@@ -193,18 +193,71 @@ TEST(CudnnConvTest, ClampsReadTheirBounds) {
               HasSubstr("epilogue [clamp(0, 6)]"));
 }
 
-// The fold every batch norm candidate runs first compiles with NVRTC for the GPUs cuDNN's graphs
-// run on, without spills.
-TEST(CudnnConvTest, BatchNormFoldCompiles) {
-  GeneratedKernel fold;
-  fold.source = std::string(BatchNormFoldSource());
-  fold.kernel_name = kBatchNormFoldKernel;
-  testing::ExpectCompiles({fold}, {"batch_norm_fold"}, /*expect_no_spills=*/true);
+// The kernels a run launches around the graph (the batch norm fold, the layout transposes)
+// compile with NVRTC for the GPUs cuDNN's graphs run on, without spills.
+TEST(CudnnConvTest, RunKernelsCompile) {
+  std::vector<GeneratedKernel> kernels;
+  const std::vector<std::string> names = {kBatchNormFoldKernel, kTranspose2Kernel,
+                                          kTranspose4Kernel};
+  for (const std::string& name : names) {
+    GeneratedKernel kernel;
+    kernel.source = std::string(RunKernelsSource());
+    kernel.kernel_name = name;
+    kernels.push_back(kernel);
+  }
+  testing::ExpectCompiles(kernels, names, /*expect_no_spills=*/true);
   EXPECT_EQ(*BatchNormFoldType(kF32), 0);
   EXPECT_EQ(*BatchNormFoldType(kBF16), 1);
   EXPECT_EQ(*BatchNormFoldType(kF16), 2);
   EXPECT_EQ(BatchNormFoldType(forge::v1::DTYPE_FLOAT64).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// "graph_nhwc" describes the graph on channels-last copies of an NCHW task's tensors (x NHWC,
+// the filter KRSC, residuals and the result NHWC); a task already channels-last has no such
+// template, and Validate names why.
+TEST(CudnnConvTest, ChannelsLastInsideConvertsAnNchwTask) {
+  const ConvShape shape = {.n = 2, .c = 8, .h = 17, .w = 13, .k = 12, .r = 3, .s = 3, .stride = 2,
+                           .padding = 1, .groups = 4};
+  const KernelTask task = ConvEpilogueTask(kBF16, shape, true, {"batch_norm", "residual", "relu"});
+  SchedulePoint nhwc = Point(1, 2);
+  nhwc.template_name = CudnnConvFamily::kChannelsLastTemplate;
+  auto call = DescribeCudnnConv(task, nhwc);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_TRUE(call->channels_last_inside);
+  EXPECT_THAT(call->x.dims, ElementsAre(2, 8, 17, 13));
+  EXPECT_THAT(call->x.strides, ElementsAre(8 * 17 * 13, 1, 13 * 8, 8));
+  EXPECT_THAT(call->w.strides, ElementsAre(2 * 9, 1, 3 * 2, 2));  // KRSC of [12, 2, 3, 3]
+  EXPECT_THAT(call->y.dims, ElementsAre(2, 12, 9, 7));
+  EXPECT_THAT(call->y.strides, ElementsAre(12 * 63, 1, 7 * 12, 12));
+  ASSERT_EQ(call->residuals.size(), 1u);
+  EXPECT_EQ(call->residuals[0].strides, call->y.strides);
+  EXPECT_EQ(call->heuristic, 1);
+  EXPECT_EQ(call->engine, 2);
+  EXPECT_THAT(DescribeCall(*call), HasSubstr("] channels_last_inside heuristic 1 engine 2"));
+  auto plain = DescribeCudnnConv(task, Point(1, 2));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->channels_last_inside);
+  EXPECT_NE(CudnnConvFamily().Generate(task, nhwc)->source,
+            CudnnConvFamily().Generate(task, Point(1, 2))->source);
+
+  const KernelTask channels_last = ConvEpilogueTask(kBF16, shape, true, {"relu"}, true);
+  auto spaces = CudnnConvFamily().ScheduleSpace(channels_last);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  EXPECT_EQ(spaces->size(), 1u);
+  const absl::Status refused = CudnnConvFamily().Validate(channels_last, nhwc);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("NCHW-contiguous"));
+}
+
+// The transposes' launch covers every [rows, columns] element with 32 x 32 tiles and strides
+// over batches past the grid's z limit.
+TEST(CudnnConvTest, TransposeLaunchCoversTheMatrices) {
+  const TransposeShape shape = TransposeLaunch(70000, 64, 56 * 56);
+  EXPECT_EQ(shape.grid[0], (56u * 56 + 31) / 32);
+  EXPECT_EQ(shape.grid[1], 2u);
+  EXPECT_EQ(shape.grid[2], 65535u);
+  EXPECT_EQ(shape.block[0] * shape.block[1], 256u);
 }
 
 TEST(CudnnConvTest, KeepsChannelsLastStrides) {
@@ -217,16 +270,19 @@ TEST(CudnnConvTest, KeepsChannelsLastStrides) {
   EXPECT_THAT(call->residuals[0].strides, ElementsAre(64 * 56 * 56, 1, 56 * 64, 64));
 }
 
-// The space is cuDNN's: three heuristic modes, eight configurations each; anything else is
-// rejected by Validate with the reason.
+// The space is cuDNN's: three heuristic modes, eight configurations each, per template (the
+// task's layout, and channels-last inside for an NCHW task); anything else is rejected by
+// Validate with the reason.
 TEST(CudnnConvTest, SpaceIsHeuristicModeTimesEngineIndex) {
   const KernelTask task = ConvEpilogueTask(kF32, kResnetShape, true, {"relu"});
   auto spaces = CudnnConvFamily().ScheduleSpace(task);
   ASSERT_TRUE(spaces.ok()) << spaces.status();
-  ASSERT_EQ(spaces->size(), 1u);
+  ASSERT_EQ(spaces->size(), 2u);
+  EXPECT_EQ((*spaces)[0].template_name, CudnnConvFamily::kGraphTemplate);
+  EXPECT_EQ((*spaces)[1].template_name, CudnnConvFamily::kChannelsLastTemplate);
   EXPECT_EQ(EnumeratePoints(spaces->front()).size(), 24u);
   EXPECT_EQ(DefaultPoint(spaces->front()).parameters, Point(0, 0).parameters);
-  EXPECT_EQ(testing::ValidPoints(CudnnConvFamily(), task).size(), 24u);
+  EXPECT_EQ(testing::ValidPoints(CudnnConvFamily(), task).size(), 48u);
   EXPECT_EQ(CudnnConvFamily().Validate(task, Point(0, 8)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CudnnConvFamily().Validate(task, Point(3, 0)).code(),
