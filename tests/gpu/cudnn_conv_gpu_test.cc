@@ -63,6 +63,21 @@ class CudnnConvGpuTest : public testing::GpuTest {
     return true;
   }
 
+  // Judges `task` at engine 0 of the first heuristic mode that runs it in `template_name`; prints
+  // `label` and whether one did.
+  bool JudgeFirstMode(const KernelTask& task, const std::string& label,
+                      const char* template_name = CudnnConvFamily::kGraphTemplate) {
+    SCOPED_TRACE(label);
+    bool ran = false;
+    for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
+      SchedulePoint point = Point(heuristic, 0);
+      point.template_name = template_name;
+      ran = JudgePoint(task, point);
+    }
+    std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
+    return ran;
+  }
+
   static std::string DTypeLabel(const KernelTask& task) {
     return forge::v1::DType_Name(task.inputs(0).dtype());
   }
@@ -93,13 +108,7 @@ TEST_F(CudnnConvGpuTest, ConvEpiloguesPassTheJudgeInEveryDtype) {
     const std::string label = absl::StrCat(forge::v1::DType_Name(c.dtype), " bias+",
                                            absl::StrJoin(c.epilogue, "+"),
                                            c.channels_last ? " NHWC" : " NCHW");
-    SCOPED_TRACE(label);
-    bool ran = false;
-    for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
-      ran = JudgePoint(task, Point(heuristic, 0));
-    }
-    std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
-    judged += ran;
+    judged += JudgeFirstMode(task, label);
   }
   // cuDNN runs conv + bias + activation fusions in channels-last on Hopper at least.
   EXPECT_GE(judged, 9) << "of " << cases.size();
@@ -138,13 +147,7 @@ TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
         const std::string label =
             absl::StrCat(forge::v1::DType_Name(dtype), " k", c.shape.k, c.bias ? " bias+" : " ",
                          absl::StrJoin(c.epilogue, "+"), channels_last ? " NHWC" : " NCHW");
-        SCOPED_TRACE(label);
-        bool ran = false;
-        for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
-          ran = JudgePoint(task, Point(heuristic, 0));
-        }
-        std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
-        judged += ran;
+        judged += JudgeFirstMode(task, label);
         ++cases;
       }
     }
@@ -178,15 +181,7 @@ TEST_F(CudnnConvGpuTest, ChannelsLastInsidePassesTheJudgeOnNchwTasks) {
       const KernelTask task = ConvEpilogueTask(dtype, c.shape, c.bias, c.epilogue);
       const std::string label = absl::StrCat(forge::v1::DType_Name(dtype), " c", c.shape.c, " ",
                                              absl::StrJoin(c.epilogue, "+"), " NCHW via NHWC");
-      SCOPED_TRACE(label);
-      bool ran = false;
-      for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
-        SchedulePoint point = Point(heuristic, 0);
-        point.template_name = CudnnConvFamily::kChannelsLastTemplate;
-        ran = JudgePoint(task, point);
-      }
-      std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
-      judged += ran;
+      judged += JudgeFirstMode(task, label, CudnnConvFamily::kChannelsLastTemplate);
       ++cases;
     }
   }
