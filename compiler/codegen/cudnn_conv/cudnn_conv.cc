@@ -617,13 +617,20 @@ absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task,
 
 absl::StatusOr<LaunchPlan> CudnnConvFamily::Plan(const KernelTask& task,
                                                  const SchedulePoint& point) const {
-  FORGE_RETURN_IF_ERROR(Validate(task, point));
+  FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call, DescribeCudnnConv(task, point));
   LaunchPlan plan;
   plan.template_name = point.template_name;
   plan.parameters = point.parameters;
   plan.generator_version = std::string(generator_version());
-  // cuDNN's kernels are not Forge's: only that one graph runs (one launch for a fused engine).
+  // cuDNN's kernels are not Forge's: the graph (one launch for a fused engine), after each batch
+  // norm's fold and, channels-last inside, between the transposes in (x, w, residuals) and the
+  // one out, whose result goes through the workspace.
   plan.hints.executor = Executor::kCudnn;
+  plan.hints.kernel_launches = 1 + static_cast<int>(call.batch_norms.size());
+  if (call.channels_last_inside) {
+    plan.hints.kernel_launches += 3 + static_cast<int>(call.residuals.size());
+    plan.hints.output_through_scratch = true;
+  }
   return plan;
 }
 

@@ -240,6 +240,15 @@ TEST(CudnnConvTest, ChannelsLastInsideConvertsAnNchwTask) {
   EXPECT_FALSE(plain->channels_last_inside);
   EXPECT_NE(CudnnConvFamily().Generate(task, nhwc)->source,
             CudnnConvFamily().Generate(task, Point(1, 2))->source);
+  // The cost hints count the fold and the transposes (x, w, the residual, the result).
+  auto plan = CudnnConvFamily().Plan(task, Point(1, 2));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->hints.kernel_launches, 2);
+  EXPECT_FALSE(plan->hints.output_through_scratch);
+  auto nhwc_plan = CudnnConvFamily().Plan(task, nhwc);
+  ASSERT_TRUE(nhwc_plan.ok()) << nhwc_plan.status();
+  EXPECT_EQ(nhwc_plan->hints.kernel_launches, 6);
+  EXPECT_TRUE(nhwc_plan->hints.output_through_scratch);
 
   const KernelTask channels_last = ConvEpilogueTask(kBF16, shape, true, {"relu"}, true);
   auto spaces = CudnnConvFamily().ScheduleSpace(channels_last);
