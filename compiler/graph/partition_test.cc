@@ -226,12 +226,21 @@ TEST(PartitionTest, GemmTakesItsSingleConsumerEpilogue) {
   EXPECT_EQ(result.tasks[0].flops(), 2 * 8 * 64 * 64 + 3 * 8 * 64);
 }
 
+// The inputs of a conv + batch norm: x (1, 8, 16, 16), the weight (8, 8, 3, 3), the running mean
+// and variance (8).
+struct ConvInputs {
+  std::string x, w, mean, var;
+};
+ConvInputs ConvBatchNormInputs(GraphBuilder& b) {
+  return {b.Input("x", {1, 8, 16, 16}),
+          b.Input("w", {8, 8, 3, 3}, forge::v1::INPUT_KIND_PARAMETER),
+          b.Input("mean", {8}, forge::v1::INPUT_KIND_BUFFER),
+          b.Input("var", {8}, forge::v1::INPUT_KIND_BUFFER)};
+}
+
 TEST(PartitionTest, ConvTakesBatchNormReluAndResidual) {
   GraphBuilder b;
-  const std::string x = b.Input("x", {1, 8, 16, 16});
-  const std::string w = b.Input("w", {8, 8, 3, 3}, forge::v1::INPUT_KIND_PARAMETER);
-  const std::string mean = b.Input("mean", {8}, forge::v1::INPUT_KIND_BUFFER);
-  const std::string var = b.Input("var", {8}, forge::v1::INPUT_KIND_BUFFER);
+  const auto [x, w, mean, var] = ConvBatchNormInputs(b);
   const std::string conv = b.Op("aten::conv2d", {x, w}, {1, 8, 16, 16});
   const std::string bn = b.Op("aten::batch_norm", {conv, mean, var}, {1, 8, 16, 16});
   const std::string relu = b.Op("aten::relu", {bn}, {1, 8, 16, 16});
@@ -242,6 +251,41 @@ TEST(PartitionTest, ConvTakesBatchNormReluAndResidual) {
   const PartitionResult result = PartitionAndCheck(b.graph());
   EXPECT_THAT(Summary(result), ElementsAre("CONV: conv2d+batch_norm+relu",
                                            "CONV: conv2d+batch_norm+add+relu"));
+}
+
+// Batch norm in training mode updates its running statistics: it is an ATen task, never part of
+// the conv's task (whose cuDNN candidates fold only eval-mode batch norm), and the ReLU after it
+// is a pointwise task of its own.
+TEST(PartitionTest, TrainingBatchNormStaysOutOfTheConvTask) {
+  GraphBuilder b;
+  const auto [x, w, mean, var] = ConvBatchNormInputs(b);
+  const std::string conv = b.Op("aten::conv2d", {x, w}, {1, 8, 16, 16});
+  const std::string bn = b.Op("aten::batch_norm", {conv, mean, var}, {1, 8, 16, 16});
+  forge::v1::Argument* training = b.graph().mutable_nodes(1)->add_arguments();
+  training->set_name("training");
+  training->set_bool_value(true);
+  b.Output(b.Op("aten::relu", {bn}, {1, 8, 16, 16}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("CONV: conv2d", "ATEN: batch_norm", "POINTWISE: relu"));
+  EXPECT_THAT(result.tasks[1].notes(), ElementsAre(HasSubstr("training mode")));
+}
+
+// Near misses of conv + batch norm + activation: a conv result read by another node besides the
+// batch norm, and a batch norm result the model outputs, end the conv's epilogue where they are
+// (the rest becomes a pointwise task).
+TEST(PartitionTest, ConvEpilogueStopsAtASecondReader) {
+  GraphBuilder b;
+  const auto [x, w, mean, var] = ConvBatchNormInputs(b);
+  const std::string conv = b.Op("aten::conv2d", {x, w}, {1, 8, 16, 16});
+  const std::string bn = b.Op("aten::batch_norm", {conv, mean, var}, {1, 8, 16, 16});
+  b.Output(b.Op("aten::add", {bn, conv}, {1, 8, 16, 16}));
+  const std::string conv2 = b.Op("aten::conv2d", {x, w}, {1, 8, 16, 16});
+  const std::string bn2 = b.Op("aten::batch_norm", {conv2, mean, var}, {1, 8, 16, 16});
+  b.Output(bn2);
+  b.Output(b.Op("aten::relu", {bn2}, {1, 8, 16, 16}));
+  const PartitionResult result = PartitionAndCheck(b.graph());
+  EXPECT_THAT(Summary(result), ElementsAre("CONV: conv2d", "POINTWISE: batch_norm+add",
+                                           "CONV: conv2d+batch_norm", "POINTWISE: relu"));
 }
 
 // Depthwise convolutions (groups == channels, weight (C, 1, k, k)) and pooling anchor stencil

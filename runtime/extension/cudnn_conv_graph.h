@@ -10,7 +10,15 @@
 // Numerics: the graph's compute and intermediate types are float32 whatever the I/O type; engine
 // configurations whose numerical notes say they down-convert inputs or reduce in reduced
 // precision are removed, and for float32 I/O also those that use tensor cores (TF32), so a
-// float32 convolution keeps float32 accuracy (what ATen does with allow_tf32 off).
+// float32 convolution keeps float32 accuracy (what ATen does with allow_tf32 off). A folded
+// batch norm (Step::kBatchNorm) is applied in float32 in batch norm's own order: subtract the
+// mean, scale, shift.
+//
+// A candidate of the "graph_nhwc" template (compiler/codegen/cudnn_conv/cudnn_conv.h) describes
+// its graph on channels-last tensors (x NHWC, w KRSC, residuals and y NHWC) while the task's are
+// NCHW-contiguous: its caller converts x, w and the residuals into such copies before Run and
+// the NHWC y into the NCHW output after it (the worker: compiler/codegen/cudnn_conv/transpose.cuh;
+// a runtime may use ATen's channels_last conversions), as it fills a kBatchNorm step's rows.
 //
 // Header-only, on the cuDNN frontend (header-only, it brings nlohmann json: include this in as
 // few translation units as possible), cuDNN 9 and the C++ standard library: torch's extension
@@ -22,6 +30,7 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,12 +61,24 @@ enum class Step {
   kSilu,  // cuDNN's swish, beta 1
   kSigmoid,
   kTanh,
+  // Batch norm in eval mode, folded: v = (v - mean) * scale + shift, each a per-channel float32
+  // row of the step's operand, a [3, K] float32 buffer the caller fills before each run:
+  //   row 0: running_mean[k]
+  //   row 1: weight[k] / sqrt(running_var[k] + eps)   (weight 1 when the batch norm has none)
+  //   row 2: bias[k]                                  (0 when it has none)
+  // (the worker's kernel: compiler/codegen/cudnn_conv/batch_norm_fold.cuh; a runtime whose
+  // batch norm parameters are constants may fill it once). K is y's channel count; the graph
+  // reads the rows as three [1, K, 1...] tensors (no operand tensor to describe).
+  kBatchNorm,
+  kClamp,  // min(max(v, scalar), upper): cuDNN's relu with a lower and an upper clip
 };
+inline constexpr int kBatchNormRows = 3;
 
 struct EpilogueStep {
   Step step = Step::kRelu;
   Tensor operand;  // kBias, kResidual
-  float scalar = 1;
+  float scalar = 1;  // kScale; kClamp: the lower bound
+  float upper = 0;   // kClamp: the upper bound (infinity: none)
 };
 
 // y = epilogue(conv_fprop(x, w)): x (N, C, spatial...), w (K, C / groups, filter...), y (N, K,
@@ -76,7 +97,8 @@ struct Conv {
 enum class Heuristic { kA, kB, kFallback };
 inline constexpr int kHeuristics = 3;
 
-// Device addresses of one run: step_operands[i] for epilogue step i (null for steps without).
+// Device addresses of one run: step_operands[i] for epilogue step i (null for steps without; for
+// kBatchNorm the [3, K] float32 rows).
 struct Operands {
   const void* x = nullptr;
   const void* w = nullptr;
@@ -84,11 +106,17 @@ struct Operands {
   std::vector<const void*> step_operands;
 };
 
+// A graph tensor bound to a step's operand address plus `byte_offset`.
+struct OperandBinding {
+  std::shared_ptr<fe::graph::Tensor_attributes> tensor;
+  int64_t byte_offset = 0;
+};
+
 // The frontend's graph of `conv` with the tensors a run binds; made by BuildGraph.
 struct ConvGraph {
   std::shared_ptr<fe::graph::Graph> graph;
   std::shared_ptr<fe::graph::Tensor_attributes> x, w, y;
-  std::vector<std::shared_ptr<fe::graph::Tensor_attributes>> step_operands;  // null where none
+  std::vector<std::vector<OperandBinding>> step_operands;  // per step; empty where none
 };
 
 inline fe::DataType_t FrontendType(DataType type) {
@@ -103,7 +131,8 @@ inline fe::DataType_t FrontendType(DataType type) {
 // The pointwise mode of a step; NOT_SET for the binary ones, which BuildGraph handles.
 inline fe::PointwiseMode_t ActivationMode(Step step) {
   switch (step) {
-    case Step::kRelu: return fe::PointwiseMode_t::RELU_FWD;
+    case Step::kRelu:
+    case Step::kClamp: return fe::PointwiseMode_t::RELU_FWD;
     case Step::kGelu: return fe::PointwiseMode_t::GELU_FWD;
     case Step::kGeluTanh: return fe::PointwiseMode_t::GELU_APPROX_TANH_FWD;
     case Step::kSilu: return fe::PointwiseMode_t::SWISH_FWD;
@@ -136,13 +165,13 @@ inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
   graph.set_io_data_type(FrontendType(conv.type))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&](const char* name, const Tensor& t) {
+  auto tensor = [&](const std::string& name, const Tensor& t, fe::DataType_t type) {
     return graph.tensor(
         g::Tensor_attributes().set_name(name).set_dim(t.dims).set_stride(t.strides).set_data_type(
-            FrontendType(conv.type)));
+            type));
   };
-  made.x = tensor("x", conv.x);
-  made.w = tensor("w", conv.w);
+  made.x = tensor("x", conv.x, FrontendType(conv.type));
+  made.w = tensor("w", conv.w, FrontendType(conv.type));
   auto value = graph.conv_fprop(made.x, made.w,
                                 g::Conv_fprop_attributes()
                                     .set_name("conv")
@@ -150,24 +179,48 @@ inline std::string BuildGraph(const Conv& conv, ConvGraph* out) {
                                     .set_stride(conv.stride)
                                     .set_dilation(conv.dilation)
                                     .set_compute_data_type(fe::DataType_t::FLOAT));
+  // A kBatchNorm row: [1, K, 1...] float32, contiguous.
+  Tensor row;
+  row.dims.assign(conv.y.dims.size(), 1);
+  row.dims[1] = conv.y.dims[1];
+  row.strides.assign(conv.y.dims.size(), 1);
+  row.strides[0] = conv.y.dims[1];
+  const int64_t row_bytes = conv.y.dims[1] * static_cast<int64_t>(sizeof(float));
   int index = 0;
   for (const EpilogueStep& step : conv.epilogue) {
     const std::string name = "step" + std::to_string(index++);
-    std::shared_ptr<g::Tensor_attributes> operand;
-    g::Pointwise_attributes attributes;
-    attributes.set_name(name).set_compute_data_type(fe::DataType_t::FLOAT);
-    if (step.step == Step::kBias || step.step == Step::kResidual) {
-      operand = tensor((name + "_operand").c_str(), step.operand);
-      value = graph.pointwise(value, operand, attributes.set_mode(fe::PointwiseMode_t::ADD));
-    } else if (step.step == Step::kScale) {
-      value = graph.pointwise(value, graph.tensor(step.scalar),
-                              attributes.set_mode(fe::PointwiseMode_t::MUL));
-    } else {
+    std::vector<OperandBinding> bindings;
+    // One pointwise node of the step, float32 in and out, the running value its first operand.
+    auto apply = [&](fe::PointwiseMode_t mode, const std::string& node,
+                     std::shared_ptr<g::Tensor_attributes> operand) {
+      g::Pointwise_attributes attributes;
+      attributes.set_name(node).set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
       if (step.step == Step::kSilu) attributes.set_swish_beta(1.0f);
-      value = graph.pointwise(value, attributes.set_mode(ActivationMode(step.step)));
+      if (step.step == Step::kClamp) {
+        attributes.set_relu_lower_clip(step.scalar);
+        if (std::isfinite(step.upper)) attributes.set_relu_upper_clip(step.upper);
+      }
+      value = operand != nullptr ? graph.pointwise(value, operand, attributes)
+                                 : graph.pointwise(value, attributes);
+      value->set_data_type(fe::DataType_t::FLOAT);
+    };
+    if (step.step == Step::kBias || step.step == Step::kResidual) {
+      bindings.push_back({tensor(name + "_operand", step.operand, FrontendType(conv.type)), 0});
+      apply(fe::PointwiseMode_t::ADD, name, bindings.back().tensor);
+    } else if (step.step == Step::kBatchNorm) {
+      const fe::PointwiseMode_t modes[kBatchNormRows] = {
+          fe::PointwiseMode_t::SUB, fe::PointwiseMode_t::MUL, fe::PointwiseMode_t::ADD};
+      for (int r = 0; r < kBatchNormRows; ++r) {
+        const std::string node = name + "_row" + std::to_string(r);
+        bindings.push_back({tensor(node, row, fe::DataType_t::FLOAT), r * row_bytes});
+        apply(modes[r], node, bindings.back().tensor);
+      }
+    } else if (step.step == Step::kScale) {
+      apply(fe::PointwiseMode_t::MUL, name, graph.tensor(step.scalar));
+    } else {
+      apply(ActivationMode(step.step), name, nullptr);
     }
-    value->set_data_type(fe::DataType_t::FLOAT);
-    made.step_operands.push_back(operand);
+    made.step_operands.push_back(std::move(bindings));
   }
   value->set_output(true)
       .set_dim(conv.y.dims)
@@ -255,8 +308,9 @@ class ConvPlan {
              " step operands, the graph " + std::to_string(graph_.step_operands.size());
     }
     for (size_t i = 0; i < graph_.step_operands.size(); ++i) {
-      if (graph_.step_operands[i] != nullptr) {
-        pack.emplace(graph_.step_operands[i], const_cast<void*>(operands.step_operands[i]));
+      for (const OperandBinding& binding : graph_.step_operands[i]) {
+        pack.emplace(binding.tensor, static_cast<char*>(const_cast<void*>(operands.step_operands[i])) +
+                                         binding.byte_offset);
       }
     }
     fe::error_t status =

@@ -1,7 +1,9 @@
-// cudnn_conv candidates on the GPU: conv + bias + ReLU / + GELU / + residual + ReLU as one cuDNN
-// fused graph (worker/library/cudnn_conv.h), judged by the real judge against the production
-// float64 ATen reference, in float16, bfloat16 and float32 (float32 at 1e-4: the executor removes
-// the engines that would compute in TF32). A point cuDNN cannot run is unsupported (OutOfRange),
+// cudnn_conv candidates on the GPU: conv + bias + ReLU / + GELU / + residual + ReLU, and conv +
+// eval-mode batch norm (folded by the candidate) + ReLU / residual, as one cuDNN fused graph
+// (worker/library/cudnn_conv.h), judged by the real judge against the production float64 ATen
+// reference of the unfolded ops, in float16, bfloat16 and float32 (float32 at 1e-4: the executor
+// removes the engines that would compute in TF32); NCHW tasks also channels-last inside
+// ("graph_nhwc", the conversions part of the candidate). A point cuDNN cannot run is unsupported (OutOfRange),
 // never a wrong answer: every engine index of a float32 graph either refuses or passes.
 #include <iostream>
 #include <memory>
@@ -61,6 +63,21 @@ class CudnnConvGpuTest : public testing::GpuTest {
     return true;
   }
 
+  // Judges `task` at engine 0 of the first heuristic mode that runs it in `template_name`; prints
+  // `label` and whether one did.
+  bool JudgeFirstMode(const KernelTask& task, const std::string& label,
+                      const char* template_name = CudnnConvFamily::kGraphTemplate) {
+    SCOPED_TRACE(label);
+    bool ran = false;
+    for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
+      SchedulePoint point = Point(heuristic, 0);
+      point.template_name = template_name;
+      ran = JudgePoint(task, point);
+    }
+    std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
+    return ran;
+  }
+
   static std::string DTypeLabel(const KernelTask& task) {
     return forge::v1::DType_Name(task.inputs(0).dtype());
   }
@@ -91,16 +108,84 @@ TEST_F(CudnnConvGpuTest, ConvEpiloguesPassTheJudgeInEveryDtype) {
     const std::string label = absl::StrCat(forge::v1::DType_Name(c.dtype), " bias+",
                                            absl::StrJoin(c.epilogue, "+"),
                                            c.channels_last ? " NHWC" : " NCHW");
-    SCOPED_TRACE(label);
-    bool ran = false;
-    for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes && !ran; ++heuristic) {
-      ran = JudgePoint(task, Point(heuristic, 0));
-    }
-    std::cout << label << ": " << (ran ? "judged" : "no heuristic mode runs it") << "\n";
-    judged += ran;
+    judged += JudgeFirstMode(task, label);
   }
   // cuDNN runs conv + bias + activation fusions in channels-last on Hopper at least.
   EXPECT_GE(judged, 9) << "of " << cases.size();
+}
+
+// Conv + eval-mode batch norm (+ residual, activation): the candidate folds the batch norm into
+// float32 per-channel rows on the device and runs one graph; the judge compares it with the
+// UNFOLDED ops (conv, batch norm, ...) computed by ATen in float64, over its own draws of the
+// running statistics (variance positive) and affine parameters.
+TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
+  const ConvShape resnet = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                            .padding = 1};
+  // ResNet's downsample shortcut: 1x1, stride 2, more output channels.
+  const ConvShape shortcut = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 128, .r = 1, .s = 1,
+                              .stride = 2};
+  struct BnCase {
+    ConvShape shape;
+    bool bias;
+    std::vector<std::string> epilogue;
+  };
+  const std::vector<BnCase> bn_cases = {
+      {resnet, false, {"batch_norm", "relu"}},
+      {resnet, false, {"batch_norm", "residual", "relu"}},
+      {resnet, true, {"batch_norm_eval", "silu"}},
+      {shortcut, false, {"batch_norm"}},
+      // MobileNetV2's expand conv: batch norm, ReLU6; and a clamp with a negative lower bound.
+      {shortcut, false, {"batch_norm", "relu6"}},
+      {resnet, true, {"hardtanh"}},
+  };
+  int judged = 0, cases = 0;
+  for (const auto dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
+                           forge::v1::DTYPE_FLOAT32}) {
+    for (const BnCase& c : bn_cases) {
+      for (const bool channels_last : {false, true}) {
+        const KernelTask task = ConvEpilogueTask(dtype, c.shape, c.bias, c.epilogue, channels_last);
+        const std::string label =
+            absl::StrCat(forge::v1::DType_Name(dtype), " k", c.shape.k, c.bias ? " bias+" : " ",
+                         absl::StrJoin(c.epilogue, "+"), channels_last ? " NHWC" : " NCHW");
+        judged += JudgeFirstMode(task, label);
+        ++cases;
+      }
+    }
+  }
+  // At least the half-precision graphs (conv + per-channel pointwise chains) run on Hopper.
+  EXPECT_GE(judged, 16) << "of " << cases;
+}
+
+// "graph_nhwc": an NCHW task run channels-last inside (x, the filter and the residual
+// transposed in, the result transposed back into the NCHW output), judged like any candidate.
+TEST_F(CudnnConvGpuTest, ChannelsLastInsidePassesTheJudgeOnNchwTasks) {
+  const ConvShape resnet = {.n = 4, .c = 64, .h = 28, .w = 28, .k = 64, .r = 3, .s = 3,
+                            .padding = 1};
+  // Odd sizes, stride, groups: tiles cut at every edge of the transposes.
+  const ConvShape odd = {.n = 3, .c = 24, .h = 17, .w = 13, .k = 36, .r = 3, .s = 3, .stride = 2,
+                         .padding = 1, .groups = 3};
+  struct NhwcCase {
+    ConvShape shape;
+    bool bias;
+    std::vector<std::string> epilogue;
+  };
+  const std::vector<NhwcCase> nhwc_cases = {
+      {resnet, true, {"relu"}},
+      {resnet, false, {"batch_norm", "residual", "relu"}},
+      {odd, true, {"residual", "gelu"}},
+  };
+  int judged = 0, cases = 0;
+  for (const auto dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
+                           forge::v1::DTYPE_FLOAT32}) {
+    for (const NhwcCase& c : nhwc_cases) {
+      const KernelTask task = ConvEpilogueTask(dtype, c.shape, c.bias, c.epilogue);
+      const std::string label = absl::StrCat(forge::v1::DType_Name(dtype), " c", c.shape.c, " ",
+                                             absl::StrJoin(c.epilogue, "+"), " NCHW via NHWC");
+      judged += JudgeFirstMode(task, label, CudnnConvFamily::kChannelsLastTemplate);
+      ++cases;
+    }
+  }
+  EXPECT_GE(judged, 6) << "of " << cases;
 }
 
 TEST_F(CudnnConvGpuTest, EveryFloat32EngineRefusesOrKeepsFloat32Accuracy) {

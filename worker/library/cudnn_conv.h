@@ -12,7 +12,12 @@
 // Per (call without engine index) the graph is built, lowered and its heuristic queried once in
 // the process; engine configurations are built lazily up to the index a candidate asks for
 // (building one can compile a runtime-fusion kernel), and the workspace is one buffer per stream,
-// grown to the largest plan's need.
+// grown to the largest plan's need. A call with a batch norm step folds it in every run, a
+// kernel of one thread per channel before the graph, into float32 rows kept in the workspace
+// after cuDNN's part; a call channels-last inside ("graph_nhwc") transposes x, w and the
+// residuals into NHWC / KRSC copies there before the graph and its NHWC result into the task's
+// NCHW output after it. Those kernels (codegen::RunKernelsSource) are compiled with NVRTC at the
+// first Prepare that needs them; their time is the candidate's.
 #ifndef FORGE_WORKER_LIBRARY_CUDNN_CONV_H_
 #define FORGE_WORKER_LIBRARY_CUDNN_CONV_H_
 
@@ -45,9 +50,10 @@ class CudnnConv {
   absl::StatusOr<std::string> Prepare(const codegen::CudnnConvCall& call);
 
   // Enqueues `call` on `stream` with the generated-kernel ABI's arguments (`task_inputs` input
-  // addresses, then the one output's). Prepare's errors, or Internal with cuDNN's message.
+  // addresses, then the one output's): first the batch norm fold of each kBatchNorm step (into
+  // the stream's workspace), then the graph. Prepare's errors, or Internal with cuDNN's message.
   absl::Status Run(const codegen::CudnnConvCall& call, absl::Span<const CUdeviceptr> args,
-                   int task_inputs, CUstream stream);
+                   int task_inputs, gpu::Stream& stream);
 
  private:
   struct State;

@@ -31,6 +31,12 @@ SchedulePoint Point(int heuristic, int engine) {
   return {CudnnConvFamily::kGraphTemplate, {{"heuristic", heuristic}, {"engine", engine}}};
 }
 
+SchedulePoint NhwcPoint(int heuristic, int engine) {
+  SchedulePoint point = Point(heuristic, engine);
+  point.template_name = CudnnConvFamily::kChannelsLastTemplate;
+  return point;
+}
+
 CudnnConvCall CallOf(const forge::v1::KernelTask& task, int heuristic = 0, int engine = 0) {
   auto call = codegen::DescribeCudnnConv(task, Point(heuristic, engine));
   EXPECT_TRUE(call.ok()) << call.status();
@@ -41,7 +47,9 @@ CudnnConvCall CallOf(const forge::v1::KernelTask& task, int heuristic = 0, int e
 TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
   const std::vector<std::vector<std::string>> epilogues = {
       {}, {"relu"}, {"gelu"}, {"gelu_tanh"}, {"silu"}, {"sigmoid"}, {"tanh"}, {"scale"},
-      {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"}};
+      {"residual", "relu"}, {"channel_bias", "scale", "residual", "gelu"},
+      {"batch_norm", "relu"}, {"batch_norm", "residual", "relu"}, {"batch_norm", "relu6"},
+      {"hardtanh"}, {"clamp"}};
   const std::vector<ConvShape> shapes = {
       {.n = 4, .c = 64, .h = 14, .w = 14, .k = 64, .r = 3, .s = 3, .padding = 1},
       {.n = 2, .c = 32, .h = 15, .w = 9, .k = 48, .r = 3, .s = 3, .stride = 2, .padding = 2,
@@ -53,16 +61,23 @@ TEST(CudnnConvGraphTest, EveryDescribedCallValidates) {
     for (const ConvShape& shape : shapes) {
       for (const auto& epilogue : epilogues) {
         for (const bool channels_last : {false, true}) {
-          const CudnnConvCall call =
-              CallOf(ConvEpilogueTask(dtype, shape, /*bias=*/true, epilogue, channels_last));
-          const absl::Status status = ValidateCudnnConvGraph(call);
+          const forge::v1::KernelTask task =
+              ConvEpilogueTask(dtype, shape, /*bias=*/true, epilogue, channels_last);
+          const absl::Status status = ValidateCudnnConvGraph(CallOf(task));
           EXPECT_TRUE(status.ok()) << status;
           validated += status.ok();
+          if (!channels_last) {  // and channels-last inside
+            auto nhwc = codegen::DescribeCudnnConv(task, NhwcPoint(0, 0));
+            ASSERT_TRUE(nhwc.ok()) << nhwc.status();
+            const absl::Status inside = ValidateCudnnConvGraph(*nhwc);
+            EXPECT_TRUE(inside.ok()) << inside;
+            validated += inside.ok();
+          }
         }
       }
     }
   }
-  EXPECT_EQ(validated, 3 * 4 * 10 * 2);
+  EXPECT_EQ(validated, 3 * 4 * 15 * 3);
 }
 
 // A call the frontend cannot make a graph of is refused with the frontend's own message.
@@ -93,7 +108,8 @@ class CudnnConvGpuTest : public forge::testing::GpuTest {
 using forge::testing::SmallIntegerRamp;
 
 // Runs a grouped, strided float32 conv + bias (+ residual) + relu through every heuristic mode
-// that has an engine for it and checks each result exactly; counts the modes that ran in `ran`.
+// that has an engine for it, on the NCHW tensors and channels-last inside, and checks each result
+// exactly; counts the points that ran in `ran`.
 void CudnnConvGpuTest::RunGroupedStridedConv(bool with_residual, int& ran) {
   const ConvShape s = {.n = 2, .c = 8, .h = 9, .w = 7, .k = 12, .r = 3, .s = 3, .stride = 2,
                        .padding = 1, .groups = 2};
@@ -127,14 +143,19 @@ void CudnnConvGpuTest::RunGroupedStridedConv(bool with_residual, int& ran) {
         }
   gpu::DeviceBuffer xb = UploadFloats(x), wb = UploadFloats(w);
   gpu::DeviceBuffer bb = UploadFloats(bias), rb = UploadFloats(residual);
-  gpu::DeviceBuffer yb = UploadFloats(std::vector<float>(expected.size(), NAN));
-  for (int heuristic = 0; heuristic < CudnnConvFamily::kHeuristicModes; ++heuristic) {
-    auto launch = LoadCudnnConvCandidate(*conv_, task, Point(heuristic, 0));
+  const std::vector<float> poison(expected.size(), NAN);
+  for (int index = 0; index < 2 * CudnnConvFamily::kHeuristicModes; ++index) {
+    // Each mode on the task's NCHW tensors, then channels-last inside.
+    const int heuristic = index % CudnnConvFamily::kHeuristicModes;
+    const bool inside = index >= CudnnConvFamily::kHeuristicModes;
+    auto launch =
+        LoadCudnnConvCandidate(*conv_, task, inside ? NhwcPoint(heuristic, 0) : Point(heuristic, 0));
     if (absl::IsOutOfRange(launch.status())) continue;  // that mode has nothing for the graph
     ASSERT_TRUE(launch.ok()) << launch.status();
     EXPECT_FALSE(launch->engine_name.empty());
     auto stream = device_->CreateStream();
     ASSERT_TRUE(stream.ok()) << stream.status();
+    gpu::DeviceBuffer yb = UploadFloats(poison);  // NaN: every element must be written
     std::vector<CUdeviceptr> args = {xb.address(), wb.address(), bb.address()};
     if (with_residual) args.push_back(rb.address());
     args.push_back(yb.address());
@@ -143,7 +164,8 @@ void CudnnConvGpuTest::RunGroupedStridedConv(bool with_residual, int& ran) {
     std::vector<float> y(expected.size());
     ASSERT_TRUE(yb.CopyToHost(y.data(), y.size() * sizeof(float)).ok());
     for (size_t i = 0; i < y.size(); ++i) {
-      ASSERT_EQ(y[i], expected[i]) << "heuristic " << heuristic << " element " << i;
+      ASSERT_EQ(y[i], expected[i]) << "heuristic " << heuristic << (inside ? " nhwc" : "")
+                                   << " element " << i;
     }
     ++ran;
   }

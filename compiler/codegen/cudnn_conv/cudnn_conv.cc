@@ -1,6 +1,9 @@
 #include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -13,6 +16,11 @@
 #include "compiler/codegen/gemm_analysis/gemm_analysis.h"
 
 namespace forge::codegen {
+
+// batch_norm_fold.cuh and transpose.cuh, embedded by CMake (forge_embed_cuda).
+extern const char kBatchNormFold[];
+extern const char kTranspose[];
+
 namespace {
 
 using forge::v1::Argument;
@@ -258,6 +266,53 @@ absl::Status ReadDiv(const GroupView&, const Node& node, absl::string_view, Cudn
   return absl::OkStatus();
 }
 
+// A clamp of the running value to [lower, upper]: cuDNN's relu with both clips. Per op the
+// bounds' arguments and their schema defaults (nullopt: required).
+struct ClampOp {
+  absl::string_view op;
+  absl::string_view lower;
+  std::optional<double> lower_default;
+  absl::string_view upper;
+  std::optional<double> upper_default;
+};
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+const ClampOp kClampOps[] = {
+    {"hardtanh", "min_val", -1.0, "max_val", 1.0},
+    {"relu6", "", 0.0, "", 6.0},
+    {"clamp", "min", std::nullopt, "max", kInfinity},
+};
+
+// The bound `name` of `node` (a float or int scalar), `fallback` when absent or None.
+absl::StatusOr<double> ClampBound(const Node& node, absl::string_view name,
+                                  std::optional<double> fallback) {
+  const Argument* argument = name.empty() ? nullptr : FindArgument(node, name);
+  if (argument != nullptr && argument->value_case() == Argument::kFloatValue) {
+    return argument->float_value();
+  }
+  if (argument != nullptr && argument->value_case() == Argument::kIntValue) {
+    return static_cast<double>(argument->int_value());
+  }
+  if ((argument == nullptr || argument->value_case() == Argument::kNone) && fallback.has_value()) {
+    return *fallback;
+  }
+  return Declined(absl::StrCat(DescribeNode(node), " has no scalar ", name, " bound"));
+}
+
+absl::Status ReadClamp(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
+  const ClampOp* clamp = nullptr;
+  for (const ClampOp& candidate : kClampOps) {
+    if (OpName(node) == candidate.op) clamp = &candidate;
+  }
+  if (clamp == nullptr) return Declined(absl::StrCat(DescribeNode(node), " is not a clamp"));
+  FORGE_ASSIGN_OR_RETURN(const double lower, ClampBound(node, clamp->lower, clamp->lower_default));
+  FORGE_ASSIGN_OR_RETURN(const double upper, ClampBound(node, clamp->upper, clamp->upper_default));
+  if (!(std::isfinite(lower) && lower <= upper)) {
+    return Declined(absl::StrCat(DescribeNode(node), " clamps to [", lower, ", ", upper, "]"));
+  }
+  call.epilogue.push_back({ConvStep::kClamp, -1, lower, upper});
+  return absl::OkStatus();
+}
+
 absl::Status ReadGelu(const GroupView&, const Node& node, absl::string_view, CudnnConvCall& call) {
   const Argument* approximate = FindArgument(node, "approximate");
   const bool tanh = approximate != nullptr && approximate->string_value() == "tanh";
@@ -275,6 +330,56 @@ absl::Status ReadActivation(const GroupView&, const Node&, absl::string_view, Cu
   return absl::OkStatus();
 }
 
+// A [K] operand of a batch norm: a contiguous task input at offset 0 of a float type, K its
+// channels. `optional`: the argument may be absent (or None), giving input -1.
+absl::StatusOr<ChannelOperand> BatchNormOperand(const GroupView& view, const Node& node,
+                                                absl::string_view name, const CudnnConvCall& call,
+                                                bool optional) {
+  const std::string value = TensorArgument(node, name);
+  if (value.empty()) {
+    if (optional) return ChannelOperand();
+    return Declined(absl::StrCat(DescribeNode(node), " has no ", name));
+  }
+  const int position = view.InputPosition(value);
+  if (position < 0) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node),
+                                 " is computed in the task, not a task input"));
+  }
+  const TensorSpec& spec = view.InputSpec(position);
+  if (spec.storage_offset() != 0 || !IsContiguous(spec) || spec.shape_size() != 1 ||
+      spec.shape(0) != call.y.dims[1] || !BatchNormFoldType(spec.dtype()).ok()) {
+    return Declined(absl::StrCat("the ", name, " of ", DescribeNode(node), " is not a contiguous [",
+                                 call.y.dims[1], "] float32, bfloat16 or float16 task input"));
+  }
+  return ChannelOperand{position, spec.dtype()};
+}
+
+// An eval-mode batch norm of the running value: aten::_native_batch_norm_legit_no_training, or
+// aten::batch_norm with training=False (training mode updates its statistics: declined).
+absl::Status ReadBatchNorm(const GroupView& view, const Node& node, absl::string_view current,
+                           CudnnConvCall& call) {
+  if (const Argument* training = FindArgument(node, "training");
+      training != nullptr && training->bool_value()) {
+    return Declined(absl::StrCat(DescribeNode(node), " is batch norm in training mode"));
+  }
+  if (TensorArgument(node, "input") != current) {
+    return Declined(absl::StrCat(DescribeNode(node), " normalizes another tensor"));
+  }
+  const Argument* eps = FindArgument(node, "eps");
+  if (eps == nullptr || eps->value_case() != Argument::kFloatValue || !(eps->float_value() >= 0)) {
+    return Declined(absl::StrCat(DescribeNode(node), " has no non-negative float eps"));
+  }
+  CudnnBatchNorm batch_norm;
+  batch_norm.eps = eps->float_value();
+  FORGE_ASSIGN_OR_RETURN(batch_norm.mean, BatchNormOperand(view, node, "running_mean", call, false));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.var, BatchNormOperand(view, node, "running_var", call, false));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.weight, BatchNormOperand(view, node, "weight", call, true));
+  FORGE_ASSIGN_OR_RETURN(batch_norm.bias, BatchNormOperand(view, node, "bias", call, true));
+  call.epilogue.push_back({ConvStep::kBatchNorm, -1, 1});
+  call.batch_norms.push_back(batch_norm);
+  return absl::OkStatus();
+}
+
 struct EpilogueOp {
   absl::string_view op;
   StepReader read;
@@ -288,6 +393,11 @@ constexpr EpilogueOp kEpilogueOps[] = {
     {"silu", ReadActivation<ConvStep::kSilu>},
     {"sigmoid", ReadActivation<ConvStep::kSigmoid>},
     {"tanh", ReadActivation<ConvStep::kTanh>},
+    {"hardtanh", ReadClamp},
+    {"relu6", ReadClamp},
+    {"clamp", ReadClamp},
+    {"_native_batch_norm_legit_no_training", ReadBatchNorm},
+    {"batch_norm", ReadBatchNorm},
 };
 
 // The call without its engine choice (heuristic and engine 0), or why the task is declined.
@@ -327,10 +437,7 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
       if (OpName(*next) == candidate.op) op = &candidate;
     }
     if (op == nullptr) {
-      return Declined(absl::StrCat(DescribeNode(*next), " has no cuDNN pointwise form here",
-                                   OpName(*next).find("batch_norm") != absl::string_view::npos
-                                       ? " (batch norm is not folded into the weights yet)"
-                                       : ""));
+      return Declined(absl::StrCat(DescribeNode(*next), " has no cuDNN pointwise form here"));
     }
     if (view.Shape(next->outputs(0)) != call.y.dims || view.DType(next->outputs(0)) != call.dtype) {
       return Declined(absl::StrCat(DescribeNode(*next), " changes the shape or dtype"));
@@ -353,12 +460,43 @@ absl::StatusOr<CudnnConvCall> Analyze(const KernelTask& task) {
   return call;
 }
 
-TemplateSpace GraphSpace() {
+// The largest grid y of a transpose (CUDA's limit): rows of up to 65535 * 32.
+constexpr int64_t kMaxTransposeRows = int64_t{65535} * 32;
+
+// Whether `tensor` is a row-major 4-d tensor.
+bool RowMajor4d(const ConvTensor& tensor) {
+  return tensor.dims.size() == 4 && tensor.strides == ContiguousStrides(tensor.dims);
+}
+
+// The strides of a 4-d (N, C, H, W) tensor stored channels-last (NHWC; a filter: KRSC).
+std::vector<int64_t> ChannelsLast(const std::vector<int64_t>& d) {
+  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
+// Why `call` cannot run channels-last inside ("" when it can).
+std::string ChannelsLastObstacle(const CudnnConvCall& call) {
+  bool row_major = RowMajor4d(call.x) && RowMajor4d(call.w) && RowMajor4d(call.y);
+  for (const ConvTensor& residual : call.residuals) row_major = row_major && RowMajor4d(residual);
+  if (!row_major) {
+    return "graph_nhwc converts a 2-d convolution's NCHW-contiguous tensors (this task's are not)";
+  }
+  const int64_t rows =
+      std::max({call.x.dims[1], call.y.dims[1], call.y.dims[2] * call.y.dims[3], call.w.dims[1]});
+  if (rows > kMaxTransposeRows) return "graph_nhwc: a transpose's rows exceed its grid";
+  return "";
+}
+
+TemplateSpace GraphSpace(absl::string_view name = CudnnConvFamily::kGraphTemplate) {
   std::vector<int64_t> modes(CudnnConvFamily::kHeuristicModes);
   for (int i = 0; i < CudnnConvFamily::kHeuristicModes; ++i) modes[i] = i;
   std::vector<int64_t> engines(CudnnConvFamily::kEngineConfigs);
   for (int i = 0; i < CudnnConvFamily::kEngineConfigs; ++i) engines[i] = i;
-  return {CudnnConvFamily::kGraphTemplate, {{"heuristic", modes, 0}, {"engine", engines, 0}}};
+  return {std::string(name), {{"heuristic", modes, 0}, {"engine", engines, 0}}};
+}
+
+std::string DescribeOperand(absl::string_view name, const ChannelOperand& operand) {
+  if (operand.input < 0) return absl::StrCat(name, " none");
+  return absl::StrCat(name, " ", operand.input, " ", DTypeName(operand.dtype));
 }
 
 std::string DescribeTensor(const ConvTensor& tensor) {
@@ -379,6 +517,8 @@ const char* ConvStepName(ConvStep step) {
     case ConvStep::kSilu: return "silu";
     case ConvStep::kSigmoid: return "sigmoid";
     case ConvStep::kTanh: return "tanh";
+    case ConvStep::kBatchNorm: return "batch_norm";
+    case ConvStep::kClamp: return "clamp";
   }
   return "?";
 }
@@ -386,6 +526,7 @@ const char* ConvStepName(ConvStep step) {
 std::string DescribeCall(const CudnnConvCall& call) {
   std::vector<std::string> steps;
   size_t residual = 0;
+  size_t batch_norm = 0;
   for (const CudnnConvStep& step : call.epilogue) {
     std::string text = ConvStepName(step.step);
     if (step.step == ConvStep::kBias) absl::StrAppend(&text, "(input ", step.input, ")");
@@ -394,6 +535,13 @@ std::string DescribeCall(const CudnnConvCall& call) {
                       ")");
     }
     if (step.step == ConvStep::kScale) absl::StrAppend(&text, "(", step.scalar, ")");
+    if (step.step == ConvStep::kClamp) absl::StrAppend(&text, "(", step.scalar, ", ", step.upper, ")");
+    if (step.step == ConvStep::kBatchNorm) {
+      const CudnnBatchNorm& norm = call.batch_norms[batch_norm++];
+      absl::StrAppend(&text, "(", DescribeOperand("mean", norm.mean), ", ",
+                      DescribeOperand("var", norm.var), ", ", DescribeOperand("weight", norm.weight),
+                      ", ", DescribeOperand("bias", norm.bias), ", eps ", norm.eps, ")");
+    }
     steps.push_back(std::move(text));
   }
   return absl::StrCat(
@@ -401,8 +549,33 @@ std::string DescribeCall(const CudnnConvCall& call) {
       DescribeTensor(call.x), ") w (input ", call.w_input, " ", DescribeTensor(call.w), ") y ",
       DescribeTensor(call.y), " padding [", absl::StrJoin(call.padding, ","), "] stride [",
       absl::StrJoin(call.stride, ","), "] dilation [", absl::StrJoin(call.dilation, ","),
-      "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "] heuristic ",
+      "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "]",
+      call.channels_last_inside ? " channels_last_inside" : "", " heuristic ",
       call.heuristic, " engine ", call.engine);
+}
+
+absl::string_view RunKernelsSource() {
+  static const std::string* const source =
+      new std::string(absl::StrCat(KernelPrelude(), kBatchNormFold, kTranspose));
+  return *source;
+}
+
+TransposeShape TransposeLaunch(int64_t batch, int64_t rows, int64_t columns) {
+  return {{static_cast<uint32_t>((columns + 31) / 32), static_cast<uint32_t>((rows + 31) / 32),
+           static_cast<uint32_t>(std::clamp<int64_t>(batch, 1, 65535))},
+          {32, 8, 1}};
+}
+
+absl::StatusOr<int> BatchNormFoldType(DType dtype) {
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT32: return 0;
+    case forge::v1::DTYPE_BFLOAT16: return 1;
+    case forge::v1::DTYPE_FLOAT16: return 2;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("the batch norm fold reads float32, bfloat16 and float16, not ",
+                       DTypeName(dtype)));
+  }
 }
 
 absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {
@@ -411,8 +584,10 @@ absl::Status CudnnConvFamily::Applies(const KernelTask& task) const {
 
 absl::StatusOr<std::vector<TemplateSpace>> CudnnConvFamily::ScheduleSpace(
     const KernelTask& task) const {
-  FORGE_RETURN_IF_ERROR(Applies(task));
-  return std::vector<TemplateSpace>{GraphSpace()};
+  FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call, Analyze(task));
+  std::vector<TemplateSpace> spaces = {GraphSpace()};
+  if (ChannelsLastObstacle(call).empty()) spaces.push_back(GraphSpace(kChannelsLastTemplate));
+  return spaces;
 }
 
 absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
@@ -422,7 +597,19 @@ absl::Status CudnnConvFamily::Validate(const KernelTask& task, const SchedulePoi
 absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task,
                                                 const SchedulePoint& point) {
   FORGE_ASSIGN_OR_RETURN(CudnnConvCall call, Analyze(task));
-  FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
+  if (point.template_name == CudnnConvFamily::kChannelsLastTemplate) {
+    if (const std::string obstacle = ChannelsLastObstacle(call); !obstacle.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cudnn_conv: ", obstacle));
+    }
+    FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(point.template_name), point));
+    call.channels_last_inside = true;
+    call.x.strides = ChannelsLast(call.x.dims);
+    call.w.strides = ChannelsLast(call.w.dims);
+    call.y.strides = ChannelsLast(call.y.dims);
+    for (ConvTensor& residual : call.residuals) residual.strides = ChannelsLast(residual.dims);
+  } else {
+    FORGE_RETURN_IF_ERROR(CheckPointInSpace(GraphSpace(), point));
+  }
   call.heuristic = static_cast<int>(point.parameters.at("heuristic"));
   call.engine = static_cast<int>(point.parameters.at("engine"));
   return call;
@@ -430,13 +617,20 @@ absl::StatusOr<CudnnConvCall> DescribeCudnnConv(const KernelTask& task,
 
 absl::StatusOr<LaunchPlan> CudnnConvFamily::Plan(const KernelTask& task,
                                                  const SchedulePoint& point) const {
-  FORGE_RETURN_IF_ERROR(Validate(task, point));
+  FORGE_ASSIGN_OR_RETURN(const CudnnConvCall call, DescribeCudnnConv(task, point));
   LaunchPlan plan;
   plan.template_name = point.template_name;
   plan.parameters = point.parameters;
   plan.generator_version = std::string(generator_version());
-  // cuDNN's kernels are not Forge's: only that one graph runs (one launch for a fused engine).
+  // cuDNN's kernels are not Forge's: the graph (one launch for a fused engine), after each batch
+  // norm's fold and, channels-last inside, between the transposes in (x, w, residuals) and the
+  // one out, whose result goes through the workspace.
   plan.hints.executor = Executor::kCudnn;
+  plan.hints.kernel_launches = 1 + static_cast<int>(call.batch_norms.size());
+  if (call.channels_last_inside) {
+    plan.hints.kernel_launches += 3 + static_cast<int>(call.residuals.size());
+    plan.hints.output_through_scratch = true;
+  }
   return plan;
 }
 

@@ -454,6 +454,34 @@ forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& 
     } else if (step == "gelu_tanh") {
       builder.Node(out, "gelu", "", {TensorArg("self", current), StringArg("approximate", "tanh")},
                    dtype, y);
+    } else if (step == "clamp") {
+      builder.Node(out, "clamp", "", {TensorArg("self", current), FloatArg("min", -0.25)}, dtype, y);
+    } else if (step == "batch_norm") {
+      // The exporter's eval-mode form, with weight and bias: (out, save_mean, save_invstd).
+      for (const char* operand : {"running_mean", "running_var", "bn_weight", "bn_bias"}) {
+        builder.Input(absl::StrCat(out, "_", operand), dtype, {shape.k});
+      }
+      builder.MultiOutputNode(
+          out, {out, absl::StrCat(out, "_save_mean"), absl::StrCat(out, "_save_invstd")},
+          "_native_batch_norm_legit_no_training", "",
+          {TensorArg("input", current), OptionalTensorArg("weight", absl::StrCat(out, "_bn_weight")),
+           OptionalTensorArg("bias", absl::StrCat(out, "_bn_bias")),
+           TensorArg("running_mean", absl::StrCat(out, "_running_mean")),
+           TensorArg("running_var", absl::StrCat(out, "_running_var")), FloatArg("momentum", 0.1),
+           FloatArg("eps", 1e-5)},
+          dtype, {y, {0}, {0}});
+    } else if (step == "batch_norm_eval" || step == "batch_norm_training") {
+      // aten::batch_norm without weight and bias, in eval or training mode.
+      for (const char* operand : {"running_mean", "running_var"}) {
+        builder.Input(absl::StrCat(out, "_", operand), dtype, {shape.k});
+      }
+      builder.Node(out, "batch_norm", "",
+                   {TensorArg("input", current), NoneArg("weight"), NoneArg("bias"),
+                    OptionalTensorArg("running_mean", absl::StrCat(out, "_running_mean")),
+                    OptionalTensorArg("running_var", absl::StrCat(out, "_running_var")),
+                    BoolArg("training", step == "batch_norm_training"), FloatArg("momentum", 0.1),
+                    FloatArg("eps", 1e-3), BoolArg("cudnn_enabled", true)},
+                   dtype, y);
     } else {
       builder.Node(out, step, "", {TensorArg("self", current)}, dtype, y);
     }

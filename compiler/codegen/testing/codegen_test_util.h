@@ -116,9 +116,13 @@ forge::v1::KernelTask MatmulTask(forge::v1::DType dtype, int64_t batch_a, int64_
 
 // Convolution tasks of the cudnn_conv family's tests (unit and GPU): conv2d(x[n, c, h, w],
 // weight[k, c / groups, r, s], bias[k] when `bias`, stride, padding, dilation, groups), then each
-// step of `epilogue` in order: "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh" (the
-// activation), "residual" (+ residual[n, k, p, q], a task input), "channel_bias" (+ a task input
-// channel_bias[1, k, 1, 1]), "scale" (* 0.5). `channels_last`: x and the output in NHWC strides.
+// step of `epilogue` in order: "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu6",
+// "hardtanh" (the activation; hardtanh's default bounds -1, 1), "clamp" (min -0.25, no max), "residual" (+ residual[n, k, p, q], a task input), "channel_bias" (+ a task input
+// channel_bias[1, k, 1, 1]), "scale" (* 0.5), "batch_norm" (the exporter's eval-mode
+// _native_batch_norm_legit_no_training, with weight and bias, eps 1e-5), "batch_norm_eval" and
+// "batch_norm_training" (aten::batch_norm without weight and bias, eps 1e-3, training false or
+// true); a batch norm's [k] operands are task inputs of `dtype` named after its step ("step0_
+// running_var"). `channels_last`: x and the output in NHWC strides.
 // Its flops and min_bytes are set.
 struct ConvShape {
   int64_t n = 1, c = 1, h = 1, w = 1, k = 1, r = 1, s = 1;
