@@ -78,7 +78,7 @@ std::string StopReasonName(forge::v1::TaskStopReason reason) {
 }
 
 // How a task's winner runs.
-enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten };
+enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten, kSdpa };
 
 // Where a bundle keeps the host-launch ABI header, as an include directory.
 constexpr char kIncludeDirectory[] = "include";
@@ -93,6 +93,8 @@ std::string ImplementationName(Implementation implementation) {
       return "library";
     case Implementation::kAten:
       return "aten";
+    case Implementation::kSdpa:
+      return "sdpa";
     case Implementation::kNone:
       break;
   }
@@ -112,6 +114,9 @@ struct Winner {
   std::string plan_note;
   // An sdpa_library winner: the SDPA backend ("flash", "efficient", "cudnn", "math").
   std::string sdpa_backend;
+  // kSdpa: the group the winner ran (codegen::AtenExecutedTask: one scaled_dot_product_attention
+  // node with the backend's attribute, the views that lay out Q, K and V, the epilogue).
+  std::optional<forge::v1::Graph> sdpa_group;
 };
 
 Winner Regenerate(const TaskResults& results) {
@@ -122,15 +127,22 @@ Winner Regenerate(const TaskResults& results) {
   if (template_name == codegen::AtenFallbackFamily::kTemplateName) {
     winner.implementation = Implementation::kAten;
   } else if (codegen::IsSdpaLibraryTemplate(template_name)) {
-    // One of ATen's SDPA backends (sdpa_library): the step runs through ATen. The runtime runs
-    // the task's own nodes; "sdpa_backend" names the backend that won, for a runtime that selects
-    // it (an SDPA task's call under torch.nn.attention.sdpa_kernel).
-    winner.implementation = Implementation::kAten;
+    // One of ATen's SDPA backends (sdpa_library): the step runs the group the worker ran, one
+    // scaled_dot_product_attention call with that backend (runtime/README.md), and the task's
+    // own nodes ("calls") where the backend refuses at run time.
     winner.sdpa_backend = std::string(codegen::SdpaBackendOf(template_name));
-    winner.plan_note = absl::StrCat(
-        "the winner is ATen's ", winner.sdpa_backend,
-        " attention backend: this step runs the task's nodes through ATen, with that backend "
-        "where the runtime selects it (sdpa_backend)");
+    absl::StatusOr<forge::v1::KernelTask> executed =
+        codegen::AtenExecutedTask(results.task(), search::PointOf(candidate));
+    if (executed.ok()) {
+      winner.implementation = Implementation::kSdpa;
+      winner.sdpa_group = executed->group();
+    } else {
+      winner.implementation = Implementation::kAten;
+      winner.plan_note = absl::StrCat("the winner is ATen's ", winner.sdpa_backend,
+                                      " attention backend, whose call this client cannot rebuild (",
+                                      executed.status().message(),
+                                      "): this step runs the task's nodes through ATen");
+    }
   } else if (template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
              template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
     winner.implementation = Implementation::kLibrary;
@@ -670,7 +682,8 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
                      ", \"inputs\": ", JsonStrings(instance.input_values),
                      ", \"outputs\": ", JsonStrings(instance.output_values));
     if (winner.implementation == Implementation::kNone ||
-        winner.implementation == Implementation::kAten) {
+        winner.implementation == Implementation::kAten ||
+        winner.implementation == Implementation::kSdpa) {
       std::vector<std::string> calls;
       for (const std::string& node_name : instance.node_names) {
         const forge::v1::Node& node = *nodes.at(node_name);
@@ -694,6 +707,9 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     }
     if (!winner.sdpa_backend.empty()) {
       absl::StrAppend(&step, ", \"sdpa_backend\": ", JsonString(winner.sdpa_backend));
+    }
+    if (winner.sdpa_group.has_value()) {
+      absl::StrAppend(&step, ", \"sdpa_group\": ", ProtoJson(*winner.sdpa_group, false));
     }
     if (winner.kernel.has_value() && !winner.kernel->source.empty() &&
         winner.implementation != Implementation::kAten) {

@@ -19,6 +19,7 @@
 #include "client/forge/model.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "compiler/graph/task_digest.h"
@@ -67,14 +68,19 @@ const codegen::KernelFamily* FamilyNamed(const forge::v1::KernelTask& task,
   return nullptr;
 }
 
-// A winner at `family`'s default point (the first template), timed at `median_us` against an
-// eager time twice as long.
+// A winner at the default point of `family`'s template `template_name` (default: the first),
+// timed at `median_us` against an eager time twice as long.
 void SetWinner(forge::v1::TaskResults& results, const codegen::KernelFamily& family,
-               double median_us, forge::v1::MeasurementKind kind) {
+               double median_us, forge::v1::MeasurementKind kind,
+               const std::string& template_name = "") {
   absl::StatusOr<std::vector<codegen::TemplateSpace>> spaces = family.ScheduleSpace(results.task());
   ASSERT_TRUE(spaces.ok()) << spaces.status();
+  const codegen::TemplateSpace* space = &spaces->front();
+  for (const codegen::TemplateSpace& each : *spaces) {
+    if (each.template_name == template_name) space = &each;
+  }
   absl::StatusOr<forge::v1::Candidate> candidate = search::MakeCandidate(
-      results.task(), family, codegen::DefaultPoint(spaces->front()), "sm_90");
+      results.task(), family, codegen::DefaultPoint(*space), "sm_90");
   ASSERT_TRUE(candidate.ok()) << candidate.status();
   *results.mutable_best_candidate() = *candidate;
   forge::v1::Measurement& best = *results.mutable_best();
@@ -319,6 +325,54 @@ TEST_F(ResultsTest, AMeasuredLibraryWinnerCarriesItsCublasLtAlgorithm) {
     }
   }
   EXPECT_GE(library_steps, 1);
+}
+
+TEST_F(ResultsTest, AnSdpaWinnerCarriesItsOneAttentionCallAndTheNodesToFallBackOn) {
+  // The runtime runs the group the worker judged (one scaled_dot_product_attention call with the
+  // winning backend, codegen::AtenExecutedTask) and, where that backend refuses at run time, the
+  // task's own nodes ("calls").
+  std::string attention;
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    const codegen::KernelFamily* sdpa = FamilyNamed(task.task(), "sdpa_library");
+    if (sdpa == nullptr || !attention.empty()) continue;
+    attention = task.task().digest();
+    SetWinner(task, *sdpa, 5.0, forge::v1::MEASUREMENT_KIND_MEASURED, "sdpa_math");
+  }
+  ASSERT_FALSE(attention.empty()) << "no llama_block task the sdpa_library family runs";
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const Struct plan = ParseJson(ReadFile(fs::path(directory_.path()) / "plan.json"));
+  int found = 0;
+  for (const Value& entry : plan.fields().at("steps").list_value().values()) {
+    const auto& step = entry.struct_value().fields();
+    if (step.at("task").string_value() != attention) {
+      EXPECT_FALSE(step.contains("sdpa_group"));
+      continue;
+    }
+    ++found;
+    EXPECT_EQ(step.at("implementation").string_value(), "sdpa");
+    EXPECT_EQ(step.at("sdpa_backend").string_value(), "math");
+    EXPECT_EQ(step.at("calls").list_value().values_size(),
+              step.at("nodes").list_value().values_size());
+    EXPECT_FALSE(step.contains("source"));
+    std::string group_json;
+    ASSERT_TRUE(
+        google::protobuf::util::MessageToJsonString(step.at("sdpa_group"), &group_json).ok());
+    forge::v1::Graph group;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(group_json, &group).ok())
+        << group_json;
+    EXPECT_EQ(group.inputs_size(), step.at("inputs").list_value().values_size());
+    EXPECT_EQ(group.outputs_size(), step.at("outputs").list_value().values_size());
+    int sdpa_nodes = 0;
+    for (const forge::v1::Node& node : group.nodes()) {
+      if (node.op() != "aten::scaled_dot_product_attention") continue;
+      ++sdpa_nodes;
+      EXPECT_EQ(node.attributes().at(codegen::kSdpaBackendAttribute), "math");
+    }
+    EXPECT_EQ(sdpa_nodes, 1);
+  }
+  EXPECT_GE(found, 1);
 }
 
 TEST_F(ResultsTest, AHostLaunchedWinnerCarriesWhatTheRuntimeBuildsAndCallsItWith) {

@@ -138,8 +138,8 @@ def _plan_and_graph(bundle_dir, graph):
 
 
 def _sources(plan: Plan, graph, target_arch: str, host_tasks=()):
-    layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
-    return extension_sources(plan, layouts, target_arch, graph=graph, host_tasks=host_tasks)
+    return extension_sources(plan, plan.layouts(graph), target_arch, graph=graph,
+                             host_tasks=host_tasks)
 
 
 def _build(plan: Plan, graph, target_arch: str, build_root, verbose: bool):
@@ -220,7 +220,7 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
         plan_op = sources.plan_op if use_plan_op else None
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
                       output_structure=output_structure, plan_op=plan_op,
-                      aten_fallbacks=fallbacks)
+                      aten_fallbacks=fallbacks, sdpa_backends=not aten_only)
 
 
 __all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_bundle",

@@ -24,7 +24,7 @@ import torch
 
 from forge._protos import graph_pb2
 from forge.runtime.executor import (VECTOR_BYTES, WARMUP_RUNS, AtenNode, PlanOp, RecordedArgument,
-                                    aten_nodes, user_inputs, user_outputs)
+                                    aten_nodes, sdpa_nodes, user_inputs, user_outputs)
 from forge.runtime.plan import Plan, PlanError, Step, TensorLayout
 
 # The templates: $FORGE_RUNTIME_ROOT/extension, else the copy an installed SDK carries
@@ -152,8 +152,11 @@ class _Generator:
                 sha.update((step.include / _ABI_HEADER).read_bytes())
         if self.graph is not None:  # the plan op runs every step, the graph's nodes included
             sha.update(self.graph.SerializeToString(deterministic=True))
-            sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs)
-                             for s in self.plan.steps]).encode())
+            sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs,
+                              s.sdpa_backend) for s in self.plan.steps]).encode())
+            for step in self.plan.steps:
+                if step.sdpa_group is not None:
+                    sha.update(step.sdpa_group.SerializeToString(deterministic=True))
         return sha.hexdigest()
 
     def kernel_file(self, step: Step, symbol: str, launcher: str) -> str:
@@ -292,17 +295,23 @@ class _Generator:
 class _PlanOpGenerator:
     """The plan op's source (plan.cpp.in): the plan's steps in order over a table of values, each
     kernel or library step calling its task's op function, each ATen step its nodes' operators,
-    with the arguments that executor.RecordedArgument describes for the Python executor too."""
+    with the arguments that executor.RecordedArgument describes for the Python executor too. An
+    sdpa step calls its group's nodes, the attention call with only its backend enabled, and its
+    task's nodes once that backend has refused (executor.PlanModule._compile_sdpa)."""
 
     def __init__(self, plan: Plan, graph, layouts: Mapping[str, TensorLayout],
                  ops: Mapping[str, str]):
         self.layouts, self.ops = layouts, ops
         nodes = {node.name: node for node in graph.nodes}
-        # Each step with the nodes it calls as ATen operators; None for a step that calls its
-        # task's op.
-        self.steps: list[tuple[Step, list[AtenNode] | None]] = [
-            (step, None if step.task in ops else aten_nodes(step, nodes)) for step in plan.steps]
-        reads = {name for step, calls in self.steps for name in self.reads(step, calls)}
+        # Each step with the nodes it calls as ATen operators (None for a step that calls its
+        # task's op) and, for an sdpa step, the nodes of its attention call with their backends.
+        self.steps: list[tuple[Step, list[AtenNode] | None,
+                               list[tuple[AtenNode, str]] | None]] = [
+            (step, None if step.task in ops else aten_nodes(step, nodes),
+             sdpa_nodes(step) if step.implementation == "sdpa" else None)
+            for step in plan.steps]
+        reads = {name for step, calls, sdpa in self.steps
+                 for name in self.reads(step, calls) + self.reads(step, self.sdpa_calls(sdpa))}
         self.outputs = user_outputs(graph)
         weights = [i.value_name for i in graph.inputs
                    if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
@@ -311,9 +320,10 @@ class _PlanOpGenerator:
         self.inputs = user_inputs(graph) + weights
         # Places in the table: the inputs, then the values in the order steps write them.
         self.places = {name: place for place, name in enumerate(self.inputs)}
-        for step, calls in self.steps:
+        for step, calls, sdpa in self.steps:
             # An ATen step's nodes run one after another: each reads what the ones before wrote.
-            for unit in [None] if calls is None else [[call] for call in calls]:
+            units = [None] if calls is None else [[call] for call in calls]
+            for unit in [[call] for call in self.sdpa_calls(sdpa) or ()] + units:
                 missing = [name for name in self.reads(step, unit) if name not in self.places]
                 if missing:
                     raise PlanError(f"{step.describe()} reads '{missing[0]}', which neither the "
@@ -326,6 +336,10 @@ class _PlanOpGenerator:
         for name in self.places:
             if name not in layouts or layouts[name].dtype not in _SCALAR_TYPES:
                 raise PlanError(f"value '{name}' has no layout the plan op can hold")
+
+    @staticmethod
+    def sdpa_calls(sdpa: list[tuple[AtenNode, str]] | None) -> list[AtenNode] | None:
+        return None if sdpa is None else [call for call, _ in sdpa]
 
     @staticmethod
     def reads(step: Step, calls: list[AtenNode] | None) -> list[str]:
@@ -367,12 +381,37 @@ class _PlanOpGenerator:
                 f"     {{{arguments}}},\n"
                 f"     {_cpp_list(self.place(o) for o in call.outputs)}}}")
 
-    def step(self, step: Step, calls: list[AtenNode] | None, first_call: int) -> str:
+    @staticmethod
+    def aten_lines(calls: list[AtenNode], first_call: int, indent: str) -> list[str]:
+        return [f"{indent}state.Aten({first_call + i}).Run(values);  // {call.op}.{call.overload}"
+                for i, call in enumerate(calls)]
+
+    def sdpa_step(self, step: Step, sdpa: list[tuple[AtenNode, str]], calls: list[AtenNode],
+                  first_call: int, index: int) -> list[str]:
+        """An sdpa step: its attention call (the sdpa nodes at first_call), or from the first
+        refusal on its task's nodes (after them)."""
+        lines = [f"  if (!state.SdpaRefused({index})) {{", "    try {"]
+        for i, (call, backend) in enumerate(sdpa):
+            run = f"state.Aten({first_call + i}).Run(values);"
+            if backend:
+                run = (f"{{ const OnlySdpaBackend only(OnlySdpaBackend::{_SDPA_BACKENDS[backend]}"
+                       f"); {run} }}")
+            lines.append(f"      {run}  // {call.op}.{call.overload}")
+        lines += ["    } catch (const c10::Error& error) {",
+                  f"      state.RefuseSdpa({index}, {_cpp_string(step.describe())}, "
+                  f"{_cpp_string(step.sdpa_backend)}, error);",
+                  "    }", "  }", f"  if (state.SdpaRefused({index})) {{"]
+        lines += self.aten_lines(calls, first_call + len(sdpa), "    ")
+        return lines + ["  }"]
+
+    def step(self, step: Step, calls: list[AtenNode] | None,
+             sdpa: list[tuple[AtenNode, str]] | None, first_call: int, sdpa_index: int) -> str:
         header = f"  // {_cpp_comment(step.describe())}: {_cpp_comment(', '.join(step.nodes))}"
+        if sdpa is not None:
+            return "\n".join([header] + self.sdpa_step(step, sdpa, calls, first_call,
+                                                        sdpa_index))
         if calls is not None:
-            return "\n".join([header] + [
-                f"  state.Aten({first_call + i}).Run(values);  // {call.op}.{call.overload}"
-                for i, call in enumerate(calls)])
+            return "\n".join([header] + self.aten_lines(calls, first_call, "  "))
         inputs = [f"in{i}" for i in range(len(step.inputs))]
         outputs = [f"out{i}" for i in range(len(step.outputs))]
         lines = [header, "  {"]
@@ -384,12 +423,13 @@ class _PlanOpGenerator:
         return "\n".join(lines)
 
     def generate(self, template: str, name: str) -> str:
-        steps, nodes = [], []
-        for step, calls in self.steps:
-            steps.append(self.step(step, calls, len(nodes)))
-            nodes += [self.node(call) for call in calls or ()]
+        steps, nodes, sdpa_steps = [], [], 0
+        for step, calls, sdpa in self.steps:
+            steps.append(self.step(step, calls, sdpa, len(nodes), sdpa_steps))
+            nodes += [self.node(call) for call in (self.sdpa_calls(sdpa) or []) + (calls or [])]
+            sdpa_steps += sdpa is not None
         outputs = set(self.outputs)
-        arena = [name for step, calls in self.steps if calls is None for name in step.outputs
+        arena = [name for step, calls, _ in self.steps if calls is None for name in step.outputs
                  if name not in outputs]
         return _fill(template, {
             "PLAN_OP": name, "VECTOR_BYTES": VECTOR_BYTES, "WARMUP_RUNS": WARMUP_RUNS,
@@ -398,8 +438,14 @@ class _PlanOpGenerator:
             "INPUTS": _cpp_list(self.place(n) for n in self.inputs),
             "OUTPUTS": _cpp_list(self.place(n) for n in self.outputs),
             "ARENA_VALUES": _cpp_list(self.place(n) for n in arena),
+            "SDPA_STEP_COUNT": sdpa_steps,
             "LAYOUTS": ",\n".join(f"    {_layout_literal(self.layouts[n])}" for n in self.places),
             "ATEN_NODES": ",\n".join(nodes), "STEPS": "\n".join(steps)})
+
+
+# The plan op's names of the SDPA backends (plan.cpp.in's OnlySdpaBackend).
+_SDPA_BACKENDS = {"flash": "kFlash", "efficient": "kEfficient", "cudnn": "kCudnn",
+                  "math": "kMath"}
 
 
 _CPP_LAYOUTS = {torch.strided: "at::kStrided", torch.sparse_coo: "at::kSparse",

@@ -7,7 +7,10 @@ generated kernel (tasks/<task>/kernel.cu, its extern "C" kernel and launch), a c
 measured, when the bundle records it; plus the epilogue kernel of "cublaslt_then_pointwise"), or
 the ATen calls of its nodes, or a host-launched translation unit (CUTLASS: tasks/<task>/kernel.cu,
 built with nvcc into a shared object whose entry points compiler/codegen/host_launch_abi.h
-defines, with the bundle's `nvcc_flags`, its `compile_options` and its `runtime_args`). Steps bind the task's inputs and outputs to buffers by value name, in
+defines, with the bundle's `nvcc_flags`, its `compile_options` and its `runtime_args`), or one
+of ATen's fused attention backends (`sdpa`: `sdpa_group`, the group the worker ran, one
+scaled_dot_product_attention call with `sdpa_backend`, and the task's own nodes to fall back on).
+Steps bind the task's inputs and outputs to buffers by value name, in
 KernelTask order, which is the order of the kernel's pointer arguments
 (compiler/codegen/generated_kernel.h).
 """
@@ -22,13 +25,20 @@ import re
 
 import torch
 
+from google.protobuf import json_format
+
+from forge._protos import graph_pb2
 from forge.client import ForgeError
 from forge.export import _DTYPES
 
 _TORCH_DTYPES = {proto: dtype for dtype, proto in _DTYPES.items()}
 
 PLAN_FORMAT = "forge.plan.v1"
-IMPLEMENTATIONS = ("kernel", "host_launched", "library", "aten")
+IMPLEMENTATIONS = ("kernel", "host_launched", "library", "aten", "sdpa")
+# ATen's scaled-dot-product-attention backends an sdpa step may name (codegen::SdpaBackendOf), and
+# the node attribute that marks the call to run with it (codegen::kSdpaBackendAttribute).
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
+SDPA_BACKEND_ATTRIBUTE = "forge.sdpa_backend"
 
 # common/dtype's names, as plan.json spells them.
 DTYPES = {
@@ -195,11 +205,17 @@ class Step:
     compile_options: tuple[str, ...] = ()
     runtime_args: tuple[int, ...] = ()
     include: pathlib.Path | None = None
+    # "sdpa": the backend, and the group that runs the task as one scaled_dot_product_attention
+    # call with it (a forge.v1.Graph; its values renamed into the plan's: the group's inputs and
+    # outputs are the step's, its other values "step<index>/<name>"). The step's nodes are what
+    # runs when the backend refuses at run time.
+    sdpa_backend: str = ""
+    sdpa_group: graph_pb2.Graph | None = dataclasses.field(default=None, compare=False)
 
     @property
     def runnable_as_planned(self) -> bool:
         """False when the winner's source could not be regenerated: the step then runs as ATen."""
-        if self.implementation == "aten":
+        if self.implementation in ("aten", "sdpa"):
             return True
         if self.source_error:
             return False
@@ -212,7 +228,8 @@ class Step:
     def describe(self) -> str:
         what = {"kernel": f"kernel {self.kernel_name}", "library": "cuBLASLt call",
                 "host_launched": f"host-launched {self.kernel_name}",
-                "aten": "ATen calls"}[self.implementation]
+                "aten": "ATen calls",
+                "sdpa": f"ATen's {self.sdpa_backend} attention"}[self.implementation]
         return f"step {self.index} (task {self.task[:12]}, {what})"
 
 
@@ -229,7 +246,18 @@ class Plan:
 
     def compiled_steps(self) -> list[Step]:
         """Steps that need the extension: kernel and library steps that can run as planned."""
-        return [s for s in self.steps if s.implementation != "aten" and s.runnable_as_planned]
+        return [s for s in self.steps
+                if s.implementation not in ("aten", "sdpa") and s.runnable_as_planned]
+
+    def layouts(self, graph) -> dict[str, TensorLayout]:
+        """Every value's layout by name: the graph's values, then the values that sdpa steps'
+        groups compute inside the step."""
+        layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
+        for step in self.steps:
+            if step.sdpa_group is not None:
+                for value in step.sdpa_group.values:
+                    layouts.setdefault(value.name, TensorLayout.of_value(value))
+        return layouts
 
 
 def _field(entry: dict, key: str, where: str, kind=None):
@@ -293,6 +321,8 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
         host = _host_launched(entry, directory, where)
         if source is None:
             source_error = source_error or "the host-launched step has no source"
+    if implementation == "sdpa":
+        host = _sdpa(entry, index, inputs, outputs, where)
     if implementation == "library" and kernel_name and epilogue_inputs is None:
         source_error = source_error or f"{source} does not say which inputs its epilogue reads"
     return Step(index=index, task=_field(entry, "task", where, str), implementation=implementation,
@@ -313,6 +343,65 @@ def _host_launched(entry: dict, directory: pathlib.Path, where: str) -> dict:
     include = directory / _field(entry, "include", where, str)
     return {"nvcc_flags": strings("nvcc_flags"), "compile_options": strings("compile_options"),
             "runtime_args": tuple(runtime_args), "include": include}
+
+
+def _sdpa(entry: dict, index: int, inputs: tuple[str, ...], outputs: tuple[str, ...],
+          where: str) -> dict:
+    """An sdpa step's backend and group (Step's), the group's values renamed into the plan's."""
+    backend = _field(entry, "sdpa_backend", where, str)
+    if backend not in SDPA_BACKENDS:
+        raise PlanError(f"{where}: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
+    group = graph_pb2.Graph()
+    try:
+        json_format.ParseDict(_field(entry, "sdpa_group", where, dict), group)
+    except json_format.ParseError as err:
+        raise PlanError(f"{where}: sdpa_group is not a forge.v1.Graph: {err}") from err
+    if len(group.inputs) != len(inputs) or len(group.outputs) != len(outputs):
+        raise PlanError(f"{where}: sdpa_group has {len(group.inputs)} inputs and "
+                        f"{len(group.outputs)} outputs, the step {len(inputs)} and {len(outputs)}")
+    marked = [n.name for n in group.nodes if SDPA_BACKEND_ATTRIBUTE in n.attributes]
+    if len(marked) != 1 or any(n.attributes[SDPA_BACKEND_ATTRIBUTE] != backend
+                               for n in group.nodes if n.name in marked):
+        raise PlanError(f"{where}: sdpa_group must have one node with {SDPA_BACKEND_ATTRIBUTE} "
+                        f"{backend!r}, has {marked}")
+    names = {i.value_name: name for i, name in zip(group.inputs, inputs)}
+    names.update((o.value_name, name) for o, name in zip(group.outputs, outputs))
+    return {"sdpa_backend": backend, "sdpa_group": _renamed(group, names, f"step{index}/")}
+
+
+def _renamed(group, names: dict[str, str], prefix: str):
+    """`group` with value `v` renamed to names[v], or prefix + v for values not in `names`, and
+    nodes to prefix + their name; the renamed inputs' and outputs' Value entries are dropped (the
+    plan's graph describes those)."""
+    rename = lambda name: names.get(name, prefix + name)
+    renamed = graph_pb2.Graph()
+    renamed.values.extend(v for v in group.values if v.name not in names)
+    for value in renamed.values:
+        value.name = rename(value.name)
+    for graph_input in group.inputs:
+        renamed.inputs.add().CopyFrom(graph_input)
+        renamed.inputs[-1].value_name = rename(graph_input.value_name)
+    for output in group.outputs:
+        renamed.outputs.add().CopyFrom(output)
+        renamed.outputs[-1].value_name = rename(output.value_name)
+    for source in group.nodes:
+        node = renamed.nodes.add()
+        node.CopyFrom(source)
+        node.name = prefix + source.name
+        node.outputs[:] = [rename(o) for o in source.outputs]
+        for argument in node.arguments:
+            kind = argument.WhichOneof("value")
+            if kind == "tensor":
+                argument.tensor = rename(argument.tensor)
+            elif kind == "optional_tensor" and argument.optional_tensor.HasField("value_name"):
+                argument.optional_tensor.value_name = rename(argument.optional_tensor.value_name)
+            elif kind == "tensors":
+                argument.tensors.value_names[:] = [rename(v) for v in argument.tensors.value_names]
+            elif kind == "optional_tensors":
+                for item in argument.optional_tensors.items:
+                    if item.HasField("value_name"):
+                        item.value_name = rename(item.value_name)
+    return renamed
 
 
 def _strings(entry: dict, key: str, where: str) -> list[str]:
