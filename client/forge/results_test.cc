@@ -25,6 +25,7 @@
 #include "compiler/graph/task_digest.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
@@ -373,6 +374,88 @@ TEST_F(ResultsTest, AnSdpaWinnerCarriesItsOneAttentionCallAndTheNodesToFallBackO
     EXPECT_EQ(sdpa_nodes, 1);
   }
   EXPECT_GE(found, 1);
+}
+
+// conv2d(x, w, b) then relu, float32 [2, 8, 16, 16] -> [2, 16, 16, 16], as forge.export writes
+// ConvRelu (python/tests/test_runtime_library_steps.py).
+constexpr char kConvRelu[] = R"pb(
+  values { name: "w" tensor { dtype: DTYPE_FLOAT32 shape: [ 16, 8, 3, 3 ] strides: [ 72, 9, 3, 1 ] } }
+  values { name: "b" tensor { dtype: DTYPE_FLOAT32 shape: 16 strides: 1 } }
+  values { name: "x" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 8, 16, 16 ] strides: [ 2048, 256, 16, 1 ] } }
+  values { name: "conv2d" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 16, 16, 16 ] strides: [ 4096, 256, 16, 1 ] } }
+  values { name: "relu" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 16, 16, 16 ] strides: [ 4096, 256, 16, 1 ] } }
+  inputs { kind: INPUT_KIND_PARAMETER value_name: "w" target: "conv.weight" }
+  inputs { kind: INPUT_KIND_PARAMETER value_name: "b" target: "conv.bias" }
+  inputs { kind: INPUT_KIND_USER_INPUT value_name: "x" target: "x" }
+  nodes {
+    name: "conv2d" op: "aten::conv2d" overload: "default"
+    schema: "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"
+    arguments { name: "input" tensor: "x" }
+    arguments { name: "weight" tensor: "w" }
+    arguments { name: "bias" optional_tensor { value_name: "b" } }
+    arguments { name: "stride" ints { values: [ 1, 1 ] } }
+    arguments { name: "padding" ints { values: [ 1, 1 ] } }
+    outputs: "conv2d"
+  }
+  nodes {
+    name: "relu" op: "aten::relu" overload: "default" schema: "aten::relu(Tensor self) -> Tensor"
+    arguments { name: "self" tensor: "conv2d" }
+    outputs: "relu"
+  }
+  outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "relu" }
+)pb";
+
+TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
+  // The runtime builds the winner's graph through the worker's header from the call: every
+  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
+  forge::v1::Graph model;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kConvRelu, &model));
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  ASSERT_EQ(partition->tasks.size(), 1u);
+  forge::v1::GetResultsResponse results;
+  results.mutable_job()->set_id("job-conv");
+  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
+  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
+  forge::v1::TaskResults& task = *results.add_tasks();
+  *task.mutable_task() = partition->tasks[0];
+  const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
+  ASSERT_NE(cudnn, nullptr);
+  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+  task.mutable_best()->set_library_algorithm("eng0_k2=1");
+  absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
+  ASSERT_TRUE(plan_json.ok()) << plan_json.status();
+  const Struct plan = ParseJson(*plan_json);
+  const auto& step = plan.fields().at("steps").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(step.at("implementation").string_value(), "cudnn_conv");
+  EXPECT_EQ(step.at("calls").list_value().values_size(), 2);
+  EXPECT_FALSE(step.contains("source"));
+  EXPECT_FALSE(step.contains("launch"));
+  const auto& call = step.at("cudnn_conv").struct_value().fields();
+  EXPECT_EQ(call.at("dtype").string_value(), "float32");
+  // The step's inputs are the task's: x, the weight, the bias.
+  std::vector<std::string> inputs;
+  for (const Value& input : step.at("inputs").list_value().values()) {
+    inputs.push_back(input.string_value());
+  }
+  EXPECT_EQ(inputs.at(call.at("x_input").number_value()), "x");
+  EXPECT_EQ(inputs.at(call.at("w_input").number_value()), "w");
+  std::vector<double> dims;
+  for (const Value& v : call.at("y").struct_value().fields().at("dims").list_value().values()) {
+    dims.push_back(v.number_value());
+  }
+  EXPECT_EQ(dims, (std::vector<double>{2, 16, 16, 16}));
+  std::vector<std::string> epilogue;  // each step with the input it reads
+  for (const Value& v : call.at("epilogue").list_value().values()) {
+    const auto& fields = v.struct_value().fields();
+    const int input = static_cast<int>(fields.at("input").number_value());
+    epilogue.push_back(absl::StrCat(fields.at("step").string_value(), " ",
+                                    input < 0 ? "-" : inputs.at(input)));
+  }
+  EXPECT_THAT(epilogue, ::testing::ElementsAre("bias b", "relu -"));
+  EXPECT_EQ(call.at("heuristic").number_value(), 0);
+  EXPECT_EQ(call.at("engine").number_value(), 0);
+  EXPECT_EQ(call.at("engine_name").string_value(), "eng0_k2=1");
 }
 
 TEST_F(ResultsTest, AHostLaunchedWinnerCarriesWhatTheRuntimeBuildsAndCallsItWith) {

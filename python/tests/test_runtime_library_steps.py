@@ -1,10 +1,11 @@
 """Steps whose winner is a library call that ATen or cuDNN makes, run by the runtime as the worker
 judged them: an `sdpa` step (one of ATen's fused attention backends) runs its one
 scaled_dot_product_attention call with that backend alone, and its task's nodes, with a warning,
-where the backend refuses the call. The CPU tests use the CPU's backends (math, flash) and its
-refusal of the efficient kernel; the GPU tests (skipped without one) check each CUDA backend
-through the plan op and the Python executor, with and without CUDA graphs, by the profiler's
-record of the backend's operator."""
+where the backend refuses the call; a `cudnn_conv` step builds the winner's cuDNN fused graph
+through the worker's header. The CPU tests use the CPU's backends (math, flash) and its refusal
+of the efficient kernel, and check the generated sources; the GPU tests (skipped without one)
+check each CUDA backend and cuDNN graphs through the plan op and the Python executor, with and
+without CUDA graphs, against eager and by the profiler's record of what ran."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import forge
-from forge.runtime import PlanError, extension_sources, load_plan, read_plan
-from forge.runtime.bundle_writer import aten_step, sdpa_step, write_bundle
+from forge.runtime import PlanError, TensorLayout, extension_sources, load_plan, read_plan
+from forge.runtime.bundle_writer import (aten_step, node_named, sdpa_step, tensor_arguments,
+                                         write_bundle)
+from forge.runtime.cudnn import CudnnBuild
 from forge.runtime.plan import SDPA_BACKEND_ATTRIBUTE
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -270,3 +273,151 @@ def test_a_cuda_backend_that_refuses_falls_back_to_the_nodes(tmp_path, extension
     assert len(refusals) == 1 and "ATen's flash attention backend failed" in refusals[0]
     assert BACKEND_OPS["flash"] not in ops_run(optimized, x)
     torch.testing.assert_close(optimized(x), module(x), atol=1e-5, rtol=1e-5)
+
+
+class ConvRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 16, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+CONV_TASK = "c" * 64
+
+
+def conv_bundle(directory, dtype=torch.float32, device="cpu", channels_last=False):
+    """ConvRelu's plan: conv + bias + ReLU as one cudnn_conv step, its call as the client writes
+    it for the cudnn_conv family's winner (client/forge/results.cc CudnnConvJson), with the
+    layouts the export recorded."""
+    torch.manual_seed(0)
+    module = ConvRelu().eval().to(device=device, dtype=dtype)
+    x = torch.randn(2, 8, 16, 16, device=device, dtype=dtype)
+    if channels_last:
+        module, x = module.to(memory_format=torch.channels_last), x.contiguous(
+            memory_format=torch.channels_last)
+    graph = forge.export(module, (x,)).graph
+    conv, relu = node_named(graph, "aten::conv2d"), node_named(graph, "aten::relu")
+    layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
+    tensor = lambda name: {"dims": list(layouts[name].shape),
+                           "strides": list(layouts[name].strides)}
+    x_name, w_name, _ = tensor_arguments(conv)
+    call = {"dtype": str(dtype).removeprefix("torch."), "x_input": 0, "w_input": 1,
+            "x": tensor(x_name), "w": tensor(w_name), "y": tensor(relu.outputs[0]),
+            "padding": [1, 1], "stride": [1, 1], "dilation": [1, 1], "groups": 1,
+            "epilogue": [{"step": "bias", "input": 2, "scalar": 1},
+                         {"step": "relu", "input": -1, "scalar": 1}],
+            "residuals": [], "heuristic": 0, "engine": 0, "engine_name": ""}
+    step = {**aten_step(CONV_TASK, conv, relu), "outputs": list(relu.outputs),
+            "implementation": "cudnn_conv", "cudnn_conv": call}
+    return module, x, write_bundle(directory, graph, [step])
+
+
+def test_a_cudnn_conv_step_reads_its_call(tmp_path):
+    _, _, bundle = conv_bundle(tmp_path)
+    step = read_plan(bundle).steps[0]
+    assert step.implementation == "cudnn_conv" and step.runnable_as_planned
+    assert step.describe() == f"step 0 (task {'c' * 12}, cuDNN fused graph)"
+    call = step.cudnn_conv
+    assert call.dtype == torch.float32 and (call.x_input, call.w_input) == (0, 1)
+    assert call.x.dims == (2, 8, 16, 16) and call.x.strides == (2048, 256, 16, 1)
+    assert call.w.dims == (16, 8, 3, 3) and call.y.dims == (2, 16, 16, 16)
+    assert [(s.step, s.input) for s in call.epilogue] == [("bias", 2), ("relu", -1)]
+
+
+def rewrite_call(bundle, edit):
+    plan = json.loads((bundle / "plan.json").read_text())
+    edit(plan["steps"][0]["cudnn_conv"])
+    (bundle / "plan.json").write_text(json.dumps(plan))
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda c: c.update(dtype="float64"), "dtype 'float64' is not one of"),
+    (lambda c: c["epilogue"].append({"step": "swish", "input": -1}),
+     "epilogue step 'swish' is not one of"),
+    (lambda c: c["epilogue"][0].update(input=7),
+     "epilogue step bias reads input 7, the step has 3"),
+    (lambda c: c["epilogue"][1].update(input=0), "epilogue step relu reads input 0"),
+    (lambda c: c["residuals"].append({"dims": [1], "strides": [1]}), "1 residual tensors for 0"),
+    (lambda c: c["w"].update(dims=[16, 8, 3]), "x, w and y need dims and strides of one rank"),
+    (lambda c: c.update(engine=-1), "x_input 0, w_input 1, heuristic 0 or engine -1 out of range"),
+    (lambda c: c.update(padding=[1, "1"]), "field 'padding' should be a list of integers"),
+], ids=["dtype", "step", "bias_input", "relu_input", "residuals", "rank", "engine", "padding"])
+def test_malformed_cudnn_conv_steps_are_clear_errors(tmp_path, edit, message):
+    _, _, bundle = conv_bundle(tmp_path)
+    rewrite_call(bundle, edit)
+    with pytest.raises(PlanError, match=f"plan.json step 0: cudnn_conv: {message}"):
+        read_plan(bundle)
+
+
+def test_the_cudnn_conv_op_builds_the_winners_graph_through_the_workers_header(tmp_path):
+    _, _, bundle = conv_bundle(tmp_path)
+    plan, graph = read_plan(bundle), _graph(bundle)
+    cudnn = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
+    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    op = sources.ops[CONV_TASK]
+    assert op.startswith(f"cudnn_conv_{'c' * 12}_")
+    assert {"cudnn_conv_graph.h", "cudnn_conv_step.h"} <= set(sources.files)
+    assert sources.include_paths == cudnn.include_paths and sources.ldflags == cudnn.ldflags
+    source = sources.files["forge_ops.cpp"]
+    assert '#include "cudnn_conv_step.h"' in source
+    assert "conv.x = {{2, 8, 16, 16}, {2048, 256, 16, 1}};" in source
+    assert ("conv.epilogue = {{forge_cudnn::Step::kBias, forge_cudnn::BiasOperand(conv.y), "
+            "static_cast<float>(0x1.0000000000000p+0)}, {forge_cudnn::Step::kRelu, "
+            "forge_cudnn::Tensor{}, static_cast<float>(0x1.0000000000000p+0)}};") in source
+    assert "}(), forge_cudnn::Heuristic::kA, 0, \"\");" in source
+    assert "step->Run(in0, in1, {in2, at::Tensor()}, out0, kOp);" in source
+    # The plan op calls the task's op, not the nodes.
+    assert f"    {op}(in0, in1, in2, out0);" in source
+    # Without cuDNN the step runs its nodes, and the extension does not include the frontend.
+    without = extension_sources(plan, plan.layouts(graph), graph=graph)
+    assert CONV_TASK not in without.ops and "cudnn_conv_step.h" not in without.files
+    assert "aten::conv2d" in without.files["forge_ops.cpp"]
+    assert without.include_paths == () and without.name != sources.name
+
+
+def test_the_extension_of_a_cudnn_conv_step_builds_with_cudnn(tmp_path):
+    nvcc_or_skip()
+    from forge.runtime import build_bundle
+    from forge.runtime.cudnn import cudnn_build
+
+    cudnn, why = cudnn_build()
+    if cudnn is None:
+        pytest.skip(why)
+    _, _, bundle = conv_bundle(tmp_path / "bundle")
+    build_bundle(bundle, build_root=tmp_path / "extensions")
+    plan, graph = read_plan(bundle), _graph(bundle)
+    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    assert hasattr(torch.ops.forge, sources.ops[CONV_TASK])
+    assert hasattr(torch.ops.forge, sources.plan_op.name)
+
+
+# dtype, channels-last, tolerance against eager.
+CONV_CASES = {"float32": (torch.float32, False, 1e-4),
+              "bfloat16_nhwc": (torch.bfloat16, True, 2e-2)}
+
+
+@needs_cuda
+@pytest.mark.parametrize("case", list(CONV_CASES))
+@pytest.mark.parametrize("plan_op", [True, False], ids=["plan_op", "python"])
+@pytest.mark.parametrize("cuda_graphs", [True, False], ids=["graph", "eager"])
+def test_a_cudnn_conv_step_runs_the_fused_graph(tmp_path, extensions, case, plan_op, cuda_graphs,
+                                                monkeypatch):
+    # Eager without TF32, as the judge holds float32 convolutions (the graph's engines keep it).
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    dtype, channels_last, tolerance = CONV_CASES[case]
+    module, x, bundle = conv_bundle(tmp_path, dtype, "cuda", channels_last)
+    optimized = load_plan(bundle, module, plan_op=plan_op, cuda_graphs=cuda_graphs,
+                          build_root=extensions)
+    assert optimized.aten_fallbacks == {}
+    assert optimized.step_summary() == "1 cudnn_conv"
+    for inputs in (x, x * -0.5):
+        for _ in range(3):
+            torch.testing.assert_close(optimized(inputs), module(inputs), atol=tolerance,
+                                       rtol=tolerance)
+    if not cuda_graphs:
+        ran = ops_run(optimized, x)
+        assert "aten::convolution" not in ran and "aten::cudnn_convolution" not in ran
+        if not plan_op:
+            assert f"forge::{optimized.ops[CONV_TASK]}" in ran

@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from forge._protos import graph_pb2
 from forge.runtime.executor import PlanModule, log
 from forge.runtime.extension import build_extension, cache_directory, extension_sources
+from forge.runtime.cudnn import cudnn_build
 from forge.runtime.host_launched import build_host_objects
 from forge.runtime.plan import Plan, PlanError, TensorLayout, read_plan
 
@@ -137,20 +138,27 @@ def _plan_and_graph(bundle_dir, graph):
     return plan, graph
 
 
-def _sources(plan: Plan, graph, target_arch: str, host_tasks=()):
+def _sources(plan: Plan, graph, target_arch: str, host_tasks=(), cudnn=None):
     return extension_sources(plan, plan.layouts(graph), target_arch, graph=graph,
-                             host_tasks=host_tasks)
+                             host_tasks=host_tasks, cudnn=cudnn)
 
 
 def _build(plan: Plan, graph, target_arch: str, build_root, verbose: bool):
     """Builds the host-launched steps' objects, then the extension, and loads the objects into
     its ops. Returns the sources, the extension's directory and why each host-launched task that
-    has no object runs through ATen (logged here, once)."""
+    has no object, and each cudnn_conv task when cuDNN is not found, runs through ATen (logged
+    here, once)."""
     root = pathlib.Path(build_root) if build_root else cache_directory() / "extensions"
     objects, fallbacks = build_host_objects(plan, root)
+    cudnn = None
+    cudnn_steps = [s for s in plan.compiled_steps() if s.implementation == "cudnn_conv"]
+    if cudnn_steps:
+        cudnn, why = cudnn_build()
+        if cudnn is None:
+            fallbacks.update((step.task, why) for step in cudnn_steps)
     for task, reason in fallbacks.items():
         log.warning("forge: task %s runs as ATen calls: %s", task[:12], reason)
-    sources = _sources(plan, graph, target_arch, host_tasks=objects)
+    sources = _sources(plan, graph, target_arch, host_tasks=objects, cudnn=cudnn)
     directory = build_extension(sources, build_root=build_root, verbose=verbose)
     for task, op in sources.host_ops.items():
         getattr(torch.ops.forge, f"{op}_load")(str(objects[task]))

@@ -519,7 +519,8 @@ class PlanModule(torch.nn.Module):
             kind = step.implementation if step.task in self.ops or runs_sdpa else "aten"
             counts[kind] = counts.get(kind, 0) + 1
         return ", ".join(f"{counts[kind]} {kind}" for kind in ("kernel", "host_launched",
-                                                                "library", "sdpa", "aten")
+                                                                "library", "cudnn_conv", "sdpa",
+                                                                "aten")
                          if kind in counts)
 
     def extra_repr(self) -> str:
