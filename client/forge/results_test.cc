@@ -405,11 +405,16 @@ constexpr char kConvRelu[] = R"pb(
   outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "relu" }
 )pb";
 
+forge::v1::Graph ConvReluModel() {
+  forge::v1::Graph model;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(kConvRelu, &model));
+  return model;
+}
+
 TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
   // The runtime builds the winner's graph through the worker's header from the call: every
   // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
-  forge::v1::Graph model;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kConvRelu, &model));
+  const forge::v1::Graph model = ConvReluModel();
   absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
   ASSERT_TRUE(partition.ok()) << partition.status();
   ASSERT_EQ(partition->tasks.size(), 1u);

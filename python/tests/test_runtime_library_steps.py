@@ -168,6 +168,46 @@ def test_a_backend_that_refuses_the_call_falls_back_to_the_nodes_with_a_warning(
     assert CPU_FLASH_OP in ops_run(optimized, x)
 
 
+class MergedHeadsAttention(CausalSelfAttention):
+    """GPT-2's merge of the heads after the attention: the export records its reshape as a view,
+    valid for the strides of the output of the backend the export ran (the CPU's flash kernel:
+    [B, S, H, D] in memory), not for the math backend's ([B, H, S, D])."""
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).split(dim, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(batch, length, dim)
+
+
+def test_an_sdpa_steps_output_keeps_the_strides_later_steps_rely_on(tmp_path):
+    # As the partitioner cuts llama_block: the attention a step, the merge of the heads another.
+    torch.manual_seed(0)
+    module, x = MergedHeadsAttention().eval(), torch.randn(2, 64, 64)
+    graph = forge.export(module, (x,)).graph
+    nodes = list(graph.nodes)
+    attention = next(i for i, n in enumerate(nodes)
+                     if n.op == "aten::scaled_dot_product_attention")
+    assert [n.op for n in nodes[attention + 1:]] == ["aten::transpose", "aten::view"]
+    steps = [aten_step("1" * 64, nodes[0]),
+             sdpa_step(SDPA_TASK, graph, "math", *nodes[1:attention + 1]),
+             aten_step("2" * 64, *nodes[attention + 1:])]
+    bundle = write_bundle(tmp_path, graph, steps)
+    optimized = load_plan(bundle, module)
+    torch.testing.assert_close(optimized(x), module(x))
+    assert BACKEND_OPS["math"] in ops_run(optimized, x) and optimized.aten_fallbacks == {}
+    output = read_plan(bundle).steps[1].outputs[0]
+    assert "state.Relayout(values, " + str(_place(plan_op_source(bundle), output)) in \
+        plan_op_source(bundle)
+
+
+def _place(source: str, name: str) -> int:
+    """The place of value `name` in a plan op's table."""
+    names = source[source.index("kValueNames[kValueCount] = {") + 28:].split("}", 1)[0]
+    return [n.strip().strip('"') for n in names.split(",")].index(name)
+
+
 def plan_op_source(bundle, graph=None) -> str:
     plan = read_plan(bundle)
     graph = graph or _graph(bundle)

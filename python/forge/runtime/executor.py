@@ -312,11 +312,14 @@ class PlanModule(torch.nn.Module):
 
     def _compile_sdpa(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
         """The step's one attention call under its backend; the task's nodes from the first
-        refusal on (logged, and kept in aten_fallbacks), as the plan op does."""
+        refusal on (logged, and kept in aten_fallbacks), as the plan op does. Either way its
+        outputs leave with the strides the graph records: a backend may lay its result out
+        otherwise than the one the export ran, and a later step (a view) may rely on them."""
         calls = [_AtenCall(node, self.device) for node, _ in sdpa_nodes(step)]
         calls = [_under_backend(call, backend) if backend else call
                  for call, (_, backend) in zip(calls, sdpa_nodes(step))]
         fallback = [_AtenCall(node, self.device) for node in aten_nodes(step, nodes)]
+        outputs = [(name, self._layouts[name]) for name in step.outputs]
         refused = []
 
         def run_sdpa(env: dict) -> None:
@@ -324,13 +327,18 @@ class PlanModule(torch.nn.Module):
                 try:
                     for call in calls:
                         call(env)
-                    return
                 except RuntimeError as err:
                     refused.append(sdpa_refusal(step, err))
                     self.aten_fallbacks[step.task] = refused[0]
                     log.warning("forge: %s: %s", step.describe(), refused[0])
-            for call in fallback:
-                call(env)
+            if refused:
+                for call in fallback:
+                    call(env)
+            for name, layout in outputs:
+                if not layout.matches(env[name]):
+                    staged = layout.empty(self.device)
+                    staged.copy_(env[name])
+                    env[name] = staged
         return run_sdpa
 
     def _conform(self, tensor: torch.Tensor, layout: TensorLayout) -> torch.Tensor:

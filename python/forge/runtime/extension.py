@@ -450,7 +450,7 @@ class _PlanOpGenerator:
     def sdpa_step(self, step: Step, sdpa: list[tuple[AtenNode, str]], calls: list[AtenNode],
                   first_call: int, index: int) -> list[str]:
         """An sdpa step: its attention call (the sdpa nodes at first_call), or from the first
-        refusal on its task's nodes (after them)."""
+        refusal on its task's nodes (after them); then its outputs in the graph's strides."""
         lines = [f"  if (!state.SdpaRefused({index})) {{", "    try {"]
         for i, (call, backend) in enumerate(sdpa):
             run = f"state.Aten({first_call + i}).Run(values);"
@@ -463,7 +463,8 @@ class _PlanOpGenerator:
                   f"{_cpp_string(step.sdpa_backend)}, error);",
                   "    }", "  }", f"  if (state.SdpaRefused({index})) {{"]
         lines += self.aten_lines(calls, first_call + len(sdpa), "    ")
-        return lines + ["  }"]
+        return lines + ["  }"] + [f"  state.Relayout(values, {self.place(name)});"
+                                   for name in step.outputs]
 
     def step(self, step: Step, calls: list[AtenNode] | None,
              sdpa: list[tuple[AtenNode, str]] | None, first_call: int, sdpa_index: int) -> str:
