@@ -306,11 +306,12 @@ def test_a_cuda_backend_that_refuses_falls_back_to_the_nodes(tmp_path, extension
     with pytest.warns(UserWarning) if plan_op else caplog.at_level(logging.WARNING):
         first = optimized(x)
     torch.testing.assert_close(first, module(x), atol=1e-5, rtol=1e-5)
+    reason = optimized.aten_fallbacks[SDPA_TASK]
+    assert reason.startswith("its call of ATen's flash attention backend failed on this device")
     if plan_op:
-        refusals = getattr(torch.ops.forge, f"{optimized.plan_op}_sdpa_refusals")(x.device)
-    else:
-        refusals = list(optimized.aten_fallbacks.values())
-    assert len(refusals) == 1 and "ATen's flash attention backend failed" in refusals[0]
+        step = read_plan(bundle).steps[1]
+        assert getattr(torch.ops.forge, f"{optimized.plan_op}_sdpa_refusals")(x.device) == [
+            f"{step.describe()}: {reason}"]
     assert BACKEND_OPS["flash"] not in ops_run(optimized, x)
     torch.testing.assert_close(optimized(x), module(x), atol=1e-5, rtol=1e-5)
 

@@ -514,10 +514,22 @@ class PlanModule(torch.nn.Module):
             else:
                 outputs = self._run(inputs)
         if self.plan_op is not None and len(leaves) == len(inputs):
+            self._note_sdpa_refusals()
             # From now on one call of the plan op (or of its replay) per forward.
             weights = self._plan_weights
             self._fast = self._op_replay or (lambda args: self._plan_call([*args, *weights]))
         return self._structured(outputs)
+
+    def _note_sdpa_refusals(self) -> None:
+        """The plan op's sdpa steps whose backend refused at the first call, into aten_fallbacks
+        (as the Python executor keeps them): the op says why per step, by its description."""
+        if not any(step.implementation == "sdpa" for step in self.plan.steps):
+            return
+        refusals = getattr(torch.ops.forge, f"{self.plan_op}_sdpa_refusals")(self.device)
+        for refusal in refusals:
+            for step in self.plan.steps:
+                if refusal.startswith(f"{step.describe()}: "):
+                    self.aten_fallbacks[step.task] = refusal[len(step.describe()) + 2:]
 
     def step_summary(self) -> str:
         """How the steps run, e.g. "4 kernel, 1 library, 15 aten"."""
