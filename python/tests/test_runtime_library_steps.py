@@ -418,14 +418,20 @@ def test_the_cudnn_conv_op_builds_the_winners_graph_through_the_workers_header(t
     assert without.include_paths == () and without.name != sources.name
 
 
-def test_the_extension_of_a_cudnn_conv_step_builds_with_cudnn(tmp_path):
-    nvcc_or_skip()
-    from forge.runtime import build_bundle
+def cudnn_or_skip() -> CudnnBuild:
     from forge.runtime.cudnn import cudnn_build
 
     cudnn, why = cudnn_build()
     if cudnn is None:
         pytest.skip(why)
+    return cudnn
+
+
+def test_the_extension_of_a_cudnn_conv_step_builds_with_cudnn(tmp_path):
+    nvcc_or_skip()
+    from forge.runtime import build_bundle
+
+    cudnn = cudnn_or_skip()
     _, _, bundle = conv_bundle(tmp_path / "bundle")
     build_bundle(bundle, build_root=tmp_path / "extensions")
     plan, graph = read_plan(bundle), _graph(bundle)
@@ -445,6 +451,7 @@ CONV_CASES = {"float32": (torch.float32, False, 1e-4),
 @pytest.mark.parametrize("cuda_graphs", [True, False], ids=["graph", "eager"])
 def test_a_cudnn_conv_step_runs_the_fused_graph(tmp_path, extensions, case, plan_op, cuda_graphs,
                                                 monkeypatch):
+    cudnn_or_skip()
     # Eager without TF32, as the judge holds float32 convolutions (the graph's engines keep it).
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     dtype, channels_last, tolerance = CONV_CASES[case]
