@@ -508,14 +508,13 @@ absl::StatusOr<judge::CandidateLaunch> LoadCandidate(Context& context,
   if (candidate.kernel->hints.executor == codegen::Executor::kCudnn) {
     return LoadCudnnCandidate(context, task, candidate);
   }
-  if (codegen::IsSdpaLibraryTemplate(candidate.kernel->template_name)) {
-    // An SDPA backend: its rewritten group (one SDPA call, that backend) through ATen, as the
-    // sandbox child runs it; the judge compares against the task's own ops.
-    FORGE_ASSIGN_OR_RETURN(const forge::v1::KernelTask rewritten,
-                           codegen::SdpaLibraryTask(task, candidate.point));
-    return AtenFallbackLaunch(rewritten);
+  if (codegen::IsAtenFallback(*candidate.kernel)) {
+    // The ATen fallback, or an SDPA backend's rewritten group (one SDPA call, that backend), as
+    // the sandbox child runs it; the judge compares against the task's own ops.
+    FORGE_ASSIGN_OR_RETURN(const forge::v1::KernelTask executed,
+                           codegen::AtenExecutedTask(task, candidate.point));
+    return AtenFallbackLaunch(executed);
   }
-  if (codegen::IsAtenFallback(*candidate.kernel)) return AtenFallbackLaunch(task);
   if (candidate.kernel->hints.executor == codegen::Executor::kHostLaunched) {
     FORGE_ASSIGN_OR_RETURN(std::unique_ptr<library::HostLaunchedObject> object,
                            library::HostLaunchedObject::Load(candidate.compiled.cubin));

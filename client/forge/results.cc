@@ -29,6 +29,7 @@
 #include "common/text/json.h"
 #include "common/version/version.h"
 #include "compiler/codegen/aten_fallback/aten_fallback.h"
+#include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/partition.h"
@@ -78,7 +79,7 @@ std::string StopReasonName(forge::v1::TaskStopReason reason) {
 }
 
 // How a task's winner runs.
-enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten };
+enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten, kSdpa, kCudnnConv };
 
 // Where a bundle keeps the host-launch ABI header, as an include directory.
 constexpr char kIncludeDirectory[] = "include";
@@ -93,6 +94,10 @@ std::string ImplementationName(Implementation implementation) {
       return "library";
     case Implementation::kAten:
       return "aten";
+    case Implementation::kSdpa:
+      return "sdpa";
+    case Implementation::kCudnnConv:
+      return "cudnn_conv";
     case Implementation::kNone:
       break;
   }
@@ -112,7 +117,44 @@ struct Winner {
   std::string plan_note;
   // An sdpa_library winner: the SDPA backend ("flash", "efficient", "cudnn", "math").
   std::string sdpa_backend;
+  // kSdpa: the group the winner ran (codegen::AtenExecutedTask: one scaled_dot_product_attention
+  // node with the backend's attribute, the views that lay out Q, K and V, the epilogue).
+  std::optional<forge::v1::Graph> sdpa_group;
+  // kCudnnConv: the fused graph as JSON (CudnnConvJson).
+  std::string cudnn_conv;
 };
+
+std::string ConvTensorJson(const codegen::ConvTensor& tensor) {
+  return absl::StrCat("{\"dims\": [", absl::StrJoin(tensor.dims, ", "), "], \"strides\": [",
+                      absl::StrJoin(tensor.strides, ", "), "]}");
+}
+
+// A cudnn_conv winner's call (codegen::CudnnConvCall) as plan.json carries it, for the runtime to
+// build the same graph through runtime/extension/cudnn_conv_graph.h: every field, the scale's
+// scalar exactly (DescribeCall rounds it), and cuDNN's name of the engine configuration the
+// worker measured (Measurement.library_algorithm; empty when not recorded).
+std::string CudnnConvJson(const codegen::CudnnConvCall& call, absl::string_view engine_name) {
+  std::vector<std::string> steps;
+  for (const codegen::CudnnConvStep& step : call.epilogue) {
+    steps.push_back(absl::StrCat("{\"step\": ", JsonString(codegen::ConvStepName(step.step)),
+                                 ", \"input\": ", step.input, ", \"scalar\": ",
+                                 absl::StrFormat("%.17g", step.scalar), "}"));
+  }
+  std::vector<std::string> residuals;
+  for (const codegen::ConvTensor& residual : call.residuals) {
+    residuals.push_back(ConvTensorJson(residual));
+  }
+  return absl::StrCat(
+      "{\"dtype\": ", JsonString(DTypeName(call.dtype)), ", \"x_input\": ", call.x_input,
+      ", \"w_input\": ", call.w_input, ", \"x\": ", ConvTensorJson(call.x),
+      ", \"w\": ", ConvTensorJson(call.w), ", \"y\": ", ConvTensorJson(call.y),
+      ", \"padding\": [", absl::StrJoin(call.padding, ", "), "], \"stride\": [",
+      absl::StrJoin(call.stride, ", "), "], \"dilation\": [", absl::StrJoin(call.dilation, ", "),
+      "], \"groups\": ", call.groups, ", \"epilogue\": [", absl::StrJoin(steps, ", "),
+      "], \"residuals\": [", absl::StrJoin(residuals, ", "), "], \"heuristic\": ",
+      call.heuristic, ", \"engine\": ", call.engine, ", \"engine_name\": ",
+      JsonString(engine_name), "}");
+}
 
 Winner Regenerate(const TaskResults& results) {
   Winner winner;
@@ -122,15 +164,22 @@ Winner Regenerate(const TaskResults& results) {
   if (template_name == codegen::AtenFallbackFamily::kTemplateName) {
     winner.implementation = Implementation::kAten;
   } else if (codegen::IsSdpaLibraryTemplate(template_name)) {
-    // One of ATen's SDPA backends (sdpa_library): the step runs through ATen. The runtime runs
-    // the task's own nodes; "sdpa_backend" names the backend that won, for a runtime that selects
-    // it (an SDPA task's call under torch.nn.attention.sdpa_kernel).
-    winner.implementation = Implementation::kAten;
+    // One of ATen's SDPA backends (sdpa_library): the step runs the group the worker ran, one
+    // scaled_dot_product_attention call with that backend (runtime/README.md), and the task's
+    // own nodes ("calls") where the backend refuses at run time.
     winner.sdpa_backend = std::string(codegen::SdpaBackendOf(template_name));
-    winner.plan_note = absl::StrCat(
-        "the winner is ATen's ", winner.sdpa_backend,
-        " attention backend: this step runs the task's nodes through ATen, with that backend "
-        "where the runtime selects it (sdpa_backend)");
+    absl::StatusOr<forge::v1::KernelTask> executed =
+        codegen::AtenExecutedTask(results.task(), search::PointOf(candidate));
+    if (executed.ok()) {
+      winner.implementation = Implementation::kSdpa;
+      winner.sdpa_group = executed->group();
+    } else {
+      winner.implementation = Implementation::kAten;
+      winner.plan_note = absl::StrCat("the winner is ATen's ", winner.sdpa_backend,
+                                      " attention backend, whose call this client cannot rebuild (",
+                                      executed.status().message(),
+                                      "): this step runs the task's nodes through ATen");
+    }
   } else if (template_name == codegen::GemmLibraryFamily::kCublasLtTemplate ||
              template_name == codegen::GemmLibraryFamily::kCublasLtThenPointwiseTemplate) {
     winner.implementation = Implementation::kLibrary;
@@ -149,18 +198,40 @@ Winner Regenerate(const TaskResults& results) {
     winner.generate_error = kernel.status().ToString();
   }
   // A host-launched winner (CUTLASS): the runtime builds its translation unit with nvcc and
-  // calls its entry points (runtime/README.md). A cuDNN fused graph (cudnn_conv) the runtime does
-  // not load yet: such a step runs its nodes through ATen, so that the plan stays runnable and
-  // right, and says so.
+  // calls its entry points; a cuDNN fused graph (cudnn_conv) it builds through the worker's
+  // header from the call (runtime/README.md).
   if (winner.kernel.has_value() &&
       winner.kernel->hints.executor == codegen::Executor::kHostLaunched) {
     winner.implementation = Implementation::kHostLaunched;
   } else if (winner.kernel.has_value() &&
              winner.kernel->hints.executor == codegen::Executor::kCudnn) {
-    winner.implementation = Implementation::kAten;
-    winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
-                                    ") is a cuDNN fused graph, which the plan's runtime does not "
-                                    "load yet: this step runs its nodes through ATen");
+    absl::StatusOr<codegen::CudnnConvCall> call =
+        codegen::DescribeCudnnConv(results.task(), search::PointOf(candidate));
+    // What the runtime's op does not replay yet (runtime/extension/cudnn_conv_step.h): the
+    // candidate's batch norm fold, its channels-last copies and a clipped ReLU's upper bound.
+    std::string unreplayed;
+    if (call.ok() && !call->batch_norms.empty()) unreplayed = "its batch norm fold";
+    if (call.ok() && call->channels_last_inside) unreplayed = "its channels-last copies";
+    for (const codegen::CudnnConvStep& step : call.ok() ? call->epilogue
+                                                        : std::vector<codegen::CudnnConvStep>{}) {
+      if (step.step == codegen::ConvStep::kClamp) unreplayed = "its clipped ReLU";
+    }
+    if (call.ok() && unreplayed.empty()) {
+      winner.implementation = Implementation::kCudnnConv;
+      winner.cudnn_conv = CudnnConvJson(*call, results.best().library_algorithm());
+    } else if (call.ok()) {
+      winner.implementation = Implementation::kAten;
+      winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
+                                      ") is a cuDNN fused graph with ", unreplayed,
+                                      ", which the runtime does not replay yet: this step runs "
+                                      "its nodes through ATen");
+    } else {
+      winner.implementation = Implementation::kAten;
+      winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
+                                      ") is a cuDNN fused graph whose call this client cannot "
+                                      "rebuild (", call.status().message(),
+                                      "): this step runs its nodes through ATen");
+    }
   }
   return winner;
 }
@@ -670,7 +741,9 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
                      ", \"inputs\": ", JsonStrings(instance.input_values),
                      ", \"outputs\": ", JsonStrings(instance.output_values));
     if (winner.implementation == Implementation::kNone ||
-        winner.implementation == Implementation::kAten) {
+        winner.implementation == Implementation::kAten ||
+        winner.implementation == Implementation::kSdpa ||
+        winner.implementation == Implementation::kCudnnConv) {
       std::vector<std::string> calls;
       for (const std::string& node_name : instance.node_names) {
         const forge::v1::Node& node = *nodes.at(node_name);
@@ -695,8 +768,15 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     if (!winner.sdpa_backend.empty()) {
       absl::StrAppend(&step, ", \"sdpa_backend\": ", JsonString(winner.sdpa_backend));
     }
+    if (!winner.cudnn_conv.empty()) {
+      absl::StrAppend(&step, ", \"cudnn_conv\": ", winner.cudnn_conv);
+    }
+    if (winner.sdpa_group.has_value()) {
+      absl::StrAppend(&step, ", \"sdpa_group\": ", ProtoJson(*winner.sdpa_group, false));
+    }
     if (winner.kernel.has_value() && !winner.kernel->source.empty() &&
-        winner.implementation != Implementation::kAten) {
+        winner.implementation != Implementation::kAten &&
+        winner.implementation != Implementation::kCudnnConv) {
       absl::StrAppend(&step, ", \"kernel_name\": ", JsonString(winner.kernel->kernel_name),
                       ", \"source\": ",
                       JsonString(absl::StrCat("tasks/", names[found->second], "/", kKernelFile)));

@@ -19,11 +19,13 @@
 #include "client/forge/model.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/partition.h"
 #include "compiler/search/candidate.h"
 #include "compiler/graph/task_digest.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/support/subprocess.h"
@@ -67,14 +69,19 @@ const codegen::KernelFamily* FamilyNamed(const forge::v1::KernelTask& task,
   return nullptr;
 }
 
-// A winner at `family`'s default point (the first template), timed at `median_us` against an
-// eager time twice as long.
+// A winner at the default point of `family`'s template `template_name` (default: the first),
+// timed at `median_us` against an eager time twice as long.
 void SetWinner(forge::v1::TaskResults& results, const codegen::KernelFamily& family,
-               double median_us, forge::v1::MeasurementKind kind) {
+               double median_us, forge::v1::MeasurementKind kind,
+               const std::string& template_name = "") {
   absl::StatusOr<std::vector<codegen::TemplateSpace>> spaces = family.ScheduleSpace(results.task());
   ASSERT_TRUE(spaces.ok()) << spaces.status();
+  const codegen::TemplateSpace* space = &spaces->front();
+  for (const codegen::TemplateSpace& each : *spaces) {
+    if (each.template_name == template_name) space = &each;
+  }
   absl::StatusOr<forge::v1::Candidate> candidate = search::MakeCandidate(
-      results.task(), family, codegen::DefaultPoint(spaces->front()), "sm_90");
+      results.task(), family, codegen::DefaultPoint(*space), "sm_90");
   ASSERT_TRUE(candidate.ok()) << candidate.status();
   *results.mutable_best_candidate() = *candidate;
   forge::v1::Measurement& best = *results.mutable_best();
@@ -319,6 +326,141 @@ TEST_F(ResultsTest, AMeasuredLibraryWinnerCarriesItsCublasLtAlgorithm) {
     }
   }
   EXPECT_GE(library_steps, 1);
+}
+
+TEST_F(ResultsTest, AnSdpaWinnerCarriesItsOneAttentionCallAndTheNodesToFallBackOn) {
+  // The runtime runs the group the worker judged (one scaled_dot_product_attention call with the
+  // winning backend, codegen::AtenExecutedTask) and, where that backend refuses at run time, the
+  // task's own nodes ("calls").
+  std::string attention;
+  for (forge::v1::TaskResults& task : *results_.mutable_tasks()) {
+    const codegen::KernelFamily* sdpa = FamilyNamed(task.task(), "sdpa_library");
+    if (sdpa == nullptr || !attention.empty()) continue;
+    attention = task.task().digest();
+    SetWinner(task, *sdpa, 5.0, forge::v1::MEASUREMENT_KIND_MEASURED, "sdpa_math");
+  }
+  ASSERT_FALSE(attention.empty()) << "no llama_block task the sdpa_library family runs";
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results_, &model_, ResultsOptions{}, directory_.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const Struct plan = ParseJson(ReadFile(fs::path(directory_.path()) / "plan.json"));
+  int found = 0;
+  for (const Value& entry : plan.fields().at("steps").list_value().values()) {
+    const auto& step = entry.struct_value().fields();
+    if (step.at("task").string_value() != attention) {
+      EXPECT_FALSE(step.contains("sdpa_group"));
+      continue;
+    }
+    ++found;
+    EXPECT_EQ(step.at("implementation").string_value(), "sdpa");
+    EXPECT_EQ(step.at("sdpa_backend").string_value(), "math");
+    EXPECT_EQ(step.at("calls").list_value().values_size(),
+              step.at("nodes").list_value().values_size());
+    EXPECT_FALSE(step.contains("source"));
+    std::string group_json;
+    ASSERT_TRUE(
+        google::protobuf::util::MessageToJsonString(step.at("sdpa_group"), &group_json).ok());
+    forge::v1::Graph group;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(group_json, &group).ok())
+        << group_json;
+    EXPECT_EQ(group.inputs_size(), step.at("inputs").list_value().values_size());
+    EXPECT_EQ(group.outputs_size(), step.at("outputs").list_value().values_size());
+    int sdpa_nodes = 0;
+    for (const forge::v1::Node& node : group.nodes()) {
+      if (node.op() != "aten::scaled_dot_product_attention") continue;
+      ++sdpa_nodes;
+      EXPECT_EQ(node.attributes().at(codegen::kSdpaBackendAttribute), "math");
+    }
+    EXPECT_EQ(sdpa_nodes, 1);
+  }
+  EXPECT_GE(found, 1);
+}
+
+// conv2d(x, w, b) then relu, float32 [2, 8, 16, 16] -> [2, 16, 16, 16], as forge.export writes
+// ConvRelu (python/tests/test_runtime_library_steps.py).
+constexpr char kConvRelu[] = R"pb(
+  values { name: "w" tensor { dtype: DTYPE_FLOAT32 shape: [ 16, 8, 3, 3 ] strides: [ 72, 9, 3, 1 ] } }
+  values { name: "b" tensor { dtype: DTYPE_FLOAT32 shape: 16 strides: 1 } }
+  values { name: "x" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 8, 16, 16 ] strides: [ 2048, 256, 16, 1 ] } }
+  values { name: "conv2d" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 16, 16, 16 ] strides: [ 4096, 256, 16, 1 ] } }
+  values { name: "relu" tensor { dtype: DTYPE_FLOAT32 shape: [ 2, 16, 16, 16 ] strides: [ 4096, 256, 16, 1 ] } }
+  inputs { kind: INPUT_KIND_PARAMETER value_name: "w" target: "conv.weight" }
+  inputs { kind: INPUT_KIND_PARAMETER value_name: "b" target: "conv.bias" }
+  inputs { kind: INPUT_KIND_USER_INPUT value_name: "x" target: "x" }
+  nodes {
+    name: "conv2d" op: "aten::conv2d" overload: "default"
+    schema: "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor"
+    arguments { name: "input" tensor: "x" }
+    arguments { name: "weight" tensor: "w" }
+    arguments { name: "bias" optional_tensor { value_name: "b" } }
+    arguments { name: "stride" ints { values: [ 1, 1 ] } }
+    arguments { name: "padding" ints { values: [ 1, 1 ] } }
+    outputs: "conv2d"
+  }
+  nodes {
+    name: "relu" op: "aten::relu" overload: "default" schema: "aten::relu(Tensor self) -> Tensor"
+    arguments { name: "self" tensor: "conv2d" }
+    outputs: "relu"
+  }
+  outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "relu" }
+)pb";
+
+forge::v1::Graph ConvReluModel() {
+  forge::v1::Graph model;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(kConvRelu, &model));
+  return model;
+}
+
+TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
+  // The runtime builds the winner's graph through the worker's header from the call: every
+  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
+  const forge::v1::Graph model = ConvReluModel();
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  ASSERT_EQ(partition->tasks.size(), 1u);
+  forge::v1::GetResultsResponse results;
+  results.mutable_job()->set_id("job-conv");
+  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
+  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
+  forge::v1::TaskResults& task = *results.add_tasks();
+  *task.mutable_task() = partition->tasks[0];
+  const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
+  ASSERT_NE(cudnn, nullptr);
+  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+  task.mutable_best()->set_library_algorithm("eng0_k2=1");
+  absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
+  ASSERT_TRUE(plan_json.ok()) << plan_json.status();
+  const Struct plan = ParseJson(*plan_json);
+  const auto& step = plan.fields().at("steps").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(step.at("implementation").string_value(), "cudnn_conv");
+  EXPECT_EQ(step.at("calls").list_value().values_size(), 2);
+  EXPECT_FALSE(step.contains("source"));
+  EXPECT_FALSE(step.contains("launch"));
+  const auto& call = step.at("cudnn_conv").struct_value().fields();
+  EXPECT_EQ(call.at("dtype").string_value(), "float32");
+  // The step's inputs are the task's: x, the weight, the bias.
+  std::vector<std::string> inputs;
+  for (const Value& input : step.at("inputs").list_value().values()) {
+    inputs.push_back(input.string_value());
+  }
+  EXPECT_EQ(inputs.at(call.at("x_input").number_value()), "x");
+  EXPECT_EQ(inputs.at(call.at("w_input").number_value()), "w");
+  std::vector<double> dims;
+  for (const Value& v : call.at("y").struct_value().fields().at("dims").list_value().values()) {
+    dims.push_back(v.number_value());
+  }
+  EXPECT_EQ(dims, (std::vector<double>{2, 16, 16, 16}));
+  std::vector<std::string> epilogue;  // each step with the input it reads
+  for (const Value& v : call.at("epilogue").list_value().values()) {
+    const auto& fields = v.struct_value().fields();
+    const int input = static_cast<int>(fields.at("input").number_value());
+    epilogue.push_back(absl::StrCat(fields.at("step").string_value(), " ",
+                                    input < 0 ? "-" : inputs.at(input)));
+  }
+  EXPECT_THAT(epilogue, ::testing::ElementsAre("bias b", "relu -"));
+  EXPECT_EQ(call.at("heuristic").number_value(), 0);
+  EXPECT_EQ(call.at("engine").number_value(), 0);
+  EXPECT_EQ(call.at("engine_name").string_value(), "eng0_k2=1");
 }
 
 TEST_F(ResultsTest, AHostLaunchedWinnerCarriesWhatTheRuntimeBuildsAndCallsItWith) {

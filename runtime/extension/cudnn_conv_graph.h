@@ -94,6 +94,18 @@ struct Conv {
   std::vector<EpilogueStep> epilogue;
 };
 
+// The operand of a kBias step of a graph whose output is `y`: one value per output channel,
+// contiguous, as dims [1, K, 1...] (the conv's bias, or an add of a [K], [K, 1, 1] or
+// [1, K, 1, 1] tensor).
+inline Tensor BiasOperand(const Tensor& y) {
+  Tensor bias;
+  bias.dims.assign(y.dims.size(), 1);
+  bias.dims[1] = y.dims[1];
+  bias.strides.assign(y.dims.size(), 1);
+  bias.strides[0] = y.dims[1];
+  return bias;
+}
+
 enum class Heuristic { kA, kB, kFallback };
 inline constexpr int kHeuristics = 3;
 

@@ -76,11 +76,7 @@ forge_cudnn::Conv GraphOf(const CudnnConvCall& call) {
     graph_step.scalar = static_cast<float>(step.scalar);
     graph_step.upper = static_cast<float>(step.upper);
     if (step.step == ConvStep::kBias) {
-      // A contiguous per-channel vector: [1, K, 1...].
-      graph_step.operand.dims.assign(call.y.dims.size(), 1);
-      graph_step.operand.dims[1] = call.y.dims[1];
-      graph_step.operand.strides.assign(call.y.dims.size(), 1);
-      graph_step.operand.strides[0] = call.y.dims[1];
+      graph_step.operand = forge_cudnn::BiasOperand(conv.y);
     } else if (step.step == ConvStep::kResidual) {
       graph_step.operand = GraphTensor(call.residuals[residual++]);
     }

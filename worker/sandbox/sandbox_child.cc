@@ -248,20 +248,15 @@ class ChildServer {
       case CandidateKind::kCudnn:
         return LoadCudnn(candidate, kernel);
       case CandidateKind::kAtenFallback: {
-        if (codegen::IsSdpaLibraryTemplate(kernel.template_name)) {
-          // An SDPA backend's candidate: its rewritten group (one SDPA call, that backend)
-          // through ATen; the judge still compares against the task's own ops.
-          FORGE_ASSIGN_OR_RETURN(
-              const forge::v1::KernelTask rewritten,
-              codegen::SdpaLibraryTask(candidate.task(), codegen::SchedulePoint{
-                                                             kernel.template_name,
-                                                             kernel.parameters}));
-          FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
-                                 options_.load_aten_fallback(*device_, rewritten));
-          return runnable;
-        }
+        // The ATen fallback, or an SDPA backend's candidate: its rewritten group (one SDPA call,
+        // that backend) through ATen; the judge still compares against the task's own ops.
+        FORGE_ASSIGN_OR_RETURN(
+            const forge::v1::KernelTask executed,
+            codegen::AtenExecutedTask(candidate.task(), codegen::SchedulePoint{
+                                                            kernel.template_name,
+                                                            kernel.parameters}));
         FORGE_ASSIGN_OR_RETURN(RunnableCandidate runnable,
-                               options_.load_aten_fallback(*device_, candidate.task()));
+                               options_.load_aten_fallback(*device_, executed));
         return runnable;
       }
     }

@@ -285,6 +285,12 @@ absl::StatusOr<forge::v1::KernelTask> SdpaLibraryTask(const forge::v1::KernelTas
   return rewritten;
 }
 
+absl::StatusOr<forge::v1::KernelTask> AtenExecutedTask(const forge::v1::KernelTask& task,
+                                                       const SchedulePoint& point) {
+  if (!IsSdpaLibraryTemplate(point.template_name)) return task;
+  return SdpaLibraryTask(task, point);
+}
+
 absl::Status SdpaLibraryFamily::Applies(const forge::v1::KernelTask& task) const {
   return Analyze(task).status();
 }

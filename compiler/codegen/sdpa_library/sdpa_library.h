@@ -41,6 +41,13 @@ absl::string_view SdpaBackendOf(absl::string_view template_name);
 absl::StatusOr<forge::v1::KernelTask> SdpaLibraryTask(const forge::v1::KernelTask& task,
                                                       const SchedulePoint& point);
 
+// The task that a candidate run through ATen (Executor::kAten) executes: for this family's
+// templates SdpaLibraryTask (one scaled_dot_product_attention call, that backend), for any other
+// template (the ATen fallback) the task itself. The worker's sandbox, the generators benchmark and
+// the plan's writer (client/forge/results.cc) all ask this one function.
+absl::StatusOr<forge::v1::KernelTask> AtenExecutedTask(const forge::v1::KernelTask& task,
+                                                       const SchedulePoint& point);
+
 class SdpaLibraryFamily : public KernelFamily {
  public:
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_SDPA_LIBRARY; }

@@ -108,6 +108,20 @@ TEST(SdpaLibraryTest, ExplicitAttentionBecomesOneSdpaCallWithTheBackend) {
   EXPECT_TRUE(PlanAtenFallback(*rewritten).ok()) << PlanAtenFallback(*rewritten).status();
 }
 
+TEST(SdpaLibraryTest, AnAtenCandidateRunsTheRewrittenTaskOrTheTaskItself) {
+  const forge::v1::KernelTask task = AttentionTask("explicit_attention");
+  absl::StatusOr<forge::v1::KernelTask> sdpa =
+      AtenExecutedTask(task, SchedulePoint{"sdpa_math", {}});
+  ASSERT_TRUE(sdpa.ok()) << sdpa.status();
+  EXPECT_EQ(SdpaNode(*sdpa).attributes().at(kSdpaBackendAttribute), "math");
+  absl::StatusOr<forge::v1::KernelTask> fallback =
+      AtenExecutedTask(task, SchedulePoint{std::string(AtenFallbackFamily::kTemplateName), {}});
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->SerializeAsString(), task.SerializeAsString());
+  // A backend the task cannot take is the rewrite's error, not the task run otherwise.
+  EXPECT_FALSE(AtenExecutedTask(task, SchedulePoint{"sdpa_flash", {}}).ok());
+}
+
 TEST(SdpaLibraryTest, AMaskThatIsNotCausalIsPassedAsTheKeptScores) {
   forge::v1::KernelTask task = AttentionTask("explicit_attention");
   // tril(ones, 1): the mask keeps one key past the diagonal, so it is not causal.

@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from forge._protos import graph_pb2
 from forge.runtime.executor import PlanModule, log
 from forge.runtime.extension import build_extension, cache_directory, extension_sources
+from forge.runtime.cudnn import cudnn_build
 from forge.runtime.host_launched import build_host_objects
 from forge.runtime.plan import Plan, PlanError, TensorLayout, read_plan
 
@@ -137,20 +138,27 @@ def _plan_and_graph(bundle_dir, graph):
     return plan, graph
 
 
-def _sources(plan: Plan, graph, target_arch: str, host_tasks=()):
-    layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
-    return extension_sources(plan, layouts, target_arch, graph=graph, host_tasks=host_tasks)
+def _sources(plan: Plan, graph, target_arch: str, host_tasks=(), cudnn=None):
+    return extension_sources(plan, plan.layouts(graph), target_arch, graph=graph,
+                             host_tasks=host_tasks, cudnn=cudnn)
 
 
 def _build(plan: Plan, graph, target_arch: str, build_root, verbose: bool):
     """Builds the host-launched steps' objects, then the extension, and loads the objects into
     its ops. Returns the sources, the extension's directory and why each host-launched task that
-    has no object runs through ATen (logged here, once)."""
+    has no object, and each cudnn_conv task when cuDNN is not found, runs through ATen (logged
+    here, once)."""
     root = pathlib.Path(build_root) if build_root else cache_directory() / "extensions"
     objects, fallbacks = build_host_objects(plan, root)
+    cudnn = None
+    cudnn_steps = [s for s in plan.compiled_steps() if s.implementation == "cudnn_conv"]
+    if cudnn_steps:
+        cudnn, why = cudnn_build()
+        if cudnn is None:
+            fallbacks.update((step.task, why) for step in cudnn_steps)
     for task, reason in fallbacks.items():
         log.warning("forge: task %s runs as ATen calls: %s", task[:12], reason)
-    sources = _sources(plan, graph, target_arch, host_tasks=objects)
+    sources = _sources(plan, graph, target_arch, host_tasks=objects, cudnn=cudnn)
     directory = build_extension(sources, build_root=build_root, verbose=verbose)
     for task, op in sources.host_ops.items():
         getattr(torch.ops.forge, f"{op}_load")(str(objects[task]))
@@ -220,7 +228,7 @@ def load_plan(bundle_dir: str | pathlib.Path, module: torch.nn.Module, *, graph=
         plan_op = sources.plan_op if use_plan_op else None
     return PlanModule(plan, graph, weights, ops, device, cuda_graphs=cuda_graphs,
                       output_structure=output_structure, plan_op=plan_op,
-                      aten_fallbacks=fallbacks)
+                      aten_fallbacks=fallbacks, sdpa_backends=not aten_only)
 
 
 __all__ = ["Plan", "PlanError", "PlanModule", "TensorLayout", "bind_weights", "build_bundle",

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import pathlib
 
+from google.protobuf import json_format
+
 from forge._protos import graph_pb2
+from forge.runtime.plan import SDPA_BACKEND_ATTRIBUTE
 
 _ROLES = {graph_pb2.INPUT_KIND_USER_INPUT: "input", graph_pb2.INPUT_KIND_PARAMETER: "parameter",
           graph_pb2.INPUT_KIND_BUFFER: "buffer"}
@@ -45,6 +48,31 @@ def aten_step(task: str, *nodes) -> dict:
         outputs += list(node.outputs)
     return {"task": task, "implementation": "aten", "nodes": [node.name for node in nodes],
             "inputs": inputs, "outputs": outputs}
+
+
+def sdpa_step(task: str, graph, backend: str, *nodes) -> dict:
+    """A step that runs `nodes` (among them one aten::scaled_dot_product_attention) as if ATen's
+    `backend` had won their task: its group is the nodes themselves with the attention call
+    marked, as codegen::SdpaLibraryTask marks an SDPA node (an explicit attention's rewrite is
+    the client's, client/forge/results.cc); its nodes are the fallback. The step's outputs are the
+    last node's: what the group computes before it stays inside the step."""
+    step = {**aten_step(task, *nodes), "outputs": list(nodes[-1].outputs)}
+    group = graph_pb2.Graph()
+    values = {v.name: v for v in graph.values}
+    written = [o for node in nodes for o in node.outputs]
+    for name in dict.fromkeys(step["inputs"] + written):
+        group.values.add().CopyFrom(values[name])
+    for node in nodes:
+        copy = group.nodes.add()
+        copy.CopyFrom(node)
+        if node.op == "aten::scaled_dot_product_attention":
+            copy.attributes[SDPA_BACKEND_ATTRIBUTE] = backend
+    for name in step["inputs"]:
+        group.inputs.add(value_name=name, kind=graph_pb2.INPUT_KIND_USER_INPUT)
+    for name in step["outputs"]:
+        group.outputs.add(value_name=name, kind=graph_pb2.OUTPUT_KIND_USER_OUTPUT)
+    return {**step, "implementation": "sdpa", "sdpa_backend": backend,
+            "sdpa_group": json_format.MessageToDict(group, preserving_proto_field_name=True)}
 
 
 def pointwise_kernel(expression: str, inputs: int, count: int) -> str:

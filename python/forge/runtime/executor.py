@@ -36,7 +36,8 @@ from torch.utils import _pytree as pytree
 
 from forge._protos import graph_pb2
 from forge.export import _LAYOUTS, _MEMORY_FORMATS
-from forge.runtime.plan import _TORCH_DTYPES, Plan, PlanError, Step, TensorLayout
+from forge.runtime.plan import (_TORCH_DTYPES, SDPA_BACKEND_ATTRIBUTE, Plan, PlanError, Step,
+                                TensorLayout)
 
 log = logging.getLogger("forge.runtime")
 
@@ -130,6 +131,20 @@ def aten_nodes(step: Step, nodes: Mapping[str, object]) -> list[AtenNode]:
     return [AtenNode.of(nodes[name]) for name in step.nodes]
 
 
+def sdpa_nodes(step: Step) -> list[tuple[AtenNode, str]]:
+    """The nodes an sdpa step runs when its backend takes the call, in order, each with the SDPA
+    backend it runs under ("" for the views and the epilogue around the call)."""
+    return [(AtenNode.of(node), node.attributes.get(SDPA_BACKEND_ATTRIBUTE, ""))
+            for node in step.sdpa_group.nodes]
+
+
+def sdpa_refusal(step: Step, err: Exception) -> str:
+    """Why an sdpa step runs its task's nodes: ATen's own words, first line."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return (f"its call of ATen's {step.sdpa_backend} attention backend failed on this device "
+            f"and torch ({first}); its task's nodes run instead")
+
+
 def user_inputs(graph) -> list[str]:
     """The values of the graph's user inputs, in the order forward takes them."""
     return [i.value_name for i in graph.inputs if i.kind == graph_pb2.INPUT_KIND_USER_INPUT]
@@ -192,6 +207,24 @@ class PlanOp:
     inputs: tuple[str, ...]
 
 
+# SDPA backends by plan.json's names, as torch.nn.attention.sdpa_kernel takes them.
+_SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                  "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
+
+
+def _under_backend(call: Callable[[dict], None], backend: str) -> Callable[[dict], None]:
+    """`call` with only `backend` of scaled_dot_product_attention enabled (sdpa_kernel: ATen's
+    process-wide switches, put back after the call), as the worker ran it (aten/reference.cc)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = getattr(SDPBackend, _SDPA_BACKENDS[backend])
+
+    def run(env: dict) -> None:
+        with sdpa_kernel(chosen):
+            call(env)
+    return run
+
+
 def _aligned(tensor: torch.Tensor) -> bool:
     """The judge runs kernels on buffers that start at an allocation, so kernels may access
     their arguments in 16-byte vectors: a tensor that starts elsewhere is staged."""
@@ -208,15 +241,18 @@ class PlanModule(torch.nn.Module):
     def __init__(self, plan: Plan, graph, weights: Mapping[str, torch.Tensor],
                  ops: Mapping[str, str], device: torch.device, *, cuda_graphs: bool,
                  output_structure: pytree.TreeSpec | None, plan_op: PlanOp | None = None,
-                 aten_fallbacks: Mapping[str, str] | None = None):
+                 aten_fallbacks: Mapping[str, str] | None = None, sdpa_backends: bool = True):
         super().__init__()
         # Why tasks whose winner the extension could not run (a host-launched object that could
-        # not be built) run as their ATen calls, by task digest.
+        # not be built, an SDPA backend that refused the call) run as their ATen calls, by task
+        # digest.
         self.aten_fallbacks = dict(aten_fallbacks or {})
+        # Whether sdpa steps run their backend's call (else their task's nodes: aten_only).
+        self.sdpa_backends = sdpa_backends
         self.plan = plan
         self.device = device  # load_plan's, with its index
         self.ops = dict(ops)  # task digest -> name under torch.ops.forge
-        self._layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
+        self._layouts = plan.layouts(graph)
         self._weights = dict(weights)
         self._inputs = user_inputs(graph)
         self._outputs = user_outputs(graph)
@@ -251,6 +287,8 @@ class PlanModule(torch.nn.Module):
         self._single_output = leaf and len(self._outputs) == 1
 
     def _compile(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
+        if step.implementation == "sdpa" and self.sdpa_backends:
+            return self._compile_sdpa(step, nodes)
         if step.task not in self.ops:
             calls = [_AtenCall(node, self.device) for node in aten_nodes(step, nodes)]
 
@@ -271,6 +309,37 @@ class PlanModule(torch.nn.Module):
             op(*arguments, *results)
             env.update(zip(names, results))
         return run_op
+
+    def _compile_sdpa(self, step: Step, nodes: Mapping[str, object]) -> Callable[[dict], None]:
+        """The step's one attention call under its backend; the task's nodes from the first
+        refusal on (logged, and kept in aten_fallbacks), as the plan op does. Either way its
+        outputs leave with the strides the graph records: a backend may lay its result out
+        otherwise than the one the export ran, and a later step (a view) may rely on them."""
+        calls = [_AtenCall(node, self.device) for node, _ in sdpa_nodes(step)]
+        calls = [_under_backend(call, backend) if backend else call
+                 for call, (_, backend) in zip(calls, sdpa_nodes(step))]
+        fallback = [_AtenCall(node, self.device) for node in aten_nodes(step, nodes)]
+        outputs = [(name, self._layouts[name]) for name in step.outputs]
+        refused = []
+
+        def run_sdpa(env: dict) -> None:
+            if not refused:
+                try:
+                    for call in calls:
+                        call(env)
+                except RuntimeError as err:
+                    refused.append(sdpa_refusal(step, err))
+                    self.aten_fallbacks[step.task] = refused[0]
+                    log.warning("forge: %s: %s", step.describe(), refused[0])
+            if refused:
+                for call in fallback:
+                    call(env)
+            for name, layout in outputs:
+                if not layout.matches(env[name]):
+                    staged = layout.empty(self.device)
+                    staged.copy_(env[name])
+                    env[name] = staged
+        return run_sdpa
 
     def _conform(self, tensor: torch.Tensor, layout: TensorLayout) -> torch.Tensor:
         if layout.matches(tensor) and _aligned(tensor):
@@ -445,19 +514,33 @@ class PlanModule(torch.nn.Module):
             else:
                 outputs = self._run(inputs)
         if self.plan_op is not None and len(leaves) == len(inputs):
+            self._note_sdpa_refusals()
             # From now on one call of the plan op (or of its replay) per forward.
             weights = self._plan_weights
             self._fast = self._op_replay or (lambda args: self._plan_call([*args, *weights]))
         return self._structured(outputs)
 
+    def _note_sdpa_refusals(self) -> None:
+        """The plan op's sdpa steps whose backend refused at the first call, into aten_fallbacks
+        (as the Python executor keeps them): the op says why per step, by its description."""
+        if not any(step.implementation == "sdpa" for step in self.plan.steps):
+            return
+        refusals = getattr(torch.ops.forge, f"{self.plan_op}_sdpa_refusals")(self.device)
+        for refusal in refusals:
+            for step in self.plan.steps:
+                if refusal.startswith(f"{step.describe()}: "):
+                    self.aten_fallbacks[step.task] = refusal[len(step.describe()) + 2:]
+
     def step_summary(self) -> str:
         """How the steps run, e.g. "4 kernel, 1 library, 15 aten"."""
         counts: dict[str, int] = {}
         for step in self.plan.steps:
-            kind = step.implementation if step.task in self.ops else "aten"
+            runs_sdpa = step.implementation == "sdpa" and self.sdpa_backends
+            kind = step.implementation if step.task in self.ops or runs_sdpa else "aten"
             counts[kind] = counts.get(kind, 0) + 1
         return ", ".join(f"{counts[kind]} {kind}" for kind in ("kernel", "host_launched",
-                                                                "library", "aten")
+                                                                "library", "cudnn_conv", "sdpa",
+                                                                "aten")
                          if kind in counts)
 
     def extra_repr(self) -> str:

@@ -24,7 +24,8 @@ import torch
 
 from forge._protos import graph_pb2
 from forge.runtime.executor import (VECTOR_BYTES, WARMUP_RUNS, AtenNode, PlanOp, RecordedArgument,
-                                    aten_nodes, user_inputs, user_outputs)
+                                    aten_nodes, sdpa_nodes, user_inputs, user_outputs)
+from forge.runtime.cudnn import CudnnBuild
 from forge.runtime.plan import Plan, PlanError, Step, TensorLayout
 
 # The templates: $FORGE_RUNTIME_ROOT/extension, else the copy an installed SDK carries
@@ -34,7 +35,7 @@ _RUNTIME_ROOT = pathlib.Path(os.environ.get("FORGE_RUNTIME_ROOT") or (
     _PACKAGED_RUNTIME_ROOT if (_PACKAGED_RUNTIME_ROOT / "extension").is_dir()
     else pathlib.Path(__file__).resolve().parents[3] / "runtime"))
 _TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "host_launched.h", "ops.cpp.in",
-                   "kernel.cu.in", "plan.cpp.in")
+                   "kernel.cu.in", "plan.cpp.in", "cudnn_conv_graph.h", "cudnn_conv_step.h")
 # Where a host-launched step's source finds the ABI header, under an include directory.
 _ABI_HEADER = "compiler/codegen/host_launch_abi.h"
 
@@ -45,6 +46,12 @@ _SCALAR_TYPES = {
     torch.int32: "at::kInt", torch.int64: "at::kLong", torch.uint8: "at::kByte",
     torch.bool: "at::kBool", torch.complex64: "at::kComplexFloat",
 }
+# cudnn_conv_graph.h's names of a graph's dtypes, epilogue steps and heuristic modes.
+_CUDNN_TYPES = {torch.float32: "kFloat", torch.float16: "kHalf", torch.bfloat16: "kBFloat16"}
+_CUDNN_STEPS = {"bias": "kBias", "residual": "kResidual", "scale": "kScale", "relu": "kRelu",
+                "gelu": "kGelu", "gelu_tanh": "kGeluTanh", "silu": "kSilu",
+                "sigmoid": "kSigmoid", "tanh": "kTanh"}
+_CUDNN_HEURISTICS = ("kA", "kB", "kFallback")
 _EPILOGUES = {"NONE": "kNone", "BIAS": "kBias", "RELU": "kRelu", "RELU_BIAS": "kReluBias",
               "GELU": "kGelu", "GELU_BIAS": "kGeluBias"}
 
@@ -96,6 +103,9 @@ class ExtensionSources:
     plan_op: PlanOp | None = None  # the op that runs the whole plan (built with the graph)
     # task digest -> op of its host-launched step; torch.ops.forge.<op>_load(path) loads its object
     host_ops: dict[str, str] = dataclasses.field(default_factory=dict)
+    # What building with cuDNN adds (cudnn_conv steps): include directories, linker flags.
+    include_paths: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()
 
 
 def _cpp_list(values) -> str:
@@ -107,22 +117,24 @@ def _layout_literal(layout: TensorLayout) -> str:
             f"{_cpp_list(layout.strides)}}}")
 
 
-def extension_steps(plan: Plan, host_tasks) -> list[Step]:
-    """The steps the extension runs: kernel and library steps that can run as planned, and the
-    host-launched ones among them whose task has its object (`host_tasks`); every other step
-    runs as its ATen calls."""
+def extension_steps(plan: Plan, host_tasks, cudnn: CudnnBuild | None = None) -> list[Step]:
+    """The steps the extension runs: kernel and library steps that can run as planned, the
+    host-launched ones among them whose task has its object (`host_tasks`), and the cudnn_conv
+    ones when cuDNN was found (`cudnn`); every other step runs as its ATen calls."""
     return [s for s in plan.compiled_steps()
-            if s.implementation != "host_launched" or s.task in host_tasks]
+            if (s.implementation != "host_launched" or s.task in host_tasks) and
+            (s.implementation != "cudnn_conv" or cudnn is not None)]
 
 
 class _Generator:
     def __init__(self, plan: Plan, layouts: Mapping[str, TensorLayout], target_arch: str,
-                 graph=None, host_tasks=()):
+                 graph=None, host_tasks=(), cudnn: CudnnBuild | None = None):
         self.plan, self.layouts, self.target_arch, self.graph = plan, layouts, target_arch, graph
         self.templates = _templates()
+        self.cudnn = cudnn
         # One op per task: every instance of a task runs its one winner.
         self.steps: dict[str, list[Step]] = {}
-        for step in extension_steps(plan, host_tasks):
+        for step in extension_steps(plan, host_tasks, cudnn):
             self.steps.setdefault(step.task, []).append(step)
         for steps in self.steps.values():
             for step in steps:
@@ -144,16 +156,22 @@ class _Generator:
             sha.update(repr((task, step.candidate, step.implementation, step.kernel_name,
                              step.launch, step.library_call, step.library_algorithm,
                              step.epilogue_inputs, step.runtime_args, step.nvcc_flags,
-                             step.compile_options,
+                             step.compile_options, step.cudnn_conv,
                              [self.layouts[v] for v in step.inputs + step.outputs])).encode())
             if step.source is not None:
                 sha.update(step.source.read_bytes())
             if step.implementation == "host_launched":
                 sha.update((step.include / _ABI_HEADER).read_bytes())
+            if step.implementation == "cudnn_conv":
+                sha.update(repr((self.cudnn.include_paths, self.cudnn.ldflags,
+                                 self.cudnn.digest)).encode())
         if self.graph is not None:  # the plan op runs every step, the graph's nodes included
             sha.update(self.graph.SerializeToString(deterministic=True))
-            sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs)
-                             for s in self.plan.steps]).encode())
+            sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs,
+                              s.sdpa_backend) for s in self.plan.steps]).encode())
+            for step in self.plan.steps:
+                if step.sdpa_group is not None:
+                    sha.update(step.sdpa_group.SerializeToString(deterministic=True))
         return sha.hexdigest()
 
     def kernel_file(self, step: Step, symbol: str, launcher: str) -> str:
@@ -189,6 +207,8 @@ class _Generator:
                 f"{{{', '.join(inputs + outputs)}}}, kRuntimeArgs, kOp);",
                 "}"]
             return "\n".join(lines)
+        if step.implementation == "cudnn_conv":
+            return "\n".join(lines + self.cudnn_lines(step, inputs) + ["}"])
         if step.implementation == "library":
             call = step.library_call
             operand = lambda m: (f"{{{m.input}, {str(m.transposed).lower()}, {m.leading_dim}, "
@@ -217,6 +237,40 @@ class _Generator:
         lines.append("}")
         return "\n".join(lines)
 
+    @staticmethod
+    def cudnn_lines(step: Step, inputs: list[str]) -> list[str]:
+        """A cudnn_conv op's body: its step (the graph, built at the first call on a device) and
+        the run over the op's tensors."""
+        call = step.cudnn_conv
+        tensor = lambda t: f"{{{_cpp_list(t.dims)}, {_cpp_list(t.strides)}}}"
+        residuals = iter(call.residuals)
+        steps, operands = [], []
+        for conv_step in call.epilogue:
+            operand = {"bias": "forge_cudnn::BiasOperand(conv.y)",
+                       "residual": None}.get(conv_step.step, "forge_cudnn::Tensor{}")
+            if operand is None:
+                operand = f"forge_cudnn::Tensor{tensor(next(residuals))}"
+            steps.append(f"{{forge_cudnn::Step::{_CUDNN_STEPS[conv_step.step]}, {operand}, "
+                         f"static_cast<float>({_cpp_double(conv_step.scalar)})}}")
+            operands.append(inputs[conv_step.input] if conv_step.input >= 0 else "at::Tensor()")
+        return [
+            "  static forge_runtime::CudnnConvStep* const step = new forge_runtime::CudnnConvStep(",
+            "      [] {",
+            "        forge_cudnn::Conv conv;",
+            f"        conv.type = forge_cudnn::DataType::{_CUDNN_TYPES[call.dtype]};",
+            f"        conv.x = {tensor(call.x)};",
+            f"        conv.w = {tensor(call.w)};",
+            f"        conv.y = {tensor(call.y)};",
+            f"        conv.padding = {_cpp_list(call.padding)};",
+            f"        conv.stride = {_cpp_list(call.stride)};",
+            f"        conv.dilation = {_cpp_list(call.dilation)};",
+            f"        conv.epilogue = {{{', '.join(steps)}}};",
+            "        return conv;",
+            f"      }}(), forge_cudnn::Heuristic::{_CUDNN_HEURISTICS[call.heuristic]}, "
+            f"{call.engine}, {_cpp_string(call.engine_name)});",
+            f"  step->Run({inputs[call.x_input]}, {inputs[call.w_input]}, "
+            f"{{{', '.join(operands)}}}, out0, kOp);"]
+
     def step_indices(self, step: Step) -> str:
         """The plan steps that run step's task, "3, 7": they share its op."""
         return ", ".join(str(s.index) for s in self.steps[step.task])
@@ -226,6 +280,9 @@ class _Generator:
             what = f"generated kernel {step.kernel_name}"
         elif step.implementation == "host_launched":
             what = f"host-launched {step.kernel_name} (a shared object nvcc built)"
+        elif step.implementation == "cudnn_conv":
+            what = (f"cuDNN fused graph, heuristic {step.cudnn_conv.heuristic} engine "
+                    f"{step.cudnn_conv.engine} ({step.cudnn_conv.engine_name or 'not recorded'})")
         else:
             algorithm = (f" ({step.library_algorithm})" if step.library_algorithm
                          else " (not recorded: the index alone)")
@@ -269,6 +326,11 @@ class _Generator:
         if host_ops:
             declarations.insert(0, '#include "host_launched.h"')
             files["host_launched.h"] = self.templates["host_launched.h"]
+        cudnn = any(s[0].implementation == "cudnn_conv" for s in self.steps.values())
+        if cudnn:  # the frontend's headers cost seconds: only in extensions that use them
+            declarations.insert(0, '#include "cudnn_conv_step.h"')
+            for header in ("cudnn_conv_graph.h", "cudnn_conv_step.h"):
+                files[header] = self.templates[header]
         files["forge_ops.cpp"] = _fill(self.templates["ops.cpp.in"], {
             "PLAN_DIGEST": digest[:16], "JOB": self.plan.job or "-",
             "MODEL": self.plan.model or "-", "LAUNCHER_DECLARATIONS": "\n".join(declarations),
@@ -286,23 +348,31 @@ class _Generator:
             files[header] = self.templates[header]
         return ExtensionSources(name=f"forge_plan_{digest[:16]}", files=files, ops=ops,
                                 cuda_flags=gencode_flags(self.target_arch), plan_op=plan_op,
-                                host_ops={task: op for task, op in ops.items() if op in host_ops})
+                                host_ops={task: op for task, op in ops.items() if op in host_ops},
+                                include_paths=self.cudnn.include_paths if cudnn else (),
+                                ldflags=self.cudnn.ldflags if cudnn else ())
 
 
 class _PlanOpGenerator:
     """The plan op's source (plan.cpp.in): the plan's steps in order over a table of values, each
     kernel or library step calling its task's op function, each ATen step its nodes' operators,
-    with the arguments that executor.RecordedArgument describes for the Python executor too."""
+    with the arguments that executor.RecordedArgument describes for the Python executor too. An
+    sdpa step calls its group's nodes, the attention call with only its backend enabled, and its
+    task's nodes once that backend has refused (executor.PlanModule._compile_sdpa)."""
 
     def __init__(self, plan: Plan, graph, layouts: Mapping[str, TensorLayout],
                  ops: Mapping[str, str]):
         self.layouts, self.ops = layouts, ops
         nodes = {node.name: node for node in graph.nodes}
-        # Each step with the nodes it calls as ATen operators; None for a step that calls its
-        # task's op.
-        self.steps: list[tuple[Step, list[AtenNode] | None]] = [
-            (step, None if step.task in ops else aten_nodes(step, nodes)) for step in plan.steps]
-        reads = {name for step, calls in self.steps for name in self.reads(step, calls)}
+        # Each step with the nodes it calls as ATen operators (None for a step that calls its
+        # task's op) and, for an sdpa step, the nodes of its attention call with their backends.
+        self.steps: list[tuple[Step, list[AtenNode] | None,
+                               list[tuple[AtenNode, str]] | None]] = [
+            (step, None if step.task in ops else aten_nodes(step, nodes),
+             sdpa_nodes(step) if step.implementation == "sdpa" else None)
+            for step in plan.steps]
+        reads = {name for step, calls, sdpa in self.steps
+                 for name in self.reads(step, calls) + self.reads(step, self.sdpa_calls(sdpa))}
         self.outputs = user_outputs(graph)
         weights = [i.value_name for i in graph.inputs
                    if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
@@ -311,9 +381,10 @@ class _PlanOpGenerator:
         self.inputs = user_inputs(graph) + weights
         # Places in the table: the inputs, then the values in the order steps write them.
         self.places = {name: place for place, name in enumerate(self.inputs)}
-        for step, calls in self.steps:
+        for step, calls, sdpa in self.steps:
             # An ATen step's nodes run one after another: each reads what the ones before wrote.
-            for unit in [None] if calls is None else [[call] for call in calls]:
+            units = [None] if calls is None else [[call] for call in calls]
+            for unit in [[call] for call in self.sdpa_calls(sdpa) or ()] + units:
                 missing = [name for name in self.reads(step, unit) if name not in self.places]
                 if missing:
                     raise PlanError(f"{step.describe()} reads '{missing[0]}', which neither the "
@@ -326,6 +397,10 @@ class _PlanOpGenerator:
         for name in self.places:
             if name not in layouts or layouts[name].dtype not in _SCALAR_TYPES:
                 raise PlanError(f"value '{name}' has no layout the plan op can hold")
+
+    @staticmethod
+    def sdpa_calls(sdpa: list[tuple[AtenNode, str]] | None) -> list[AtenNode] | None:
+        return None if sdpa is None else [call for call, _ in sdpa]
 
     @staticmethod
     def reads(step: Step, calls: list[AtenNode] | None) -> list[str]:
@@ -367,12 +442,38 @@ class _PlanOpGenerator:
                 f"     {{{arguments}}},\n"
                 f"     {_cpp_list(self.place(o) for o in call.outputs)}}}")
 
-    def step(self, step: Step, calls: list[AtenNode] | None, first_call: int) -> str:
+    @staticmethod
+    def aten_lines(calls: list[AtenNode], first_call: int, indent: str) -> list[str]:
+        return [f"{indent}state.Aten({first_call + i}).Run(values);  // {call.op}.{call.overload}"
+                for i, call in enumerate(calls)]
+
+    def sdpa_step(self, step: Step, sdpa: list[tuple[AtenNode, str]], calls: list[AtenNode],
+                  first_call: int, index: int) -> list[str]:
+        """An sdpa step: its attention call (the sdpa nodes at first_call), or from the first
+        refusal on its task's nodes (after them); then its outputs in the graph's strides."""
+        lines = [f"  if (!state.SdpaRefused({index})) {{", "    try {"]
+        for i, (call, backend) in enumerate(sdpa):
+            run = f"state.Aten({first_call + i}).Run(values);"
+            if backend:
+                run = (f"{{ const OnlySdpaBackend only(OnlySdpaBackend::{_SDPA_BACKENDS[backend]}"
+                       f"); {run} }}")
+            lines.append(f"      {run}  // {call.op}.{call.overload}")
+        lines += ["    } catch (const c10::Error& error) {",
+                  f"      state.RefuseSdpa({index}, {_cpp_string(step.describe())}, "
+                  f"{_cpp_string(step.sdpa_backend)}, error);",
+                  "    }", "  }", f"  if (state.SdpaRefused({index})) {{"]
+        lines += self.aten_lines(calls, first_call + len(sdpa), "    ")
+        return lines + ["  }"] + [f"  state.Relayout(values, {self.place(name)});"
+                                   for name in step.outputs]
+
+    def step(self, step: Step, calls: list[AtenNode] | None,
+             sdpa: list[tuple[AtenNode, str]] | None, first_call: int, sdpa_index: int) -> str:
         header = f"  // {_cpp_comment(step.describe())}: {_cpp_comment(', '.join(step.nodes))}"
+        if sdpa is not None:
+            return "\n".join([header] + self.sdpa_step(step, sdpa, calls, first_call,
+                                                        sdpa_index))
         if calls is not None:
-            return "\n".join([header] + [
-                f"  state.Aten({first_call + i}).Run(values);  // {call.op}.{call.overload}"
-                for i, call in enumerate(calls)])
+            return "\n".join([header] + self.aten_lines(calls, first_call, "  "))
         inputs = [f"in{i}" for i in range(len(step.inputs))]
         outputs = [f"out{i}" for i in range(len(step.outputs))]
         lines = [header, "  {"]
@@ -384,12 +485,13 @@ class _PlanOpGenerator:
         return "\n".join(lines)
 
     def generate(self, template: str, name: str) -> str:
-        steps, nodes = [], []
-        for step, calls in self.steps:
-            steps.append(self.step(step, calls, len(nodes)))
-            nodes += [self.node(call) for call in calls or ()]
+        steps, nodes, sdpa_steps = [], [], 0
+        for step, calls, sdpa in self.steps:
+            steps.append(self.step(step, calls, sdpa, len(nodes), sdpa_steps))
+            nodes += [self.node(call) for call in (self.sdpa_calls(sdpa) or []) + (calls or [])]
+            sdpa_steps += sdpa is not None
         outputs = set(self.outputs)
-        arena = [name for step, calls in self.steps if calls is None for name in step.outputs
+        arena = [name for step, calls, _ in self.steps if calls is None for name in step.outputs
                  if name not in outputs]
         return _fill(template, {
             "PLAN_OP": name, "VECTOR_BYTES": VECTOR_BYTES, "WARMUP_RUNS": WARMUP_RUNS,
@@ -398,8 +500,14 @@ class _PlanOpGenerator:
             "INPUTS": _cpp_list(self.place(n) for n in self.inputs),
             "OUTPUTS": _cpp_list(self.place(n) for n in self.outputs),
             "ARENA_VALUES": _cpp_list(self.place(n) for n in arena),
+            "SDPA_STEP_COUNT": sdpa_steps,
             "LAYOUTS": ",\n".join(f"    {_layout_literal(self.layouts[n])}" for n in self.places),
             "ATEN_NODES": ",\n".join(nodes), "STEPS": "\n".join(steps)})
+
+
+# The plan op's names of the SDPA backends (plan.cpp.in's OnlySdpaBackend).
+_SDPA_BACKENDS = {"flash": "kFlash", "efficient": "kEfficient", "cudnn": "kCudnn",
+                  "math": "kMath"}
 
 
 _CPP_LAYOUTS = {torch.strided: "at::kStrided", torch.sparse_coo: "at::kSparse",
@@ -464,16 +572,17 @@ def _ivalue(argument: RecordedArgument) -> str:
 
 def extension_sources(plan: Plan, layouts: Mapping[str, TensorLayout],
                       target_arch: str | None = None, *, graph=None,
-                      host_tasks=()) -> ExtensionSources:
+                      host_tasks=(), cudnn: CudnnBuild | None = None) -> ExtensionSources:
     """The extension's sources for the plan's kernel and library steps (nothing is compiled).
     `layouts` gives every value's layout by name; `target_arch` defaults to the plan's. With
     `graph` (the job's forge.v1.Graph), the extension also registers the whole plan as one op.
     Host-launched steps get an op when their task is in `host_tasks` (their objects were built:
-    forge.runtime.host_launched); the others run as their ATen calls."""
+    forge.runtime.host_launched); the others run as their ATen calls. cudnn_conv steps get an op
+    when `cudnn` (forge.runtime.cudnn.cudnn_build) says how to build with cuDNN."""
     arch = target_arch or plan.target_arch
     if not arch:
         raise PlanError("plan.json names no target_arch: pass the GPU's (e.g. sm_90)")
-    return _Generator(plan, layouts, arch, graph, host_tasks).generate()
+    return _Generator(plan, layouts, arch, graph, host_tasks, cudnn).generate()
 
 
 # Extensions loaded into this process, by name: loading a second copy of one (built under
@@ -509,8 +618,9 @@ def build_extension(sources: ExtensionSources, *, build_root: str | pathlib.Path
                            extra_cuda_cflags=["-O3", *sources.cuda_flags],
                            # cpp_extension puts $CUDA_HOME/lib64 on the link path; libcublasLt
                            # is linked even without library steps, as torch loads it anyway.
-                           extra_ldflags=["-lcublasLt"],
-                           extra_include_paths=[str(source_dir)], build_directory=str(build_dir),
+                           extra_ldflags=["-lcublasLt", *sources.ldflags],
+                           extra_include_paths=[str(source_dir), *sources.include_paths],
+                           build_directory=str(build_dir),
                            is_python_module=False, verbose=verbose,
                            # The ops use CUDA's headers even when the plan has no kernel file.
                            with_cuda=True)

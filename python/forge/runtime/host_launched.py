@@ -49,17 +49,30 @@ def nvcc_path() -> str | None:
     return shutil.which("nvcc")
 
 
-def cutlass_include() -> pathlib.Path | None:
-    """Where CUTLASS's headers are (see the module's comment); None when nowhere."""
+def find_include(environment: str, package: str, inside: str, pinned: pathlib.Path | None,
+                 marker: str) -> pathlib.Path | None:
+    """A library's directory: $`environment`, else `inside` the importable `package`, else
+    `pinned` (scripts/setup's copy), the first that holds the file `marker`; None when none
+    does."""
     candidates = []
-    if os.environ.get("FORGE_CUTLASS_INCLUDE"):
-        candidates.append(pathlib.Path(os.environ["FORGE_CUTLASS_INCLUDE"]))
-    spec = importlib.util.find_spec("cutlass_library")
+    if os.environ.get(environment):
+        candidates.append(pathlib.Path(os.environ[environment]))
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):  # a parent package that is not there
+        spec = None
     if spec is not None and spec.submodule_search_locations:
         for location in spec.submodule_search_locations:
-            candidates.append(pathlib.Path(location) / "source" / "include")
-    candidates.append(PINNED_CUTLASS)
-    return next((c for c in candidates if (c / "cutlass" / "version.h").is_file()), None)
+            candidates.append(pathlib.Path(location) / inside)
+    if pinned is not None:
+        candidates.append(pinned)
+    return next((c for c in candidates if (c / marker).is_file()), None)
+
+
+def cutlass_include() -> pathlib.Path | None:
+    """Where CUTLASS's headers are (see the module's comment); None when nowhere."""
+    return find_include("FORGE_CUTLASS_INCLUDE", "cutlass_library", "source/include",
+                        PINNED_CUTLASS, "cutlass/version.h")
 
 
 def cutlass_version(include: pathlib.Path) -> str:

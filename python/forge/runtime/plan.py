@@ -7,7 +7,11 @@ generated kernel (tasks/<task>/kernel.cu, its extern "C" kernel and launch), a c
 measured, when the bundle records it; plus the epilogue kernel of "cublaslt_then_pointwise"), or
 the ATen calls of its nodes, or a host-launched translation unit (CUTLASS: tasks/<task>/kernel.cu,
 built with nvcc into a shared object whose entry points compiler/codegen/host_launch_abi.h
-defines, with the bundle's `nvcc_flags`, its `compile_options` and its `runtime_args`). Steps bind the task's inputs and outputs to buffers by value name, in
+defines, with the bundle's `nvcc_flags`, its `compile_options` and its `runtime_args`), or one
+of ATen's fused attention backends (`sdpa`: `sdpa_group`, the group the worker ran, one
+scaled_dot_product_attention call with `sdpa_backend`, and the task's own nodes to fall back on),
+or a cuDNN fused graph (`cudnn_conv`: the call, codegen::CudnnConvCall, as JSON).
+Steps bind the task's inputs and outputs to buffers by value name, in
 KernelTask order, which is the order of the kernel's pointer arguments
 (compiler/codegen/generated_kernel.h).
 """
@@ -22,13 +26,20 @@ import re
 
 import torch
 
+from google.protobuf import json_format
+
+from forge._protos import graph_pb2
 from forge.client import ForgeError
 from forge.export import _DTYPES
 
 _TORCH_DTYPES = {proto: dtype for dtype, proto in _DTYPES.items()}
 
 PLAN_FORMAT = "forge.plan.v1"
-IMPLEMENTATIONS = ("kernel", "host_launched", "library", "aten")
+IMPLEMENTATIONS = ("kernel", "host_launched", "library", "aten", "sdpa", "cudnn_conv")
+# ATen's scaled-dot-product-attention backends an sdpa step may name (codegen::SdpaBackendOf), and
+# the node attribute that marks the call to run with it (codegen::kSdpaBackendAttribute).
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
+SDPA_BACKEND_ATTRIBUTE = "forge.sdpa_backend"
 
 # common/dtype's names, as plan.json spells them.
 DTYPES = {
@@ -57,6 +68,96 @@ _EPILOGUE_INPUTS = re.compile(r"// epilogue kernel reads scratch, then task inpu
 
 class PlanError(ForgeError):
     """A bundle or plan that cannot be run; the message names the file, step or buffer."""
+
+
+# codegen::ConvStepName's names of a cuDNN graph's epilogue steps.
+CONV_STEPS = ("bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+CONV_DTYPES = ("float32", "float16", "bfloat16")
+CONV_HEURISTICS = 3  # 0 A, 1 B, 2 FALLBACK
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvTensor:
+    """A tensor as cuDNN sees it: dims in N, C, spatial... order and each one's element stride."""
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvStep:
+    step: str  # one of CONV_STEPS
+    input: int  # bias, residual: the operand's position among the task inputs; else -1
+    scalar: float  # scale
+
+
+@dataclasses.dataclass(frozen=True)
+class CudnnConvCall:
+    """codegen::CudnnConvCall: y = epilogue(conv_fprop(x, w)) as one cuDNN fused graph, with the
+    heuristic mode and engine index the worker measured and the engine's name there."""
+
+    dtype: torch.dtype
+    x_input: int
+    w_input: int
+    x: ConvTensor
+    w: ConvTensor
+    y: ConvTensor
+    padding: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    epilogue: tuple[ConvStep, ...]
+    residuals: tuple[ConvTensor, ...]  # the residual steps' tensors, in step order
+    heuristic: int
+    engine: int
+    engine_name: str
+
+    @staticmethod
+    def parse(entry: dict, inputs: int, where: str) -> "CudnnConvCall":
+        where = f"{where}: cudnn_conv"
+        ints = lambda key, owner=entry: _ints(owner, key, where)
+        tensor = lambda owner: ConvTensor(ints("dims", owner), ints("strides", owner))
+        index = lambda value: isinstance(value, int) and 0 <= value < inputs
+        dtype = _field(entry, "dtype", where, str)
+        if dtype not in CONV_DTYPES:
+            raise PlanError(f"{where}: dtype {dtype!r} is not one of {CONV_DTYPES}")
+        x, w, y = (tensor(_field(entry, key, where, dict)) for key in ("x", "w", "y"))
+        rank = len(x.dims)
+        if rank not in (4, 5) or any(len(t.dims) != rank or len(t.strides) != rank
+                                     for t in (x, w, y)):
+            raise PlanError(f"{where}: x, w and y need dims and strides of one rank, 4 or 5")
+        epilogue = []
+        for step in _field(entry, "epilogue", where, list):
+            name = _field(step, "step", where, str)
+            if name not in CONV_STEPS:
+                raise PlanError(f"{where}: epilogue step {name!r} is not one of {CONV_STEPS}")
+            operand = _field(step, "input", where, int)
+            reads = name in ("bias", "residual")
+            if (reads and not index(operand)) or (not reads and operand != -1):
+                raise PlanError(f"{where}: epilogue step {name} reads input {operand}, the step "
+                                f"has {inputs}")
+            epilogue.append(ConvStep(name, operand, float(step.get("scalar", 1.0))))
+        residuals = tuple(tensor(r) for r in _field(entry, "residuals", where, list))
+        if len(residuals) != sum(s.step == "residual" for s in epilogue):
+            raise PlanError(f"{where}: {len(residuals)} residual tensors for "
+                            f"{sum(s.step == 'residual' for s in epilogue)} residual steps")
+        x_input, w_input = (_field(entry, key, where, int) for key in ("x_input", "w_input"))
+        heuristic, engine = (_field(entry, key, where, int) for key in ("heuristic", "engine"))
+        if not (index(x_input) and index(w_input)) or not 0 <= heuristic < CONV_HEURISTICS or \
+                engine < 0:
+            raise PlanError(f"{where}: x_input {x_input}, w_input {w_input}, heuristic "
+                            f"{heuristic} or engine {engine} out of range")
+        return CudnnConvCall(DTYPES[dtype], x_input, w_input, x, w, y, ints("padding"),
+                             ints("stride"), ints("dilation"), _field(entry, "groups", where, int),
+                             tuple(epilogue), residuals, heuristic, engine,
+                             entry.get("engine_name", ""))
+
+
+def _ints(entry: dict, key: str, where: str) -> tuple[int, ...]:
+    values = _field(entry, key, where, list)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise PlanError(f"{where}: field '{key}' should be a list of integers, got {values!r}")
+    return tuple(values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,11 +296,19 @@ class Step:
     compile_options: tuple[str, ...] = ()
     runtime_args: tuple[int, ...] = ()
     include: pathlib.Path | None = None
+    # "sdpa": the backend, and the group that runs the task as one scaled_dot_product_attention
+    # call with it (a forge.v1.Graph; its values renamed into the plan's: the group's inputs and
+    # outputs are the step's, its other values "step<index>/<name>"). The step's nodes are what
+    # runs when the backend refuses at run time.
+    sdpa_backend: str = ""
+    sdpa_group: graph_pb2.Graph | None = dataclasses.field(default=None, compare=False)
+    # "cudnn_conv": the fused graph the step's op builds (runtime/extension/cudnn_conv_step.h).
+    cudnn_conv: CudnnConvCall | None = None
 
     @property
     def runnable_as_planned(self) -> bool:
         """False when the winner's source could not be regenerated: the step then runs as ATen."""
-        if self.implementation == "aten":
+        if self.implementation in ("aten", "sdpa"):
             return True
         if self.source_error:
             return False
@@ -207,12 +316,16 @@ class Step:
             return bool(self.kernel_name) and self.source is not None
         if self.implementation == "host_launched":
             return self.source is not None and self.include is not None
+        if self.implementation == "cudnn_conv":
+            return self.cudnn_conv is not None
         return self.library_call is not None and (not self.kernel_name or self.source is not None)
 
     def describe(self) -> str:
         what = {"kernel": f"kernel {self.kernel_name}", "library": "cuBLASLt call",
                 "host_launched": f"host-launched {self.kernel_name}",
-                "aten": "ATen calls"}[self.implementation]
+                "aten": "ATen calls",
+                "sdpa": f"ATen's {self.sdpa_backend} attention",
+                "cudnn_conv": "cuDNN fused graph"}[self.implementation]
         return f"step {self.index} (task {self.task[:12]}, {what})"
 
 
@@ -229,7 +342,18 @@ class Plan:
 
     def compiled_steps(self) -> list[Step]:
         """Steps that need the extension: kernel and library steps that can run as planned."""
-        return [s for s in self.steps if s.implementation != "aten" and s.runnable_as_planned]
+        return [s for s in self.steps
+                if s.implementation not in ("aten", "sdpa") and s.runnable_as_planned]
+
+    def layouts(self, graph) -> dict[str, TensorLayout]:
+        """Every value's layout by name: the graph's values, then the values that sdpa steps'
+        groups compute inside the step."""
+        layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
+        for step in self.steps:
+            if step.sdpa_group is not None:
+                for value in step.sdpa_group.values:
+                    layouts.setdefault(value.name, TensorLayout.of_value(value))
+        return layouts
 
 
 def _field(entry: dict, key: str, where: str, kind=None):
@@ -293,6 +417,11 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
         host = _host_launched(entry, directory, where)
         if source is None:
             source_error = source_error or "the host-launched step has no source"
+    if implementation == "sdpa":
+        host = _sdpa(entry, index, inputs, outputs, where)
+    if implementation == "cudnn_conv":
+        host = {"cudnn_conv": CudnnConvCall.parse(_field(entry, "cudnn_conv", where, dict),
+                                                  len(inputs), where)}
     if implementation == "library" and kernel_name and epilogue_inputs is None:
         source_error = source_error or f"{source} does not say which inputs its epilogue reads"
     return Step(index=index, task=_field(entry, "task", where, str), implementation=implementation,
@@ -313,6 +442,65 @@ def _host_launched(entry: dict, directory: pathlib.Path, where: str) -> dict:
     include = directory / _field(entry, "include", where, str)
     return {"nvcc_flags": strings("nvcc_flags"), "compile_options": strings("compile_options"),
             "runtime_args": tuple(runtime_args), "include": include}
+
+
+def _sdpa(entry: dict, index: int, inputs: tuple[str, ...], outputs: tuple[str, ...],
+          where: str) -> dict:
+    """An sdpa step's backend and group (Step's), the group's values renamed into the plan's."""
+    backend = _field(entry, "sdpa_backend", where, str)
+    if backend not in SDPA_BACKENDS:
+        raise PlanError(f"{where}: sdpa_backend {backend!r} is not one of {SDPA_BACKENDS}")
+    group = graph_pb2.Graph()
+    try:
+        json_format.ParseDict(_field(entry, "sdpa_group", where, dict), group)
+    except json_format.ParseError as err:
+        raise PlanError(f"{where}: sdpa_group is not a forge.v1.Graph: {err}") from err
+    if len(group.inputs) != len(inputs) or len(group.outputs) != len(outputs):
+        raise PlanError(f"{where}: sdpa_group has {len(group.inputs)} inputs and "
+                        f"{len(group.outputs)} outputs, the step {len(inputs)} and {len(outputs)}")
+    marked = [n.name for n in group.nodes if SDPA_BACKEND_ATTRIBUTE in n.attributes]
+    if len(marked) != 1 or any(n.attributes[SDPA_BACKEND_ATTRIBUTE] != backend
+                               for n in group.nodes if n.name in marked):
+        raise PlanError(f"{where}: sdpa_group must have one node with {SDPA_BACKEND_ATTRIBUTE} "
+                        f"{backend!r}, has {marked}")
+    names = {i.value_name: name for i, name in zip(group.inputs, inputs)}
+    names.update((o.value_name, name) for o, name in zip(group.outputs, outputs))
+    return {"sdpa_backend": backend, "sdpa_group": _renamed(group, names, f"step{index}/")}
+
+
+def _renamed(group, names: dict[str, str], prefix: str):
+    """`group` with value `v` renamed to names[v], or prefix + v for values not in `names`, and
+    nodes to prefix + their name; the renamed inputs' and outputs' Value entries are dropped (the
+    plan's graph describes those)."""
+    rename = lambda name: names.get(name, prefix + name)
+    renamed = graph_pb2.Graph()
+    renamed.values.extend(v for v in group.values if v.name not in names)
+    for value in renamed.values:
+        value.name = rename(value.name)
+    for graph_input in group.inputs:
+        renamed.inputs.add().CopyFrom(graph_input)
+        renamed.inputs[-1].value_name = rename(graph_input.value_name)
+    for output in group.outputs:
+        renamed.outputs.add().CopyFrom(output)
+        renamed.outputs[-1].value_name = rename(output.value_name)
+    for source in group.nodes:
+        node = renamed.nodes.add()
+        node.CopyFrom(source)
+        node.name = prefix + source.name
+        node.outputs[:] = [rename(o) for o in source.outputs]
+        for argument in node.arguments:
+            kind = argument.WhichOneof("value")
+            if kind == "tensor":
+                argument.tensor = rename(argument.tensor)
+            elif kind == "optional_tensor" and argument.optional_tensor.HasField("value_name"):
+                argument.optional_tensor.value_name = rename(argument.optional_tensor.value_name)
+            elif kind == "tensors":
+                argument.tensors.value_names[:] = [rename(v) for v in argument.tensors.value_names]
+            elif kind == "optional_tensors":
+                for item in argument.optional_tensors.items:
+                    if item.HasField("value_name"):
+                        item.value_name = rename(item.value_name)
+    return renamed
 
 
 def _strings(entry: dict, key: str, where: str) -> list[str]:
