@@ -32,7 +32,7 @@ class StencilFamily : public KernelFamily {
  public:
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_STENCIL; }
   absl::string_view name() const override { return "stencil"; }
-  absl::string_view generator_version() const override { return "stencil-1"; }
+  absl::string_view generator_version() const override { return "stencil-2"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

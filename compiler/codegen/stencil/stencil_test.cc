@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -143,12 +144,22 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   absl::StatusOr<std::vector<TemplateSpace>> spaces =
       family.ScheduleSpace(DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
-  ASSERT_EQ(spaces->size(), 2u);
+  ASSERT_EQ(spaces->size(), 3u);
   EXPECT_EQ(
       DefaultPoint((*spaces)[0]).parameters,
       (std::map<std::string, int64_t>{
           {"threads_x", 32}, {"threads_y", 8}, {"outputs_per_thread", 1}, {"stage_in_shared", 1}}));
   EXPECT_EQ((*spaces)[1].template_name, "channels_last");
+  // The register-tiled template is offered beside them: 4 x 8 outputs a thread, 8 x 16 threads
+  // covering the 56 x 56 plane, staged and stored in vectors of 8 columns.
+  EXPECT_EQ((*spaces)[2].template_name, "tiled");
+  EXPECT_EQ(DefaultPoint((*spaces)[2]).parameters,
+            (std::map<std::string, int64_t>{{"threads_x", 8},
+                                            {"threads_y", 16},
+                                            {"columns_per_thread", 8},
+                                            {"rows_per_thread", 4},
+                                            {"planes_per_block", 1},
+                                            {"vector_width", 8}}));
   // Channels-last: channel vectors of 16 bytes (8 bf16) first.
   spaces = family.ScheduleSpace(
       DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true));
@@ -176,7 +187,7 @@ TEST(StencilTest, PlanLaunchesATilePerBlockAndHintsVectors) {
   EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{32 * 384 * 7, 1, 1}));
   EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{32, 8, 1}));
   EXPECT_EQ(plan->hints.unrolled_elements, 2);
-  EXPECT_EQ(plan->generator_version, "stencil-1");
+  EXPECT_EQ(plan->generator_version, "stencil-2");
 
   const KernelTask nhwc =
       DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
@@ -221,6 +232,184 @@ TEST(StencilTest, SourceFusesPrologueEpilogueAndVectors) {
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kCountIncludePad = 0;"));
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kOH = 8;"));  // ceil_mode
+}
+
+// The tiled template: a block stages each of its planes' input tile (vectors of columns, aligned
+// in the input), a thread reads each input row its 4 x 8 outputs need once and keeps the 49
+// weights in registers. Every point the sample draws compiles for sm_90 without spills.
+TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
+  StencilFamily family;
+  const KernelTask task = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false);
+  const SchedulePoint point = {"tiled",
+                               {{"threads_x", 8},
+                                {"threads_y", 16},
+                                {"columns_per_thread", 8},
+                                {"rows_per_thread", 4},
+                                {"planes_per_block", 1},
+                                {"vector_width", 8}}};
+  absl::StatusOr<LaunchPlan> plan = family.Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // One block a plane: 64 x 64 outputs cover 56 x 56.
+  EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{32 * 384, 1, 1}));
+  EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{8, 16, 1}));
+  EXPECT_EQ(plan->hints.vector_width, 8);
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr int kRowsPerThread = 4;"));
+  EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeBFloat16, 8>"));  // 8 columns of x
+  // Two planes a block of a small plane, with an affine + ReLU prologue before a max pool.
+  SchedulePoint pool_point = {"tiled",
+                              {{"threads_x", 4},
+                               {"threads_y", 4},
+                               {"columns_per_thread", 2},
+                               {"rows_per_thread", 2},
+                               {"planes_per_block", 2},
+                               {"vector_width", 1}}};
+  const KernelTask pool = AffineReluMaxPoolTask(kF32, {2, 64, 14, 14}, {3, 2, 1, 1});
+  plan = family.Plan(pool, pool_point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{64, 1, 1}));  // 128 planes, 2 a block
+  EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{4, 4, 2}));
+
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const auto& [sampled, name] : std::vector<std::pair<KernelTask, std::string>>{
+           {task, "dw7 bf16"},
+           {DepthwiseConvTask(kF16, {4, 144, 56, 56}, {3, 2, 1, 1}, false, true), "dw3/2 f16"},
+           {DepthwiseConvTask(kF32, {2, 32, 30, 30}, {3, 1, 2, 2}, true, false), "dilated f32"},
+           {AvgPoolTask(kF64, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false), "avg pool f64"},
+           {pool, "affine relu max pool f32"}}) {
+    std::vector<SchedulePoint> tiled;
+    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
+      if (valid.template_name == "tiled") tiled.push_back(valid);
+    }
+    ASSERT_GT(tiled.size(), 10u) << name;
+    for (const SchedulePoint& sample : EvenSample(tiled, 6)) {
+      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
+      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
+      kernels.push_back(*generated);
+      labels.push_back(absl::StrCat(name, " ", Label(sample)));
+    }
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
+}
+
+TEST(StencilTest, TiledValidateNamesTheViolatedConstraint) {
+  StencilFamily family;
+  const KernelTask task = DepthwiseConvTask(kBF16, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
+  auto reason = [&](std::map<std::string, int64_t> changes) {
+    SchedulePoint point = {"tiled",
+                           {{"threads_x", 8},
+                            {"threads_y", 16},
+                            {"columns_per_thread", 8},
+                            {"rows_per_thread", 4},
+                            {"planes_per_block", 1},
+                            {"vector_width", 8}}};
+    for (const auto& [name, value] : changes) point.parameters[name] = value;
+    return std::string(family.Validate(task, point).message());
+  };
+  EXPECT_EQ(reason({}), "");
+  EXPECT_THAT(reason({{"columns_per_thread", 4}}), HasSubstr("must divide columns_per_thread 4"));
+  EXPECT_THAT(reason({{"threads_x", 32}}), HasSubstr("past the 56 output columns"));
+  EXPECT_THAT(reason({{"threads_y", 32}}), HasSubstr("past the 56 output rows"));
+  EXPECT_THAT(reason({{"threads_y", 2}, {"threads_x", 1}}), HasSubstr("needs a warp"));
+  EXPECT_THAT(reason({{"threads_y", 32}, {"planes_per_block", 8}, {"rows_per_thread", 1}}),
+              HasSubstr("to 1024 threads"));
+  // 8 planes of 70 x 80 staged floats: 179 KB.
+  EXPECT_THAT(reason({{"planes_per_block", 8}}), HasSubstr("bytes of shared memory"));
+  EXPECT_THAT(reason({{"rows_per_thread", 1}, {"planes_per_block", 64}}),
+              HasSubstr("planes_per_block"));
+  // float32 weights: 4-byte elements, at most 4 to a 16-byte vector.
+  const KernelTask f32 = DepthwiseConvTask(kF32, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
+  EXPECT_THAT(std::string(family
+                              .Validate(f32, {"tiled",
+                                              {{"threads_x", 8},
+                                               {"threads_y", 16},
+                                               {"columns_per_thread", 8},
+                                               {"rows_per_thread", 4},
+                                               {"planes_per_block", 1},
+                                               {"vector_width", 8}}})
+                              .message()),
+              HasSubstr("exceeds a 16-byte access"));
+  // A 31 x 31 kernel is not unrolled: the template is not offered.
+  const KernelTask large = DepthwiseConvTask(kF32, {1, 8, 64, 64}, {31, 1, 15, 1}, false, false);
+  EXPECT_THAT(std::string(family.Validate(large, {"tiled", {}}).message()),
+              HasSubstr("is not one of the task's: planar, channels_last"));
+}
+
+// A global average pool over 56 x 56 (an SE block's squeeze) and other windows that share no
+// input, of 64 elements or more, over an NCHW input: a window per 128 threads by default, in
+// vectors of 8 columns.
+TEST(StencilTest, LargeWindowsAreReducedByManyThreads) {
+  StencilFamily family;
+  const KernelTask task = AdaptiveAvgPoolTask(kBF16, {32, 256, 56, 56}, {1, 1});
+  absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  ASSERT_EQ(spaces->front().template_name, "window_reduce");
+  const SchedulePoint point = DefaultPoint(spaces->front());
+  EXPECT_EQ(point.parameters, (std::map<std::string, int64_t>{{"threads_per_window", 128},
+                                                              {"windows_per_block", 1},
+                                                              {"vector_width", 8}}));
+  absl::StatusOr<LaunchPlan> plan = family.Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{32 * 256, 1, 1}));
+  EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr int kStoreWidth = 1;"));
+  EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeBFloat16, 8>"));
+
+  // ResNet's 7 x 7 global pool (49 elements) keeps planar first, window_reduce offered; a 3 x 3
+  // max pool of stride 2 (overlapping windows) is not offered it; channels-last keeps its own.
+  spaces = family.ScheduleSpace(AdaptiveAvgPoolTask(kF32, {32, 512, 7, 7}, {1, 1}));
+  ASSERT_TRUE(spaces.ok());
+  EXPECT_EQ(spaces->front().template_name, "planar");
+  EXPECT_EQ(spaces->back().template_name, "window_reduce");
+  spaces = family.ScheduleSpace(AffineReluMaxPoolTask(kF32, {2, 64, 56, 56}, {3, 2, 1, 1}));
+  ASSERT_TRUE(spaces.ok());
+  for (const TemplateSpace& space : *spaces) EXPECT_NE(space.template_name, "window_reduce");
+  const KernelTask nhwc = AvgPoolTask(kF16, {4, 64, 32, 32}, {8, 8, 0, 1}, false, true, true);
+  spaces = family.ScheduleSpace(nhwc);
+  ASSERT_TRUE(spaces.ok());
+  EXPECT_EQ(spaces->front().template_name, "channels_last");
+  EXPECT_EQ(spaces->back().template_name, "window_reduce");
+
+  const SchedulePoint odd = {"window_reduce",
+                             {{"threads_per_window", 32},
+                              {"windows_per_block", 4},
+                              {"vector_width", 4}}};
+  const KernelTask odd_pool = AvgPoolTask(kF32, {2, 8, 30, 30}, {6, 6, 0, 1}, false, true);
+  EXPECT_THAT(std::string(family.Validate(odd_pool, odd).message()),
+              HasSubstr("a window 6 wide"));
+  EXPECT_THAT(std::string(family
+                              .Validate(task, {"window_reduce",
+                                               {{"threads_per_window", 512},
+                                                {"windows_per_block", 4},
+                                                {"vector_width", 8}}})
+                              .message()),
+              HasSubstr("to 1024 threads"));
+
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const auto& [sampled, name] : std::vector<std::pair<KernelTask, std::string>>{
+           {task, "global avg pool bf16"},
+           {AdaptiveAvgPoolTask(kF32, {2, 64, 12, 12}, {1, 1}), "global avg pool f32 12x12"},
+           {AffineReluMaxPoolTask(kF64, {2, 8, 16, 16}, {8, 8, 0, 1}), "max pool 8/8 f64"},
+           {odd_pool, "avg pool 6/6 f32"},
+           {nhwc, "avg pool 8/8 channels-last f16"}}) {
+    std::vector<SchedulePoint> reduce;
+    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
+      if (valid.template_name == "window_reduce") reduce.push_back(valid);
+    }
+    ASSERT_GE(reduce.size(), 4u) << name;
+    for (const SchedulePoint& sample : EvenSample(reduce, 4)) {
+      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
+      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
+      kernels.push_back(*generated);
+      labels.push_back(absl::StrCat(name, " ", Label(sample)));
+    }
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
 
 TEST(StencilTest, ValidateNamesTheViolatedConstraint) {
