@@ -241,6 +241,12 @@ absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const Sten
                                          {"kPlanesPerBlock", layout.planes}});
       body = kTiledBody;
       break;
+    case Template::kChannelsLastTiled:
+      constants.insert(constants.end(), {{"kChannelThreads", layout.threads_x},
+                                         {"kColumnThreads", layout.threads_y},
+                                         {"kRowThreads", layout.threads_z}});
+      body = kChannelsLastTiledBody;
+      break;
     case Template::kWindowReduce:
       constants.insert(constants.end(), {{"kWindowThreads", layout.threads},
                                          {"kWindowsPerBlock", layout.planes}});

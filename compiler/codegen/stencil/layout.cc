@@ -35,6 +35,13 @@ int64_t WidestVector(const StencilTask& analysis, Accepts accepts) {
   return width;
 }
 
+// channels_last_tiled's input and accumulator registers per thread.
+int64_t ChannelsLastTileRegisters(const StencilTask& analysis, int64_t columns, int64_t width) {
+  const int64_t input_columns =
+      (columns - 1) * analysis.stride[1] + (analysis.kernel[1] - 1) * analysis.dilation[1] + 1;
+  return (input_columns + columns) * width;
+}
+
 bool TiledApplies(const StencilTask& analysis) {
   return analysis.kernel[0] <= kMaxTiledTaps && analysis.kernel[1] <= kMaxTiledTaps;
 }
@@ -81,6 +88,35 @@ TemplateSpace TiledSpace(const StencilTask& analysis) {
            {"columns_per_thread", {1, 2, 4, 8}, columns},
            {"rows_per_thread", {1, 2, 4}, rows},
            {"planes_per_block", {1, 2, 4, 8}, planes},
+           {"vector_width", {1, 2, 4, 8}, width}}};
+}
+
+// channels_last_tiled's default: channel vectors as wide as divide C, 4 (or fewer) columns a
+// thread, a chunk of up to 16 vectors, column and row threads up to about 128 threads a block.
+TemplateSpace ChannelsLastTiledSpace(const StencilTask& analysis) {
+  const int64_t width = WidestVector(analysis, [&](int64_t v) { return analysis.c % v == 0; });
+  int64_t columns = analysis.ow >= 8 ? 4 : 1;
+  while (columns > 1 && ChannelsLastTileRegisters(analysis, columns, width) >
+                            kMaxChannelsLastTileRegisters) {
+    columns /= 2;
+  }
+  int64_t channel_threads = PowerOfTwoCover(analysis.c / width, 16);
+  Layout layout;
+  layout.kind = Template::kChannelsLastTiled;
+  layout.width = width;
+  layout.threads_x = channel_threads;
+  while (layout.threads_x > 4 && StagedBytes(analysis, layout) > kMaxStagedBytes) {
+    layout.threads_x /= 2;
+  }
+  const int64_t column_threads =
+      PowerOfTwoCover((analysis.ow + columns - 1) / columns, std::max<int64_t>(1, 32 / layout.threads_x));
+  const int64_t row_threads = PowerOfTwoCover(
+      analysis.oh, std::max<int64_t>(1, 128 / (layout.threads_x * column_threads)));
+  return {kChannelsLastTiledTemplate,
+          {{"channel_threads", {4, 8, 16, 32}, std::max<int64_t>(4, layout.threads_x)},
+           {"column_threads", {1, 2, 4, 8}, std::min<int64_t>(8, column_threads)},
+           {"row_threads", {1, 2, 4, 8}, std::min<int64_t>(8, row_threads)},
+           {"columns_per_thread", {1, 2, 4, 8}, columns},
            {"vector_width", {1, 2, 4, 8}, width}}};
 }
 
@@ -144,12 +180,58 @@ int64_t LaunchBlocks(const StencilTask& analysis, const Layout& layout) {
              Blocks(analysis.ow, layout.threads_x * layout.outputs);
     case Template::kWindowReduce:
       return Blocks(analysis.n * analysis.c * analysis.oh * analysis.ow, layout.planes);
+    case Template::kChannelsLastTiled:
+      return analysis.n * Blocks(analysis.c, layout.threads_x * layout.width) *
+             Blocks(analysis.oh, layout.threads_z) *
+             Blocks(analysis.ow, layout.threads_y * layout.outputs);
     case Template::kChannelsLast:
       break;
   }
   return Blocks(
       analysis.n * analysis.oh * Blocks(analysis.ow, layout.outputs) * (analysis.c / layout.width),
       layout.threads);
+}
+
+absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
+  if (layout.BlockThreads() < 32) {
+    return absl::InvalidArgumentError(absl::StrCat("threads_x ", layout.threads_x, " x threads_y ",
+                                                   layout.threads_y,
+                                                   " is less than a warp per block"));
+  }
+  if (layout.outputs > 1 && (layout.outputs - 1) * layout.threads_x >= analysis.ow) {
+    return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
+                                                   " leaves a thread's last outputs past the ",
+                                                   analysis.ow, " output columns of every tile"));
+  }
+  if (layout.threads_y / 2 >= analysis.oh && layout.BlockThreads() / 2 >= 32) {
+    return absl::InvalidArgumentError(absl::StrCat("threads_y ", layout.threads_y,
+                                                   " leaves most rows of the tile past the ",
+                                                   analysis.oh, " output rows"));
+  }
+  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the staged input tile takes ", bytes,
+                                                   " bytes of shared memory, more than ",
+                                                   kMaxStagedBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateChannelsLast(const StencilTask& analysis, const Layout& layout) {
+  if (analysis.c % layout.width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vector_width ", layout.width, " does not divide the ", analysis.c, " channels"));
+  }
+  if (layout.width * analysis.widest_access > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
+                                                   analysis.widest_access,
+                                                   "-byte elements exceeds a 16-byte access"));
+  }
+  if (layout.outputs > 1 && layout.outputs / 2 >= analysis.ow) {
+    return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
+                                                   " exceeds twice the ", analysis.ow,
+                                                   " output columns"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateBlockThreads(const Layout& layout) {
@@ -203,6 +285,40 @@ absl::Status ValidateTiled(const StencilTask& analysis, const Layout& layout) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateChannelsLastTiled(const StencilTask& analysis, const Layout& layout) {
+  if (absl::Status status = ValidateBlockThreads(layout); !status.ok()) return status;
+  if (absl::Status status = ValidateChannelsLast(analysis, layout); !status.ok()) return status;
+  if (const int64_t registers = ChannelsLastTileRegisters(analysis, layout.outputs, layout.width);
+      registers > kMaxChannelsLastTileRegisters) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "columns_per_thread ", layout.outputs, " x vector_width ", layout.width, " keeps ",
+        registers, " inputs and accumulators per thread; more than ",
+        kMaxChannelsLastTileRegisters));
+  }
+  const int64_t vectors = analysis.c / layout.width;
+  if (layout.threads_x > 4 && layout.threads_x / 2 >= vectors) {
+    return absl::InvalidArgumentError(absl::StrCat("channel_threads ", layout.threads_x,
+                                                   " leaves half of them idle for ", vectors,
+                                                   " channel vectors"));
+  }
+  if (layout.threads_y > 1 && layout.threads_y / 2 * layout.outputs >= analysis.ow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "column_threads ", layout.threads_y, " x columns_per_thread ", layout.outputs,
+        " leaves half of them past the ", analysis.ow, " output columns"));
+  }
+  if (layout.threads_z > 1 && layout.threads_z / 2 >= analysis.oh) {
+    return absl::InvalidArgumentError(absl::StrCat("row_threads ", layout.threads_z,
+                                                   " leaves half of them past the ", analysis.oh,
+                                                   " output rows"));
+  }
+  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the staged weights take ", bytes,
+                                                   " bytes of shared memory, more than ",
+                                                   kMaxStagedBytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateWindowReduce(const StencilTask& analysis, const Layout& layout) {
   if (absl::Status status = ValidateBlockThreads(layout); !status.ok()) return status;
   if (layout.width * analysis.widest_access > 16) {
@@ -226,48 +342,6 @@ absl::Status ValidateWindowReduce(const StencilTask& analysis, const Layout& lay
   if (layout.planes > 1 && layout.planes / 2 >= outputs) {
     return absl::InvalidArgumentError(absl::StrCat(
         "windows_per_block ", layout.planes, " exceeds twice the ", outputs, " windows"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
-  if (layout.BlockThreads() < 32) {
-    return absl::InvalidArgumentError(absl::StrCat("threads_x ", layout.threads_x, " x threads_y ",
-                                                   layout.threads_y,
-                                                   " is less than a warp per block"));
-  }
-  if (layout.outputs > 1 && (layout.outputs - 1) * layout.threads_x >= analysis.ow) {
-    return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
-                                                   " leaves a thread's last outputs past the ",
-                                                   analysis.ow, " output columns of every tile"));
-  }
-  if (layout.threads_y / 2 >= analysis.oh && layout.BlockThreads() / 2 >= 32) {
-    return absl::InvalidArgumentError(absl::StrCat("threads_y ", layout.threads_y,
-                                                   " leaves most rows of the tile past the ",
-                                                   analysis.oh, " output rows"));
-  }
-  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the staged input tile takes ", bytes,
-                                                   " bytes of shared memory, more than ",
-                                                   kMaxStagedBytes));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateChannelsLast(const StencilTask& analysis, const Layout& layout) {
-  if (analysis.c % layout.width != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vector_width ", layout.width, " does not divide the ", analysis.c, " channels"));
-  }
-  if (layout.width * analysis.widest_access > 16) {
-    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
-                                                   analysis.widest_access,
-                                                   "-byte elements exceeds a 16-byte access"));
-  }
-  if (layout.outputs > 1 && layout.outputs / 2 >= analysis.ow) {
-    return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
-                                                   " exceeds twice the ", analysis.ow,
-                                                   " output columns"));
   }
   return absl::OkStatus();
 }
@@ -297,6 +371,10 @@ int64_t StagedBytes(const StencilTask& analysis, const Layout& layout) {
                               layout.width;
       return layout.planes * InputTileRows(analysis, layout) * columns * AccBytes(analysis);
     }
+    case Template::kChannelsLastTiled:
+      return analysis.kind == StencilKind::kConv
+                 ? WindowTaps(analysis) * layout.threads_x * layout.width * AccBytes(analysis)
+                 : 0;
     case Template::kChannelsLast:
     case Template::kWindowReduce:
       break;
@@ -305,7 +383,8 @@ int64_t StagedBytes(const StencilTask& analysis, const Layout& layout) {
 }
 
 int LaneAxis(const Layout& layout) {
-  return layout.kind == Template::kChannelsLast ? 1 : 3;
+  return layout.kind == Template::kChannelsLast || layout.kind == Template::kChannelsLastTiled ? 1
+                                                                                               : 3;
 }
 
 std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
@@ -320,7 +399,10 @@ std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
     spaces.push_back(PlanarSpace(analysis));
     spaces.push_back(ChannelsLastSpace(analysis));
   }
-  if (TiledApplies(analysis)) spaces.push_back(TiledSpace(analysis));
+  if (TiledApplies(analysis)) {
+    spaces.push_back(TiledSpace(analysis));
+    spaces.push_back(ChannelsLastTiledSpace(analysis));
+  }
   if (WindowReduceApplies(analysis) && !reduce_first) {
     spaces.push_back(WindowReduceSpace(analysis));
   }
@@ -332,6 +414,7 @@ Layout LayoutOf(const SchedulePoint& point) {
       {kPlanarTemplate, Template::kPlanar},
       {kChannelsLastTemplate, Template::kChannelsLast},
       {kTiledTemplate, Template::kTiled},
+      {kChannelsLastTiledTemplate, Template::kChannelsLastTiled},
       {kWindowReduceTemplate, Template::kWindowReduce}};
   Layout layout;
   for (const auto& [name, kind] : kTemplates) {
@@ -350,6 +433,11 @@ Layout LayoutOf(const SchedulePoint& point) {
     layout.outputs = parameter("columns_per_thread", 1);
     layout.rows = parameter("rows_per_thread", 1);
     layout.planes = parameter("planes_per_block", 1);
+  } else if (layout.kind == Template::kChannelsLastTiled) {
+    layout.outputs = parameter("columns_per_thread", 1);
+    layout.threads_x = parameter("channel_threads", 4);
+    layout.threads_y = parameter("column_threads", 1);
+    layout.threads_z = parameter("row_threads", 1);
   } else if (layout.kind == Template::kWindowReduce) {
     layout.threads = parameter("threads_per_window", 32);
     layout.planes = parameter("windows_per_block", 1);
@@ -385,6 +473,8 @@ absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& poi
       return ValidateTiled(analysis, layout);
     case Template::kWindowReduce:
       return ValidateWindowReduce(analysis, layout);
+    case Template::kChannelsLastTiled:
+      return ValidateChannelsLastTiled(analysis, layout);
     case Template::kChannelsLast:
       break;
   }
@@ -417,6 +507,11 @@ LaunchDims LaunchOf(const StencilTask& analysis, const Layout& layout) {
       launch.block = {static_cast<uint32_t>(layout.threads),
                       static_cast<uint32_t>(layout.planes), 1};
       break;
+    case Template::kChannelsLastTiled:
+      launch.block = {static_cast<uint32_t>(layout.threads_x),
+                      static_cast<uint32_t>(layout.threads_y),
+                      static_cast<uint32_t>(layout.threads_z)};
+      break;
     case Template::kChannelsLast:
       launch.block = {static_cast<uint32_t>(layout.threads), 1, 1};
       break;
@@ -447,6 +542,9 @@ CostHints CostHintsOf(const forge::v1::KernelTask& task, const StencilTask& anal
       break;
     case Template::kWindowReduce:
       rows_per_block = layout.planes;
+      break;
+    case Template::kChannelsLastTiled:
+      rows_per_block = layout.threads_z;
       break;
   }
   hints.vector_width = layout.kind == Template::kPlanar ? 1 : layout.width;

@@ -27,6 +27,13 @@
 // other large-window pools, which planar computes a thread per window. For windows that share no
 // input (stride at least the window) of at least kMinWindowReduceTaps elements.
 //
+// Template "channels_last_tiled" (channels_last.cuh's order, register-tiled;
+// channels_last_tiled.cuh): a block covers `channel_threads` x `vector_width` consecutive channels
+// of a spatial tile of `row_threads` output rows by `column_threads` x `columns_per_thread` output
+// columns, its weights staged in shared memory tap-major; a thread computes `vector_width`
+// channels at `columns_per_thread` adjacent output columns, loading each input vector its windows
+// need once per kernel row. For kernels of at most kMaxTiledTaps taps a dim.
+//
 // planar and channels_last are offered for every task (both are correct for any strides), the
 // one that matches the largest input's memory order first, its default the task's; then tiled and
 // window_reduce where they apply. A window of kWindowReduceFirstTaps elements or more over an NCHW
@@ -47,6 +54,7 @@ namespace forge::codegen::stencil {
 inline constexpr char kPlanarTemplate[] = "planar";
 inline constexpr char kChannelsLastTemplate[] = "channels_last";
 inline constexpr char kTiledTemplate[] = "tiled";
+inline constexpr char kChannelsLastTiledTemplate[] = "channels_last_tiled";
 inline constexpr char kWindowReduceTemplate[] = "window_reduce";
 inline constexpr char kKernelName[] = "forge_stencil";
 // Static shared memory a staged input tile may take (the limit without an opt-in).
@@ -57,22 +65,26 @@ inline constexpr int64_t kMaxRegisterWeights = 64;
 inline constexpr int64_t kMaxTiledTaps = 16;
 // tiled's accumulators per thread (rows_per_thread x columns_per_thread) at most.
 inline constexpr int64_t kMaxTiledOutputs = 32;
+// channels_last_tiled's input and accumulator registers per thread ((input columns + outputs) x
+// vector_width) at most.
+inline constexpr int64_t kMaxChannelsLastTileRegisters = 128;
 // window_reduce is offered for windows of at least this many elements, and first (the default)
 // over an NCHW input from kWindowReduceFirstTaps on.
 inline constexpr int64_t kMinWindowReduceTaps = 32;
 inline constexpr int64_t kWindowReduceFirstTaps = 64;
 
-enum class Template { kPlanar, kChannelsLast, kTiled, kWindowReduce };
+enum class Template { kPlanar, kChannelsLast, kTiled, kChannelsLastTiled, kWindowReduce };
 
 struct Layout {
   Template kind = Template::kPlanar;
-  int64_t threads_x = 32;        // planar, tiled
-  int64_t threads_y = 8;         // planar, tiled
+  int64_t threads_x = 32;        // planar, tiled; channels_last_tiled: channel_threads
+  int64_t threads_y = 8;         // planar, tiled; channels_last_tiled: column_threads
+  int64_t threads_z = 1;         // channels_last_tiled: row_threads
   bool stage_in_shared = false;  // planar (tiled always stages)
-  int64_t width = 1;             // channels_last, tiled, window_reduce: vector_width
+  int64_t width = 1;             // vector_width (planar: 1)
   int64_t threads = 128;         // channels_last: threads_per_block; window_reduce:
                                  // threads_per_window
-  int64_t outputs = 1;           // outputs_per_thread (tiled: columns_per_thread)
+  int64_t outputs = 1;           // outputs_per_thread (the tiled ones: columns_per_thread)
   int64_t rows = 1;              // tiled: rows_per_thread
   int64_t planes = 1;            // tiled: planes_per_block; window_reduce: windows_per_block
 
@@ -82,6 +94,8 @@ struct Layout {
         return threads_x * threads_y;
       case Template::kTiled:
         return threads_x * threads_y * planes;
+      case Template::kChannelsLastTiled:
+        return threads_x * threads_y * threads_z;
       case Template::kWindowReduce:
         return threads * planes;
       case Template::kChannelsLast:
@@ -99,10 +113,10 @@ absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& poi
 // up to vector_width - 1 columns more, StagedBytes).
 int64_t InputTileRows(const StencilTask& analysis, const Layout& layout);
 int64_t InputTileColumns(const StencilTask& analysis, const Layout& layout);
-// The shared memory a point stages its input tiles in (0 without staging).
+// The shared memory a point stages its input tiles (channels_last_tiled: its weights) in.
 int64_t StagedBytes(const StencilTask& analysis, const Layout& layout);
 // The dim of (N, C, H, W) along which the element functions' vector lanes run: C for
-// channels_last, W for tiled and window_reduce (planar has one lane).
+// channels_last and channels_last_tiled, W for tiled and window_reduce (planar has one lane).
 int LaneAxis(const Layout& layout);
 // Whether `spec` (an input or output of shape (N, C, *, *)) is read or written a vector of
 // `width` elements along dim `axis` at a time: unit stride along it, every other stride and the

@@ -144,7 +144,7 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   absl::StatusOr<std::vector<TemplateSpace>> spaces =
       family.ScheduleSpace(DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
-  ASSERT_EQ(spaces->size(), 3u);
+  ASSERT_EQ(spaces->size(), 4u);
   EXPECT_EQ(
       DefaultPoint((*spaces)[0]).parameters,
       (std::map<std::string, int64_t>{
@@ -168,6 +168,14 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   EXPECT_EQ(DefaultPoint((*spaces)[0]).parameters,
             (std::map<std::string, int64_t>{
                 {"vector_width", 8}, {"outputs_per_thread", 1}, {"threads_per_block", 128}}));
+  // Its register-tiled template is offered last: 128 channels x 8 columns x 4 rows a block.
+  EXPECT_EQ(spaces->back().template_name, "channels_last_tiled");
+  EXPECT_EQ(DefaultPoint(spaces->back()).parameters,
+            (std::map<std::string, int64_t>{{"channel_threads", 16},
+                                            {"column_threads", 2},
+                                            {"row_threads", 4},
+                                            {"columns_per_thread", 4},
+                                            {"vector_width", 8}}));
   // Windows that do not overlap (a 2x2/2 pool) gain nothing from staging.
   spaces = family.ScheduleSpace(AvgPoolTask(kF32, {2, 24, 16, 16}, {2, 2, 0, 1}, false, true));
   ASSERT_TRUE(spaces.ok()) << spaces.status();
@@ -285,6 +293,63 @@ TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
     }
     ASSERT_GT(tiled.size(), 10u) << name;
     for (const SchedulePoint& sample : EvenSample(tiled, 6)) {
+      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
+      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
+      kernels.push_back(*generated);
+      labels.push_back(absl::StrCat(name, " ", Label(sample)));
+    }
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
+}
+
+// The channels_last_tiled template: a block stages its 128 channels' weights tap-major in shared
+// memory; a thread loads each input vector of 8 channels once per kernel row for its 4 columns.
+// A sample of its points compiles for sm_90 without spills.
+TEST(StencilTest, ChannelsLastTiledReusesInputVectors) {
+  StencilFamily family;
+  const KernelTask task =
+      DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true);
+  const SchedulePoint point = {"channels_last_tiled",
+                               {{"channel_threads", 16},
+                                {"column_threads", 2},
+                                {"row_threads", 4},
+                                {"columns_per_thread", 4},
+                                {"vector_width", 8}}};
+  absl::StatusOr<LaunchPlan> plan = family.Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // 32 samples x 14 row tiles x 7 column tiles x 3 chunks of 128 channels.
+  EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{32 * 14 * 7 * 3, 1, 1}));
+  EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{16, 2, 4}));
+  absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr int kChannelThreads = 16;"));
+  EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeBFloat16, 8>"));  // 8 channels of x
+
+  SchedulePoint wide = point;
+  wide.parameters["columns_per_thread"] = 8;
+  EXPECT_THAT(std::string(family.Validate(task, wide).message()),
+              HasSubstr("keeps 176 inputs and accumulators per thread"));
+  SchedulePoint many = point;
+  many.parameters["channel_threads"] = 32;
+  EXPECT_THAT(std::string(family.Validate(task, many).message()),
+              HasSubstr("bytes of shared memory"));
+
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const auto& [sampled, name] : std::vector<std::pair<KernelTask, std::string>>{
+           {task, "dw7 nhwc bf16"},
+           {DepthwiseConvTask(kF32, {2, 32, 29, 31}, {3, 2, 1, 1}, true, true, true),
+            "dw3/2 nhwc f32 gelu"},
+           {AffineReluMaxPoolTask(kBF16, {2, 64, 15, 15}, {3, 2, 0, 1}, true, true),
+            "affine relu max pool ceil nhwc bf16"},
+           {AvgPoolTask(kF16, {4, 48, 33, 32}, {2, 2, 0, 1}, false, true, true),
+            "avg pool nhwc f16"}}) {
+    std::vector<SchedulePoint> tiled;
+    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
+      if (valid.template_name == "channels_last_tiled") tiled.push_back(valid);
+    }
+    ASSERT_GT(tiled.size(), 10u) << name;
+    for (const SchedulePoint& sample : EvenSample(tiled, 5)) {
       absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
       ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
       kernels.push_back(*generated);
