@@ -279,8 +279,8 @@ TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
   EXPECT_EQ(plan->launch.grid, (std::array<uint32_t, 3>{64, 1, 1}));  // 128 planes, 2 a block
   EXPECT_EQ(plan->launch.block, (std::array<uint32_t, 3>{4, 4, 2}));
 
-  std::vector<GeneratedKernel> kernels;
-  std::vector<std::string> labels;
+  std::vector<GeneratedKernel> kernels = {*kernel};
+  std::vector<std::string> labels = {"dw7 bf16 default"};
   for (const auto& [sampled, name] : std::vector<std::pair<KernelTask, std::string>>{
            {task, "dw7 bf16"},
            {DepthwiseConvTask(kF16, {4, 144, 56, 56}, {3, 2, 1, 1}, false, true), "dw3/2 f16"},
@@ -334,8 +334,8 @@ TEST(StencilTest, ChannelsLastTiledReusesInputVectors) {
   EXPECT_THAT(std::string(family.Validate(task, many).message()),
               HasSubstr("bytes of shared memory"));
 
-  std::vector<GeneratedKernel> kernels;
-  std::vector<std::string> labels;
+  std::vector<GeneratedKernel> kernels = {*kernel};
+  std::vector<std::string> labels = {"dw7 nhwc bf16 default"};
   for (const auto& [sampled, name] : std::vector<std::pair<KernelTask, std::string>>{
            {task, "dw7 nhwc bf16"},
            {DepthwiseConvTask(kF32, {2, 32, 29, 31}, {3, 2, 1, 1}, true, true, true),
