@@ -256,10 +256,12 @@ absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const Sten
   for (const auto& [name, value] : constants) {
     absl::StrAppend(&source, "constexpr int ", name, " = ", value, ";\n");
   }
-  absl::StrAppend(&source, *load, functions.Parameters(), *store, kStencilPrelude);
-  absl::StrAppend(
-      &source, absl::StrReplaceAll(body, {{"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
-                                          {"FORGE_STENCIL_ARGUMENTS", KernelArgumentList(task)}}));
+  const std::vector<std::pair<std::string, std::string>> arguments = {
+      {"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
+      {"FORGE_STENCIL_ARGUMENTS", KernelArgumentList(task)}};
+  absl::StrAppend(&source, *load, functions.Parameters(), *store,
+                  absl::StrReplaceAll(kStencilPrelude, arguments),
+                  absl::StrReplaceAll(body, arguments));
   return source;
 }
 

@@ -192,6 +192,27 @@ int64_t LaunchBlocks(const StencilTask& analysis, const Layout& layout) {
       layout.threads);
 }
 
+// A point's staged tiles or weights (`what`) within kMaxStagedBytes of shared memory.
+absl::Status ValidateStagedBytes(const StencilTask& analysis, const Layout& layout,
+                                 absl::string_view what) {
+  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("staging the ", what, " takes ", bytes,
+                                                   " bytes of shared memory, more than ",
+                                                   kMaxStagedBytes));
+  }
+  return absl::OkStatus();
+}
+
+// A vector of the task's widest element within a 16-byte access.
+absl::Status ValidateVectorBytes(const StencilTask& analysis, const Layout& layout) {
+  if (layout.width * analysis.widest_access > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
+                                                   analysis.widest_access,
+                                                   "-byte elements exceeds a 16-byte access"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
   if (layout.BlockThreads() < 32) {
     return absl::InvalidArgumentError(absl::StrCat("threads_x ", layout.threads_x, " x threads_y ",
@@ -208,10 +229,8 @@ absl::Status ValidatePlanar(const StencilTask& analysis, const Layout& layout) {
                                                    " leaves most rows of the tile past the ",
                                                    analysis.oh, " output rows"));
   }
-  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the staged input tile takes ", bytes,
-                                                   " bytes of shared memory, more than ",
-                                                   kMaxStagedBytes));
+  if (absl::Status status = ValidateStagedBytes(analysis, layout, "input tile"); !status.ok()) {
+    return status;
   }
   return absl::OkStatus();
 }
@@ -221,11 +240,7 @@ absl::Status ValidateChannelsLast(const StencilTask& analysis, const Layout& lay
     return absl::InvalidArgumentError(absl::StrCat(
         "vector_width ", layout.width, " does not divide the ", analysis.c, " channels"));
   }
-  if (layout.width * analysis.widest_access > 16) {
-    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
-                                                   analysis.widest_access,
-                                                   "-byte elements exceeds a 16-byte access"));
-  }
+  if (absl::Status status = ValidateVectorBytes(analysis, layout); !status.ok()) return status;
   if (layout.outputs > 1 && layout.outputs / 2 >= analysis.ow) {
     return absl::InvalidArgumentError(absl::StrCat("outputs_per_thread ", layout.outputs,
                                                    " exceeds twice the ", analysis.ow,
@@ -250,11 +265,7 @@ absl::Status ValidateTiled(const StencilTask& analysis, const Layout& layout) {
         " accumulators per thread exceed ", kMaxTiledOutputs));
   }
   if (layout.width > 1) {
-    if (layout.width * analysis.widest_access > 16) {
-      return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
-                                                     analysis.widest_access,
-                                                     "-byte elements exceeds a 16-byte access"));
-    }
+    if (absl::Status status = ValidateVectorBytes(analysis, layout); !status.ok()) return status;
     if (layout.outputs % layout.width != 0 || analysis.w % layout.width != 0 ||
         analysis.ow % layout.width != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -277,10 +288,8 @@ absl::Status ValidateTiled(const StencilTask& analysis, const Layout& layout) {
                                                    " exceeds twice the ",
                                                    analysis.n * analysis.c, " planes"));
   }
-  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the staged input tiles take ", bytes,
-                                                   " bytes of shared memory, more than ",
-                                                   kMaxStagedBytes));
+  if (absl::Status status = ValidateStagedBytes(analysis, layout, "input tiles"); !status.ok()) {
+    return status;
   }
   return absl::OkStatus();
 }
@@ -311,21 +320,15 @@ absl::Status ValidateChannelsLastTiled(const StencilTask& analysis, const Layout
                                                    " leaves half of them past the ", analysis.oh,
                                                    " output rows"));
   }
-  if (const int64_t bytes = StagedBytes(analysis, layout); bytes > kMaxStagedBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the staged weights take ", bytes,
-                                                   " bytes of shared memory, more than ",
-                                                   kMaxStagedBytes));
+  if (absl::Status status = ValidateStagedBytes(analysis, layout, "weights"); !status.ok()) {
+    return status;
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateWindowReduce(const StencilTask& analysis, const Layout& layout) {
   if (absl::Status status = ValidateBlockThreads(layout); !status.ok()) return status;
-  if (layout.width * analysis.widest_access > 16) {
-    return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width, " of ",
-                                                   analysis.widest_access,
-                                                   "-byte elements exceeds a 16-byte access"));
-  }
+  if (absl::Status status = ValidateVectorBytes(analysis, layout); !status.ok()) return status;
   if (const std::string obstacle = WindowVectorObstacle(analysis, layout.width);
       !obstacle.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("vector_width ", layout.width,

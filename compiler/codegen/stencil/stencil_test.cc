@@ -58,6 +58,37 @@ std::string Label(const SchedulePoint& point) {
   return label;
 }
 
+// Adds `count` of the points of `template_name` Validate accepts for `task` (evenly spread, more
+// than `minimum` required), generated, to `kernels` and `labels`.
+void AddTemplateSample(const KernelTask& task, const std::string& name,
+                       const std::string& template_name, size_t minimum, size_t count,
+                       std::vector<GeneratedKernel>& kernels, std::vector<std::string>& labels) {
+  StencilFamily family;
+  std::vector<SchedulePoint> points;
+  for (const SchedulePoint& valid : ValidPoints(family, task)) {
+    if (valid.template_name == template_name) points.push_back(valid);
+  }
+  ASSERT_GT(points.size(), minimum) << name;
+  for (const SchedulePoint& sample : EvenSample(points, count)) {
+    absl::StatusOr<GeneratedKernel> generated = family.Generate(task, sample);
+    ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
+    kernels.push_back(*generated);
+    labels.push_back(absl::StrCat(name, " ", Label(sample)));
+  }
+}
+
+// tiled's default for ConvNeXt's depthwise 7x7 bf16 over 56 x 56: 4 x 8 outputs a thread, 8 x 16
+// threads a plane, vectors of 8 columns.
+SchedulePoint TiledDepthwise7x7Point() {
+  return {"tiled",
+          {{"threads_x", 8},
+           {"threads_y", 16},
+           {"columns_per_thread", 8},
+           {"rows_per_thread", 4},
+           {"planes_per_block", 1},
+           {"vector_width", 8}}};
+}
+
 GeneratedKernel GenerateDefault(const KernelTask& task, const std::string& label) {
   StencilFamily family;
   EXPECT_TRUE(family.Applies(task).ok()) << label << ": " << family.Applies(task);
@@ -153,13 +184,7 @@ TEST(StencilTest, DefaultsFollowTheMemoryOrder) {
   // The register-tiled template is offered beside them: 4 x 8 outputs a thread, 8 x 16 threads
   // covering the 56 x 56 plane, staged and stored in vectors of 8 columns.
   EXPECT_EQ((*spaces)[2].template_name, "tiled");
-  EXPECT_EQ(DefaultPoint((*spaces)[2]).parameters,
-            (std::map<std::string, int64_t>{{"threads_x", 8},
-                                            {"threads_y", 16},
-                                            {"columns_per_thread", 8},
-                                            {"rows_per_thread", 4},
-                                            {"planes_per_block", 1},
-                                            {"vector_width", 8}}));
+  EXPECT_EQ(DefaultPoint((*spaces)[2]).parameters, TiledDepthwise7x7Point().parameters);
   // Channels-last: channel vectors of 16 bytes (8 bf16) first.
   spaces = family.ScheduleSpace(
       DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true));
@@ -248,13 +273,7 @@ TEST(StencilTest, SourceFusesPrologueEpilogueAndVectors) {
 TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
   StencilFamily family;
   const KernelTask task = DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false);
-  const SchedulePoint point = {"tiled",
-                               {{"threads_x", 8},
-                                {"threads_y", 16},
-                                {"columns_per_thread", 8},
-                                {"rows_per_thread", 4},
-                                {"planes_per_block", 1},
-                                {"vector_width", 8}}};
+  const SchedulePoint point = TiledDepthwise7x7Point();
   absl::StatusOr<LaunchPlan> plan = family.Plan(task, point);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // One block a plane: 64 x 64 outputs cover 56 x 56.
@@ -287,17 +306,7 @@ TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
            {DepthwiseConvTask(kF32, {2, 32, 30, 30}, {3, 1, 2, 2}, true, false), "dilated f32"},
            {AvgPoolTask(kF64, {2, 32, 15, 15}, {3, 2, 1, 1}, true, false), "avg pool f64"},
            {pool, "affine relu max pool f32"}}) {
-    std::vector<SchedulePoint> tiled;
-    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
-      if (valid.template_name == "tiled") tiled.push_back(valid);
-    }
-    ASSERT_GT(tiled.size(), 10u) << name;
-    for (const SchedulePoint& sample : EvenSample(tiled, 6)) {
-      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
-      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
-      kernels.push_back(*generated);
-      labels.push_back(absl::StrCat(name, " ", Label(sample)));
-    }
+    AddTemplateSample(sampled, name, "tiled", 10, 6, kernels, labels);
   }
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
@@ -344,34 +353,18 @@ TEST(StencilTest, ChannelsLastTiledReusesInputVectors) {
             "affine relu max pool ceil nhwc bf16"},
            {AvgPoolTask(kF16, {4, 48, 33, 32}, {2, 2, 0, 1}, false, true, true),
             "avg pool nhwc f16"}}) {
-    std::vector<SchedulePoint> tiled;
-    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
-      if (valid.template_name == "channels_last_tiled") tiled.push_back(valid);
-    }
-    ASSERT_GT(tiled.size(), 10u) << name;
-    for (const SchedulePoint& sample : EvenSample(tiled, 5)) {
-      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
-      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
-      kernels.push_back(*generated);
-      labels.push_back(absl::StrCat(name, " ", Label(sample)));
-    }
+    AddTemplateSample(sampled, name, "channels_last_tiled", 10, 5, kernels, labels);
   }
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
 
 TEST(StencilTest, TiledValidateNamesTheViolatedConstraint) {
   StencilFamily family;
-  const KernelTask task = DepthwiseConvTask(kBF16, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
-  auto reason = [&](std::map<std::string, int64_t> changes) {
-    SchedulePoint point = {"tiled",
-                           {{"threads_x", 8},
-                            {"threads_y", 16},
-                            {"columns_per_thread", 8},
-                            {"rows_per_thread", 4},
-                            {"planes_per_block", 1},
-                            {"vector_width", 8}}};
+  const KernelTask bf16 = DepthwiseConvTask(kBF16, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
+  auto reason = [&](std::map<std::string, int64_t> changes, const KernelTask* task = nullptr) {
+    SchedulePoint point = TiledDepthwise7x7Point();
     for (const auto& [name, value] : changes) point.parameters[name] = value;
-    return std::string(family.Validate(task, point).message());
+    return std::string(family.Validate(task == nullptr ? bf16 : *task, point).message());
   };
   EXPECT_EQ(reason({}), "");
   EXPECT_THAT(reason({{"columns_per_thread", 4}}), HasSubstr("must divide columns_per_thread 4"));
@@ -386,16 +379,7 @@ TEST(StencilTest, TiledValidateNamesTheViolatedConstraint) {
               HasSubstr("planes_per_block"));
   // float32 weights: 4-byte elements, at most 4 to a 16-byte vector.
   const KernelTask f32 = DepthwiseConvTask(kF32, {2, 36, 56, 56}, {7, 1, 3, 1}, true, false);
-  EXPECT_THAT(std::string(family
-                              .Validate(f32, {"tiled",
-                                              {{"threads_x", 8},
-                                               {"threads_y", 16},
-                                               {"columns_per_thread", 8},
-                                               {"rows_per_thread", 4},
-                                               {"planes_per_block", 1},
-                                               {"vector_width", 8}}})
-                              .message()),
-              HasSubstr("exceeds a 16-byte access"));
+  EXPECT_THAT(reason({}, &f32), HasSubstr("exceeds a 16-byte access"));
   // A 31 x 31 kernel is not unrolled: the template is not offered.
   const KernelTask large = DepthwiseConvTask(kF32, {1, 8, 64, 64}, {31, 1, 15, 1}, false, false);
   EXPECT_THAT(std::string(family.Validate(large, {"tiled", {}}).message()),
@@ -462,17 +446,7 @@ TEST(StencilTest, LargeWindowsAreReducedByManyThreads) {
            {AffineReluMaxPoolTask(kF64, {2, 8, 16, 16}, {8, 8, 0, 1}), "max pool 8/8 f64"},
            {odd_pool, "avg pool 6/6 f32"},
            {nhwc, "avg pool 8/8 channels-last f16"}}) {
-    std::vector<SchedulePoint> reduce;
-    for (const SchedulePoint& valid : ValidPoints(family, sampled)) {
-      if (valid.template_name == "window_reduce") reduce.push_back(valid);
-    }
-    ASSERT_GE(reduce.size(), 4u) << name;
-    for (const SchedulePoint& sample : EvenSample(reduce, 4)) {
-      absl::StatusOr<GeneratedKernel> generated = family.Generate(sampled, sample);
-      ASSERT_TRUE(generated.ok()) << name << " " << Label(sample) << ": " << generated.status();
-      kernels.push_back(*generated);
-      labels.push_back(absl::StrCat(name, " ", Label(sample)));
-    }
+    AddTemplateSample(sampled, name, "window_reduce", 3, 4, kernels, labels);
   }
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }

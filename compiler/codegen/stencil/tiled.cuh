@@ -66,12 +66,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENC
     for (int v = 0; v < kVectorWidth; ++v) staged[tz][r][q + v] = x[v];
   }
   ForgeStencilAcc weights[kRegisterWeights];
-  if constexpr (kWeightsInRegisters) {
-#pragma unroll
-    for (int k = 0; k < kRegisterWeights; ++k) {
-      weights[k] = forge_stencil_weight(FORGE_STENCIL_ARGUMENTS, c, k / kKernelW, k % kKernelW);
-    }
-  }
+  forge_stencil_load_weights(FORGE_STENCIL_ARGUMENTS, c, weights);
   __syncthreads();
   const int oh_first = oh0 + ty * kRowsPerThread, ow_first = ow0 + tx * kOutputsPerThread;
   if (!in_planes || oh_first >= kOH || ow_first >= kOW) return;
@@ -97,12 +92,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENC
       const int kh = d / kDilationH;
 #pragma unroll
       for (int kw = 0; kw < kKernelW; ++kw) {
-        ForgeStencilAcc weight;
-        if constexpr (kWeightsInRegisters) {
-          weight = weights[kh * kKernelW + kw];
-        } else {
-          weight = forge_stencil_weight(FORGE_STENCIL_ARGUMENTS, c, kh, kw);
-        }
+        const ForgeStencilAcc weight =
+            forge_stencil_tap_weight(FORGE_STENCIL_ARGUMENTS, weights, c, kh, kw);
 #pragma unroll
         for (int j = 0; j < kOutputsPerThread; ++j) {
           forge_stencil_tap(acc[t][j], x[j * kStrideW + kw * kDilationW], weight);
