@@ -42,6 +42,20 @@ int64_t ChannelsLastTileRegisters(const StencilTask& analysis, int64_t columns, 
   return (input_columns + columns) * width;
 }
 
+// Keeps `space`'s default when it is valid, else makes the first valid point (in EnumeratePoints
+// order) its default; false when no point is valid (the template cannot run the task).
+bool SettleDefault(const StencilTask& analysis, TemplateSpace& space) {
+  if (ValidateInSpace(analysis, space, DefaultPoint(space)).ok()) return true;
+  for (const SchedulePoint& point : EnumeratePoints(space)) {
+    if (!ValidateInSpace(analysis, space, point).ok()) continue;
+    for (ScheduleParameter& parameter : space.parameters) {
+      parameter.default_value = point.parameters.at(parameter.name);
+    }
+    return true;
+  }
+  return false;
+}
+
 bool TiledApplies(const StencilTask& analysis) {
   return analysis.kernel[0] <= kMaxTiledTaps && analysis.kernel[1] <= kMaxTiledTaps;
 }
@@ -409,7 +423,14 @@ std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
   if (WindowReduceApplies(analysis) && !reduce_first) {
     spaces.push_back(WindowReduceSpace(analysis));
   }
-  return spaces;
+  // The added templates are offered only where some point of theirs is valid, at a valid default.
+  std::vector<TemplateSpace> offered;
+  for (TemplateSpace& space : spaces) {
+    const bool added = space.template_name != kPlanarTemplate &&
+                       space.template_name != kChannelsLastTemplate;
+    if (!added || SettleDefault(analysis, space)) offered.push_back(std::move(space));
+  }
+  return offered;
 }
 
 Layout LayoutOf(const SchedulePoint& point) {
@@ -463,7 +484,12 @@ absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& poi
                                                    "' is not one of the task's: ",
                                                    absl::StrJoin(names, ", ")));
   }
-  if (absl::Status status = CheckPointInSpace(*space, point); !status.ok()) return status;
+  return ValidateInSpace(analysis, *space, point);
+}
+
+absl::Status ValidateInSpace(const StencilTask& analysis, const TemplateSpace& space,
+                             const SchedulePoint& point) {
+  if (absl::Status status = CheckPointInSpace(space, point); !status.ok()) return status;
   const Layout layout = LayoutOf(point);
   if (LaunchBlocks(analysis, layout) > kMaxGridBlocks) {
     return absl::InvalidArgumentError(absl::StrCat("the launch needs more than 2^31-1 blocks of ",

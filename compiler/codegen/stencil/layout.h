@@ -35,8 +35,9 @@
 // need once per kernel row. For kernels of at most kMaxTiledTaps taps a dim.
 //
 // planar and channels_last are offered for every task (both are correct for any strides), the
-// one that matches the largest input's memory order first, its default the task's; then tiled and
-// window_reduce where they apply. A window of kWindowReduceFirstTaps elements or more over an NCHW
+// one that matches the largest input's memory order first, its default the task's; then the tiled
+// templates and window_reduce where they apply and some point of theirs is valid (their defaults
+// valid points). A window of kWindowReduceFirstTaps elements or more over an NCHW
 // input (a global pool) puts window_reduce first.
 #ifndef FORGE_COMPILER_CODEGEN_STENCIL_LAYOUT_H_
 #define FORGE_COMPILER_CODEGEN_STENCIL_LAYOUT_H_
@@ -109,6 +110,9 @@ std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis);
 Layout LayoutOf(const SchedulePoint& point);
 // Every constraint of a point: InvalidArgument naming the first one `point` violates.
 absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& point);
+// The same for a point of `space` (one of SpacesOf's, or one being built).
+absl::Status ValidateInSpace(const StencilTask& analysis, const TemplateSpace& space,
+                             const SchedulePoint& point);
 // planar, tiled: the input rows and columns a tile's windows cover (what is staged; tiled stages
 // up to vector_width - 1 columns more, StagedBytes).
 int64_t InputTileRows(const StencilTask& analysis, const Layout& layout);

@@ -146,6 +146,35 @@ TEST(StencilTest, EveryOpDtypeAndLayoutGeneratesAndCompiles) {
   ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
 }
 
+// Every template the family offers has a valid default, on the tasks above and on extremes: a
+// 16x16 float64 window (the tiled templates' largest), a 1-wide output, a single plane.
+TEST(StencilTest, EveryOfferedTemplateHasAValidDefault) {
+  StencilFamily family;
+  for (const KernelTask& task : {
+           DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false),
+           DepthwiseConvTask(kBF16, {32, 384, 56, 56}, {7, 1, 3, 1}, true, false, true),
+           DepthwiseConvTask(kF64, {1, 8, 64, 64}, {16, 1, 7, 1}, true, false),
+           DepthwiseConvTask(kF64, {1, 8, 64, 64}, {16, 1, 7, 1}, true, false, true),
+           DepthwiseConvTask(kF32, {1, 1, 9, 3}, {3, 1, 0, 1}, false, false),
+           AffineReluMaxPoolTask(kF16, {2, 64, 56, 56}, {3, 2, 1, 1}),
+           AvgPoolTask(kF32, {2, 24, 16, 16}, {2, 2, 0, 1}, false, true, true),
+           AvgPoolTask(kBF16, {8, 256, 56, 56}, {56, 56, 0, 1}, false, true),
+           AdaptiveAvgPoolTask(kF64, {2, 3, 40, 24}, {1, 1})}) {
+    absl::StatusOr<std::vector<TemplateSpace>> spaces = family.ScheduleSpace(task);
+    ASSERT_TRUE(spaces.ok()) << spaces.status();
+    for (const TemplateSpace& space : *spaces) {
+      const SchedulePoint point = DefaultPoint(space);
+      EXPECT_TRUE(family.Validate(task, point).ok())
+          << Label(point) << ": " << family.Validate(task, point);
+    }
+  }
+  // The 16x16 float64 window's staged tiles fit only a smaller tile than tiled's first guess.
+  absl::StatusOr<std::vector<TemplateSpace>> spaces =
+      family.ScheduleSpace(DepthwiseConvTask(kF64, {1, 8, 64, 64}, {16, 1, 7, 1}, true, false));
+  ASSERT_TRUE(spaces.ok());
+  EXPECT_EQ(spaces->size(), 4u);
+}
+
 // A sample of every template's valid points, for ConvNeXt's depthwise 7x7 in bf16 (both memory
 // orders) and ResNet's max pool, compiles without spills.
 TEST(StencilTest, ASampleOfValidPointsCompiles) {
