@@ -238,7 +238,8 @@ absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const Sten
       constants.insert(constants.end(), {{"kThreadsX", layout.threads_x},
                                          {"kThreadsY", layout.threads_y},
                                          {"kRowsPerThread", layout.rows},
-                                         {"kPlanesPerBlock", layout.planes}});
+                                         {"kPlanesPerBlock", layout.planes},
+                                         {"kStagedPitch", TiledStagedPitch(analysis, layout)}});
       body = kTiledBody;
       break;
     case Template::kChannelsLastTiled:

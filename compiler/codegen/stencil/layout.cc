@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -381,13 +383,9 @@ int64_t StagedBytes(const StencilTask& analysis, const Layout& layout) {
       return layout.stage_in_shared ? InputTileRows(analysis, layout) *
                                           InputTileColumns(analysis, layout) * AccBytes(analysis)
                                     : 0;
-    case Template::kTiled: {
-      // Up to width - 1 columns before the window (alignment), rounded up to whole vectors.
-      const int64_t shift = (layout.width - analysis.padding[1] % layout.width) % layout.width;
-      const int64_t columns = Blocks(shift + InputTileColumns(analysis, layout), layout.width) *
-                              layout.width;
-      return layout.planes * InputTileRows(analysis, layout) * columns * AccBytes(analysis);
-    }
+    case Template::kTiled:
+      return layout.planes * InputTileRows(analysis, layout) * TiledStagedPitch(analysis, layout) *
+             AccBytes(analysis);
     case Template::kChannelsLastTiled:
       return analysis.kind == StencilKind::kConv
                  ? WindowTaps(analysis) * layout.threads_x * layout.width * AccBytes(analysis)
@@ -397,6 +395,41 @@ int64_t StagedBytes(const StencilTask& analysis, const Layout& layout) {
       break;
   }
   return 0;
+}
+
+int64_t TiledStagedPitch(const StencilTask& analysis, const Layout& layout) {
+  // Up to width - 1 columns before the window (alignment), rounded up to whole vectors.
+  const int64_t shift = (layout.width - analysis.padding[1] % layout.width) % layout.width;
+  const int64_t columns =
+      Blocks(shift + InputTileColumns(analysis, layout), layout.width) * layout.width;
+  // A warp's lanes read their first inputs at these words of shared memory (4-byte banks); the
+  // fewest lanes on distinct words of one bank wins, then the narrowest pitch.
+  const int64_t words_per_element = AccBytes(analysis) / 4;
+  const int64_t lanes = std::min<int64_t>(32, layout.BlockThreads());
+  int64_t best_pitch = columns;
+  int64_t best_conflicts = std::numeric_limits<int64_t>::max();
+  for (int64_t pitch = columns; pitch < columns + 32; ++pitch) {
+    std::map<int64_t, std::set<int64_t>> words_by_bank;
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      const int64_t tx = lane % layout.threads_x;
+      const int64_t ty = lane / layout.threads_x % layout.threads_y;
+      const int64_t tz = lane / (layout.threads_x * layout.threads_y);
+      const int64_t element = (tz * InputTileRows(analysis, layout) +
+                               ty * layout.rows * analysis.stride[0]) * pitch +
+                              tx * layout.outputs * analysis.stride[1];
+      const int64_t word = element * words_per_element;
+      words_by_bank[word % 32].insert(word);
+    }
+    int64_t conflicts = 0;
+    for (const auto& [bank, words] : words_by_bank) {
+      conflicts = std::max<int64_t>(conflicts, static_cast<int64_t>(words.size()));
+    }
+    if (conflicts < best_conflicts) {
+      best_conflicts = conflicts;
+      best_pitch = pitch;
+    }
+  }
+  return best_pitch;
 }
 
 int LaneAxis(const Layout& layout) {

@@ -117,6 +117,10 @@ absl::Status ValidateInSpace(const StencilTask& analysis, const TemplateSpace& s
 // up to vector_width - 1 columns more, StagedBytes).
 int64_t InputTileRows(const StencilTask& analysis, const Layout& layout);
 int64_t InputTileColumns(const StencilTask& analysis, const Layout& layout);
+// tiled: the elements of a staged input row, the window's columns (from up to vector_width - 1
+// before it, for aligned vectors) padded so that a warp's first reads of its rows fall into as
+// few words of one shared-memory bank as any pitch up to 31 more gives.
+int64_t TiledStagedPitch(const StencilTask& analysis, const Layout& layout);
 // The shared memory a point stages its input tiles (channels_last_tiled: its weights) in.
 int64_t StagedBytes(const StencilTask& analysis, const Layout& layout);
 // The dim of (N, C, H, W) along which the element functions' vector lanes run: C for

@@ -312,6 +312,9 @@ TEST(StencilTest, TiledReusesInputsAcrossOutputs) {
   absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_THAT(kernel->source, HasSubstr("constexpr int kRowsPerThread = 4;"));
+  // Rows of 75 staged columns (5 before the window: vectors of 8 aligned) rounded to 80, padded
+  // to 81: a warp's 4 rows of threads then read 4 words of a bank, not 8.
+  EXPECT_THAT(kernel->source, HasSubstr("constexpr int kStagedPitch = 81;"));
   EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<ForgeBFloat16, 8>"));  // 8 columns of x
   // Two planes a block of a small plane, with an affine + ReLU prologue before a max pool.
   SchedulePoint pool_point = {"tiled",
@@ -402,7 +405,7 @@ TEST(StencilTest, TiledValidateNamesTheViolatedConstraint) {
   EXPECT_THAT(reason({{"threads_y", 2}, {"threads_x", 1}}), HasSubstr("needs a warp"));
   EXPECT_THAT(reason({{"threads_y", 32}, {"planes_per_block", 8}, {"rows_per_thread", 1}}),
               HasSubstr("to 1024 threads"));
-  // 8 planes of 70 x 80 staged floats: 179 KB.
+  // 8 planes of 70 x 81 staged floats: 181 KB.
   EXPECT_THAT(reason({{"planes_per_block", 8}}), HasSubstr("bytes of shared memory"));
   EXPECT_THAT(reason({{"rows_per_thread", 1}, {"planes_per_block", 64}}),
               HasSubstr("planes_per_block"));

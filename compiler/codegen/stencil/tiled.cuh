@@ -1,7 +1,8 @@
 // The tiled template's kernel (NCHW-friendly, register-tiled), embedded at build time after
 // stencil_prelude.cuh. Per task, besides the prelude's: kThreadsX, kThreadsY, kPlanesPerBlock,
 // kRowsPerThread, kOutputsPerThread (columns per thread), kVectorWidth (elements along W per
-// load and store).
+// load and store), kStagedPitch (a staged row's elements: its columns, padded so that a warp's
+// reads spread over the shared-memory banks).
 //
 // A block computes, for each of kPlanesPerBlock consecutive (n, c) planes (threadIdx.z), a tile of
 // kThreadsY * kRowsPerThread output rows x kThreadsX * kOutputsPerThread output columns (blocks
@@ -39,9 +40,10 @@ constexpr int kInTileW = (kTileW - 1) * kStrideW + (kKernelW - 1) * kDilationW +
 constexpr int kShift = (kVectorWidth - kPadW % kVectorWidth) % kVectorWidth;
 constexpr int kStagedW = (kShift + kInTileW + kVectorWidth - 1) / kVectorWidth * kVectorWidth;
 constexpr int kStagedVectors = kInTileH * (kStagedW / kVectorWidth);
+static_assert(kStagedPitch >= kStagedW, "a staged row holds the window's columns");
 
 extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENCIL_PARAMETERS) {
-  __shared__ ForgeStencilAcc staged[kPlanesPerBlock][kInTileH][kStagedW];
+  __shared__ ForgeStencilAcc staged[kPlanesPerBlock][kInTileH][kStagedPitch];
   const ForgeStencilIndex group = (ForgeStencilIndex)blockIdx.x / (kTilesW * kTilesH);
   const int tile = (int)((ForgeStencilIndex)blockIdx.x % (kTilesW * kTilesH));
   const int oh0 = (tile / kTilesW) * kTileH;
