@@ -632,6 +632,14 @@ PROBLEMS = [
             lambda t: [t((4, 48, 33, 32), F16)]),
     Problem("adaptive_avgpool_7_f32_2x64x14x14", T, "validate",
             lambda m, x: F.adaptive_avg_pool2d(x, 7), lambda t: [t((2, 64, 14, 14), F32)]),
+    # Windows as reductions (window_reduce, the default of large NCHW windows): a global average
+    # pool, a global max pool, and a channels-last 8x8 pool (where it is offered beside the rest)
+    Problem("global_avgpool_bf16_4x64x28x28", T, "validate",
+            lambda m, x: F.adaptive_avg_pool2d(x, 1), lambda t: [t((4, 64, 28, 28), BF16)]),
+    Problem("global_maxpool_relu_f32_3x16x20x20", T, "validate",
+            lambda m, x: torch.relu(F.max_pool2d(x, 20)), lambda t: [t((3, 16, 20, 20), F32)]),
+    Problem("avgpool8_channels_last_f16_2x32x32x32", T, "validate",
+            lambda m, x: F.avg_pool2d(x, 8), lambda t: [channels_last(t((2, 32, 32, 32), F16))]),
     # ---- anchors (DESIGN.md's anchor table) ----
     Problem("softmax_4096x393216_f32", R, "anchor", lambda m, x: torch.softmax(x, -1),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
@@ -685,6 +693,15 @@ PROBLEMS = [
     Problem("maxpool3s2_32x64x112x112_bf16", T, "anchor", lambda m, x: F.max_pool2d(x, 3, 2, 1),
             lambda t: [t((32, 64, 112, 112), BF16)],
             judge_inputs=lambda t: [t((2, 64, 112, 112), BF16)]),
+    # A global average pool over 56 x 56 (a squeeze-and-excitation block's squeeze): a window
+    # per 128 threads (window_reduce) where planar gives a thread each
+    Problem("global_avgpool_32x256x56x56_bf16", T, "anchor",
+            lambda m, x: F.adaptive_avg_pool2d(x, 1), lambda t: [t((32, 256, 56, 56), BF16)],
+            judge_inputs=lambda t: [t((2, 256, 56, 56), BF16)]),
+    # ConvNeXt's depthwise 7x7 on a channels-last input (tiled templates along C)
+    Problem("dwconv7_channels_last_32x384x56x56_bf16", T, "anchor", depthwise(1, 3),
+            lambda t: [channels_last(t((32, 384, 56, 56), BF16))], depthwise_weights(384, 7, BF16),
+            judge_inputs=lambda t: [channels_last(t((1, 384, 56, 56), BF16))]),
     # GEMM + epilogue rows of the anchor table: cuBLASLt with a native epilogue, or followed by a
     # generated epilogue kernel (GELU's erf form and the residual have no native epilogue). Judged
     # at full size: cuBLASLt's algorithm list, which the schedule point indexes, depends on the

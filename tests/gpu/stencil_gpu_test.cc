@@ -1,8 +1,10 @@
 // The stencil family on the GPU (compiler/codegen/stencil): depthwise convolutions (ConvNeXt's
 // 7x7, MobileNet's strided 3x3, dilated) and pooling (max after a fused affine + ReLU, average
-// with ceil_mode and count_include_pad), NCHW and channels-last, each template's default point
+// with ceil_mode and count_include_pad), global pools, NCHW and channels-last, each template's
+// default point (planar, channels_last, tiled, channels_last_tiled, window_reduce where offered)
 // compiled with NVRTC, launched and judged against the float64 reference; ConvNeXt's depthwise
-// 7x7 bf16 (C384 56x56) and ResNet's max pool 3x3/2 also timed, with their DRAM floor.
+// 7x7 bf16 (C384 56x56, NCHW and channels-last), ResNet's max pool 3x3/2 and a global average
+// pool also timed, with their DRAM floor.
 // Skips without a GPU.
 #include <cstdint>
 #include <iostream>
@@ -126,6 +128,16 @@ TEST_F(StencilGpuTest, MaxAndAveragePooling) {
                  "avg pool 2x2 f16 channels-last");
 }
 
+// Global pools (window_reduce, the default of large NCHW windows, beside planar and the tiled
+// templates): an average over 56 x 56 (an SE block's squeeze), timed, and a max over 20 x 20
+// after an affine + ReLU prologue.
+TEST_F(StencilGpuTest, GlobalPoolsAreReductions) {
+  ExpectAccepted(AvgPoolTask(kBF16, {8, 256, 56, 56}, {56, 56, 0, 1}, false, true),
+                 "global avg pool bf16 8x256x56x56", 8.0 * 256 * 56 * 56 * 2);
+  ExpectAccepted(AffineReluMaxPoolTask(kF32, {4, 64, 20, 20}, {20, 20, 0, 1}),
+                 "affine + relu + global max pool f32");
+}
+
 // The bench's anchors at a quarter of their batch (the judge's float64 CPU reference of the full
 // batch takes minutes; `run_families_check.sh anchor` times the full ones): ConvNeXt's depthwise
 // 7x7 bf16 (one read of x and one write of y: 2 x 19 MB) and ResNet's stem max pool (a read of
@@ -134,6 +146,8 @@ TEST_F(StencilGpuTest, AnchorsAreTimed) {
   const double conv_bytes = 2.0 * 8 * 384 * 56 * 56 * 2;
   ExpectAccepted(DepthwiseConvTask(kBF16, {8, 384, 56, 56}, {7, 1, 3, 1}, true, false),
                  "depthwise 7x7 bf16 8x384x56x56", conv_bytes);
+  ExpectAccepted(DepthwiseConvTask(kBF16, {8, 384, 56, 56}, {7, 1, 3, 1}, true, false, true),
+                 "depthwise 7x7 bf16 channels-last 8x384x56x56", conv_bytes);
   const double pool_bytes = (8.0 * 64 * 112 * 112 + 8.0 * 64 * 56 * 56) * 2;
   ExpectAccepted(AffineReluMaxPoolTask(kBF16, {8, 64, 112, 112}, {3, 2, 1, 1}),
                  "affine + relu + max pool 3x3/2 bf16 8x64x112x112", pool_bytes);

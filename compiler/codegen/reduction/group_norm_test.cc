@@ -3,9 +3,12 @@
 // norm as a group per channel; native_group_norm's mean and rstd as per-row outputs. The kernels
 // compile with NVRTC for sm_80 and sm_90 (the default points of every case in Cases(), in
 // reduction_test.cc; the anchor's cluster point here).
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/codegen/reduction/analysis.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/reduction/reduction_test_util.h"
@@ -131,9 +134,42 @@ TEST(GroupNormTest, FewLongRowsAreSplitOverAClusterByDefault) {
   EXPECT_FALSE(family.SupportsArch(task, point, "sm_80").ok());
   ExpectCompiles({*kernel}, {"group_norm_silu_anchor"}, /*expect_no_spills=*/true, {"sm_90"});
 
-  // With rows enough to fill the GPU (16 samples: 512 rows), a block a row as before.
+}
+
+// 16 samples: 512 rows of 40960, enough for a block a row to fill the GPU (the default, as
+// before: 1024 threads, the row in registers), but one such block per SM in 3.9 waves. Clusters
+// of 2 and 4 smaller blocks, the row in their shared memory, are offered beside it for the search
+// (and compile for sm_90 without spills); from 4 x 132 rows on, only a block a row.
+TEST(GroupNormTest, RowsUpToFourPerSmAreOfferedClusters) {
+  ReductionFamily family;
+  const KernelTask task = GroupNormSilu(kF16, {16, 320, 64, 64}, 32);
+  absl::StatusOr<std::vector<TemplateSpace>> space = family.ScheduleSpace(task);
+  ASSERT_TRUE(space.ok()) << space.status();
+  EXPECT_EQ(DefaultPoint(space->front()).parameters,
+            (std::map<std::string, int64_t>{{"cache_row", 1},
+                                            {"cluster_blocks", 1},
+                                            {"max_registers", 0},
+                                            {"rows_per_block", 1},
+                                            {"threads_per_row", 1024},
+                                            {"vector_width", 8},
+                                            {"welford", 1}}));
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const auto& [blocks, threads] : std::vector<std::pair<int64_t, int64_t>>{
+           {2, 512}, {2, 1024}, {4, 256}, {4, 512}}) {
+    SchedulePoint point = NormPoint(threads, 1, 8, 1, 1);
+    point.parameters["cluster_blocks"] = blocks;
+    ASSERT_TRUE(family.Validate(task, point).ok()) << family.Validate(task, point);
+    absl::StatusOr<GeneratedKernel> kernel = family.Generate(task, point);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_THAT(kernel->source, HasSubstr(absl::StrCat("__cluster_dims__(", blocks, ", 1, 1)")));
+    kernels.push_back(*kernel);
+    labels.push_back(absl::StrCat("group norm 512 rows, cluster ", blocks, " x ", threads));
+  }
+  ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
+
   absl::StatusOr<std::vector<TemplateSpace>> many =
-      family.ScheduleSpace(GroupNormSilu(kF16, {16, 320, 64, 64}, 32));
+      family.ScheduleSpace(GroupNormSilu(kF16, {17, 320, 64, 64}, 32));  // 544 rows
   ASSERT_TRUE(many.ok());
   for (const ScheduleParameter& parameter : many->front().parameters) {
     EXPECT_NE(parameter.name, "cluster_blocks");

@@ -86,8 +86,12 @@ bool LongRows(const ReductionTask& analysis) {
 }
 
 bool FewLongRows(const ReductionTask& analysis) {
-  return !ColumnTemplate(analysis) && analysis.rows < 2 * kRowsToFillTheGpu &&
+  return !ColumnTemplate(analysis) && analysis.rows <= kFewRowsClusterRows &&
          analysis.columns * std::max(1, analysis.row_sized_inputs) >= kFewRowsClusterElements;
+}
+
+bool SplitRowsByDefault(const ReductionTask& analysis) {
+  return LongRows(analysis) || (FewLongRows(analysis) && analysis.rows < 2 * kRowsToFillTheGpu);
 }
 
 TemplateSpace SpaceOf(const ReductionTask& analysis) {
@@ -266,6 +270,8 @@ double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& poi
   // No register cap by default: that is for the search to try.
   double score = 50 * layout.cache_row + Parameter(point, "online_softmax", 0) +
                  Parameter(point, "welford", 0) - (layout.max_registers > 0 ? 1 : 0);
+  // Rows that fill the GPU a block a row keep that default; their clusters are the search's.
+  if (layout.cluster_blocks > 1 && !SplitRowsByDefault(analysis)) score -= 1000;
   if (ColumnTemplate(analysis)) {
     const double blocks = std::ceil(static_cast<double>(analysis.rows) /
                                     static_cast<double>(layout.rows_per_block));

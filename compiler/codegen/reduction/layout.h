@@ -36,10 +36,16 @@ inline constexpr int64_t kMaxClusterCacheBytes = 200 * 1024;
 inline constexpr int64_t kClusterRowElements = kMaxCachedElementsPerThread * 1024;
 // An H100-class GPU's SMs: fewer rows leave SMs idle with a block per row.
 inline constexpr int64_t kRowsToFillTheGpu = 132;
-// Rows of at least this many elements (times row-sized inputs), fewer than two per SM, also get
-// cluster_blocks: a block a row would leave SMs idle (group norm's (sample, group) rows: 64 of
-// 40960 for GroupNorm(32, 320) on (2, 320, 64, 64)).
+// Rows of at least this many elements (times row-sized inputs), at most kFewRowsClusterRows of
+// them, also get cluster_blocks. Fewer than two per SM (group norm's (sample, group) rows: 64 of
+// 40960 for GroupNorm(32, 320) on (2, 320, 64, 64)): a block a row would leave SMs idle, and the
+// default splits them. Up to four per SM (512 rows of 40960 for (16, 320, 64, 64)): a block a
+// row of 1024 threads is one block per SM in 3.9 waves, its loads, statistics and stores not
+// overlapped; a cluster of 2 or 4 smaller blocks, each with its part of the row in shared memory
+// (several blocks per SM), is offered beside it, and the search decides (the default stays a
+// block a row).
 inline constexpr int64_t kFewRowsClusterElements = 16 * 1024;
+inline constexpr int64_t kFewRowsClusterRows = 4 * 132;
 // A cached cluster's first pass waits for each chunk's copies alone (cp.async.wait_group takes
 // an immediate: the loop unrolls fully) up to this many chunks per thread; past it, for all.
 inline constexpr int64_t kMaxPipelinedChunks = 32;
@@ -58,9 +64,12 @@ int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t f
 bool ColumnTemplate(const ReductionTask& analysis);
 // Rows too long for one block to keep in registers: row_reduce offers cluster_blocks.
 bool LongRows(const ReductionTask& analysis);
-// Long rows (kFewRowsClusterElements) too few to give each SM two blocks: row_reduce offers
-// cluster_blocks too, and the default point splits each row until the blocks fill the GPU.
+// Long rows (kFewRowsClusterElements), at most kFewRowsClusterRows: row_reduce offers
+// cluster_blocks too.
 bool FewLongRows(const ReductionTask& analysis);
+// Rows the default point splits over a cluster's blocks: LongRows, or FewLongRows too few to give
+// each SM two blocks (then until the blocks fill the GPU).
+bool SplitRowsByDefault(const ReductionTask& analysis);
 // The one template's space for the task (row_reduce or col_reduce); defaults as declared, which
 // ReductionFamily::ScheduleSpace replaces with its default point.
 TemplateSpace SpaceOf(const ReductionTask& analysis);

@@ -307,7 +307,9 @@ TEST(ReductionTest, MaxRegistersCapsWhatPtxasAllocates) {
   point.parameters["max_registers"] = 64;
   EXPECT_THAT(family.Validate(task, point).message(),
               HasSubstr("max_registers 64 is too few for the 64 cached row elements"));
+  // (512 rows of 64 Ki: few long rows, offered clusters too; this point is a block a row.)
   SchedulePoint big_blocks = Point(1024, 1, 4, 0, 1);
+  big_blocks.parameters["cluster_blocks"] = 1;
   big_blocks.parameters["max_registers"] = 64;
   EXPECT_THAT(family.Validate(Softmax(kF32, {512, 65536}), big_blocks).message(),
               HasSubstr("fewer than two blocks per SM"));

@@ -54,15 +54,5 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENC
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < kOutputsPerThread; ++j) {
-    if (ow0 + j >= kOW) break;
-    ForgeStencilAcc y[kVectorWidth];
-#pragma unroll
-    for (int v = 0; v < kVectorWidth; ++v) {
-      y[v] = forge_stencil_finish(acc[j][v], forge_stencil_bias(FORGE_STENCIL_ARGUMENTS, c + v),
-                                  oh, ow0 + j);
-    }
-    forge_stencil_store(FORGE_STENCIL_ARGUMENTS, n, c, oh, ow0 + j, y);
-  }
+  forge_stencil_store_columns<kVectorWidth>(FORGE_STENCIL_ARGUMENTS, acc, n, c, oh, ow0);
 }

@@ -9,6 +9,9 @@ namespace forge::codegen::stencil {
 extern const char kStencilPrelude[];    // stencil_prelude.cuh
 extern const char kPlanarBody[];        // planar.cuh
 extern const char kChannelsLastBody[];  // channels_last.cuh
+extern const char kTiledBody[];         // tiled.cuh
+extern const char kChannelsLastTiledBody[];  // channels_last_tiled.cuh
+extern const char kWindowReduceBody[];  // window_reduce.cuh
 
 }  // namespace forge::codegen::stencil
 

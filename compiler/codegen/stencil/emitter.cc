@@ -24,16 +24,22 @@ using forge::v1::TensorSpec;
 // Writes the element functions of one task and point.
 class ElementFunctions {
  public:
-  ElementFunctions(const KernelTask& task, const StencilTask& analysis, int64_t width)
+  // Vector lanes along dim `axis` of (N, C, H, W), 1 (channels) or 3 (columns): `load_width` of
+  // them loaded, `store_width` stored.
+  ElementFunctions(const KernelTask& task, const StencilTask& analysis, int64_t load_width,
+                   int64_t store_width, int axis)
       : task_(task),
         analysis_(analysis),
-        width_(width),
+        load_width_(load_width),
+        store_width_(store_width),
+        axis_(axis),
         index_type_(analysis.wide_index ? "long long" : "int") {}
 
   const std::string& index_type() const { return index_type_; }
 
-  // forge_stencil_load: x[v] = the windowed element at (n, c + v, h, w).
+  // forge_stencil_load: x[v] = the windowed element at (n, c + v, h, w), or (n, c, h, w + v).
   absl::StatusOr<std::string> Load() {
+    width_ = load_width_;
     vectors_.clear();
     ElementEmitter emitter(analysis_.view, index_type_, "l",
                            [this](absl::string_view value, const Index& index,
@@ -48,8 +54,10 @@ class ElementFunctions {
                     ", ForgeStencilAcc (&x)[kVectorWidth]", emitter.statements(), assignments);
   }
 
-  // forge_stencil_store: every task output at (n, c + v, oh, ow) from y[v].
+  // forge_stencil_store: every task output at (n, c + v, oh, ow), or (n, c, oh, ow + v), from
+  // y[v].
   absl::StatusOr<std::string> Store() {
+    width_ = store_width_;
     vectors_.clear();
     ElementEmitter emitter(analysis_.view, index_type_, "s",
                            [this](absl::string_view value, const Index& index,
@@ -68,10 +76,10 @@ class ElementFunctions {
         lanes.push_back(*std::move(term));
         indices.push_back(OutputIndex(lane_));
       }
-      StoreOutputLanes(emitter, o, spec, lanes, indices, VectorAlongChannels(spec, width_));
+      StoreOutputLanes(emitter, o, spec, lanes, indices, VectorAlong(spec, axis_, width_));
     }
     return Function("void", "forge_stencil_store", {"n", "c", "h", "w"},
-                    ", const ForgeStencilAcc (&y)[kVectorWidth]", emitter.statements(), {});
+                    ", const ForgeStencilAcc (&y)[kStoreWidth]", emitter.statements(), {});
   }
 
   // forge_stencil_weight and forge_stencil_bias: a convolution's parameters read directly (a
@@ -107,20 +115,23 @@ class ElementFunctions {
                : ContiguousStrides({spec.shape().begin(), spec.shape().end()})[d];
   }
 
-  std::string Channel(int64_t lane) const {
-    return lane == 0 ? std::string("c") : absl::StrCat("(c + ", lane, ")");
+  // (n, c, h, w) with `lane` added along the lanes' axis.
+  Index LaneIndex(int64_t lane) const {
+    Index index = {"n", "c", "h", "w"};
+    if (lane != 0) index[axis_] = absl::StrCat("(", index[axis_], " + ", lane, ")");
+    return index;
   }
-  Index InputIndex(int64_t lane) const { return {"n", Channel(lane), "h", "w"}; }
-  Index OutputIndex(int64_t lane) const { return {"n", Channel(lane), "h", "w"}; }
+  Index InputIndex(int64_t lane) const { return LaneIndex(lane); }
+  Index OutputIndex(int64_t lane) const { return LaneIndex(lane); }
 
   // A group input's element: one lane of a vector load when the element is this lane's of a
-  // tensor laid out with channels innermost, else a scalar load.
+  // tensor laid out with the lanes' axis innermost, else a scalar load.
   absl::StatusOr<std::optional<Term>> LoadInput(absl::string_view value, const Index& index,
                                                 ElementEmitter& self) {
     const int position = analysis_.view.InputPosition(value);
     if (position < 0) return std::optional<Term>();
     const TensorSpec& spec = analysis_.view.InputSpec(position);
-    if (!self.in_choice() && index == InputIndex(lane_) && VectorAlongChannels(spec, width_)) {
+    if (!self.in_choice() && index == InputIndex(lane_) && VectorAlong(spec, axis_, width_)) {
       const VectorLane vector{width_, lane_, InputIndex(0), &vectors_};
       return LoadInputElement(self, position, spec, index, &vector);
     }
@@ -156,7 +167,10 @@ class ElementFunctions {
 
   const KernelTask& task_;
   const StencilTask& analysis_;
-  const int64_t width_;
+  const int64_t load_width_;
+  const int64_t store_width_;
+  const int axis_;
+  int64_t width_ = 1;                   // the lanes of the function being emitted
   const std::string index_type_;
   int64_t lane_ = 0;                    // the lane of the vector being emitted
   std::map<int, std::string> vectors_;  // input position -> its vector load's variable
@@ -167,8 +181,9 @@ class ElementFunctions {
 absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const StencilTask& analysis,
                                               const SchedulePoint& point) {
   const Layout layout = LayoutOf(point);
-  const int64_t width = layout.kind == Template::kChannelsLast ? layout.width : 1;
-  ElementFunctions functions(task, analysis, width);
+  const int64_t width = layout.kind == Template::kPlanar ? 1 : layout.width;
+  const int64_t store_width = layout.kind == Template::kWindowReduce ? 1 : width;
+  ElementFunctions functions(task, analysis, width, store_width, LaneAxis(layout));
   absl::StatusOr<std::string> load = functions.Load();
   if (!load.ok()) return load.status();
   absl::StatusOr<std::string> store = functions.Store();
@@ -205,24 +220,49 @@ absl::StatusOr<std::string> EmitStencilKernel(const KernelTask& task, const Sten
       {"kCountIncludePad", analysis.count_include_pad ? 1 : 0},
       {"kMaxRegisterWeights", kMaxRegisterWeights},
       {"kVectorWidth", width},
+      {"kStoreWidth", store_width},
       {"kOutputsPerThread", layout.outputs}};
   std::string body;
-  if (layout.kind == Template::kPlanar) {
-    constants.insert(constants.end(), {{"kThreadsX", layout.threads_x},
-                                       {"kThreadsY", layout.threads_y},
-                                       {"kStageInShared", layout.stage_in_shared ? 1 : 0}});
-    body = kPlanarBody;
-  } else {
-    constants.insert(constants.end(), {{"kThreads", layout.threads}});
-    body = kChannelsLastBody;
+  switch (layout.kind) {
+    case Template::kPlanar:
+      constants.insert(constants.end(), {{"kThreadsX", layout.threads_x},
+                                         {"kThreadsY", layout.threads_y},
+                                         {"kStageInShared", layout.stage_in_shared ? 1 : 0}});
+      body = kPlanarBody;
+      break;
+    case Template::kChannelsLast:
+      constants.insert(constants.end(), {{"kThreads", layout.threads}});
+      body = kChannelsLastBody;
+      break;
+    case Template::kTiled:
+      constants.insert(constants.end(), {{"kThreadsX", layout.threads_x},
+                                         {"kThreadsY", layout.threads_y},
+                                         {"kRowsPerThread", layout.rows},
+                                         {"kPlanesPerBlock", layout.planes},
+                                         {"kStagedPitch", TiledStagedPitch(analysis, layout)}});
+      body = kTiledBody;
+      break;
+    case Template::kChannelsLastTiled:
+      constants.insert(constants.end(), {{"kChannelThreads", layout.threads_x},
+                                         {"kColumnThreads", layout.threads_y},
+                                         {"kRowThreads", layout.threads_z}});
+      body = kChannelsLastTiledBody;
+      break;
+    case Template::kWindowReduce:
+      constants.insert(constants.end(), {{"kWindowThreads", layout.threads},
+                                         {"kWindowsPerBlock", layout.planes}});
+      body = kWindowReduceBody;
+      break;
   }
   for (const auto& [name, value] : constants) {
     absl::StrAppend(&source, "constexpr int ", name, " = ", value, ";\n");
   }
-  absl::StrAppend(&source, *load, functions.Parameters(), *store, kStencilPrelude);
-  absl::StrAppend(
-      &source, absl::StrReplaceAll(body, {{"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
-                                          {"FORGE_STENCIL_ARGUMENTS", KernelArgumentList(task)}}));
+  const std::vector<std::pair<std::string, std::string>> arguments = {
+      {"FORGE_STENCIL_PARAMETERS", KernelParameterList(task)},
+      {"FORGE_STENCIL_ARGUMENTS", KernelArgumentList(task)}};
+  absl::StrAppend(&source, *load, functions.Parameters(), *store,
+                  absl::StrReplaceAll(kStencilPrelude, arguments),
+                  absl::StrReplaceAll(body, arguments));
   return source;
 }
 

@@ -31,12 +31,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENC
   const int c = (int)(plane % kC);
   const int tx = threadIdx.x, ty = threadIdx.y;
   ForgeStencilAcc weights[kRegisterWeights];
-  if constexpr (kWeightsInRegisters) {
-#pragma unroll
-    for (int k = 0; k < kRegisterWeights; ++k) {
-      weights[k] = forge_stencil_weight(FORGE_STENCIL_ARGUMENTS, c, k / kKernelW, k % kKernelW);
-    }
-  }
+  forge_stencil_load_weights(FORGE_STENCIL_ARGUMENTS, c, weights);
   if constexpr (kStageInShared) {
     const int ih0 = oh0 * kStrideH - kPadH, iw0 = ow0 * kStrideW - kPadW;
     for (int i = ty * kThreadsX + tx; i < kInTileH * kInTileW; i += kThreads) {
@@ -63,12 +58,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) forge_stencil(FORGE_STENC
     for (int kh = 0; kh < kKernelH; ++kh) {
 #pragma unroll kUnrollW
       for (int kw = 0; kw < kKernelW; ++kw) {
-        ForgeStencilAcc weight;
-        if constexpr (kWeightsInRegisters) {
-          weight = weights[kh * kKernelW + kw];
-        } else {
-          weight = forge_stencil_weight(FORGE_STENCIL_ARGUMENTS, c, kh, kw);
-        }
+        const ForgeStencilAcc weight =
+            forge_stencil_tap_weight(FORGE_STENCIL_ARGUMENTS, weights, c, kh, kw);
         if constexpr (kStageInShared) {
           forge_stencil_tap(
               acc, staged[ty * kStrideH + kh * kDilationH][column * kStrideW + kw * kDilationW],

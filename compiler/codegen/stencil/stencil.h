@@ -9,13 +9,19 @@
 // channels-last); every floating dtype, accumulated in float32 (float64 for float64 tensors).
 //
 // Templates (layout.h): "planar" (a tile of one (n, c) plane per block, consecutive threads on
-// consecutive output columns, the input window optionally staged in shared memory) and
+// consecutive output columns, the input window optionally staged in shared memory),
 // "channels_last" (consecutive threads on consecutive channel vectors, inputs read through L1 as
-// vectors where the tensor allows). Taps combine in a fixed order: the same bits every launch.
+// vectors where the tensor allows), their register-tiled counterparts "tiled" (a thread computes
+// rows x columns of adjacent outputs from an input tile staged in shared memory in vectors along
+// W, each staged input read once per thread) and "channels_last_tiled" (a block a chunk of
+// channels over a spatial tile, weights in shared memory, input vectors reused across a thread's
+// columns), and "window_reduce" (a window as a reduction over many threads: global pools). Taps
+// combine in a fixed order: the same bits every launch.
 //
 // This folder: analysis.h (what a task windows), layout.h (a point's layout, constraints,
 // default, launch and cost hints), emitter.h (the source), and the CUDA it embeds
-// (stencil_prelude.cuh, planar.cuh, channels_last.cuh; cuda_sources.h).
+// (stencil_prelude.cuh, planar.cuh, channels_last.cuh, tiled.cuh, channels_last_tiled.cuh,
+// window_reduce.cuh; cuda_sources.h).
 //
 // Hand-written rather than a library's: cuDNN's depthwise convolution and ATen's pooling kernels
 // are separate launches that take no fused prologue or epilogue (the bias, the activation, the
@@ -32,7 +38,7 @@ class StencilFamily : public KernelFamily {
  public:
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_STENCIL; }
   absl::string_view name() const override { return "stencil"; }
-  absl::string_view generator_version() const override { return "stencil-1"; }
+  absl::string_view generator_version() const override { return "stencil-2"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
