@@ -128,6 +128,18 @@ forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& 
                                        const std::vector<std::string>& epilogue,
                                        bool channels_last = false);
 
+// Attention tasks of the attention families' tests (unit and GPU): one
+// aten::scaled_dot_product_attention of q[batch, heads, q_len, head_dim] over
+// k, v[batch, kv_heads, kv_len, head_dim] (enable_gqa when kv_heads < heads), an ATTENTION task
+// with its flops (2 products) and min_bytes (Q, K, V and the output once) set. `mask`: "" (none),
+// "causal" (is_causal), "bool" (a bool attn_mask m[batch, 1, q_len, kv_len] of kept scores) or
+// "additive" (a float attn_mask m[1, 1, q_len, kv_len] of `dtype`, added to the scores).
+struct AttentionShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, q_len = 1, kv_len = 1, head_dim = 64;
+};
+forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
+                               const std::string& mask = "");
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);

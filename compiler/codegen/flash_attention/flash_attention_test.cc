@@ -1,0 +1,170 @@
+#include "compiler/codegen/flash_attention/flash_attention.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/family.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace forge::codegen {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::AttentionShape;
+using testing::SdpaTask;
+using forge::v1::KernelTask;
+
+constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+constexpr auto kF16 = forge::v1::DTYPE_FLOAT16;
+constexpr auto kBF16 = forge::v1::DTYPE_BFLOAT16;
+
+// Llama-3-8B's decode attention: 32 query heads over 8 K/V heads, D 128, one query.
+AttentionShape Llama(int64_t batch, int64_t kv_len) {
+  return {.batch = batch, .heads = 32, .kv_heads = 8, .q_len = 1, .kv_len = kv_len,
+          .head_dim = 128};
+}
+
+SchedulePoint Default(const KernelTask& task) {
+  auto spaces = FlashAttentionFamily().ScheduleSpace(task);
+  EXPECT_TRUE(spaces.ok()) << spaces.status();
+  if (!spaces.ok()) return {};
+  return DefaultPoint(spaces->front());
+}
+
+SchedulePoint With(const KernelTask& task, const std::map<std::string, int64_t>& changes) {
+  SchedulePoint point = Default(task);
+  for (const auto& [name, value] : changes) point.parameters[name] = value;
+  return point;
+}
+
+TEST(FlashAttentionTest, AppliesToDecodeAttentionAndDeclinesTheRestWithReasons) {
+  const FlashAttentionFamily family;
+  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, Llama(1, 8192))).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kF32, {.q_len = 16, .kv_len = 100, .head_dim = 80})).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kF16, {.q_len = 4, .kv_len = 999}, "bool")).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kF16, {.q_len = 4, .kv_len = 999}, "additive")).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, Llama(2, 300), "causal")).ok());
+
+  EXPECT_THAT(family.Applies(SdpaTask(kBF16, {.q_len = 17, .kv_len = 4096})).message(),
+              HasSubstr("17 queries per head; the decode template takes at most 16"));
+  EXPECT_THAT(family.Applies(SdpaTask(forge::v1::DTYPE_FLOAT64, {.kv_len = 64})).message(),
+              HasSubstr("runs float32, float16 and bfloat16 only"));
+  EXPECT_THAT(family.Applies(SdpaTask(kBF16, {.kv_len = 64, .head_dim = 512})).message(),
+              HasSubstr("at most 256"));
+  KernelTask not_attention = testing::ReluTask();
+  EXPECT_THAT(family.Applies(not_attention).message(), HasSubstr("not an ATTENTION task"));
+}
+
+TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTwoWaves) {
+  const KernelTask task = SdpaTask(kBF16, Llama(1, 8192));
+  const SchedulePoint point = Default(task);
+  EXPECT_EQ(point.parameters.at("rows"), 4);  // the 4 query heads of a K/V head: K, V read once
+  EXPECT_EQ(point.parameters.at("vector_width"), 8);
+  auto plan = FlashAttentionFamily().Plan(task, point);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const auto& grid = plan->launch.grid;
+  EXPECT_EQ(grid[1], 8u);  // batch x K/V heads
+  EXPECT_EQ(grid[2], 1u);  // one chunk of rows
+  EXPECT_GE(grid[0] * grid[1] * grid[2], 264u);
+  EXPECT_EQ(grid[0], (8192 + point.parameters.at("split_keys") - 1) /
+                         point.parameters.at("split_keys"));
+  EXPECT_EQ(plan->hints.vector_width, 8);
+  EXPECT_GT(plan->hints.bytes_in_flight_per_thread, 0);
+}
+
+TEST(FlashAttentionTest, ValidateNamesTheViolatedConstraint) {
+  const FlashAttentionFamily family;
+  const KernelTask llama = SdpaTask(kBF16, Llama(1, 2048));
+  const KernelTask f32 = SdpaTask(kF32, {.heads = 4, .kv_heads = 4, .kv_len = 1000});
+  EXPECT_THAT(family.Validate(f32, With(f32, {{"vector_width", 8}})).message(),
+              HasSubstr("exceeds a 16-byte load"));
+  const KernelTask odd_d = SdpaTask(kF16, {.kv_len = 1000, .head_dim = 80});
+  EXPECT_THAT(family.Validate(odd_d, With(odd_d, {{"vector_width", 8}})).ok(), true);
+  const KernelTask d_not_vector = SdpaTask(kF16, {.kv_len = 1000, .head_dim = 68});
+  EXPECT_THAT(family.Validate(d_not_vector, With(d_not_vector, {{"vector_width", 8}})).message(),
+              HasSubstr("does not divide the head dim (68)"));
+  EXPECT_THAT(family.Validate(llama, With(llama, {{"rows", 16}})).message(),
+              HasSubstr("rows 16 for 4 query rows per K/V head"));
+  const KernelTask short_kv = SdpaTask(kBF16, {.kv_len = 100});
+  EXPECT_THAT(family.Validate(short_kv, With(short_kv, {{"split_keys", 4096}})).message(),
+              HasSubstr("a smaller split is the same kernel"));
+  // D 32 in 16-byte vectors: 4 lanes per key, 8 keys per warp, 64 per step of 8 warps.
+  const KernelTask narrow = SdpaTask(kBF16, {.kv_len = 1000, .head_dim = 32});
+  EXPECT_THAT(family.Validate(narrow, With(narrow, {{"split_keys", 32}, {"warps", 8},
+                                                    {"vector_width", 8}})).message(),
+              HasSubstr("leaves warps idle: a step of 8 warps reads 64 keys"));
+  const KernelTask wide = SdpaTask(kF32, {.heads = 16, .q_len = 1, .kv_len = 4096,
+                                          .head_dim = 256});
+  EXPECT_THAT(family.Validate(wide, With(wide, {{"rows", 16}, {"vector_width", 4}})).message(),
+              HasSubstr("the kernel would spill"));
+  EXPECT_THAT(family.Validate(wide, With(wide, {{"rows", 8}, {"warps", 8}, {"vector_width", 4},
+                                                {"unroll", 1}})).message(),
+              HasSubstr("exceed 48 KiB"));
+  EXPECT_THAT(family.Validate(llama, SchedulePoint{"split_kv_decode", {{"warps", 3}}}).ok(),
+              false);
+}
+
+TEST(FlashAttentionTest, CausalDecodeReadsOnlyTheKeysTheQueriesSee) {
+  // ATen's is_causal is top-left aligned: query i sees keys 0..i, so 3 queries read 3 keys.
+  const KernelTask task = SdpaTask(kBF16, {.q_len = 3, .kv_len = 5000}, "causal");
+  auto plan = FlashAttentionFamily().Plan(task, Default(task));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->launch.grid[0], 1u);
+  auto kernel = FlashAttentionFamily().Generate(task, Default(task));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_FA_KEYS 3LL"));
+}
+
+TEST(FlashAttentionTest, GenerationIsDeterministic) {
+  const KernelTask task = SdpaTask(kBF16, Llama(8, 2048));
+  auto first = FlashAttentionFamily().Generate(task, Default(task));
+  auto second = FlashAttentionFamily().Generate(task, Default(task));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->source, second->source);
+  EXPECT_EQ(first->kernel_name, FlashAttentionFamily::kDecodeKernel);
+}
+
+// Sampled valid points of tasks over every dtype, head dim, GQA ratio and mask compile with
+// NVRTC for sm_90 without spills.
+TEST(FlashAttentionTest, SampledPointsCompileWithoutSpills) {
+  const std::vector<std::pair<std::string, KernelTask>> tasks = {
+      {"llama b1 kv8192 bf16", SdpaTask(kBF16, Llama(1, 8192))},
+      {"llama b8 kv32768 bf16", SdpaTask(kBF16, Llama(8, 32768))},
+      {"gqa 1:1 d64 kv3001 f16", SdpaTask(kF16, {.batch = 2, .heads = 8, .kv_heads = 8,
+                                                 .kv_len = 3001, .head_dim = 64})},
+      {"q16 d96 f32 bool", SdpaTask(kF32, {.heads = 2, .kv_heads = 1, .q_len = 16,
+                                           .kv_len = 777, .head_dim = 96}, "bool")},
+      {"d256 additive bf16", SdpaTask(kBF16, {.heads = 4, .kv_heads = 2, .q_len = 2,
+                                              .kv_len = 2048, .head_dim = 256}, "additive")},
+      {"d80 causal f16", SdpaTask(kF16, {.heads = 4, .kv_heads = 1, .q_len = 5, .kv_len = 64,
+                                         .head_dim = 80}, "causal")},
+  };
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const auto& [name, task] : tasks) {
+    const std::vector<SchedulePoint> points =
+        testing::EvenSample(testing::ValidPoints(FlashAttentionFamily(), task), 3);
+    std::vector<SchedulePoint> chosen = {Default(task)};
+    chosen.insert(chosen.end(), points.begin(), points.end());
+    for (const SchedulePoint& point : chosen) {
+      auto kernel = FlashAttentionFamily().Generate(task, point);
+      ASSERT_TRUE(kernel.ok()) << name << ": " << kernel.status();
+      std::string label = name;
+      for (const auto& [parameter, value] : point.parameters) {
+        absl::StrAppend(&label, " ", parameter, "=", value);
+      }
+      kernels.push_back(*std::move(kernel));
+      labels.push_back(label);
+    }
+  }
+  testing::ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_90"});
+}
+
+}  // namespace
+}  // namespace forge::codegen
