@@ -2,7 +2,8 @@
 // worker's compile pool, loaded as the worker loads generated kernels, judged by the real judge
 // against the production float64 ATen reference (SDPA in float64): non-power-of-two KV lengths,
 // GQA 4:1 and 1:1, head dims 64 / 80 / 128 / 256, float32 / float16 / bfloat16, one and several
-// splits, several row chunks, causal, bool and additive masks, several queries per head. Then
+// splits, several row chunks, causal, bool and additive masks, several queries per head, views of
+// inputs (a transposed Q, K and V sliced from a cache) read in place. Then
 // Llama-3-8B's decode attention (32 query heads over 8 K/V heads, D 128, bf16) at batch 1 with
 // 8192 keys and batch 8 with 2048 keys, judged and timed at several points against the measured
 // copy bandwidth (issue 22's target, >= 85% of it, is the benchmark anchors', not this test's:
@@ -121,6 +122,12 @@ TEST_F(FlashAttentionGpuTest, BoolMaskWithFullyMaskedRowsFloat32) {
 TEST_F(FlashAttentionGpuTest, AdditiveMaskBfloat16) {
   ExpectAccepted(SdpaTask(kBF16, {.heads = 8, .kv_heads = 2, .q_len = 2, .kv_len = 1500,
                                   .head_dim = 128}, "additive"));
+}
+
+TEST_F(FlashAttentionGpuTest, ViewsOfInputsReadInPlace) {
+  // Q a transpose of [B, 1, H, D], K and V 1000 keys of a 4096-key cache from key 8 (or 3).
+  ExpectAccepted(codegen::testing::SdpaCacheSliceTask(kBF16, 8));
+  ExpectAccepted(codegen::testing::SdpaCacheSliceTask(kF16, 3), {{"split_keys", 128}});
 }
 
 // Judges and times Llama-3-8B's decode attention at several points and prints each one's share

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -56,6 +57,13 @@ std::vector<int64_t> Strides4(const std::vector<int64_t>& strides) {
   return strides;
 }
 
+// Where an operand's elements are: a task input and the element offset of the operand's first
+// element from that input's first.
+struct OperandSource {
+  int input = -1;
+  int64_t offset = 0;
+};
+
 // What the family needs to know about a task, checked once.
 struct DecodeTask {
   AttentionAnalysis a;
@@ -63,6 +71,7 @@ struct DecodeTask {
   int64_t group_rows = 1;  // group x Sq: the rows one (batch, K/V head) serves
   int64_t keys = 0;        // keys the kernel scans
   std::vector<int64_t> q, k, v, out, mask;  // strides along (batch, head, row or key, last)
+  OperandSource q_source, k_source, v_source;
   int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // storage offsets (alignment)
   int mask_input = -1;
   DType mask_dtype = forge::v1::DTYPE_UNSPECIFIED;
@@ -71,15 +80,59 @@ struct DecodeTask {
   bool empty_nan = false;
 };
 
-absl::Status CheckOperand(const AttentionOperand& operand, absl::string_view what) {
-  if (operand.input < 0) {
-    return Unimplemented(absl::StrCat(what, " (", operand.value,
-                                      ") is computed or viewed in the group, not a task input"));
-  }
+// Views that always alias their input ("self"), and those that do when their input is
+// contiguous (a reshape of anything else copies).
+constexpr absl::string_view kAliasingViews[] = {
+    "aten::view",  "aten::_unsafe_view", "aten::transpose", "aten::permute", "aten::unsqueeze",
+    "aten::squeeze", "aten::expand",     "aten::slice",     "aten::select",  "aten::t",
+    "aten::alias", "aten::detach",       "aten::narrow",    "aten::split",   "aten::chunk",
+    "aten::split_with_sizes", "aten::unbind"};
+constexpr absl::string_view kContiguousReshapes[] = {"aten::reshape", "aten::flatten",
+                                                     "aten::unflatten", "aten::view_as"};
+
+// The operand as the kernel reads it: a task input, or a chain of aliasing views of one (a
+// transpose of a projection, a slice of a KV cache), read with the strides and storage offset
+// the export recorded for the viewed value. Anything the group computes is declined.
+absl::StatusOr<OperandSource> SourceOf(const GroupView& view, const AttentionOperand& operand,
+                                       absl::string_view what) {
   if (operand.strides.empty() || operand.strides.back() != 1) {
     return Unimplemented(absl::StrCat(what, "'s head dim is not contiguous"));
   }
-  return absl::OkStatus();
+  if (operand.input >= 0) return OperandSource{operand.input, 0};
+  std::string name = operand.value;
+  for (int depth = 0; depth < 32 && view.InputPosition(name) < 0; ++depth) {
+    const forge::v1::Node* node = view.Producer(name);
+    const auto is = [&](absl::string_view op) { return node->op() == op; };
+    const std::string self = node == nullptr ? "" : TensorArgument(*node, "self");
+    const forge::v1::Value* input = self.empty() ? nullptr : view.FindValue(self);
+    const bool aliases =
+        node != nullptr && !self.empty() &&
+        (std::any_of(std::begin(kAliasingViews), std::end(kAliasingViews), is) ||
+         (std::any_of(std::begin(kContiguousReshapes), std::end(kContiguousReshapes), is) &&
+          ((input != nullptr && IsContiguous(input->tensor())) ||
+           (view.InputPosition(self) >= 0 &&
+            IsContiguous(view.InputSpec(view.InputPosition(self)))))));
+    if (!aliases) {
+      return Unimplemented(absl::StrCat(
+          what, " (", operand.value, ") is computed in the group",
+          node == nullptr ? "" : absl::StrCat(" by ", DescribeNode(*node)),
+          ", not a task input or an aliasing view of one"));
+    }
+    name = self;
+  }
+  const int position = view.InputPosition(name);
+  const forge::v1::Value* value = view.FindValue(operand.value);
+  if (position < 0 || value == nullptr ||
+      value->tensor().strides_size() != value->tensor().shape_size()) {
+    return Unimplemented(absl::StrCat(what, " (", operand.value,
+                                      ") is a view without recorded strides"));
+  }
+  const TensorSpec& source = view.InputSpec(position);
+  const int64_t offset = value->tensor().storage_offset() - source.storage_offset();
+  if (offset < 0 || offset + MaxOffset(value->tensor()) > MaxOffset(source)) {
+    return Unimplemented(absl::StrCat(what, " (", operand.value, ") reaches outside ", name));
+  }
+  return OperandSource{position, offset};
 }
 
 // The mask's strides along the attention's (batch, head, row, key), broadcast dims 0.
@@ -131,9 +184,10 @@ absl::StatusOr<DecodeTask> Analyze(const KernelTask& task) {
                                       FlashAttentionFamily::kMaxHeadDim));
   }
   if (a.kv_len <= 0) return Unimplemented(absl::StrCat(what, ": no keys"));
-  FORGE_RETURN_IF_ERROR(CheckOperand(a.query, "Q"));
-  FORGE_RETURN_IF_ERROR(CheckOperand(a.key, "K"));
-  FORGE_RETURN_IF_ERROR(CheckOperand(a.value, "V"));
+  FORGE_ASSIGN_OR_RETURN(const GroupView view, GroupView::Create(task));
+  FORGE_ASSIGN_OR_RETURN(t.q_source, SourceOf(view, a.query, "Q"));
+  FORGE_ASSIGN_OR_RETURN(t.k_source, SourceOf(view, a.key, "K"));
+  FORGE_ASSIGN_OR_RETURN(t.v_source, SourceOf(view, a.value, "V"));
   if (!a.epilogue.empty()) {
     return Unimplemented(absl::StrCat(what, ": a fused epilogue (", a.epilogue.size(),
                                       " nodes after the attention) is not emitted yet"));
@@ -154,9 +208,10 @@ absl::StatusOr<DecodeTask> Analyze(const KernelTask& task) {
   t.k = Strides4(a.key.strides);
   t.v = Strides4(a.value.strides);
   t.out = Strides4(std::vector<int64_t>(out.strides().begin(), out.strides().end()));
-  t.q_offset = task.inputs(a.query.input).storage_offset();
-  t.k_offset = task.inputs(a.key.input).storage_offset();
-  t.v_offset = task.inputs(a.value.input).storage_offset();
+  // Vectors must be aligned where each operand's first element lies in its buffer.
+  t.q_offset = task.inputs(t.q_source.input).storage_offset() + t.q_source.offset;
+  t.k_offset = task.inputs(t.k_source.input).storage_offset() + t.k_source.offset;
+  t.v_offset = task.inputs(t.v_source.input).storage_offset() + t.v_source.offset;
   // A hidden score, as the kernel scores (scale times log2(e)): SDPA's is -inf; the explicit
   // pattern's is its fill, scaled too when it masks before it scales.
   const double fill = a.mask_before_scale ? a.mask_fill * a.scale : a.mask_fill;
@@ -412,6 +467,8 @@ absl::StatusOr<std::string> FlashAttentionFamily::Emit(const KernelTask& task,
       {"SQ", absl::StrCat(a.q_len)},
       {"D", absl::StrCat(a.head_dim)},
       {"KEYS", ll(t.keys)},
+      {"Q_OFF", ll(t.q_source.offset)}, {"K_OFF", ll(t.k_source.offset)},
+      {"V_OFF", ll(t.v_source.offset)},
       {"Q_SB", ll(t.q[0])}, {"Q_SH", ll(t.q[1])}, {"Q_SI", ll(t.q[2])},
       {"K_SB", ll(t.k[0])}, {"K_SH", ll(t.k[1])}, {"K_SJ", ll(t.k[2])},
       {"V_SB", ll(t.v[0])}, {"V_SH", ll(t.v[1])}, {"V_SJ", ll(t.v[2])},
@@ -449,7 +506,8 @@ absl::StatusOr<std::string> FlashAttentionFamily::Emit(const KernelTask& task,
   absl::StrAppend(&source, flash_attention::kSplitKvDecodeBody);
   absl::StrAppend(&source, "\nextern \"C\" __global__ void __launch_bounds__(", 32 * l.warps,
                   ", 1) ", kDecodeKernel, "(", KernelParameterList(task), ") {\n",
-                  "  forge_fa_run(in", a.query.input, ", in", a.key.input, ", in", a.value.input,
+                  "  forge_fa_run(in", t.q_source.input, ", in", t.k_source.input, ", in",
+                  t.v_source.input,
                   ", ", has_mask ? absl::StrCat("in", t.mask_input) : "(const float*)nullptr",
                   ", out0);\n}\n");
   return source;

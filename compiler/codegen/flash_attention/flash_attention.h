@@ -5,9 +5,11 @@
 // Tasks (attention_analysis.h: SDPA or the explicit pattern; the task's family stays ATTENTION):
 //   - at most kMaxQueryLength query rows per head (decode's 1, speculative decoding's few);
 //   - float32, float16 or bfloat16 Q, K, V and output, one head dim D <= 256 for Q, K and V;
-//   - Q, K, V read as task inputs (not computed by the group, not views), each with a unit
-//     stride along D; K/V heads shared by H / Hkv query heads (GQA from enable_gqa or folded
-//     repeats), key head = query head / (H / Hkv);
+//   - Q, K, V task inputs or chains of aliasing views of them (transpose, permute, slice,
+//     select, view, unsqueeze, split, ...; a reshape only of a contiguous value), read in place
+//     at the strides and storage offsets the export recorded, each with a unit stride along D;
+//     what the group computes (a RoPE) is declined; K/V heads shared by H / Hkv query heads (GQA
+//     from enable_gqa or folded repeats), key head = query head / (H / Hkv);
 //   - no mask, causal (the task's is_causal: ATen's top-left alignment, key j hidden from query i
 //     when j > i), or a mask tensor that is a task input broadcastable to the scores: bool (kept
 //     or masked-out scores) or additive (float32 / float16 / bfloat16), with the explicit

@@ -120,6 +120,35 @@ TEST(FlashAttentionTest, CausalDecodeReadsOnlyTheKeysTheQueriesSee) {
   EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_FA_KEYS 3LL"));
 }
 
+TEST(FlashAttentionTest, ReadsViewsOfInputsInPlace) {
+  const KernelTask task = testing::SdpaCacheSliceTask(kBF16, 8);
+  ASSERT_TRUE(FlashAttentionFamily().Applies(task).ok()) << FlashAttentionFamily().Applies(task);
+  auto kernel = FlashAttentionFamily().Generate(task, Default(task));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_FA_K_OFF 512LL"));
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_FA_K_SH 262144LL"));
+  EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_FA_Q_SI 512LL"));
+  EXPECT_THAT(kernel->source, HasSubstr("forge_fa_run(in0, in1, in2,"));
+  testing::ExpectCompiles({*kernel}, {"cache slices"}, /*expect_no_spills=*/true, {"sm_90"});
+}
+
+TEST(FlashAttentionTest, DeclinesOperandsTheGroupComputes) {
+  using testing::TensorArg;
+  const KernelTask task =
+      testing::TaskBuilder()
+          .Input("x", kF16, {1, 4, 1, 64})
+          .Input("k", kF16, {1, 4, 300, 64})
+          .Input("v", kF16, {1, 4, 300, 64})
+          .Node("q", "neg", "", {TensorArg("self", "x")}, kF16, {1, 4, 1, 64})
+          .Node("attention", "scaled_dot_product_attention", "",
+                {TensorArg("query", "q"), TensorArg("key", "k"), TensorArg("value", "v")}, kF16,
+                {1, 4, 1, 64})
+          .Output("attention")
+          .Build(forge::v1::KERNEL_FAMILY_ATTENTION);
+  EXPECT_THAT(FlashAttentionFamily().Applies(task).message(),
+              HasSubstr("Q (q) is computed in the group by aten::neg"));
+}
+
 TEST(FlashAttentionTest, GenerationIsDeterministic) {
   const KernelTask task = SdpaTask(kBF16, Llama(8, 2048));
   auto first = FlashAttentionFamily().Generate(task, Default(task));

@@ -5,6 +5,8 @@
 //   FORGE_FA_SQ, _D           query rows per head; head dim (Q, K and V alike)
 //   FORGE_FA_KEYS             keys the kernel scans (Sk, or fewer where a causal mask with an
 //                             infinite fill hides the rest)
+//   FORGE_FA_Q_OFF, _K_OFF,   where Q's, K's and V's first elements are in the buffers the kernel
+//   _V_OFF                    gets (an operand that is a view of a task input: a slice of a cache)
 //   FORGE_FA_Q_SB, _SH, _SI   element strides of Q along batch, head, row (the head dim's is 1);
 //   FORGE_FA_K_*, _V_*        K and V along batch, K/V head, key; the output's FORGE_FA_O_*
 //                             along batch, head, row and head dim
@@ -152,7 +154,8 @@ __device__ __forceinline__ void forge_fa_run(const FORGE_FA_T* __restrict__ q,
       const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
       ForgeFaVec vec;
       if (row < kForgeFaGroupRows && d0 < FORGE_FA_D) {
-        vec = *reinterpret_cast<const ForgeFaVec*>(q + b * FORGE_FA_Q_SB + (long long)h * FORGE_FA_Q_SH +
+        vec = *reinterpret_cast<const ForgeFaVec*>(q + FORGE_FA_Q_OFF + b * FORGE_FA_Q_SB +
+                                                  (long long)h * FORGE_FA_Q_SH +
                                                   (long long)i * FORGE_FA_Q_SI + d0);
       } else {
 #pragma unroll
@@ -177,8 +180,10 @@ __device__ __forceinline__ void forge_fa_run(const FORGE_FA_T* __restrict__ q,
   const long long k_begin = (long long)split * FORGE_FA_SPLIT_KEYS;
   const long long k_end =
       k_begin + FORGE_FA_SPLIT_KEYS < FORGE_FA_KEYS ? k_begin + FORGE_FA_SPLIT_KEYS : FORGE_FA_KEYS;
-  const FORGE_FA_T* __restrict__ kb = k + b * FORGE_FA_K_SB + (long long)kvh * FORGE_FA_K_SH;
-  const FORGE_FA_T* __restrict__ vb = v + b * FORGE_FA_V_SB + (long long)kvh * FORGE_FA_V_SH;
+  const FORGE_FA_T* __restrict__ kb =
+      k + FORGE_FA_K_OFF + b * FORGE_FA_K_SB + (long long)kvh * FORGE_FA_K_SH;
+  const FORGE_FA_T* __restrict__ vb =
+      v + FORGE_FA_V_OFF + b * FORGE_FA_V_SB + (long long)kvh * FORGE_FA_V_SH;
   // The loop bound is the warp's, so every lane runs every iteration (the shuffles need them).
   for (long long j_warp = k_begin + warp * kForgeFaKeysPerWarp; j_warp < k_end;
        j_warp += (long long)kForgeFaKeysPerStep * FORGE_FA_UNROLL) {

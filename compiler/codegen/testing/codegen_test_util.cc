@@ -449,6 +449,45 @@ forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& sha
   return task;
 }
 
+forge::v1::KernelTask SdpaCacheSliceTask(forge::v1::DType dtype, int64_t start) {
+  const int64_t b = 2, h = 8, hkv = 2, cache = 4096, keys = 1000, d = 64;
+  forge::v1::KernelTask task =
+      TaskBuilder()
+          .Input("q_bshd", dtype, {b, 1, h, d})
+          .Input("k_cache", dtype, {b, hkv, cache, d})
+          .Input("v_cache", dtype, {b, hkv, cache, d})
+          .Node("q", "transpose", "int",
+                {TensorArg("self", "q_bshd"), IntArg("dim0", 1), IntArg("dim1", 2)}, dtype,
+                {b, h, 1, d})
+          .Node("k", "slice", "Tensor",
+                {TensorArg("self", "k_cache"), IntArg("dim", 2), IntArg("start", start),
+                 IntArg("end", start + keys)},
+                dtype, {b, hkv, keys, d})
+          .Node("v", "slice", "Tensor",
+                {TensorArg("self", "v_cache"), IntArg("dim", 2), IntArg("start", start),
+                 IntArg("end", start + keys)},
+                dtype, {b, hkv, keys, d})
+          .Node("attention", "scaled_dot_product_attention", "",
+                {TensorArg("query", "q"), TensorArg("key", "k"), TensorArg("value", "v"),
+                 BoolArg("enable_gqa", true)},
+                dtype, {b, h, 1, d})
+          .Output("attention")
+          .Build(forge::v1::KERNEL_FAMILY_ATTENTION);
+  // The views' strides and offsets, as the export records them.
+  for (forge::v1::Value& value : *task.mutable_group()->mutable_values()) {
+    forge::v1::TensorSpec& spec = *value.mutable_tensor();
+    if (value.name() == "q") {
+      spec.clear_strides();
+      for (int64_t stride : {h * d, d, h * d, int64_t{1}}) spec.add_strides(stride);
+    } else if (value.name() == "k" || value.name() == "v") {
+      spec.clear_strides();
+      for (int64_t stride : {hkv * cache * d, cache * d, d, int64_t{1}}) spec.add_strides(stride);
+      spec.set_storage_offset(start * d);
+    }
+  }
+  return task;
+}
+
 forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& shape, bool bias,
                                        const std::vector<std::string>& epilogue,
                                        bool channels_last) {

@@ -140,6 +140,12 @@ struct AttentionShape {
 forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
                                const std::string& mask = "");
 
+// Decode attention as a model spells it: SDPA (enable_gqa, 8 query heads over 2 K/V heads, D 64,
+// batch 2) of q = transpose(q_bshd[2, 1, 8, 64], 1, 2) over k and v = the keys start..start+1000
+// of caches [2, 2, 4096, 64] (slices along dim 2); the views carry the strides and storage
+// offsets an export records.
+forge::v1::KernelTask SdpaCacheSliceTask(forge::v1::DType dtype, int64_t start);
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
