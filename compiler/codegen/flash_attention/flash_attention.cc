@@ -183,7 +183,11 @@ absl::StatusOr<DecodeTask> Analyze(const KernelTask& task) {
     return Unimplemented(absl::StrCat(what, ": needs one head dim for Q, K and V, at most ",
                                       FlashAttentionFamily::kMaxHeadDim));
   }
-  if (a.kv_len <= 0) return Unimplemented(absl::StrCat(what, ": no keys"));
+  if (a.kv_len <= a.q_len) {
+    return Unimplemented(absl::StrCat(what, ": not decode (", a.kv_len, " keys for ", a.q_len,
+                                      " queries; the template reads a KV cache longer than the "
+                                      "queries, prefill kernels are not built)"));
+  }
   FORGE_ASSIGN_OR_RETURN(const GroupView view, GroupView::Create(task));
   FORGE_ASSIGN_OR_RETURN(t.q_source, SourceOf(view, a.query, "Q"));
   FORGE_ASSIGN_OR_RETURN(t.k_source, SourceOf(view, a.key, "K"));

@@ -3,7 +3,8 @@
 // long KV cache (template "split_kv_decode", one NVRTC kernel, split_kv_decode.cuh).
 //
 // Tasks (attention_analysis.h: SDPA or the explicit pattern; the task's family stays ATTENTION):
-//   - at most kMaxQueryLength query rows per head (decode's 1, speculative decoding's few);
+//   - at most kMaxQueryLength query rows per head (decode's 1, speculative decoding's few), over
+//     more keys than queries (a KV cache; prefill, Sq >= Sk, is declined);
 //   - float32, float16 or bfloat16 Q, K, V and output, one head dim D <= 256 for Q, K and V;
 //   - Q, K, V task inputs or chains of aliasing views of them (transpose, permute, slice,
 //     select, view, unsqueeze, split, ...; a reshape only of a contiguous value), read in place

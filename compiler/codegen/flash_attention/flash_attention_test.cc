@@ -50,6 +50,8 @@ TEST(FlashAttentionTest, AppliesToDecodeAttentionAndDeclinesTheRestWithReasons) 
   EXPECT_TRUE(family.Applies(SdpaTask(kF16, {.q_len = 4, .kv_len = 999}, "additive")).ok());
   EXPECT_TRUE(family.Applies(SdpaTask(kBF16, Llama(2, 300), "causal")).ok());
 
+  EXPECT_THAT(family.Applies(SdpaTask(kBF16, {.q_len = 16, .kv_len = 16}, "causal")).message(),
+              HasSubstr("not decode (16 keys for 16 queries"));
   EXPECT_THAT(family.Applies(SdpaTask(kBF16, {.q_len = 17, .kv_len = 4096})).message(),
               HasSubstr("17 queries per head; the decode template takes at most 16"));
   EXPECT_THAT(family.Applies(SdpaTask(forge::v1::DTYPE_FLOAT64, {.kv_len = 64})).message(),
