@@ -30,6 +30,7 @@ namespace {
 using codegen::FlashAttentionFamily;
 using codegen::SchedulePoint;
 using codegen::testing::AttentionShape;
+using codegen::testing::LlamaDecodeShape;
 using codegen::testing::SdpaTask;
 using forge::v1::KernelTask;
 
@@ -37,53 +38,10 @@ constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
 constexpr auto kF16 = forge::v1::DTYPE_FLOAT16;
 constexpr auto kBF16 = forge::v1::DTYPE_BFLOAT16;
 
-AttentionShape Llama(int64_t batch, int64_t kv_len) {
-  return {.batch = batch, .heads = 32, .kv_heads = 8, .q_len = 1, .kv_len = kv_len,
-          .head_dim = 128};
-}
-
-// The default point of the task's space with `changes` applied.
-SchedulePoint PointOf(const KernelTask& task, const std::map<std::string, int64_t>& changes) {
-  auto spaces = FlashAttentionFamily().ScheduleSpace(task);
-  EXPECT_TRUE(spaces.ok()) << spaces.status();
-  if (!spaces.ok()) return {};
-  SchedulePoint point = codegen::DefaultPoint(spaces->front());
-  for (const auto& [name, value] : changes) point.parameters[name] = value;
-  return point;
-}
-
-std::string Describe(const SchedulePoint& point) {
-  std::string text;
-  for (const auto& [name, value] : point.parameters) absl::StrAppend(&text, name, "=", value, " ");
-  return text;
-}
-
-class FlashAttentionGpuTest : public testing::JudgedKernelTest {
- protected:
-  void SetUpDevice() override { ASSERT_TRUE(device_->MakeCurrent().ok()); }
-
-  // The candidate of `task` at the default point with `changes`: valid, compiled with NVRTC,
-  // loaded and judged; expects it to pass and keeps it for timing.
-  void ExpectAccepted(const KernelTask& task, const std::map<std::string, int64_t>& changes = {}) {
-    const SchedulePoint point = PointOf(task, changes);
-    const std::string label = Describe(point);
-    ASSERT_TRUE(FlashAttentionFamily().Validate(task, point).ok())
-        << label << FlashAttentionFamily().Validate(task, point);
-    auto kernel = FlashAttentionFamily().Generate(task, point);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    compile::CompileResult compiled =
-        codegen::testing::Pool()
-            .Submit(codegen::testing::RequestFor(*kernel, device_->properties().arch()))
-            .get();
-    ASSERT_TRUE(compiled.ok()) << compiled.status << "\n" << compiled.log;
-    auto launch = judge::LoadGeneratedKernel(*device_, compiled.cubin, *kernel);
-    ASSERT_TRUE(launch.ok()) << launch.status();
-    JudgeLaunch(task, *std::move(launch), label);
-  }
-};
+using FlashAttentionGpuTest = testing::JudgedFamilyTest<FlashAttentionFamily>;
 
 TEST_F(FlashAttentionGpuTest, Gqa4To1OddKvLengthBfloat16) {
-  const KernelTask task = SdpaTask(kBF16, Llama(1, 3001));
+  const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(1, 3001));
   ExpectAccepted(task);                                       // several splits, one chunk
   ExpectAccepted(task, {{"split_keys", 4096}});               // one split: no combine
   ExpectAccepted(task, {{"rows", 2}, {"split_keys", 256}});   // two chunks of rows
@@ -133,11 +91,7 @@ TEST_F(FlashAttentionGpuTest, ViewsOfInputsReadInPlace) {
 // Judges and times Llama-3-8B's decode attention at several points and prints each one's share
 // of the copy bandwidth (bytes of Q, K, V and the output once).
 TEST_F(FlashAttentionGpuTest, LlamaDecodeIsJudgedAndTimed) {
-  auto timer = timer::Timer::Create(*device_);
-  ASSERT_TRUE(timer.ok()) << timer.status();
-  auto bandwidth = (*timer)->CopyBandwidth();
-  ASSERT_TRUE(bandwidth.ok()) << bandwidth.status();
-  std::printf("copy bandwidth %.0f GB/s (read + written)\n", *bandwidth / 1e9);
+  const double bandwidth = CopyBandwidth();
   const std::vector<std::map<std::string, int64_t>> points = {
       {},
       {{"unroll", 4}},
@@ -149,24 +103,15 @@ TEST_F(FlashAttentionGpuTest, LlamaDecodeIsJudgedAndTimed) {
       {{"split_keys", 1024}, {"warps", 8}}};
   for (const auto& [batch, kv_len] : std::vector<std::pair<int64_t, int64_t>>{{1, 8192},
                                                                              {8, 2048}}) {
-    const KernelTask task = SdpaTask(kBF16, Llama(batch, kv_len));
-    const double bytes = static_cast<double>(task.min_bytes());
-    double best = 0;
+    const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(batch, kv_len));
+    std::vector<std::map<std::string, int64_t>> valid;
     for (const auto& changes : points) {
-      if (!FlashAttentionFamily().Validate(task, PointOf(task, changes)).ok()) continue;
-      ExpectAccepted(task, changes);
-      const double us = TimeJudged();
-      if (us <= 0) continue;
-      const double fraction = bytes / (us * 1e-6) / *bandwidth;
-      best = std::max(best, fraction);
-      std::printf("| b%lld kv%lld | %-60s | %8.2f us | %6.0f GB/s | %5.1f%% of copy |\n",
-                  static_cast<long long>(batch), static_cast<long long>(kv_len),
-                  Describe(PointOf(task, changes)).c_str(), us, bytes / (us * 1e-6) / 1e9,
-                  100 * fraction);
+      if (FlashAttentionFamily().Validate(task, PointOf(task, changes)).ok()) {
+        valid.push_back(changes);
+      }
     }
-    std::printf("b%lld kv%lld: best %.1f%% of the copy bandwidth\n",
-                static_cast<long long>(batch), static_cast<long long>(kv_len), 100 * best);
-    EXPECT_GT(best, 0) << "no point was judged correct and timed";
+    PrintShareOfCopy(task, absl::StrCat("b", batch, " kv", kv_len),
+                     static_cast<double>(task.min_bytes()), bandwidth, valid);
   }
 }
 

@@ -16,18 +16,13 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::AttentionShape;
+using testing::LlamaDecodeShape;
 using testing::SdpaTask;
 using forge::v1::KernelTask;
 
 constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
 constexpr auto kF16 = forge::v1::DTYPE_FLOAT16;
 constexpr auto kBF16 = forge::v1::DTYPE_BFLOAT16;
-
-// Llama-3-8B's decode attention: 32 query heads over 8 K/V heads, D 128, one query.
-AttentionShape Llama(int64_t batch, int64_t kv_len) {
-  return {.batch = batch, .heads = 32, .kv_heads = 8, .q_len = 1, .kv_len = kv_len,
-          .head_dim = 128};
-}
 
 SchedulePoint Default(const KernelTask& task) {
   auto spaces = FlashAttentionFamily().ScheduleSpace(task);
@@ -44,11 +39,11 @@ SchedulePoint With(const KernelTask& task, const std::map<std::string, int64_t>&
 
 TEST(FlashAttentionTest, AppliesToDecodeAttentionAndDeclinesTheRestWithReasons) {
   const FlashAttentionFamily family;
-  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, Llama(1, 8192))).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, LlamaDecodeShape(1, 8192))).ok());
   EXPECT_TRUE(family.Applies(SdpaTask(kF32, {.q_len = 16, .kv_len = 100, .head_dim = 80})).ok());
   EXPECT_TRUE(family.Applies(SdpaTask(kF16, {.q_len = 4, .kv_len = 999}, "bool")).ok());
   EXPECT_TRUE(family.Applies(SdpaTask(kF16, {.q_len = 4, .kv_len = 999}, "additive")).ok());
-  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, Llama(2, 300), "causal")).ok());
+  EXPECT_TRUE(family.Applies(SdpaTask(kBF16, LlamaDecodeShape(2, 300), "causal")).ok());
 
   EXPECT_THAT(family.Applies(SdpaTask(kBF16, {.q_len = 16, .kv_len = 16}, "causal")).message(),
               HasSubstr("not decode (16 keys for 16 queries"));
@@ -63,7 +58,7 @@ TEST(FlashAttentionTest, AppliesToDecodeAttentionAndDeclinesTheRestWithReasons) 
 }
 
 TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTwoWaves) {
-  const KernelTask task = SdpaTask(kBF16, Llama(1, 8192));
+  const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(1, 8192));
   const SchedulePoint point = Default(task);
   EXPECT_EQ(point.parameters.at("rows"), 4);  // the 4 query heads of a K/V head: K, V read once
   EXPECT_EQ(point.parameters.at("vector_width"), 8);
@@ -81,7 +76,7 @@ TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTw
 
 TEST(FlashAttentionTest, ValidateNamesTheViolatedConstraint) {
   const FlashAttentionFamily family;
-  const KernelTask llama = SdpaTask(kBF16, Llama(1, 2048));
+  const KernelTask llama = SdpaTask(kBF16, LlamaDecodeShape(1, 2048));
   const KernelTask f32 = SdpaTask(kF32, {.heads = 4, .kv_heads = 4, .kv_len = 1000});
   EXPECT_THAT(family.Validate(f32, With(f32, {{"vector_width", 8}})).message(),
               HasSubstr("exceeds a 16-byte load"));
@@ -152,7 +147,7 @@ TEST(FlashAttentionTest, DeclinesOperandsTheGroupComputes) {
 }
 
 TEST(FlashAttentionTest, GenerationIsDeterministic) {
-  const KernelTask task = SdpaTask(kBF16, Llama(8, 2048));
+  const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(8, 2048));
   auto first = FlashAttentionFamily().Generate(task, Default(task));
   auto second = FlashAttentionFamily().Generate(task, Default(task));
   ASSERT_TRUE(first.ok()) << first.status();
@@ -165,8 +160,8 @@ TEST(FlashAttentionTest, GenerationIsDeterministic) {
 // NVRTC for sm_90 without spills.
 TEST(FlashAttentionTest, SampledPointsCompileWithoutSpills) {
   const std::vector<std::pair<std::string, KernelTask>> tasks = {
-      {"llama b1 kv8192 bf16", SdpaTask(kBF16, Llama(1, 8192))},
-      {"llama b8 kv32768 bf16", SdpaTask(kBF16, Llama(8, 32768))},
+      {"llama b1 kv8192 bf16", SdpaTask(kBF16, LlamaDecodeShape(1, 8192))},
+      {"llama b8 kv32768 bf16", SdpaTask(kBF16, LlamaDecodeShape(8, 32768))},
       {"gqa 1:1 d64 kv3001 f16", SdpaTask(kF16, {.batch = 2, .heads = 8, .kv_heads = 8,
                                                  .kv_len = 3001, .head_dim = 64})},
       {"q16 d96 f32 bool", SdpaTask(kF32, {.heads = 2, .kv_heads = 1, .q_len = 16,

@@ -449,6 +449,11 @@ forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& sha
   return task;
 }
 
+AttentionShape LlamaDecodeShape(int64_t batch, int64_t kv_len) {
+  return {.batch = batch, .heads = 32, .kv_heads = 8, .q_len = 1, .kv_len = kv_len,
+          .head_dim = 128};
+}
+
 forge::v1::KernelTask SdpaCacheSliceTask(forge::v1::DType dtype, int64_t start) {
   const int64_t b = 2, h = 8, hkv = 2, cache = 4096, keys = 1000, d = 64;
   forge::v1::KernelTask task =

@@ -139,6 +139,8 @@ struct AttentionShape {
 };
 forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
                                const std::string& mask = "");
+// Llama-3-8B's decode attention: 32 query heads over 8 K/V heads, D 128, one query per head.
+AttentionShape LlamaDecodeShape(int64_t batch, int64_t kv_len);
 
 // Decode attention as a model spells it: SDPA (enable_gqa, 8 query heads over 2 K/V heads, D 64,
 // batch 2) of q = transpose(q_bshd[2, 1, 8, 64], 1, 2) over k and v = the keys start..start+1000
