@@ -442,7 +442,6 @@ absl::StatusOr<LaunchPlan> FlashAttentionFamily::Plan(const KernelTask& task,
   plan.hints.unrolled_elements = l.vector * l.vectors_per_lane * l.unroll;
   plan.hints.bytes_in_flight_per_thread =
       static_cast<double>(2 * l.unroll * l.vectors_per_lane * l.vector * l.element_bytes);
-  plan.hints.rows_per_block = l.rows;
   return plan;
 }
 
