@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
+#include "compiler/search/prior.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -154,6 +155,31 @@ TEST(FlashAttentionTest, GenerationIsDeterministic) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(first->source, second->source);
   EXPECT_EQ(first->kernel_name, FlashAttentionFamily::kDecodeKernel);
+}
+
+// The search's prior reads the plan's hints: the default point of Llama's decode attention near
+// the DRAM floor, one scalar load per lane predicted slower.
+TEST(FlashAttentionTest, PriorPredictsDecodeNearTheBandwidthFloor) {
+  auto prior = search::CostModelPrior::ForGpu("H200");
+  ASSERT_TRUE(prior.ok()) << prior.status();
+  for (const auto& [batch, kv_len] : std::vector<std::pair<int64_t, int64_t>>{{1, 8192},
+                                                                             {8, 32768}}) {
+    const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(batch, kv_len));
+    auto plan = FlashAttentionFamily().Plan(task, Default(task));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    auto seconds = prior->PredictSeconds(task, *plan);
+    ASSERT_TRUE(seconds.ok()) << seconds.status();
+    const double floor =
+        static_cast<double>(task.min_bytes()) / prior->gpu().dram_bytes_per_second;
+    EXPECT_GE(*seconds, floor) << "b" << batch;
+    EXPECT_LE(*seconds, 2 * floor) << "b" << batch;
+    auto scalar = FlashAttentionFamily().Plan(
+        task, With(task, {{"vector_width", 1}, {"unroll", 1}, {"warps", 1}}));
+    ASSERT_TRUE(scalar.ok()) << scalar.status();
+    auto scalar_seconds = prior->PredictSeconds(task, *scalar);
+    ASSERT_TRUE(scalar_seconds.ok()) << scalar_seconds.status();
+    EXPECT_GT(*scalar_seconds, *seconds) << "b" << batch;
+  }
 }
 
 // Sampled valid points of tasks over every dtype, head dim, GQA ratio and mask compile with
