@@ -21,8 +21,9 @@
 #            and b8 KV 2048, timed at several points against the copy bandwidth), then the
 #            attention validate problems and the decode anchors
 #            (decode_b{1,8}_h32_kv{2048,8192,32768}_d128_bf16: flash_attention beside
-#            sdpa_library's backends, eager and torch.compile in the same run; DECODE_ANCHORS=0
-#            skips them, DECODE_SAMPLES sets the sampled points, default 12).
+#            sdpa_library's backends, likely good splits requested, eager and torch.compile in
+#            the same run; DECODE_ANCHORS=0 skips them, DECODE_SAMPLES sets the sampled points,
+#            default 12).
 #  conv:     the cudnn_conv family: run_cudnn_conv.sh (its GPU tests, then cudnn_conv_bench and
 #            conv_eager.py unless CONV_BENCH=0).
 # Needs .gpu/ (scripts/gpu-bundle of planted_bugs_test, host_launched_test, sandbox_gpu_test,
@@ -104,6 +105,7 @@ if [[ $phases == *" decode "* ]]; then
   if [ "${DECODE_ANCHORS:-1}" != 0 ]; then
     ONLY="$(python3 "$here/problems.py" names attention validate) $(python3 "$here/problems.py" names attention anchor)" \
       FORGE_BENCH_SAMPLES="${DECODE_SAMPLES:-12}" VALIDATE_TIMEOUT_S=420 ANCHOR_TIMEOUT_S=500 \
+      FORGE_BENCH_POINTS="split_keys=256;split_keys=512;split_keys=1024;split_keys=2048;warps=8;unroll=4;unroll=1;split_keys=512,warps=8;split_keys=1024,unroll=4" \
       BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" validate anchor baselines \
       > "$logs/generators_decode.log" 2>&1
     echo "decode validate + anchors: exit $?" >> "$summary"
