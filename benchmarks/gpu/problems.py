@@ -592,6 +592,16 @@ PROBLEMS = [
             decode_inputs(1, 2047, heads=4, kv_heads=4)),
     Problem("decode_q4_kv777_d80_f32", A, "validate", gqa_attention,
             decode_inputs(1, 777, heads=4, kv_heads=1, q_len=4, head_dim=80, dtype=F32)),
+    # Written-out decode attention (the explicit pattern): scale, a bool mask filled with -inf or
+    # a large negative number, softmax, @ v.
+    Problem("decode_explicit_kv1000_d64_f32", A, "validate",
+            lambda m, q, k, v: torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1) @ v,
+            decode_inputs(2, 1000, heads=4, kv_heads=4, head_dim=64, dtype=F32)),
+    Problem("decode_explicit_masked_kv999_d64_f16", A, "validate",
+            lambda m, q, k, v, mask: torch.softmax(
+                (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask, -1e4), dim=-1) @ v,
+            lambda t: decode_inputs(1, 999, heads=4, kv_heads=4, q_len=2, head_dim=64,
+                                    dtype=F16)(t) + [t((1, 1, 2, 999), I64, high=2).bool()]),
     Problem("decode_causal_q3_kv500_d64_bf16", A, "validate",
             lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
             decode_inputs(1, 500, heads=4, kv_heads=4, q_len=3, head_dim=64)),
