@@ -27,7 +27,8 @@
 // (an online softmax in base 2, Q pre-scaled by scale * log2(e)); lane groups then warps merge
 // in a fixed order; with several splits, the last block of a (batch, K/V head, chunk) to finish
 // combines the splits' float32 partials in split order (a ticket counter and the partials are
-// the module's own __device__ memory, sized by the point). No atomics on data: the same bits on
+// the module's own __device__ memory, sized by the point: two launches of one loaded module must
+// not run concurrently, which stream order guarantees). No atomics on data: the same bits on
 // every run. A row whose every score is -inf is zeros for SDPA (its safe softmax) and NaN for the
 // explicit pattern (softmax's 0 / 0). Parameters:
 //   split_keys    32 .. 4096   keys per block (splits = ceil(keys / split_keys))

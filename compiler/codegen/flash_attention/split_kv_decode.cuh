@@ -1,6 +1,7 @@
 // The flash_attention family's split-KV decode kernel (flash_attention.h), embedded at build time
 // after the kernel prelude and the constants the emitter defines:
 //   FORGE_FA_T                storage type of Q, K, V and the output
+//   FORGE_FA_B                batch
 //   FORGE_FA_HKV, _G          K/V heads; query heads per K/V head (GQA group; 1: no GQA)
 //   FORGE_FA_SQ, _D           query rows per head; head dim (Q, K and V alike)
 //   FORGE_FA_KEYS             keys the kernel scans (Sk, or fewer where a causal mask with an
@@ -37,7 +38,8 @@
 // (unnormalized sum, max, sum of weights) to the module's own __device__ workspace, and the
 // last block of a (batch, kv head, chunk) to arrive (a ticket counter, reset by that block)
 // combines them in split order. Every sum runs in an order fixed by the schedule point: the same
-// bits on every launch.
+// bits on every launch. Two launches of one loaded module must not overlap (they would share the
+// partials and tickets): stream order, as the judge, timer and plans launch, keeps them apart.
 //
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
