@@ -602,6 +602,12 @@ PROBLEMS = [
                 (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask, -1e4), dim=-1) @ v,
             lambda t: decode_inputs(1, 999, heads=4, kv_heads=4, q_len=2, head_dim=64,
                                     dtype=F16)(t) + [t((1, 1, 2, 999), I64, high=2).bool()]),
+    Problem("decode_explicit_finfo_min_kv300_d64_f32", A, "validate",
+            lambda m, q, k, v, mask: torch.softmax(
+                (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask, torch.finfo(F32).min),
+                dim=-1) @ v,
+            lambda t: decode_inputs(1, 300, heads=4, kv_heads=4, head_dim=64, dtype=F32)(t)
+            + [t((1, 1, 1, 300), I64, high=2).bool()]),
     Problem("decode_causal_q3_kv500_d64_bf16", A, "validate",
             lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
             decode_inputs(1, 500, heads=4, kv_heads=4, q_len=3, head_dim=64)),

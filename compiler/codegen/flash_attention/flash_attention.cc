@@ -219,7 +219,12 @@ absl::StatusOr<DecodeTask> Analyze(const KernelTask& task) {
   // A hidden score, as the kernel scores (scale times log2(e)): SDPA's is -inf; the explicit
   // pattern's is its fill, scaled too when it masks before it scales.
   const double fill = a.mask_before_scale ? a.mask_fill * a.scale : a.mask_fill;
-  t.fill = fill * kLog2E;
+  // A finite fill stays finite in base-2 units (finfo.min times log2(e) is past FLT_MAX): every
+  // key of a row of such fills then weighs the same, as in the reference.
+  t.fill = std::isinf(fill) ? fill
+                            : std::clamp(fill * kLog2E,
+                                         -static_cast<double>(std::numeric_limits<float>::max()),
+                                         static_cast<double>(std::numeric_limits<float>::max()));
   t.add_scale = (a.mask_before_scale ? a.scale : 1.0) * kLog2E;
   t.empty_nan = a.spelling == AttentionSpelling::kExplicit;
   t.keys = a.kv_len;

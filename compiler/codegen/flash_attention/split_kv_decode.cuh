@@ -17,7 +17,8 @@
 //                             FORGE_FA_M_SB, _SH, _SI, _SJ its strides (0 where it broadcasts)
 //   FORGE_FA_QSCALE           the softmax scale times log2(e): Q is pre-multiplied by it, so a
 //                             score is in base-2 units and exp is one ex2
-//   FORGE_FA_FILL             a hidden score, in the same units (-inf: the key weighs nothing)
+//   FORGE_FA_FILL             a hidden score, in the same units (-inf: the key weighs nothing; a
+//                             finite fill stays finite, at most FLT_MAX in size)
 //   FORGE_FA_ADD_SCALE        what an additive mask's element is multiplied by (log2(e), times
 //                             the scale when the pattern masks before it scales)
 //   FORGE_FA_EMPTY_NAN        a row whose every score is -inf: 1 NaN (softmax over the row), 0
@@ -88,7 +89,10 @@ __device__ __forceinline__ float forge_fa_score(float x, const MaskT* __restrict
 #elif FORGE_FA_MASK == 3
   return m ? FORGE_FA_FILL : x;
 #else
-  return x + forge_fa_float(m) * FORGE_FA_ADD_SCALE;
+  // A finite mask element stays finite in base-2 units (finfo.min times log2(e) would overflow
+  // to -inf, and a row of such keys would weigh nothing instead of evenly).
+  const float add = forge_fa_float(m), scaled = add * FORGE_FA_ADD_SCALE;
+  return x + (isinf(scaled) && !isinf(add) ? copysignf(3.40282347e38f, scaled) : scaled);
 #endif
 #endif
 }
