@@ -171,7 +171,7 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> ProblemTasks(
 }
 
 // The tasks the anchors time: those of the families with a schedule space (pointwise,
-// reduction, scan, stencil, GEMM through cuBLASLt).
+// reduction, scan, stencil, GEMM through cuBLASLt, attention through flash_attention).
 absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
     const std::string& dir, const Problem& problem, absl::string_view graph_file = "graph.pb") {
   FORGE_ASSIGN_OR_RETURN(std::vector<forge::v1::KernelTask> all,
@@ -182,11 +182,22 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
         task.family() == forge::v1::KERNEL_FAMILY_REDUCTION ||
         task.family() == forge::v1::KERNEL_FAMILY_SCAN ||
         task.family() == forge::v1::KERNEL_FAMILY_STENCIL ||
-        task.family() == forge::v1::KERNEL_FAMILY_GEMM) {
+        task.family() == forge::v1::KERNEL_FAMILY_GEMM ||
+        task.family() == forge::v1::KERNEL_FAMILY_ATTENTION) {
       tasks.push_back(task);
     }
   }
   return tasks;
+}
+
+// The family whose points an anchor samples first (the others that apply follow): the task's
+// own, except for tasks whose families all have numbers of their own (ATTENTION: the generated
+// flash_attention first, then sdpa_library's backends).
+const codegen::KernelFamily* AnchorFamily(const forge::v1::KernelTask& task) {
+  static const std::map<forge::v1::KernelFamily, forge::v1::KernelFamily> kFirst = {
+      {forge::v1::KERNEL_FAMILY_ATTENTION, forge::v1::KERNEL_FAMILY_FLASH_ATTENTION}};
+  const auto first = kFirst.find(task.family());
+  return codegen::FindFamily(first != kFirst.end() ? first->second : task.family());
 }
 
 // FORGE_BENCH_POINTS: points to measure besides the sampled ones, ';'-separated, each a list of
@@ -770,7 +781,7 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
       continue;
     }
     const forge::v1::KernelTask& task = tasks->front();
-    const codegen::KernelFamily* family = codegen::FindFamily(task.family());
+    const codegen::KernelFamily* family = AnchorFamily(task);
     absl::StatusOr<std::vector<codegen::SchedulePoint>> points =
         PickPoints(*family, task, kAnchorPoints - 1, 0xA11C40ull);
     if (!points.ok()) {

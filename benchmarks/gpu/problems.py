@@ -39,7 +39,8 @@ WARMUP_REPS = 5
 @dataclasses.dataclass
 class Problem:
     name: str
-    family: str  # "pointwise", "reduction", "gemm", "scan" or "stencil": the family exercised
+    family: str  # "pointwise", "reduction", "gemm", "scan", "stencil" or "attention": the family
+    # exercised
     mode: str  # "validate" or "anchor"
     forward: Callable  # the computation, on tensors
     # (make) -> example inputs; make(shape, dtype) builds one tensor, make(shape, I64, high=n)
@@ -188,7 +189,19 @@ def causal_mask_softmax(m, scores):
     return torch.softmax(scores.masked_fill(mask, -1e4), dim=-1)
 
 
-P, R, G, S, T = "pointwise", "reduction", "gemm", "scan", "stencil"
+def gqa_attention(m, q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=k.shape[1] != q.shape[1])
+
+
+def decode_inputs(batch, kv_len, heads=32, kv_heads=8, q_len=1, head_dim=128, dtype=BF16):
+    """q[batch, heads, q_len, D], k and v[batch, kv_heads, kv_len, D]: a decode step's attention
+    over its KV cache (Llama-3-8B's heads by default)."""
+    return lambda t: [t((batch, heads, q_len, head_dim), dtype),
+                      t((batch, kv_heads, kv_len, head_dim), dtype),
+                      t((batch, kv_heads, kv_len, head_dim), dtype)]
+
+
+P, R, G, S, T, A = "pointwise", "reduction", "gemm", "scan", "stencil", "attention"
 PROBLEMS = [
     # ---- pointwise ----
     Problem("relu_f32_1000x1003", P, "validate", lambda m, x: torch.relu(x),
@@ -579,6 +592,33 @@ PROBLEMS = [
             lambda t: [t((300, 128), BF16), t((200, 128), BF16)]),
     Problem("mm_transposed_input_f16_256x384x192", G, "validate", lambda m, x, w: x @ w,
             lambda t: [t((192, 256), F16).t(), t((192, 384), F16)]),
+    # ---- decode attention (flash_attention's split_kv_decode beside sdpa_library's backends):
+    # odd KV lengths, GQA 4:1 and 1:1, head dims 64 / 80 / 128, a few queries, causal ----
+    Problem("decode_gqa4_kv1001_d64_f16", A, "validate", gqa_attention,
+            decode_inputs(2, 1001, heads=8, kv_heads=2, head_dim=64, dtype=F16)),
+    Problem("decode_mha_kv2047_d128_bf16", A, "validate", gqa_attention,
+            decode_inputs(1, 2047, heads=4, kv_heads=4)),
+    Problem("decode_q4_kv777_d80_f32", A, "validate", gqa_attention,
+            decode_inputs(1, 777, heads=4, kv_heads=1, q_len=4, head_dim=80, dtype=F32)),
+    # Written-out decode attention (the explicit pattern): scale, a bool mask filled with -inf or
+    # a large negative number, softmax, @ v.
+    Problem("decode_explicit_kv1000_d64_f32", A, "validate",
+            lambda m, q, k, v: torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1) @ v,
+            decode_inputs(2, 1000, heads=4, kv_heads=4, head_dim=64, dtype=F32)),
+    Problem("decode_explicit_masked_kv999_d64_f16", A, "validate",
+            lambda m, q, k, v, mask: torch.softmax(
+                (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask, -1e4), dim=-1) @ v,
+            lambda t: decode_inputs(1, 999, heads=4, kv_heads=4, q_len=2, head_dim=64,
+                                    dtype=F16)(t) + [t((1, 1, 2, 999), I64, high=2).bool()]),
+    Problem("decode_explicit_finfo_min_kv300_d64_f32", A, "validate",
+            lambda m, q, k, v, mask: torch.softmax(
+                (q @ k.transpose(-2, -1) * 0.125).masked_fill(mask, torch.finfo(F32).min),
+                dim=-1) @ v,
+            lambda t: decode_inputs(1, 300, heads=4, kv_heads=4, head_dim=64, dtype=F32)(t)
+            + [t((1, 1, 1, 300), I64, high=2).bool()]),
+    Problem("decode_causal_q3_kv500_d64_bf16", A, "validate",
+            lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            decode_inputs(1, 500, heads=4, kv_heads=4, q_len=3, head_dim=64)),
     # ---- scan (cumsum, cumprod, cummax / cummin with indices, logcumsumexp; row_scan over the
     # last dim, col_scan over an inner one, chained_scan over few long rows) ----
     Problem("cumsum_f32_1000x1003", S, "validate", lambda m, x: torch.cumsum(x, 1),
@@ -714,6 +754,17 @@ PROBLEMS = [
     Problem("linear_leaky_relu_1024x8192x8192_f32", G, "anchor",
             lambda m, x: F.leaky_relu(linear(m, x) * 2),
             lambda t: [t((1024, 8192), F32)], linear_weights(8192, 8192, F32)),
+    # Decode attention (issue 22): Llama-3-8B's heads (32 over 8 K/V heads, D 128), bf16, one
+    # query over a KV cache of 2048-32768; the floor is Q, K, V and the output read or written
+    # once (target >= 85% of the measured copy bandwidth). The long ones are judged on one batch
+    # of 4100 keys (more than twice every split length, so every point stays valid there).
+    Problem("decode_b1_h32_kv2048_d128_bf16", A, "anchor", gqa_attention, decode_inputs(1, 2048)),
+    Problem("decode_b1_h32_kv8192_d128_bf16", A, "anchor", gqa_attention, decode_inputs(1, 8192)),
+    Problem("decode_b1_h32_kv32768_d128_bf16", A, "anchor", gqa_attention,
+            decode_inputs(1, 32768), judge_inputs=decode_inputs(1, 4100)),
+    Problem("decode_b8_h32_kv2048_d128_bf16", A, "anchor", gqa_attention, decode_inputs(8, 2048)),
+    Problem("decode_b8_h32_kv32768_d128_bf16", A, "anchor", gqa_attention,
+            decode_inputs(8, 32768), judge_inputs=decode_inputs(1, 4100)),
     # Decode's skinny GEMM (issue 26): x[M, 4096] W[14336, 4096] bf16, the 117 MB weight read
     # once; target >= 88% of the measured copy bandwidth (the gemv family).
     Problem("gemv_1x4096x14336_bf16", G, "anchor", linear,

@@ -17,10 +17,18 @@
 #            (gemv_{1,8}x4096x14336_bf16: the gemv family beside cuBLASLt and CUTLASS, its likely
 #            best points requested, eager and torch.compile in the same run; GEMV_ANCHORS=0 skips
 #            them).
+#  decode:   flash_attention_gpu_test (every case judged; Llama-3-8B's decode attention, b1 KV 8192
+#            and b8 KV 2048, timed at several points against the copy bandwidth), then the
+#            attention validate problems and the decode anchors
+#            (decode_b{1,8}_h32_kv{2048,8192,32768}_d128_bf16: flash_attention beside
+#            sdpa_library's backends, likely good splits requested, eager and torch.compile in
+#            the same run; DECODE_ANCHORS=0 skips them, DECODE_SAMPLES sets the sampled points,
+#            default 12).
 #  conv:     the cudnn_conv family: run_cudnn_conv.sh (its GPU tests, then cudnn_conv_bench and
 #            conv_eager.py unless CONV_BENCH=0).
 # Needs .gpu/ (scripts/gpu-bundle of planted_bugs_test, host_launched_test, sandbox_gpu_test,
-# cutlass_gemm_gpu_test, gemv_gpu_test, forge-sandbox-child, generators_bench),
+# cutlass_gemm_gpu_test, gemv_gpu_test, flash_attention_gpu_test, forge-sandbox-child,
+# generators_bench),
 # .gpu/cutlass.tar.gz (the CUTLASS headers: tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf
 # .gpu/cutlass.tar.gz include) and python/forge/v1. Writes summary.md and the generator run's files under $OUT.
 set -uo pipefail
@@ -88,6 +96,19 @@ if [[ $phases == *" gemv "* ]]; then
     ANCHOR_TIMEOUT_S=420 BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" anchor baselines \
     > "$logs/generators_gemv.log" 2>&1
   echo "gemv anchors: exit $?" >> "$summary"
+fi
+if [[ $phases == *" decode "* ]]; then
+  timeout 500 "$FORGE_BUNDLE/bin/flash_attention_gpu_test" > "$logs/flash_attention_gpu_test.log" 2>&1
+  gtest_line flash_attention_gpu_test "$logs/flash_attention_gpu_test.log" $? >> "$summary"
+  grep -E "copy bandwidth|^\| b[0-9]|best" "$logs/flash_attention_gpu_test.log" | sed 's/^/    /' >> "$summary"
+  if [ "${DECODE_ANCHORS:-1}" != 0 ]; then
+    ONLY="$(python3 "$here/problems.py" names attention validate) $(python3 "$here/problems.py" names attention anchor)" \
+      FORGE_BENCH_SAMPLES="${DECODE_SAMPLES:-12}" VALIDATE_TIMEOUT_S=420 ANCHOR_TIMEOUT_S=500 \
+      FORGE_BENCH_POINTS="split_keys=256;split_keys=512;split_keys=1024;split_keys=2048;warps=8;unroll=4;unroll=1;split_keys=512,warps=8;split_keys=1024,unroll=4" \
+      BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" validate anchor baselines \
+      > "$logs/generators_decode.log" 2>&1
+    echo "decode validate + anchors: exit $?" >> "$summary"
+  fi
 fi
 if [[ $phases == *" conv "* ]]; then
   mkdir -p "$OUT/conv" && OUT="$OUT/conv" bash "$here/run_cudnn_conv.sh" > "$logs/conv.log" 2>&1

@@ -31,7 +31,8 @@ std::vector<std::string> Names(const std::vector<const KernelFamily*>& families)
 TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   EXPECT_THAT(Names(AllFamilies()),
               ElementsAre("pointwise", "reduction", "scan", "stencil", "cutlass_gemm", "gemv",
-                          "gemm_library", "cudnn_conv", "sdpa_library", "aten"));
+                          "gemm_library", "cudnn_conv", "flash_attention", "sdpa_library",
+                          "aten"));
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_REDUCTION)->name(), "reduction");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SCAN)->name(), "scan");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_STENCIL)->name(), "stencil");
@@ -40,6 +41,7 @@ TEST(FamilyTest, RegistryListsEveryFamilyOnce) {
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_GEMV)->name(), "gemv");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CUDNN_CONV)->name(), "cudnn_conv");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_SDPA_LIBRARY)->name(), "sdpa_library");
+  EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_FLASH_ATTENTION)->name(), "flash_attention");
   EXPECT_EQ(FindFamily(forge::v1::KERNEL_FAMILY_CONV), nullptr);
   for (const KernelFamily* family : AllFamilies()) {
     EXPECT_FALSE(family->generator_version().empty()) << family->name();

@@ -8,6 +8,7 @@
 #include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 #include "compiler/codegen/cutlass_gemm/cutlass_gemm.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/flash_attention/flash_attention.h"
 #include "compiler/codegen/gemm_library/gemm_library.h"
 #include "compiler/codegen/gemv/gemv.h"
 #include "compiler/codegen/pointwise/pointwise.h"
@@ -22,7 +23,7 @@ const std::vector<const KernelFamily*>& AllFamilies() {
   static const auto* families = new std::vector<const KernelFamily*>{
       new PointwiseFamily(), new ReductionFamily(), new ScanFamily(), new StencilFamily(),
       new CutlassGemmFamily(), new GemvFamily(), new GemmLibraryFamily(), new CudnnConvFamily(),
-      new SdpaLibraryFamily(), new AtenFallbackFamily()};
+      new FlashAttentionFamily(), new SdpaLibraryFamily(), new AtenFallbackFamily()};
   return *families;
 }
 

@@ -1,5 +1,5 @@
 // The analysis of an ATTENTION task that attention families share (sdpa_library's ATen backend
-// calls; a generated flash-attention family later): the problem's sizes (batch, heads, KV heads,
+// calls, flash_attention's generated decode kernels): the problem's sizes (batch, heads, KV heads,
 // query and key lengths, head dims), dtype, scale, causality, the mask, the layouts of Q, K, V and
 // the output, and what the partitioner fused around the attention.
 //

@@ -411,6 +411,88 @@ forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, in
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
+forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
+                               const std::string& mask) {
+  const AttentionShape& s = shape;
+  const std::vector<int64_t> q = {s.batch, s.heads, s.q_len, s.head_dim};
+  const std::vector<int64_t> kv = {s.batch, s.kv_heads, s.kv_len, s.head_dim};
+  TaskBuilder builder;
+  builder.Input("q", dtype, q).Input("k", dtype, kv).Input("v", dtype, kv);
+  std::vector<forge::v1::Argument> arguments = {TensorArg("query", "q"), TensorArg("key", "k"),
+                                                TensorArg("value", "v")};
+  int64_t mask_bytes = 0;
+  if (mask == "bool" || mask == "additive") {
+    const bool boolean = mask == "bool";
+    const std::vector<int64_t> m = {boolean ? s.batch : 1, 1, s.q_len, s.kv_len};
+    const forge::v1::DType mask_dtype = boolean ? forge::v1::DTYPE_BOOL : dtype;
+    builder.Input("mask", mask_dtype, m);
+    arguments.push_back(OptionalTensorArg("attn_mask", "mask"));
+    mask_bytes = m[0] * m[2] * m[3] * DTypeBytes(mask_dtype);
+  }
+  if (mask == "causal") {
+    arguments.push_back(NoneArg("attn_mask"));
+    arguments.push_back(FloatArg("dropout_p", 0));
+    arguments.push_back(BoolArg("is_causal", true));
+  }
+  if (s.kv_heads != s.heads) {
+    forge::v1::Argument gqa = BoolArg("enable_gqa", true);
+    gqa.set_keyword(true);
+    arguments.push_back(gqa);
+  }
+  builder.Node("attention", "scaled_dot_product_attention", "", arguments, dtype, q);
+  forge::v1::KernelTask task = builder.Output("attention").Build(forge::v1::KERNEL_FAMILY_ATTENTION);
+  task.set_flops(4 * s.batch * s.heads * s.q_len * s.kv_len * s.head_dim);
+  task.set_min_bytes((2 * s.batch * s.heads * s.q_len * s.head_dim +
+                      2 * s.batch * s.kv_heads * s.kv_len * s.head_dim) *
+                         DTypeBytes(dtype) +
+                     mask_bytes);
+  return task;
+}
+
+AttentionShape LlamaDecodeShape(int64_t batch, int64_t kv_len) {
+  return {.batch = batch, .heads = 32, .kv_heads = 8, .q_len = 1, .kv_len = kv_len,
+          .head_dim = 128};
+}
+
+forge::v1::KernelTask SdpaCacheSliceTask(forge::v1::DType dtype, int64_t start) {
+  const int64_t b = 2, h = 8, hkv = 2, cache = 4096, keys = 1000, d = 64;
+  forge::v1::KernelTask task =
+      TaskBuilder()
+          .Input("q_bshd", dtype, {b, 1, h, d})
+          .Input("k_cache", dtype, {b, hkv, cache, d})
+          .Input("v_cache", dtype, {b, hkv, cache, d})
+          .Node("q", "transpose", "int",
+                {TensorArg("self", "q_bshd"), IntArg("dim0", 1), IntArg("dim1", 2)}, dtype,
+                {b, h, 1, d})
+          .Node("k", "slice", "Tensor",
+                {TensorArg("self", "k_cache"), IntArg("dim", 2), IntArg("start", start),
+                 IntArg("end", start + keys)},
+                dtype, {b, hkv, keys, d})
+          .Node("v", "slice", "Tensor",
+                {TensorArg("self", "v_cache"), IntArg("dim", 2), IntArg("start", start),
+                 IntArg("end", start + keys)},
+                dtype, {b, hkv, keys, d})
+          .Node("attention", "scaled_dot_product_attention", "",
+                {TensorArg("query", "q"), TensorArg("key", "k"), TensorArg("value", "v"),
+                 BoolArg("enable_gqa", true)},
+                dtype, {b, h, 1, d})
+          .Output("attention")
+          .Build(forge::v1::KERNEL_FAMILY_ATTENTION);
+  // The views' strides and offsets, as the export records them.
+  for (forge::v1::Value& value : *task.mutable_group()->mutable_values()) {
+    forge::v1::TensorSpec& spec = *value.mutable_tensor();
+    if (value.name() == "q") {
+      spec.clear_strides();
+      for (int64_t stride : {h * d, d, h * d, int64_t{1}}) spec.add_strides(stride);
+    } else if (value.name() == "k" || value.name() == "v") {
+      spec.clear_strides();
+      for (int64_t stride : {hkv * cache * d, cache * d, d, int64_t{1}}) spec.add_strides(stride);
+      spec.set_storage_offset(start * d);
+    }
+  }
+  return task;
+}
+
 forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& shape, bool bias,
                                        const std::vector<std::string>& epilogue,
                                        bool channels_last) {

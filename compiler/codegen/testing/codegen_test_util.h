@@ -132,6 +132,26 @@ forge::v1::KernelTask ConvEpilogueTask(forge::v1::DType dtype, const ConvShape& 
                                        const std::vector<std::string>& epilogue,
                                        bool channels_last = false);
 
+// Attention tasks of the attention families' tests (unit and GPU): one
+// aten::scaled_dot_product_attention of q[batch, heads, q_len, head_dim] over
+// k, v[batch, kv_heads, kv_len, head_dim] (enable_gqa when kv_heads < heads), an ATTENTION task
+// with its flops (2 products) and min_bytes (Q, K, V and the output once) set. `mask`: "" (none),
+// "causal" (is_causal), "bool" (a bool attn_mask m[batch, 1, q_len, kv_len] of kept scores) or
+// "additive" (a float attn_mask m[1, 1, q_len, kv_len] of `dtype`, added to the scores).
+struct AttentionShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, q_len = 1, kv_len = 1, head_dim = 64;
+};
+forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
+                               const std::string& mask = "");
+// Llama-3-8B's decode attention: 32 query heads over 8 K/V heads, D 128, one query per head.
+AttentionShape LlamaDecodeShape(int64_t batch, int64_t kv_len);
+
+// Decode attention as a model spells it: SDPA (enable_gqa, 8 query heads over 2 K/V heads, D 64,
+// batch 2) of q = transpose(q_bshd[2, 1, 8, 64], 1, 2) over k and v = the keys start..start+1000
+// of caches [2, 2, 4096, 64] (slices along dim 2); the views carry the strides and storage
+// offsets an export records.
+forge::v1::KernelTask SdpaCacheSliceTask(forge::v1::DType dtype, int64_t start);
+
 // One process-wide pool (2 threads) shared by the tests.
 forge::compile::CompilePool& Pool();
 forge::compile::CompileRequest RequestFor(const GeneratedKernel& kernel, const std::string& arch);
