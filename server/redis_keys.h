@@ -24,6 +24,10 @@
 //                                          are a file under the coordinator's blob directory
 //   forge:sweeper:lock             string  held by the coordinator whose sweeper runs (sweeper.h),
 //                                          with an expiry
+//   forge:revoked:tokens           hash    token id -> "EXPIRES_UNIX_SECONDS BY" (0: for good): tokens
+//                                          refused before they expire (revocation/revocation.h)
+//   forge:revoked:identities       hash    worker identity -> "REVOKED_UNIX_SECONDS BY": identities
+//                                          refused (a purge of their results revokes them)
 //
 // The search. A "space" names where a result is valid: the GPU's product name for measured
 // results ("NVIDIA H200"), "predicted:<arch table name>" for the emulated backend's, so that a
@@ -80,6 +84,8 @@ inline std::string JobEvents(absl::string_view job_id) {
 }
 inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
 inline constexpr absl::string_view kSweeperLock = "forge:sweeper:lock";
+inline constexpr absl::string_view kRevokedTokens = "forge:revoked:tokens";
+inline constexpr absl::string_view kRevokedIdentities = "forge:revoked:identities";
 inline constexpr absl::string_view kResultPrefix = "forge:result:";
 inline std::string Result(absl::string_view space, absl::string_view candidate) {
   return absl::StrCat(kResultPrefix, space, ":", candidate);
