@@ -48,6 +48,8 @@
 //   forge:leases                   zset    lease id -> deadline (ms since the epoch)
 //   forge:lease:{id}               hash    "worker", "space", "deadline_ms", and per candidate
 //                                          "c:{cand}" -> "{job id} {task digest}"
+//   forge:scheduler:clock          string  INCR on every scheduler tick: a value lower than the last one
+//                                          seen means Redis lost acknowledged writes (scheduler.h)
 //   forge:worker_seq               string  last worker number handed out; ids "worker-<n>-<random>"
 //   forge:workers                  zset    worker id -> last heartbeat (ms since the epoch)
 //   forge:worker:{id}              hash    "info": WorkerStatus bytes as registered
@@ -108,6 +110,7 @@ inline constexpr absl::string_view kLeases = "forge:leases";
 inline std::string Lease(absl::string_view lease_id) {
   return absl::StrCat("forge:lease:", lease_id);
 }
+inline constexpr absl::string_view kSchedulerClock = "forge:scheduler:clock";
 inline constexpr absl::string_view kWorkerSequence = "forge:worker_seq";
 inline constexpr absl::string_view kWorkers = "forge:workers";
 inline std::string Worker(absl::string_view worker_id) {
