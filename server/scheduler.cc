@@ -545,8 +545,12 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   for (const Result& result : request.results()) {
     const std::string& digest = ResultCandidateDigest(result);
     auto entry = lease->candidates.find(digest);
+    // Provenance: a measured time comes with the judge's evidence that the candidate passed.
+    const bool judged = !result.has_measurement() ||
+                        result.measurement().kind() != forge::v1::MEASUREMENT_KIND_MEASURED ||
+                        (result.measurement().has_judge() && result.measurement().judge().passed());
     const bool well_formed =
-        (result.has_measurement() || result.has_failure()) &&
+        (result.has_measurement() || result.has_failure()) && judged &&
         (!result.has_measurement() ||
          (result.measurement().median_us() > 0 &&
           (result.measurement().kind() == forge::v1::MEASUREMENT_KIND_PREDICTED) ==

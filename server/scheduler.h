@@ -117,7 +117,10 @@ class Scheduler {
 
   // WorkerService. InvalidArgument for malformed requests, NotFound for an unknown worker (it
   // must register again), FailedPrecondition for a worker whose generators differ from ours,
-  // PermissionDenied for a report on another worker's lease.
+  // PermissionDenied for a report on another worker's lease. A report's results are rejected one
+  // by one (rejected_candidate_digests) for candidates its lease does not hold, predicted times
+  // from a GPU worker or measured ones from an emulated worker, and MEASURED times without the
+  // judge's passing evidence.
   absl::StatusOr<forge::v1::RegisterResponse> Register(const forge::v1::RegisterRequest& request);
   absl::StatusOr<forge::v1::HeartbeatResponse> Heartbeat(
       const forge::v1::HeartbeatRequest& request);

@@ -340,6 +340,37 @@ TEST_F(SchedulerTest, RefusesReportsOnAnotherWorkersLeaseAndMismatchedKinds) {
   EXPECT_EQ(scheduler_->Register(stale).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Provenance: a GPU worker's MEASURED time is taken only with the judge's evidence that the
+// candidate passed.
+TEST_F(SchedulerTest, AMeasuredTimeWithoutTheJudgesPassingEvidenceIsRefused) {
+  forge::v1::RegisterRequest gpu = forge::testing::EmulatedWorker(codegen::GeneratorVersions());
+  gpu.mutable_gpus(0)->set_emulated(false);
+  gpu.mutable_gpus(0)->set_name("NVIDIA H200");
+  absl::StatusOr<forge::v1::RegisterResponse> registered = scheduler_->Register(gpu);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  const std::string worker = registered->worker_id();
+  Submit("softmax");
+  const LeaseResponse lease = LeaseFor(worker);
+  ASSERT_GE(lease.candidates_size(), 1);
+  auto measured = [](const Candidate&, Result& result) {
+    result.mutable_measurement()->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+  };
+  auto judged = [&](bool passed) {
+    return [measured, passed](const Candidate& candidate, Result& result) {
+      measured(candidate, result);
+      result.mutable_measurement()->mutable_judge()->set_passed(passed);
+      result.mutable_measurement()->mutable_judge()->set_draws(3);
+    };
+  };
+  for (const ResultEdit& edit : {ResultEdit(measured), ResultEdit(judged(false))}) {
+    const forge::v1::ReportResponse refused = ReportAll(worker, lease, edit);
+    EXPECT_EQ(refused.accepted(), 0);
+    EXPECT_EQ(refused.rejected_candidate_digests_size(), lease.candidates_size());
+  }
+  const forge::v1::ReportResponse taken = ReportAll(worker, lease, judged(true));
+  EXPECT_EQ(taken.accepted(), lease.candidates_size());
+}
+
 TEST_F(SchedulerTest, EqualPrioritiesShareALeaseAndHigherPriorityGoesFirst) {
   const std::string worker = RegisterWorker();
   const std::string a = Submit("softmax");
