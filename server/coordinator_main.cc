@@ -50,6 +50,7 @@
 #include "compiler/codegen/family.h"
 #include "grpcpp/grpcpp.h"
 #include "server/auth/auth.h"
+#include "server/revocation/revocation.h"
 #include "server/blob_store.h"
 #include "server/cost_model_store.h"
 #include "server/cost_model_trainer.h"
@@ -83,6 +84,9 @@ ConfigSchema Schema() {
       .String("auth.token-secret", "",
               "File of the secret (32+ bytes) that signs tokens `forge admin mint-token` makes; "
               "empty: no signed tokens.")
+      .Duration("auth.revocation-cache", absl::Seconds(1),
+                "How long revoked tokens are read from Redis once for (forge admin revoke-token "
+                "through another coordinator takes this long to apply here).")
       .Duration("health.interval", absl::Seconds(1), "How often Redis is pinged for health.")
       .String("probe", "",
               "Check the health of the coordinator at HOST:PORT and exit (0: SERVING).")
@@ -323,6 +327,11 @@ int Run(int argc, char** argv) {
   if (!blobs.ok()) {
     log->critical("{}", blobs.status().ToString());
     return 1;
+  }
+  // Revoked tokens and worker identities (forge admin revoke-token, purges), on every call.
+  if (!auth.open()) {
+    auth.CheckRevocations(
+        std::make_shared<Revocations>(&redis, config->GetDuration("auth.revocation-cache")));
   }
   JobStore jobs(&redis);
   // With authentication, results no authenticated worker reported are not served.

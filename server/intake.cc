@@ -1,6 +1,8 @@
 #include "server/intake.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -171,6 +173,20 @@ absl::StatusOr<int64_t> CheckedElements(const TensorSpec& spec) {
     }
   }
   return elements;
+}
+
+IntakeLimits ClientSideLimits() {
+  // 2^61: a tensor or a job's data that large is refused by no configuration, and a sum of two
+  // such terms (the running total of weight bytes plus one tensor) still fits int64.
+  constexpr int64_t kUnbounded = int64_t{1} << 61;
+  return IntakeLimits{.max_graph_bytes = kUnbounded,
+                      .max_nodes = kUnbounded,
+                      .max_tensor_bytes = kUnbounded,
+                      .max_weight_bytes = kUnbounded,
+                      .max_candidate_trials = kUnbounded,
+                      .max_wall_seconds = kUnbounded,
+                      .max_priority = std::numeric_limits<int32_t>::max(),
+                      .max_active_jobs_per_owner = 0};
 }
 
 absl::Status ValidateGraph(const Graph& graph, const IntakeLimits& limits) {

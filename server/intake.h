@@ -49,6 +49,12 @@ struct IntakeLimits {
   int64_t max_active_jobs_per_owner = 100;
 };
 
+// The limits a client checks a job against before it sends it (the forge CLI does, through
+// ValidateGraph and ValidateJobOptions, so its messages are the coordinator's): max_rank, which no
+// coordinator setting changes, and every format check; the limits a coordinator's configuration
+// sets (bytes, nodes, budgets, priority) are left to it, here as high as sums stay within int64.
+IntakeLimits ClientSideLimits();
+
 // Elements of `spec` (1 for a scalar); InvalidArgument for a negative dimension or a count that
 // overflows int64.
 absl::StatusOr<int64_t> CheckedElements(const forge::v1::TensorSpec& spec);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/status/status_macros.h"
 #include "compiler/graph/partition.h"
@@ -336,11 +337,25 @@ grpc::Status JobService::PurgeResults(grpc::ServerContext* context,
   if (!caller.ok()) return Finish("PurgeResults", caller.status());
   absl::StatusOr<ResultFilter> filter = PurgeFilter(*request);
   if (!filter.ok()) return Finish("PurgeResults", filter.status());
+  const std::string by = caller->authenticated ? caller->owner : "(anonymous)";
+  // A worker whose results are purged is not trusted again: revoked before the purge, so that it
+  // cannot report between the two.
+  Revocations* const revocations = options_.auth.revocations();
+  const bool revoke = !filter->worker_identity.empty() && !options_.auth.open() &&
+                      revocations != nullptr;
+  if (revoke) {
+    if (absl::Status revoked = revocations->RevokeIdentity(filter->worker_identity, by);
+        !revoked.ok()) {
+      return Finish("PurgeResults", revoked);
+    }
+  }
   absl::StatusOr<forge::v1::PurgeResultsResponse> purged = scheduler_->PurgeResults(*filter);
+  if (purged.ok()) purged->set_identity_revoked(revoke);
   // The audit line: who purged what, also when it failed midway.
   LogWithFields(*GetLogger("coordinator"), spdlog::level::warn, "results purged",
-                {{"by", caller->authenticated ? caller->owner : "(anonymous)"},
+                {{"by", by},
                  {"worker_identity", filter->worker_identity},
+                 {"identity_revoked", revoke ? "true" : "false"},
                  {"unattributed", filter->unattributed ? "true" : "false"},
                  {"candidate", filter->candidate_digest},
                  {"task", filter->task_digest},
@@ -349,6 +364,49 @@ grpc::Status JobService::PurgeResults(grpc::ServerContext* context,
                  {"status", purged.status().ToString()}});
   if (purged.ok()) *response = *std::move(purged);
   return Finish("PurgeResults", purged.status());
+}
+
+grpc::Status JobService::RevokeToken(grpc::ServerContext* context,
+                                     const forge::v1::RevokeTokenRequest* request,
+                                     forge::v1::RevokeTokenResponse* response) {
+  absl::StatusOr<Caller> caller = Authorize(*context, {Role::kAdmin}, "");
+  if (!caller.ok()) return Finish("RevokeToken", caller.status());
+  Revocations* const revocations = options_.auth.revocations();
+  if (options_.auth.open() || revocations == nullptr) {
+    return Finish("RevokeToken", absl::FailedPreconditionError(
+                                     "RevokeToken: authentication is off, there is no token to "
+                                     "revoke (set auth.tokens or auth.token-secret)"));
+  }
+  const std::string& token_id = request->token_id();
+  const std::string& identity = request->worker_identity();
+  if (token_id.empty() == identity.empty()) {
+    return Finish("RevokeToken", absl::InvalidArgumentError(
+                                     "RevokeToken: set exactly one of token_id and worker_identity"));
+  }
+  const absl::Time expires = request->expires_unix_seconds() > 0
+                                 ? absl::FromUnixSeconds(request->expires_unix_seconds())
+                                 : absl::InfiniteFuture();
+  absl::Status changed;
+  if (request->restore()) {
+    changed = token_id.empty() ? revocations->RestoreIdentity(identity)
+                               : revocations->RestoreToken(token_id);
+  } else {
+    changed = token_id.empty() ? revocations->RevokeIdentity(identity, caller->owner)
+                               : revocations->RevokeToken(token_id, expires, caller->owner);
+  }
+  LogWithFields(*GetLogger("coordinator"), spdlog::level::warn,
+                request->restore() ? "token restored" : "token revoked",
+                {{"by", caller->owner},
+                 {"token_id", token_id},
+                 {"worker_identity", identity},
+                 {"status", changed.ToString()}});
+  if (!changed.ok()) return Finish("RevokeToken", changed);
+  absl::StatusOr<Revocations::Counts> counts = revocations->Count();
+  if (counts.ok()) {
+    response->set_revoked_tokens(counts->tokens);
+    response->set_revoked_identities(counts->identities);
+  }
+  return Finish("RevokeToken", counts.status());
 }
 
 }  // namespace forge::server

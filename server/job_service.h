@@ -6,7 +6,9 @@
 // Access (options.auth): SubmitJob and MissingBlobs need role submit or admin, CancelJob too;
 // GetJob, WatchJob, ListJobs, GetResults and ListWorkers need read, submit or admin;
 // PurgeResults needs admin, and every purge is one audit line in the log ("results purged":
-// who, the filter, what was removed). A submitted
+// who, the filter, what was removed); a purge of a worker identity's results also revokes that
+// identity (server/revocation) before it purges, so the worker cannot register or report again.
+// RevokeToken needs admin and logs "token revoked" (or "token restored"). A submitted
 // job's owner is the caller's (the owner the client names is replaced), and its priority and
 // budget must fit the caller's caps; a caller other than admin reads, lists and cancels only its
 // own owner's jobs (ListJobs naming another owner is PERMISSION_DENIED). An owner may have at most
@@ -82,6 +84,11 @@ class JobService final : public forge::v1::JobService::Service {
   grpc::Status PurgeResults(grpc::ServerContext* context,
                             const forge::v1::PurgeResultsRequest* request,
                             forge::v1::PurgeResultsResponse* response) override;
+  // InvalidArgument unless exactly one of token_id and worker_identity is set;
+  // FailedPrecondition with open auth (no tokens to revoke) or no revocation list.
+  grpc::Status RevokeToken(grpc::ServerContext* context,
+                           const forge::v1::RevokeTokenRequest* request,
+                           forge::v1::RevokeTokenResponse* response) override;
 
   // The forge_coordinator_rpcs_total family, which WorkerService counts its calls in too.
   metrics::Family<metrics::Counter>* rpc_counter() const { return rpcs_; }

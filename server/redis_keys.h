@@ -24,6 +24,10 @@
 //                                          are a file under the coordinator's blob directory
 //   forge:sweeper:lock             string  held by the coordinator whose sweeper runs (sweeper.h),
 //                                          with an expiry
+//   forge:revoked:tokens           hash    token id -> "EXPIRES_UNIX_SECONDS BY" (0: for good): tokens
+//                                          refused before they expire (revocation/revocation.h)
+//   forge:revoked:identities       hash    worker identity -> "REVOKED_UNIX_SECONDS BY": identities
+//                                          refused (a purge of their results revokes them)
 //
 // The search. A "space" names where a result is valid: the GPU's product name for measured
 // results ("NVIDIA H200"), "predicted:<arch table name>" for the emulated backend's, so that a
@@ -44,6 +48,8 @@
 //   forge:leases                   zset    lease id -> deadline (ms since the epoch)
 //   forge:lease:{id}               hash    "worker", "space", "deadline_ms", and per candidate
 //                                          "c:{cand}" -> "{job id} {task digest}"
+//   forge:scheduler:clock          string  INCR on every scheduler tick: a value lower than the last one
+//                                          seen means Redis lost acknowledged writes (scheduler.h)
 //   forge:worker_seq               string  last worker number handed out; ids "worker-<n>-<random>"
 //   forge:workers                  zset    worker id -> last heartbeat (ms since the epoch)
 //   forge:worker:{id}              hash    "info": WorkerStatus bytes as registered
@@ -80,6 +86,8 @@ inline std::string JobEvents(absl::string_view job_id) {
 }
 inline std::string Blob(absl::string_view sha256) { return absl::StrCat("forge:blob:", sha256); }
 inline constexpr absl::string_view kSweeperLock = "forge:sweeper:lock";
+inline constexpr absl::string_view kRevokedTokens = "forge:revoked:tokens";
+inline constexpr absl::string_view kRevokedIdentities = "forge:revoked:identities";
 inline constexpr absl::string_view kResultPrefix = "forge:result:";
 inline std::string Result(absl::string_view space, absl::string_view candidate) {
   return absl::StrCat(kResultPrefix, space, ":", candidate);
@@ -102,6 +110,7 @@ inline constexpr absl::string_view kLeases = "forge:leases";
 inline std::string Lease(absl::string_view lease_id) {
   return absl::StrCat("forge:lease:", lease_id);
 }
+inline constexpr absl::string_view kSchedulerClock = "forge:scheduler:clock";
 inline constexpr absl::string_view kWorkerSequence = "forge:worker_seq";
 inline constexpr absl::string_view kWorkers = "forge:workers";
 inline std::string Worker(absl::string_view worker_id) {

@@ -89,6 +89,24 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(RedisClient* redis,
 absl::Status Scheduler::LoadLocked() {
   FORGE_ASSIGN_OR_RETURN(auto workers, store_.LoadWorkers());
   for (auto& [id, record] : workers) workers_.Restore(id, std::move(record));
+  return LoadWorkLocked();
+}
+
+absl::Status Scheduler::ReconcileLocked(absl::string_view evidence) {
+  LogWithFields(*GetLogger("scheduler"), spdlog::level::warn,
+                "redis lost writes: reconciling with it",
+                {{"evidence", evidence},
+                 {"leases_dropped", static_cast<int64_t>(leases_.leases().size())},
+                 {"running_jobs", static_cast<int64_t>(running_.size())}});
+  // Workers stay: they are only ahead of Redis by registrations and counts, which their next
+  // report saves again.
+  leases_ = LeaseTable();
+  searches_.Clear();
+  running_.clear();
+  return LoadWorkLocked();
+}
+
+absl::Status Scheduler::LoadWorkLocked() {
   FORGE_ASSIGN_OR_RETURN(auto leases, store_.LoadLeases());
   for (auto& [id, lease] : leases) leases_.Add(id, std::move(lease));
   // Running jobs (queued ones start at the next tick).
@@ -369,7 +387,26 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
     UpdateGaugesLocked();
     return response;
   }
-  FORGE_ASSIGN_OR_RETURN(const std::string lease_id, store_.NewLeaseId());
+  absl::StatusOr<std::string> new_lease_id = store_.NewLeaseId();
+  const int64_t lease_number =
+      new_lease_id.ok() ? IdNumber(*new_lease_id, "lease").value_or(0) : 0;
+  if (!new_lease_id.ok() || lease_number <= lease_number_) {
+    // Nothing is leased: the candidates go back to their searches.
+    for (auto& [candidate, job] : picked) {
+      ReleaseLocked(space, LeaseEntry{job->id, candidate.task_digest()}, candidate.digest());
+    }
+    FORGE_RETURN_IF_ERROR(new_lease_id.status());
+    // Lease numbers went backwards: Redis lost the last ones handed out, and with them writes
+    // this scheduler still counts on. The worker asks again after the reconciliation.
+    FORGE_RETURN_IF_ERROR(ReconcileLocked(absl::StrCat(
+        "lease number ", lease_number, " after ", lease_number_)));
+    lease_number_ = lease_number;
+    response.set_retry_after_ms(absl::ToInt64Milliseconds(options_.retry_after));
+    UpdateGaugesLocked();
+    return response;
+  }
+  lease_number_ = lease_number;
+  const std::string& lease_id = *new_lease_id;
   LeaseRecord lease;
   lease.worker_id = request.worker_id();
   lease.space = space;
@@ -499,12 +536,21 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
   }
   const std::string space = lease->space;
   const bool emulated_worker = WorkerRegistry::IsEmulated(*worker);
+  // A lease this scheduler holds but Redis does not: Redis lost it (a rollback). Its results are
+  // still taken where Redis kept their candidates; then the scheduler reconciles.
+  FORGE_ASSIGN_OR_RETURN(const bool lease_stored, store_.LeaseStored(request.lease_id()));
+  std::string mismatch =
+      lease_stored ? "" : absl::StrCat("lease ", request.lease_id(), " is missing in redis");
   std::vector<std::string> done;
   for (const Result& result : request.results()) {
     const std::string& digest = ResultCandidateDigest(result);
     auto entry = lease->candidates.find(digest);
+    // Provenance: a measured time comes with the judge's evidence that the candidate passed.
+    const bool judged = !result.has_measurement() ||
+                        result.measurement().kind() != forge::v1::MEASUREMENT_KIND_MEASURED ||
+                        (result.measurement().has_judge() && result.measurement().judge().passed());
     const bool well_formed =
-        (result.has_measurement() || result.has_failure()) &&
+        (result.has_measurement() || result.has_failure()) && judged &&
         (!result.has_measurement() ||
          (result.measurement().median_us() > 0 &&
           (result.measurement().kind() == forge::v1::MEASUREMENT_KIND_PREDICTED) ==
@@ -519,7 +565,15 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
       return absl::InternalError(absl::StrCat("Report: no search of task ", leased.task_digest,
                                               " in ", space, " for ", request.lease_id()));
     }
-    FORGE_ASSIGN_OR_RETURN(const Candidate candidate, results_->GetCandidate(digest));
+    absl::StatusOr<Candidate> leased_candidate = results_->GetCandidate(digest);
+    if (absl::IsNotFound(leased_candidate.status())) {
+      // Written with the lease, lost with it: the worker's result cannot be stored whole.
+      response.add_rejected_candidate_digests(digest);
+      if (mismatch.empty()) mismatch = absl::StrCat("leased candidate ", digest, " is missing");
+      continue;
+    }
+    FORGE_RETURN_IF_ERROR(leased_candidate.status());
+    const Candidate& candidate = *leased_candidate;
     FORGE_ASSIGN_OR_RETURN(const bool stored,
                            results_->PutIfAbsent(space, candidate, result, leased.job_id));
     if (stored) {
@@ -553,6 +607,12 @@ absl::StatusOr<forge::v1::ReportResponse> Scheduler::Report(
     }
   }
   FORGE_RETURN_IF_ERROR(store_.SaveWorker(*worker));
+  if (!mismatch.empty()) {
+    // Before any job advances on counts that include what Redis lost.
+    FORGE_RETURN_IF_ERROR(ReconcileLocked(mismatch));
+    UpdateGaugesLocked();
+    return response;
+  }
   // A result can finish tasks of every job that shares them, not only of the lease's jobs.
   for (auto& [id, job] : running_) {
     FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(id, [&] { return AdvanceJobLocked(job); }));
@@ -752,6 +812,14 @@ absl::StatusOr<forge::v1::PurgeResultsResponse> Scheduler::PurgeResults(
 
 absl::Status Scheduler::Tick() {
   absl::MutexLock lock(&mutex_);
+  // First, before anything acts on memory that Redis may no longer back: the clock going back
+  // means Redis lost writes since the last tick or before.
+  FORGE_ASSIGN_OR_RETURN(const int64_t clock, store_.AdvanceClock());
+  if (clock <= clock_) {
+    FORGE_RETURN_IF_ERROR(
+        ReconcileLocked(absl::StrCat("scheduler clock ", clock, " after ", clock_)));
+  }
+  clock_ = clock;
   const absl::Time now = absl::Now();
   // Expired leases: their candidates go back to the search.
   for (const std::string& id : leases_.Expired(now)) {

@@ -23,7 +23,16 @@
 // renewed (heartbeats renew the leases they name) by its deadline returns its candidates to the
 // search. A restarted coordinator reloads workers, leases, jobs and searches, releases pending
 // candidates no live lease holds and records those the cache already answers. One scheduler
-// serves a Redis at a time. A failure that belongs to one job (its stored state does not load,
+// serves a Redis at a time. Redis losing acknowledged writes (a host crash under appendfsync
+// everysec rolls its AOF back by up to a second) leaves the scheduler's memory ahead of Redis:
+// leases, results and job states Redis no longer has. The scheduler notices it on a lease or report
+// mismatch (a report for a lease it holds but Redis lost, a leased candidate Redis lost, lease
+// numbers going backwards) and on every tick (forge:scheduler:clock going backwards), and then
+// reconciles: it drops its leases, searches and running jobs and loads them from Redis as a restart
+// does, so candidates held by no lease in Redis go back to their searches, counts and bests are
+// those of the results Redis holds, and jobs Redis still has running run on (a "redis lost writes:
+// reconciling" warning). Workers whose leases went are told so when they report. A failure that
+// belongs to one job (its stored state does not load,
 // its tasks cannot be searched, a generator fails or throws on them) fails that job with the
 // reason and the scheduler carries on with the others, at a restart too; only Redis being
 // unavailable fails the call. A job of no tasks is DONE as soon as it starts.
@@ -108,7 +117,10 @@ class Scheduler {
 
   // WorkerService. InvalidArgument for malformed requests, NotFound for an unknown worker (it
   // must register again), FailedPrecondition for a worker whose generators differ from ours,
-  // PermissionDenied for a report on another worker's lease.
+  // PermissionDenied for a report on another worker's lease. A report's results are rejected one
+  // by one (rejected_candidate_digests) for candidates its lease does not hold, predicted times
+  // from a GPU worker or measured ones from an emulated worker, and MEASURED times without the
+  // judge's passing evidence.
   absl::StatusOr<forge::v1::RegisterResponse> Register(const forge::v1::RegisterRequest& request);
   absl::StatusOr<forge::v1::HeartbeatResponse> Heartbeat(
       const forge::v1::HeartbeatRequest& request);
@@ -142,6 +154,11 @@ class Scheduler {
             SchedulerOptions options);
 
   absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Leases and running jobs from Redis (LoadLocked's part that reconciliation repeats).
+  absl::Status LoadWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // After Redis lost writes (`evidence` says how it showed): forgets leases, searches and running
+  // jobs and loads them again from Redis. Callers must not hold pointers into them.
+  absl::Status ReconcileLocked(absl::string_view evidence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status StartJobLocked(const forge::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status BindJobLocked(JobRun& job, const std::string& space, const std::string& arch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -211,6 +228,10 @@ class Scheduler {
   std::map<std::string, JobRun> running_ ABSL_GUARDED_BY(mutex_);  // by job id
   uint64_t rotation_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t ticks_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The last scheduler clock and lease number seen: values from Redis not above them mean Redis
+  // lost writes. 0: none seen yet.
+  int64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t lease_number_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace forge::server

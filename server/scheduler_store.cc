@@ -163,6 +163,17 @@ absl::Status SchedulerStore::DropLease(const std::string& lease_id) {
                       {"ZREM", std::string(keys::kLeases), lease_id}});
 }
 
+absl::StatusOr<bool> SchedulerStore::LeaseStored(const std::string& lease_id) {
+  const std::string key = keys::Lease(lease_id);
+  absl::StatusOr<RedisReply> exists = redis_->Command({"EXISTS", key});
+  FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("reading ", key), exists));
+  return exists->integer() > 0;
+}
+
+absl::StatusOr<int64_t> SchedulerStore::AdvanceClock() {
+  return Increment(keys::kSchedulerClock, "advancing the scheduler clock");
+}
+
 // ----- job searches -----
 
 absl::StatusOr<JobSearchRecord> SchedulerStore::LoadJobSearch(absl::string_view job_id) {

@@ -81,6 +81,11 @@ class SchedulerStore {
   absl::Status RemoveFromLease(const std::string& lease_id,
                                const std::vector<std::string>& candidate_digests);
   absl::Status DropLease(const std::string& lease_id);
+  // Whether Redis still holds the lease (false after a rollback lost it).
+  absl::StatusOr<bool> LeaseStored(const std::string& lease_id);
+  // Advances the scheduler clock (forge:scheduler:clock) and returns it: each value is larger
+  // than every one returned before, unless Redis lost acknowledged writes.
+  absl::StatusOr<int64_t> AdvanceClock();
 
   // ----- job searches -----
   absl::StatusOr<JobSearchRecord> LoadJobSearch(absl::string_view job_id);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/digest/sha256.h"
 #include "common/speedup/speedup.h"
 #include "compiler/codegen/family.h"
@@ -338,6 +340,37 @@ TEST_F(SchedulerTest, RefusesReportsOnAnotherWorkersLeaseAndMismatchedKinds) {
   EXPECT_EQ(scheduler_->Register(stale).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Provenance: a GPU worker's MEASURED time is taken only with the judge's evidence that the
+// candidate passed.
+TEST_F(SchedulerTest, AMeasuredTimeWithoutTheJudgesPassingEvidenceIsRefused) {
+  forge::v1::RegisterRequest gpu = forge::testing::EmulatedWorker(codegen::GeneratorVersions());
+  gpu.mutable_gpus(0)->set_emulated(false);
+  gpu.mutable_gpus(0)->set_name("NVIDIA H200");
+  absl::StatusOr<forge::v1::RegisterResponse> registered = scheduler_->Register(gpu);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  const std::string worker = registered->worker_id();
+  Submit("softmax");
+  const LeaseResponse lease = LeaseFor(worker);
+  ASSERT_GE(lease.candidates_size(), 1);
+  auto measured = [](const Candidate&, Result& result) {
+    result.mutable_measurement()->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+  };
+  auto judged = [&](bool passed) {
+    return [measured, passed](const Candidate& candidate, Result& result) {
+      measured(candidate, result);
+      result.mutable_measurement()->mutable_judge()->set_passed(passed);
+      result.mutable_measurement()->mutable_judge()->set_draws(3);
+    };
+  };
+  for (const ResultEdit& edit : {ResultEdit(measured), ResultEdit(judged(false))}) {
+    const forge::v1::ReportResponse refused = ReportAll(worker, lease, edit);
+    EXPECT_EQ(refused.accepted(), 0);
+    EXPECT_EQ(refused.rejected_candidate_digests_size(), lease.candidates_size());
+  }
+  const forge::v1::ReportResponse taken = ReportAll(worker, lease, judged(true));
+  EXPECT_EQ(taken.accepted(), lease.candidates_size());
+}
+
 TEST_F(SchedulerTest, EqualPrioritiesShareALeaseAndHigherPriorityGoesFirst) {
   const std::string worker = RegisterWorker();
   const std::string a = Submit("softmax");
@@ -583,6 +616,61 @@ TEST_F(SchedulerTest, AJobWhoseStateDoesNotLoadFailsAloneAndARestartCarriesOn) {
   EXPECT_EQ(StateOf(healthy), forge::v1::JOB_STATE_DONE);
   Restart();
   EXPECT_TRUE(scheduler_->Tick().ok());
+}
+
+// Redis loses its last acknowledged writes while the scheduler runs (its append-only file restored
+// from a copy taken a lease earlier, as a host crash under appendfsync everysec does): a reported
+// lease's results and a lease still out are gone from Redis but not from the scheduler's memory.
+// The next tick notices and reconciles: the lost lease's late report is refused and its candidates
+// are leased again, the lost results are measured again, and what the job counts is stored.
+TEST_F(SchedulerTest, AfterRedisLostWritesTheSchedulerReconcilesAndCountsOnlyStoredResults) {
+  const std::string worker = RegisterWorker();
+  const std::string job = Submit("mlp");
+  ASSERT_TRUE(scheduler_->Tick().ok());
+  ReportAll(worker, LeaseFor(worker));
+  ASSERT_TRUE(scheduler_->Tick().ok());
+  const std::filesystem::path dir = redis_server_->dir();
+  redis_server_->Stop();
+  std::filesystem::copy(dir / "appendonlydir", dir / "before",
+                        std::filesystem::copy_options::recursive);
+  ASSERT_TRUE(redis_server_->Restart().ok());
+  // Work the crash takes back: a lease reported in full, and one still out.
+  const absl::Time reconnect_deadline = absl::Now() + absl::Seconds(5);
+  while (!scheduler_->Tick().ok() && absl::Now() < reconnect_deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const LeaseResponse reported = LeaseFor(worker);
+  ASSERT_FALSE(reported.candidates().empty());
+  ASSERT_EQ(ReportAll(worker, reported).accepted(), reported.candidates_size());
+  const LeaseResponse out = LeaseFor(worker);
+  ASSERT_FALSE(out.candidates().empty());
+
+  redis_server_->Stop();
+  std::filesystem::remove_all(dir / "appendonlydir");
+  std::filesystem::rename(dir / "before", dir / "appendonlydir");
+  ASSERT_TRUE(redis_server_->Restart().ok());
+  absl::Status tick;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  do {
+    absl::SleepFor(absl::Milliseconds(50));
+    tick = scheduler_->Tick();
+  } while (!tick.ok() && absl::Now() < deadline);
+  ASSERT_TRUE(tick.ok()) << tick;
+
+  const forge::v1::ReportResponse late = ReportAll(worker, out);
+  EXPECT_EQ(late.accepted(), 0) << "its lease went with Redis's last writes";
+  EXPECT_EQ(late.rejected_candidate_digests_size(), out.candidates_size());
+  RunToCompletion(worker);
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    // The baseline (eager) is stored with the results and counted apart from them.
+    EXPECT_EQ(task.candidates_measured() + task.candidates_failed() + 1, task.results_size())
+        << "counted but not stored: " << task.task().digest();
+    EXPECT_GE(task.results_size(), 2) << "min_trials_per_task";
+    EXPECT_TRUE(task.has_best());
+  }
 }
 
 }  // namespace

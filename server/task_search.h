@@ -117,6 +117,10 @@ class TaskSearches {
   // leases may still be reported (Apply takes results of candidates the searcher does not hold).
   absl::Status Forget(absl::string_view space, absl::string_view task_digest);
 
+  // Drops every search from memory (not their snapshots): the next Get loads each again from
+  // Redis, as after a restart (the Scheduler's reconciliation after a Redis rollback).
+  void Clear() { searches_.clear(); }
+
   // Releases pending candidates that are neither ready nor leased: what a call that failed
   // midway (Redis down) had proposed or picked; they would otherwise hold their task open forever.
   void ReleaseStranded(const LeaseTable& leases);

@@ -355,6 +355,27 @@ int RunMintToken(const Call& call) {
   return Print(call, MintTokenCommand(call.Get("secret-file"), claims));
 }
 
+int RunRevokeToken(const Call& call) {
+  forge::v1::RevokeTokenRequest request;
+  const int named = call.Has("id") + call.Has("of-token") + call.Has("identity");
+  if (named != 1) {
+    return UsageFailure(call, "revoke-token needs exactly one of --id, --of-token and --identity");
+  }
+  if (call.Has("of-token")) {
+    absl::StatusOr<std::string> id = TokenId(call.Get("of-token"));
+    if (!id.ok()) return Fail(call, id.status());
+    request.set_token_id(*id);
+  } else {
+    request.set_token_id(call.Get("id"));
+  }
+  request.set_worker_identity(call.Get("identity"));
+  request.set_restore(call.Switch("restore"));
+  int exit_code = kExitOk;
+  std::unique_ptr<JobClient> client = Connect(call, exit_code);
+  if (client == nullptr) return exit_code;
+  return Print(call, RevokeTokenCommand(*client, request, call.Switch("json")));
+}
+
 // The actions of `forge admin`, with the flags each takes (the others' are refused).
 struct AdminAction {
   const char* name;
@@ -366,6 +387,7 @@ const std::vector<AdminAction>& AdminActions() {
   static const auto* actions = new std::vector<AdminAction>{
       {"purge-results", {"worker", "unattributed", "candidate", "task", "json"}, RunPurgeResults},
       {"mint-token", {"owner", "role", "expires-in", "cap", "secret-file"}, RunMintToken},
+      {"revoke-token", {"id", "of-token", "identity", "restore", "json"}, RunRevokeToken},
   };
   return *actions;
 }
@@ -376,7 +398,7 @@ int RunAdmin(const Call& call) {
                                    [&](const AdminAction& a) { return name == a.name; });
   if (action == AdminActions().end()) {
     return UsageFailure(call, absl::StrCat("unknown admin action '", name,
-                                           "' (the actions: purge-results, mint-token)"));
+                                           "' (the actions: purge-results, mint-token, revoke-token)"));
   }
   for (const AdminAction& other : AdminActions()) {
     for (const char* flag : other.flags) {
@@ -569,21 +591,29 @@ const std::vector<Command>& Commands() {
        true,
        RunCancel},
       {"admin",
-       "administer the coordinator: purge-results, mint-token",
+       "administer the coordinator: purge-results, mint-token, revoke-token",
        "forge admin purge-results (--worker ID | --unattributed | --candidate DIGEST |\n"
        "                           --task DIGEST)... [--json]\n"
        "       forge admin mint-token --owner NAME --role ROLE --secret-file PATH\n"
-       "                              [--expires-in 24h] [--cap KEY=N]...",
+       "                              [--expires-in 24h] [--cap KEY=N]...\n"
+       "       forge admin revoke-token (--id ID | --of-token TOKEN | --identity NAME)\n"
+       "                                [--restore] [--json]",
        "purge-results removes results from the shared results cache: every result the worker\n"
        "identity ID reported (a worker that reported false numbers), those reported without an\n"
        "identity, or those of one candidate or task; several filters combine with AND. The\n"
        "searches of the tasks that lost results start over from the results left, so no later\n"
        "job gets a best derived from the removed ones. Needs a token of role admin; the\n"
-       "coordinator logs each purge. Revoke the worker's token too, or it may report again.\n\n"
+       "coordinator logs each purge. Purging --worker ID also revokes that worker identity:\n"
+       "its tokens are refused from then on, so it cannot register or report again.\n\n"
        "mint-token prints a token signed with the coordinator's token secret (its\n"
        "auth.token-secret file): OWNER with ROLE (read, submit, admin or worker) and caps\n"
        "(max-priority=N, max-trials=N, max-wall-seconds=N), valid for --expires-in. It runs\n"
-       "locally: whoever can read the secret can mint any token.",
+       "locally: whoever can read the secret can mint any token. Each token carries a random id.\n\n"
+       "revoke-token refuses one token before it expires: by its --id, or --of-token TOKEN\n"
+       "(its id is read here: a signed token's id, or a digest of a token file's token), or\n"
+       "every token of the worker identity NAME (--identity); --restore lets it back. Every\n"
+       "coordinator of the Redis refuses it within auth.revocation-cache (1 s). Needs an admin\n"
+       "token; the coordinator logs each change.",
        {Text("worker", "ID", "purge-results: results this worker identity reported"),
         Switch("unattributed", "purge-results: results reported without a worker identity"),
         Text("candidate", "DIGEST", "purge-results: results of this candidate"),
@@ -593,7 +623,11 @@ const std::vector<Command>& Commands() {
         Text("role", "ROLE", "mint-token: read, submit, admin or worker"),
         Text("expires-in", "DURATION", "mint-token: how long the token is valid", "24h"),
         Repeated("cap", "KEY=N", "mint-token: a cap, as in a token file"),
-        Text("secret-file", "PATH", "mint-token: the coordinator's auth.token-secret file")},
+        Text("secret-file", "PATH", "mint-token: the coordinator's auth.token-secret file"),
+        Text("id", "ID", "revoke-token: the id of the token to refuse"),
+        Text("of-token", "TOKEN", "revoke-token: the token to refuse (its id is sent)"),
+        Text("identity", "NAME", "revoke-token: the worker identity whose tokens to refuse"),
+        Switch("restore", "revoke-token: let the token or identity back instead")},
        1,
        1,
        true,

@@ -296,4 +296,9 @@ absl::StatusOr<forge::v1::PurgeResultsResponse> JobClient::PurgeResults(
   return channel_->Unary("PurgeResults", &forge::v1::JobService::Stub::PurgeResults, request);
 }
 
+absl::StatusOr<forge::v1::RevokeTokenResponse> JobClient::RevokeToken(
+    const forge::v1::RevokeTokenRequest& request) {
+  return channel_->Unary("RevokeToken", &forge::v1::JobService::Stub::RevokeToken, request);
+}
+
 }  // namespace forge::client

@@ -103,6 +103,8 @@ class JobClient {
       const forge::v1::ListWorkersRequest& request);
   absl::StatusOr<forge::v1::PurgeResultsResponse> PurgeResults(
       const forge::v1::PurgeResultsRequest& request);
+  absl::StatusOr<forge::v1::RevokeTokenResponse> RevokeToken(
+      const forge::v1::RevokeTokenRequest& request);
 
  private:
   struct Channel;

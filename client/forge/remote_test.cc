@@ -156,6 +156,50 @@ TEST_F(RemoteTest, SubmitsBothModelKindsAndResubmissionsUploadNothing) {
   }
 }
 
+// The CLI runs the coordinator's intake checks itself, before it sends anything: a weight declared
+// larger than its tensor is refused with the words the coordinator would use, and nothing is
+// uploaded or stored.
+TEST_F(RemoteTest, TheCliRefusesWhatIntakeWouldWithIntakesMessageBeforeUploading) {
+  const fs::path tampered = fs::path(directory_.path()) / "tampered";
+  fs::copy(ModelPath("mlp"), tampered, fs::copy_options::recursive);
+  absl::StatusOr<LocalModel> local = ReadModel(tampered.string());
+  ASSERT_TRUE(local.ok()) << local.status();
+  forge::v1::Graph graph = local->graph;
+  forge::v1::GraphInput* weight = nullptr;
+  for (forge::v1::GraphInput& input : *graph.mutable_inputs()) {
+    if (input.has_data() && input.data().inline_bytes().empty()) weight = &input;
+  }
+  ASSERT_NE(weight, nullptr);
+  weight->mutable_data()->set_size_bytes(50LL << 20);  // 50 MiB declared for the real tensor
+  {
+    std::ofstream out(tampered / "graph.pb", std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(graph.SerializeToOstream(&out));
+  }
+
+  const SubmitOutcome refused = SubmitModel(*client_, tampered.string(), {});
+  ASSERT_TRUE(absl::IsInvalidArgument(refused.status)) << refused.status;
+  const std::string prefix = "not submitted: graph rejected: ";
+  const std::string message(refused.status.message());
+  ASSERT_THAT(message, ::testing::StartsWith(prefix));
+  const std::string reason = message.substr(prefix.size());
+  EXPECT_THAT(reason, HasSubstr(absl::StrCat("input '", weight->value_name(),
+                                             "': data.size_bytes is 52428800")));
+  EXPECT_EQ(refused.blobs_uploaded, 0);
+  forge::v1::ListJobsResponse listed = *client_->ListJobs(forge::v1::ListJobsRequest());
+  EXPECT_EQ(listed.jobs_size(), 0) << "nothing reached the coordinator";
+
+  // The coordinator, sent the same graph directly, says the same.
+  forge::v1::SubmitJobHeader header;
+  *header.mutable_graph() = graph;
+  absl::StatusOr<forge::v1::SubmitJobResponse> direct = client_->SubmitJob(
+      header, {}, [](const std::string&) -> absl::StatusOr<std::string> {
+        return absl::NotFoundError("no upload");
+      });
+  ASSERT_TRUE(absl::IsInvalidArgument(direct.status())) << direct.status();
+  EXPECT_THAT(std::string(direct.status().message()),
+              HasSubstr(absl::StrCat("graph rejected: ", reason)));
+}
+
 TEST_F(RemoteTest, DirectoryOfModelsGivesOneLabelledJobEachAndASummary) {
   const std::string models = absl::StrCat(directory_.path(), "/models");
   fs::create_directories(models);

@@ -17,6 +17,7 @@
 #include "common/status/status_macros.h"
 #include "common/text/json.h"
 #include "common/version/version.h"
+#include "server/intake.h"
 
 namespace forge::client {
 namespace {
@@ -27,13 +28,6 @@ absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptio
   outcome.model_name = model.Name();
   const std::vector<std::string> digests = UploadableBlobDigests(model.graph);
   outcome.blobs_named = static_cast<int>(digests.size());
-
-  forge::v1::MissingBlobsRequest missing_request;
-  for (const std::string& digest : digests) missing_request.add_sha256(digest);
-  FORGE_ASSIGN_OR_RETURN(forge::v1::MissingBlobsResponse missing,
-                         client.MissingBlobs(missing_request));
-  const std::vector<std::string> upload(missing.missing_sha256().begin(),
-                                        missing.missing_sha256().end());
 
   forge::v1::SubmitJobHeader header;
   *header.mutable_graph() = model.graph;
@@ -47,6 +41,19 @@ absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptio
   if (job_options.labels().count("model") == 0) {
     (*job_options.mutable_labels())["model"] = outcome.model_name;
   }
+  // The coordinator's own intake checks, before anything is sent: what it would refuse is refused
+  // here with its words, and no weight is uploaded for it.
+  FORGE_RETURN_IF_ERROR(Annotate(
+      server::ValidateJobOptions(job_options, server::ClientSideLimits()), "not submitted"));
+  FORGE_RETURN_IF_ERROR(Annotate(server::ValidateGraph(header.graph(), server::ClientSideLimits()),
+                                 "not submitted: graph rejected"));
+
+  forge::v1::MissingBlobsRequest missing_request;
+  for (const std::string& digest : digests) missing_request.add_sha256(digest);
+  FORGE_ASSIGN_OR_RETURN(forge::v1::MissingBlobsResponse missing,
+                         client.MissingBlobs(missing_request));
+  const std::vector<std::string> upload(missing.missing_sha256().begin(),
+                                        missing.missing_sha256().end());
 
   int64_t bytes_uploaded = 0;
   FORGE_ASSIGN_OR_RETURN(

@@ -75,6 +75,34 @@ TEST(SignedTokenTest, ClaimsThatCannotBeEncodedAreRefused) {
           .status()));
 }
 
+TEST(SignedTokenTest, EveryTokenHasOneIdReadableWithoutTheSecret) {
+  const absl::Time now = absl::Now();
+  TokenClaims claims = Alice(now + absl::Hours(1));
+  claims.id = MintTokenId();
+  EXPECT_THAT(claims.id, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_NE(MintTokenId(), claims.id);
+  const std::string token = *SignToken(kSecret, claims);
+  absl::StatusOr<TokenClaims> verified = VerifyToken(kSecret, token, now);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_EQ(verified->id, claims.id);
+  EXPECT_THAT(verified->caps, ElementsAre("max-priority=5")) << "the id is no cap";
+  EXPECT_EQ(*TokenId(token), claims.id) << "read by the CLI, which has no secret";
+
+  // A token signed without an id (before ids existed) and a token file's token: their digest.
+  const std::string old = *SignToken(kSecret, Alice(now + absl::Hours(1)));
+  const std::string digest_id = *TokenId(old);
+  EXPECT_THAT(digest_id, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_EQ(VerifyToken(kSecret, old, now)->id, digest_id);
+  EXPECT_NE(*TokenId("plain-token-0000000"), *TokenId("plain-token-0000001"));
+
+  EXPECT_TRUE(absl::IsInvalidArgument(TokenId("forge1.!!!.x").status()));
+  claims.id = "not-hex";
+  EXPECT_TRUE(absl::IsInvalidArgument(SignToken(kSecret, claims).status()));
+  claims.id = "";
+  claims.caps = {"id=0123456789abcdef"};
+  EXPECT_TRUE(absl::IsInvalidArgument(SignToken(kSecret, claims).status())) << "an id posing as a cap";
+}
+
 TEST(SignedTokenTest, TheSecretFileMustHoldEnoughBytes) {
   testing::TempDir dir;
   const std::string good = dir.path() + "/good", short_one = dir.path() + "/short";

@@ -10,8 +10,12 @@ alert rules pass their unit tests (deploy/alerts_test.yml).
 With the binaries built (FORGE_BUILD_DIR, default build/) and redis-server (FORGE_REDIS_SERVER or
 PATH): the compose file's command lines start the real coordinator and worker, the worker
 registers, and the families on their live /metrics pages are the ones the source scan found.
-With helm (FORGE_HELM or PATH): the chart lints and renders, and its config files start the
-binaries the same way.
+With helm (FORGE_HELM or PATH; scripts/setup installs a pinned one and scripts/test always sets
+FORGE_HELM, so in CI these never skip): the chart lints and renders, and its config files start the
+binaries the same way; rendered with TLS and tokens, its Secrets reach the paths the config files
+name, its readiness probe is a grpc.health.v1 check over TLS that passes against a real
+coordinator, and only the coordinator's TLS gRPC port and the /metrics ports listen on 0.0.0.0
+(plaintext gRPC there is refused by the coordinator itself).
 """
 
 import functools
@@ -494,6 +498,8 @@ def helm_or_skip():
     helm = tool("FORGE_HELM", "helm")
     if not helm:
         pytest.skip("helm not found (set FORGE_HELM): `helm lint` and `helm template` not run")
+    # FORGE_HELM names the one scripts/setup installs: missing is a broken set-up, not a skip.
+    assert Path(helm).is_file(), f"FORGE_HELM={helm} does not exist (run scripts/setup)"
     return helm
 
 
@@ -687,3 +693,260 @@ def test_chart_config_files_start_the_real_stack(tmp_path):
     node_env = {"FORGE_WORKER_ID": "gpu-node-17", "FORGE_HOSTNAME": "gpu-node-17"}
     run_stack(tmp_path, [f"--config={tmp_path / 'coordinator.conf'}"],
               [f"--config={tmp_path / 'worker.conf'}"], node_env, "gpu-node-17")
+
+
+# ----- the chart with TLS and tokens -----
+
+SECURE_VALUES = {"security.tlsSecret": "forge-tls", "security.tokensSecret": "forge-tokens",
+                 "security.tokenSigningSecret": "forge-token-secret",
+                 "security.workerTokenSecret": "forge-worker-token",
+                 "redis.auth.enabled": "true", "redis.auth.password": "redis-test-password"}
+
+
+def set_flags(values):
+    return [flag for key, value in values.items() for flag in ("--set", f"{key}={value}")]
+
+
+def config_lines(text):
+    """A common/config file's `key = value` lines as a dict (values unquoted)."""
+    entries = {}
+    for line in text.splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = (part.strip() for part in line.split("=", 1))
+            entries[key] = value.strip('"')
+    return entries
+
+
+def rendered(helm, values):
+    documents = helm_template(helm, *set_flags(values))
+    by_kind = {}
+    for doc in documents:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    config = next(doc for doc in by_kind["ConfigMap"] if "coordinator.conf" in doc["data"])["data"]
+    return by_kind, {name: config_lines(text) for name, text in config.items()}
+
+
+def pod_of(by_kind, kind, component):
+    workload = next(doc for doc in by_kind[kind]
+                    if doc["metadata"]["labels"]["app.kubernetes.io/component"] == component)
+    return workload["spec"]["template"]["spec"]
+
+
+def mounted_file(pod, container, path):
+    """(Secret name, key) of the file at `path` in the container's mounts, or None."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        prefix = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(prefix):
+            continue
+        secret = volumes[mount["name"]].get("secret")
+        if secret is None:
+            return None
+        name = path[len(prefix):]
+        items = {item["path"]: item["key"] for item in secret.get("items", [])}
+        if items and name not in items:
+            return None
+        return secret["secretName"], items.get(name, name)
+    return None
+
+
+def secret_env(container, name):
+    for variable in container.get("env", []):
+        if variable["name"] == name:
+            ref = variable.get("valueFrom", {}).get("secretKeyRef")
+            return (ref["name"], ref["key"]) if ref else None
+    return None
+
+
+def test_chart_with_tls_and_tokens_mounts_each_secret_where_the_config_reads_it():
+    helm = helm_or_skip()
+    lint = subprocess.run([helm, "lint", "--strict", str(CHART), *set_flags(SECURE_VALUES)],
+                          capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    by_kind, conf = rendered(helm, SECURE_VALUES)
+    coordinator_pod = pod_of(by_kind, "Deployment", "coordinator")
+    [coordinator] = coordinator_pod["containers"]
+    coordinator_conf = conf["coordinator.conf"]
+    assert mounted_file(coordinator_pod, coordinator, coordinator_conf["tls.cert"]) == (
+        "forge-tls", "tls.crt")
+    assert mounted_file(coordinator_pod, coordinator, coordinator_conf["tls.key"]) == (
+        "forge-tls", "tls.key")
+    assert mounted_file(coordinator_pod, coordinator, coordinator_conf["auth.tokens"]) == (
+        "forge-tokens", "tokens")
+    assert mounted_file(coordinator_pod, coordinator, coordinator_conf["auth.token-secret"]) == (
+        "forge-token-secret", "secret")
+    assert "insecure" not in coordinator_conf
+    assert secret_env(coordinator, "FORGE_REDIS_PASSWORD") == ("forge-redis", "redis-password")
+
+    # The worker: TLS with only the CA (never the coordinator's key), its token from its Secret.
+    worker_pod = pod_of(by_kind, "DaemonSet", "worker")
+    [worker] = worker_pod["containers"]
+    worker_conf = conf["worker.conf"]
+    assert worker_conf["tls"] == "true"
+    assert mounted_file(worker_pod, worker, worker_conf["tls-ca"]) == ("forge-tls", "ca.crt")
+    assert secret_env(worker, "FORGE_TOKEN") == ("forge-worker-token", "token")
+    worker_secret_keys = {item["key"] for v in worker_pod["volumes"] if "secret" in v
+                          for item in v["secret"].get("items", [])}
+    assert worker_secret_keys == {"ca.crt"}, "the worker mounts more of a Secret than the CA"
+
+    # The only Secret the chart makes is Redis's password; no secret text is in the ConfigMap.
+    [redis_secret] = by_kind["Secret"]
+    assert redis_secret["metadata"]["name"] == "forge-redis"
+    config_text = json.dumps(conf)
+    assert "redis-test-password" not in config_text
+    redis_args = pod_of(by_kind, "StatefulSet", "redis")["containers"][0]["args"]
+    assert "--requirepass" in redis_args
+
+
+def test_chart_probes_are_grpc_health_checks_over_tls_naming_the_service():
+    helm = helm_or_skip()
+    by_kind, conf = rendered(helm, SECURE_VALUES)
+    coordinator_pod = pod_of(by_kind, "Deployment", "coordinator")
+    [coordinator] = coordinator_pod["containers"]
+    probe = coordinator["readinessProbe"]["exec"]["command"]
+    assert Path(probe[0]).name == "forge-coordinator"
+    flags = dict(arg[2:].split("=", 1) for arg in probe[1:])
+    assert set(flags) == {"probe", "probe.ca", "probe.server-name"}
+    assert_flags_declared("forge-coordinator", probe[1:], "readinessProbe")
+    grpc_port = next(p["containerPort"] for p in coordinator["ports"] if p["name"] == "grpc")
+    assert flags["probe"] == f"127.0.0.1:{grpc_port}"
+    assert mounted_file(coordinator_pod, coordinator, flags["probe.ca"]) == ("forge-tls", "ca.crt")
+    # The name the probe checks the certificate for is the Service's, the address workers dial.
+    service = next(doc for doc in by_kind["Service"]
+                   if doc["metadata"]["labels"]["app.kubernetes.io/component"] == "coordinator")
+    assert flags["probe.server-name"] == service["metadata"]["name"]
+    assert conf["worker.conf"]["coordinator"].split(":")[0] == service["metadata"]["name"]
+    assert coordinator["startupProbe"]["tcpSocket"]["port"] == "grpc"
+    assert coordinator["livenessProbe"]["httpGet"]["port"] == "metrics"
+
+
+def make_certificates(directory, server_name):
+    """A CA and a server certificate it signs for `server_name` and 127.0.0.1 (openssl CLI)."""
+    (directory / "san.ext").write_text(f"subjectAltName=DNS:{server_name},IP:127.0.0.1\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for argv in (["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+                  "-subj", "/CN=forge-test-ca"],
+                 ["req", *ec, "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={server_name}"],
+                 ["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                  "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "san.ext"]):
+        result = subprocess.run(["openssl", *argv], cwd=directory, capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr
+
+
+def test_chart_readiness_probe_passes_against_the_real_coordinator_over_tls(tmp_path):
+    helm = helm_or_skip()
+    binaries, redis_server = binaries_or_skip()
+    if not shutil.which("openssl"):
+        pytest.skip("openssl not found")
+    by_kind, _ = rendered(helm, SECURE_VALUES)
+    config = next(doc for doc in by_kind["ConfigMap"] if "coordinator.conf" in doc["data"])["data"]
+    (tmp_path / "coordinator.conf").write_text(config["coordinator.conf"])
+    [coordinator] = pod_of(by_kind, "Deployment", "coordinator")["containers"]
+    probe = coordinator["readinessProbe"]["exec"]["command"]
+    server_name = dict(arg[2:].split("=", 1) for arg in probe[1:])["probe.server-name"]
+    make_certificates(tmp_path, server_name)
+    (tmp_path / "tokens").write_text("probe-test-admin-token-01 root admin\n")
+    (tmp_path / "secret").write_text("0123456789abcdef0123456789abcdef0123456789abcdef\n")
+
+    stack = Stack(tmp_path)
+    try:
+        redis_port = free_port()
+        stack.start("redis", [redis_server, "--port", redis_port, "--bind", "127.0.0.1",
+                              "--dir", tmp_path, "--save", "", "--appendonly", "no"])
+        stack.wait_for(lambda: stack.accepts(redis_port), "redis-server")
+        # The rendered file, with what lives elsewhere in a pod moved here (a later flag wins),
+        # and loopback instead of the pod's 0.0.0.0.
+        log = stack.start("coordinator", [
+            binaries["forge-coordinator"], f"--config={tmp_path / 'coordinator.conf'}",
+            "--listen=127.0.0.1:0", "--metrics.listen=127.0.0.1:0", "--redis.host=127.0.0.1",
+            f"--redis.port={redis_port}", "--redis.password=", f"--blobs.dir={tmp_path / 'blobs'}",
+            f"--tls.cert={tmp_path / 'tls.crt'}", f"--tls.key={tmp_path / 'tls.key'}",
+            f"--auth.tokens={tmp_path / 'tokens'}", f"--auth.token-secret={tmp_path / 'secret'}"])
+        port = stack.wait_for(
+            lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text()), "the port"
+        ).group(1)
+        assert "authentication on" in log.read_text()
+
+        # The probe's command with this test's port and CA file in place of the pod's.
+        moved = {"probe": f"127.0.0.1:{port}", "probe.ca": str(tmp_path / "ca.crt")}
+
+        def run_probe(argv):
+            flags = [arg[2:].split("=", 1) for arg in argv[1:]]
+            argv = [str(binaries["forge-coordinator"])] + [
+                f"--{key}={moved.get(key, value)}" for key, value in flags]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+        passed = stack.wait_for(lambda: run_probe(probe).returncode == 0 or None,
+                                "the readiness probe to pass", timeout=20)
+        assert passed
+        # Without the CA the probe speaks plaintext to the TLS port: not ready.
+        plaintext = run_probe([a for a in probe if not a.startswith("--probe.ca=")])
+        assert plaintext.returncode != 0
+        wrong_name = run_probe([a if not a.startswith("--probe.server-name=")
+                                else "--probe.server-name=someone-else" for a in probe])
+        assert wrong_name.returncode != 0, "the certificate's name is checked"
+    finally:
+        stack.stop()
+
+
+def listen_addresses(by_kind, conf):
+    """(where, key, address) of every address a rendered binary is told to listen on: the config
+    files' *listen and *host keys and the containers' --*listen / --*host / --bind arguments."""
+    found = []
+    for name, entries in conf.items():
+        for key, value in entries.items():
+            if key.endswith(("listen", ".host")) and key != "redis.host":
+                found.append((name, key, value))
+    for kind in ("Deployment", "DaemonSet", "StatefulSet"):
+        for doc in by_kind.get(kind, []):
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                argv = container.get("args", []) + container.get("command", [])
+                for i, arg in enumerate(argv):
+                    flag = arg.split("=", 1)[0]
+                    if flag.endswith(("listen", "-host", ".host")) or flag == "--bind":
+                        value = arg.split("=", 1)[1] if "=" in arg else argv[i + 1]
+                        found.append((container["name"], flag, value))
+    return found
+
+
+@pytest.mark.parametrize("values", [SECURE_VALUES, {}], ids=["tls-and-tokens", "defaults"])
+def test_chart_listens_on_all_interfaces_only_where_expected(values):
+    helm = helm_or_skip()
+    by_kind, conf = rendered(helm, values)
+    wildcard = {(where, key) for where, key, address in listen_addresses(by_kind, conf)
+                if address.startswith(("0.0.0.0", "[::]", "*"))}
+    # A pod's ports must be reachable from the pod network: the coordinator's gRPC and both
+    # /metrics pages (the worker's by forge-worker's own default, metrics.host 0.0.0.0).
+    assert wildcard == {("coordinator.conf", "listen"), ("coordinator.conf", "metrics.listen")}
+    coordinator_conf = conf["coordinator.conf"]
+    if values:
+        assert coordinator_conf.get("tls.cert"), "gRPC on 0.0.0.0 without TLS"
+    else:
+        # No TLS Secret and no security.insecure: the file asks for plaintext on 0.0.0.0, which
+        # the coordinator refuses (checked for real below).
+        assert "tls.cert" not in coordinator_conf and "insecure" not in coordinator_conf
+    # Redis binds the pod's interfaces; a NetworkPolicy admits only the coordinator to it.
+    policy = next(doc for doc in by_kind["NetworkPolicy"]
+                  if doc["spec"]["podSelector"]["matchLabels"].get(
+                      "app.kubernetes.io/component") == "redis")
+    sources = [source["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+               for rule in policy["spec"]["ingress"] for source in rule["from"]]
+    assert sources == ["coordinator"]
+
+
+def test_chart_without_tls_makes_the_real_coordinator_refuse_plaintext_on_all_interfaces(tmp_path):
+    helm = helm_or_skip()
+    binaries, _ = binaries_or_skip()
+    _, conf = rendered(helm, {})
+    config = next(doc for doc in helm_template(helm) if doc["kind"] == "ConfigMap"
+                  and "coordinator.conf" in doc["data"])["data"]["coordinator.conf"]
+    (tmp_path / "coordinator.conf").write_text(config)
+    # The credentials are checked before anything else: no Redis is needed to be refused.
+    result = subprocess.run([str(binaries["forge-coordinator"]),
+                             f"--config={tmp_path / 'coordinator.conf'}",
+                             f"--blobs.dir={tmp_path / 'blobs'}"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"refusing plaintext gRPC on {conf['coordinator.conf']['listen']}" in (
+        result.stdout + result.stderr)

@@ -112,6 +112,7 @@ absl::StatusOr<Authenticator> Authenticator::Parse(absl::string_view text,
     for (size_t i = 3; i < fields.size(); ++i) {
       if (absl::Status cap = ParseCap(fields[i], grant); !cap.ok()) return error(cap.message());
     }
+    FORGE_ASSIGN_OR_RETURN(grant.token_id, TokenId(fields[0]));
     if (!authenticator.grants_.emplace(Sha256Hex(fields[0]), std::move(grant)).second) {
       return error("the token appears on an earlier line too");
     }
@@ -150,10 +151,15 @@ absl::StatusOr<Caller> Authenticator::AuthorizeToken(absl::string_view token,
     // Signed with our secret but not understood (a role of a newer build): no access.
     if (!signed_caller.ok()) return absl::UnauthenticatedError(signed_caller.status().message());
     caller = *std::move(signed_caller);
+    caller.token_id = claims.id;
   } else {
     auto grant = grants_.find(Sha256Hex(token));
     if (grant == grants_.end()) return absl::UnauthenticatedError("unknown token");
     caller = grant->second;
+  }
+  if (revocations_ != nullptr) {
+    FORGE_RETURN_IF_ERROR(
+        revocations_->Check(caller.token_id, caller.role == Role::kWorker ? caller.owner : ""));
   }
   if (std::find(roles.begin(), roles.end(), caller.role) == roles.end()) {
     std::vector<std::string> allowed;

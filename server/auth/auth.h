@@ -17,6 +17,10 @@
 // payload names OWNER, ROLE and caps as a token file line does. `forge admin mint-token` makes
 // them. The token file and signed tokens work side by side.
 //
+// Revocation (server/revocation): with a Revocations list set, a token whose id (TokenId: a
+// signed token's id=, else the first 16 hex digits of its SHA-256) is revoked, and any token of
+// role worker whose identity is revoked, is UNAUTHENTICATED, checked on every call.
+//
 // A call sends its token as gRPC metadata "authorization: Bearer TOKEN". With neither a token file
 // nor a secret the Authenticator is open: every caller is the anonymous caller, who passes every
 // check and keeps the owner the client names (the loopback development mode; the coordinator warns
@@ -39,6 +43,7 @@
 #include "absl/strings/string_view.h"
 #include "common/signed_token/signed_token.h"
 #include "grpcpp/grpcpp.h"
+#include "server/revocation/revocation.h"
 
 namespace forge::server {
 
@@ -58,6 +63,8 @@ struct Caller {
   int32_t max_priority = 0;
   int64_t max_trials = 0;
   int64_t max_wall_seconds = 0;
+  // The id of the token that authenticated the call (TokenId); empty for the anonymous caller.
+  std::string token_id;
 
   // The anonymous caller, or an admin: sees every owner's jobs.
   bool SeesAll() const { return !authenticated || role == Role::kAdmin; }
@@ -78,6 +85,14 @@ class Authenticator {
   // Also accepts tokens signed with `secret` (at least kMinTokenSecretBytes).
   void AcceptSignedTokens(std::string secret) { secret_ = std::move(secret); }
 
+  // Consults `revocations` on every authenticated call (shared by the copies of this
+  // Authenticator that the services hold).
+  void CheckRevocations(std::shared_ptr<Revocations> revocations) {
+    revocations_ = std::move(revocations);
+  }
+  // The list consulted, or null.
+  Revocations* revocations() const { return revocations_.get(); }
+
   bool open() const { return grants_.empty() && secret_.empty(); }
   size_t size() const { return grants_.size(); }
 
@@ -92,6 +107,7 @@ class Authenticator {
   // SHA-256 of the token (hex) -> grant: lookups compare digests, not the secrets.
   absl::flat_hash_map<std::string, Caller> grants_;
   std::string secret_;  // signs the tokens accepted besides the file's; empty: none
+  std::shared_ptr<Revocations> revocations_;
 };
 
 // OK when `caller` may see a job of `owner` (its own, or the caller sees all); PERMISSION_DENIED

@@ -1,5 +1,6 @@
 #include "server/auth/auth.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/redis_fixture.h"
 
 namespace forge::server {
 namespace {
@@ -111,6 +113,47 @@ TEST(AuthenticatorTest, SignedTokensNameOwnerRoleAndCapsUntilTheyExpire) {
   const std::string unknown_role = Signed({.owner = "carol", .role = "owner", .expires = later});
   EXPECT_TRUE(absl::IsUnauthenticated(
       authenticator.AuthorizeToken(unknown_role, {Role::kAdmin}).status()));
+}
+
+class RevokedTokensTest : public testing::RedisFixture {};
+
+TEST_F(RevokedTokensTest, ARevokedTokenOrWorkerIdentityIsRefusedOnTheNextCall) {
+  Authenticator authenticator = Parsed();
+  authenticator.AcceptSignedTokens(kSecret);
+  auto revocations = std::make_shared<Revocations>(redis_.get());
+  authenticator.CheckRevocations(revocations);
+  const absl::Time later = absl::Now() + absl::Hours(1);
+  const std::string carol = Signed(
+      {.owner = "carol", .role = "submit", .expires = later, .id = "00000000000000c1"});
+  const std::string carol_too = Signed(
+      {.owner = "carol", .role = "submit", .expires = later, .id = "00000000000000c2"});
+  absl::StatusOr<Caller> caller = authenticator.AuthorizeToken(carol, {Role::kSubmit});
+  ASSERT_TRUE(caller.ok()) << caller.status();
+  EXPECT_EQ(caller->token_id, "00000000000000c1");
+
+  ASSERT_TRUE(revocations->RevokeToken("00000000000000c1", later, "root").ok());
+  const absl::Status revoked = authenticator.AuthorizeToken(carol, {Role::kSubmit}).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(revoked)) << revoked;
+  EXPECT_THAT(revoked.message(), HasSubstr("was revoked"));
+  EXPECT_TRUE(authenticator.AuthorizeToken(carol_too, {Role::kSubmit}).ok())
+      << "only that token: the owner's other tokens still work";
+
+  // A token file's token is revoked by its digest id, as `forge admin revoke-token --token`
+  // computes it.
+  const std::string bob = "read-token-bob-00000001";
+  ASSERT_TRUE(revocations->RevokeToken(*TokenId(bob), absl::InfiniteFuture(), "root").ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(authenticator.AuthorizeToken(bob, {Role::kRead}).status()));
+
+  // A worker identity: its file token and any signed worker token naming it.
+  const std::string signed_worker =
+      Signed({.owner = "gpu-node-1", .role = "worker", .expires = later});
+  ASSERT_TRUE(authenticator.AuthorizeToken(signed_worker, {Role::kWorker}).ok());
+  ASSERT_TRUE(revocations->RevokeIdentity("gpu-node-1", "root").ok());
+  for (const std::string& token : {std::string("worker-token-gpu1-00001"), signed_worker}) {
+    EXPECT_THAT(authenticator.AuthorizeToken(token, {Role::kWorker}).status().message(),
+                HasSubstr("worker identity \"gpu-node-1\" was revoked"));
+  }
+  EXPECT_TRUE(authenticator.AuthorizeToken("admin-token-root-000001", {Role::kAdmin}).ok());
 }
 
 TEST(AuthenticatorTest, ClaimsBecomeACallerOnlyWithAKnownRoleAndCaps) {

@@ -430,8 +430,23 @@ TEST_F(SecurityTest, WorkerOverTlsWithItsTokenProducesAttributedResultsAndAnAdmi
       Cli({"admin", "purge-results", "--worker", "gpu-a", "--json", "--token", kAdmin}, &output), 0)
       << output << Log("coordinator");
   EXPECT_THAT(output, HasSubstr(absl::StrCat("\"results_removed\": \"", attributed, "\"")));
+  EXPECT_THAT(output, HasSubstr("\"identity_revoked\": true"));
   EXPECT_THAT(Log("coordinator"), HasSubstr("results purged"));
   EXPECT_THAT(Log("coordinator"), HasSubstr("by=root"));
+
+  // The purged identity is revoked with it: its token no longer registers (nor leases or reports).
+  auto worker_a = Workers(kWorkerA);
+  v1::RegisterResponse registered;
+  grpc::ClientContext register_context;
+  const grpc::Status refused =
+      worker_a->Register(&register_context, Registration("gpu-a"), &registered);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("worker identity \"gpu-a\" was revoked"));
+  auto worker_b = Workers(kWorkerB);
+  EXPECT_EQ(Call([&](auto* c, const auto& r, auto* p) { return worker_b->Register(c, r, p); },
+                 Registration("gpu-b"), &registered),
+            grpc::StatusCode::OK)
+      << "other identities are untouched";
 
   ASSERT_EQ(Call([&](auto* c, const auto& r, auto* p) { return alice->GetResults(c, r, p); },
                  results_request, &results),
@@ -508,6 +523,56 @@ TEST_F(SecurityTest, SignedTokensMintedByTheCliAuthenticateUntilTheyExpire) {
   const std::string forged = *SignToken("not-the-coordinators-secret-0123456789abcdef",
                                         {.owner = "dave", .role = "admin", .expires = later});
   EXPECT_TRUE(absl::IsUnauthenticated(Submit(forged).status()));
+}
+
+TEST_F(SecurityTest, ARevokedTokenIsRefusedFromTheNextCallAndOnlyThatToken) {
+  coordinator_->Kill(SIGKILL);
+  const std::string secret_file = dir_.path() + "/token.secret";
+  WriteFile(secret_file, "0123456789abcdef0123456789abcdef0123456789abcdef\n");
+  StartCoordinator({absl::StrCat("--auth.token-secret=", secret_file)});
+  auto mint = [&] {
+    std::string token;
+    EXPECT_EQ(Cli({"admin", "mint-token", "--secret-file", secret_file, "--owner", "erin",
+                   "--role", "submit"},
+                  &token),
+              0)
+        << token;
+    return std::string(absl::StripAsciiWhitespace(token));
+  };
+  const std::string first = mint(), second = mint();
+  ASSERT_NE(*TokenId(first), *TokenId(second)) << "each minted token has its own id";
+  ASSERT_TRUE(Submit(first).ok()) << Log("coordinator");
+
+  std::string output;
+  EXPECT_NE(Cli({"admin", "revoke-token", "--of-token", first, "--token", kAlice}, &output), 0)
+      << "only an admin revokes";
+  EXPECT_THAT(output, HasSubstr("PERMISSION_DENIED"));
+  ASSERT_EQ(Cli({"admin", "revoke-token", "--of-token", first, "--token", kAdmin}, &output), 0)
+      << output << Log("coordinator");
+  EXPECT_THAT(output, HasSubstr(absl::StrCat("token ", *TokenId(first), " revoked")));
+  const absl::Status revoked = Submit(first).status();
+  EXPECT_TRUE(absl::IsUnauthenticated(revoked)) << revoked;
+  EXPECT_THAT(revoked.message(), HasSubstr("was revoked"));
+  EXPECT_TRUE(Submit(second).ok()) << "erin's other token still works";
+  EXPECT_THAT(Log("coordinator"), HasSubstr("token revoked"));
+
+  // A token file's token, by its id; then let back.
+  ASSERT_TRUE(Submit(kBob).ok());
+  ASSERT_EQ(Cli({"admin", "revoke-token", "--id", *TokenId(kBob), "--token", kAdmin}, &output), 0)
+      << output;
+  EXPECT_TRUE(absl::IsUnauthenticated(Submit(kBob).status()));
+  ASSERT_EQ(Cli({"admin", "revoke-token", "--id", *TokenId(kBob), "--restore", "--token", kAdmin},
+                &output),
+            0)
+      << output;
+  EXPECT_TRUE(Submit(kBob).ok()) << "restored";
+
+  // The revocation is in Redis: a restarted coordinator still refuses the token.
+  coordinator_->Kill(SIGKILL);
+  StartCoordinator({absl::StrCat("--auth.token-secret=", secret_file)});
+  EXPECT_TRUE(absl::IsUnauthenticated(Submit(first).status()));
+  EXPECT_NE(Cli({"admin", "revoke-token", "--token", kAdmin}, &output), 0) << "nothing named";
+  EXPECT_THAT(output, HasSubstr("exactly one of --id, --of-token and --identity"));
 }
 
 TEST_F(SecurityTest, WrongCaAndPlaintextFail) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -142,6 +143,13 @@ class ServiceTest : public ::testing::Test {
     return job.value_or(Job());
   }
 
+  // Waits until the job has at least `completed` measured candidates.
+  Job WaitForCompleted(const std::string& id, int64_t completed) {
+    return WaitFor(id, absl::Seconds(60), [completed](const Job& job) {
+      return job.progress().candidates_completed() >= completed;
+    });
+  }
+
   Job WaitForEnd(const std::string& id, absl::Duration timeout = absl::Seconds(90)) {
     return WaitFor(id, timeout, [](const Job& job) { return IsTerminal(job.state()); });
   }
@@ -276,9 +284,7 @@ TEST_F(ServiceTest, AKilledWorkersLeaseGoesToAnotherWorkerAndNothingIsLost) {
 TEST_F(ServiceTest, ARestartedCoordinatorResumesTheJobAndKeepsFinishedResults) {
   StartWorker(0);
   const Job submitted = Submit("llama_block", /*trials=*/300);
-  const Job midway = WaitFor(submitted.id(), absl::Seconds(60), [](const Job& job) {
-    return job.progress().candidates_completed() >= 3;
-  });
+  const Job midway = WaitForCompleted(submitted.id(), 3);
   ASSERT_EQ(midway.state(), forge::v1::JOB_STATE_RUNNING) << "the fault must come mid-job";
   coordinator_->Kill(SIGKILL);
   const int64_t completed_before = midway.progress().candidates_completed();
@@ -292,9 +298,7 @@ TEST_F(ServiceTest, ARestartedCoordinatorResumesTheJobAndKeepsFinishedResults) {
 TEST_F(ServiceTest, RedisRestartedFromItsAppendOnlyFileLosesNoFinishedResult) {
   StartWorker(0);
   const Job submitted = Submit("llama_block", /*trials=*/300);
-  const Job midway = WaitFor(submitted.id(), absl::Seconds(60), [](const Job& job) {
-    return job.progress().candidates_completed() >= 3;
-  });
+  const Job midway = WaitForCompleted(submitted.id(), 3);
   ASSERT_EQ(midway.state(), forge::v1::JOB_STATE_RUNNING) << "the fault must come mid-job";
   RedisClient redis({.host = redis_server_->host(), .port = redis_server_->port()});
   absl::StatusOr<RedisReply> before = redis.Command({"KEYS", "forge:result:*"});
@@ -313,6 +317,44 @@ TEST_F(ServiceTest, RedisRestartedFromItsAppendOnlyFileLosesNoFinishedResult) {
   std::set<std::string> results_after;
   for (const RedisReply& key : after->elements()) results_after.insert(key.str());
   for (const std::string& key : results_before) EXPECT_TRUE(results_after.contains(key)) << key;
+}
+
+// A host crash under appendfsync everysec: Redis comes back from an append-only file that lacks its
+// last acknowledged writes (here: restored from a copy taken mid-job, a few results earlier) while
+// the coordinator and the worker run on. The coordinator must notice that its memory is ahead of
+// Redis and reconcile; the job still finishes, and everything it counts is a result Redis holds.
+TEST_F(ServiceTest, ARedisRollbackMidJobIsReconciledAndTheJobFinishesWithEveryResult) {
+  StartWorker(0);
+  const Job submitted = Submit("llama_block", /*trials=*/300);
+  const Job midway = WaitForCompleted(submitted.id(), 3);
+  ASSERT_EQ(midway.state(), forge::v1::JOB_STATE_RUNNING) << "the fault must come mid-job";
+  const std::filesystem::path dir = redis_server_->dir();
+  redis_server_->Stop(SIGKILL);
+  std::filesystem::copy(dir / "appendonlydir", dir / "before",
+                        std::filesystem::copy_options::recursive);
+  ASSERT_TRUE(redis_server_->Restart().ok());
+  // Acknowledged work that the rollback will take back: leases, results, counts.
+  const Job later = WaitForCompleted(submitted.id(), midway.progress().candidates_completed() + 3);
+  ASSERT_EQ(later.state(), forge::v1::JOB_STATE_RUNNING) << "the rollback must come mid-job";
+  redis_server_->Stop(SIGKILL);
+  std::filesystem::remove_all(dir / "appendonlydir");
+  std::filesystem::rename(dir / "before", dir / "appendonlydir");
+  ASSERT_TRUE(redis_server_->Restart().ok());
+
+  const Job done = WaitForEnd(submitted.id(), absl::Seconds(120));
+  ASSERT_EQ(done.state(), forge::v1::JOB_STATE_DONE) << Logs();
+  EXPECT_THAT(Logs(), ::testing::HasSubstr("redis lost writes: reconciling"));
+  ExpectEveryCandidateOnce(submitted.id());
+  // What the coordinator counts per task is what Redis holds: no result it lost is counted, and
+  // the searches measured again what the rollback took.
+  const forge::v1::GetResultsResponse results = Results(submitted.id());
+  for (const forge::v1::TaskResults& task : results.tasks()) {
+    // The baseline (eager) is stored with the results and counted apart from them.
+    EXPECT_EQ(task.candidates_measured() + task.candidates_failed() + 1, task.results_size())
+        << task.task().digest();
+    EXPECT_GE(task.results_size(), 2) << "min-trials-per-task";
+    EXPECT_TRUE(task.has_best()) << task.task().digest();
+  }
 }
 
 TEST_F(ServiceTest, CancellingAJobStopsItsWorkWithinSeconds) {

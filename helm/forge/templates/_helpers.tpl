@@ -81,3 +81,16 @@ allowPrivilegeEscalation: false
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/*
+A value of .Values.*.config as a config-file string. Helm reads every YAML number as a float64,
+whose toString of 1000000 is "1e+06", which no integer key parses: whole numbers are written as
+integers.
+*/}}
+{{- define "forge.configValue" -}}
+{{- if and (kindIs "float64" .) (eq . (. | int64 | float64)) -}}
+{{- . | int64 | toString | quote -}}
+{{- else -}}
+{{- . | toString | quote -}}
+{{- end -}}
+{{- end -}}
