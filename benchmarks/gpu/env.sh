@@ -5,7 +5,9 @@ FORGE_BUNDLE="${FORGE_BUNDLE:-$PWD/.gpu}"
 # A packed bundle (scripts/gpu-bundle --pack .gpu-pack .gpu, carried as .gpu-pack): unpack it once.
 if [ ! -d "$FORGE_BUNDLE/bin" ] && [ -f "$PWD/.gpu-pack/bundle.tar.xz" ]; then
   mkdir -p "$FORGE_BUNDLE" && tar -xJf "$PWD/.gpu-pack/bundle.tar.xz" -C "$FORGE_BUNDLE"
-  [ -f "$PWD/.gpu-pack/cutlass.tar.gz" ] && cp "$PWD/.gpu-pack/cutlass.tar.gz" "$FORGE_BUNDLE/"
+  for extra in cutlass.tar.gz cudnn-frontend.tar.gz; do
+    [ -f "$PWD/.gpu-pack/$extra" ] && cp "$PWD/.gpu-pack/$extra" "$FORGE_BUNDLE/"
+  done
 fi
 FORGE_TORCH_LIB="$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')"
 # nvidia/cu13/lib (CUDA's libraries) and nvidia/cudnn/lib (libcudnn.so.9, which the sandbox child
@@ -19,4 +21,12 @@ mkdir -p "$OUT"
 if [ -z "${FORGE_CUTLASS_INCLUDE:-}" ] && [ -f "$FORGE_BUNDLE/cutlass.tar.gz" ]; then
   mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz" &&
     export FORGE_CUTLASS_INCLUDE=/tmp/forge-cutlass/include
+fi
+# The cuDNN frontend's headers (carried as .gpu/cudnn-frontend.tar.gz: tar -C
+# ~/.cache/forge/cudnn-frontend-1.16.0 -czf .gpu/cudnn-frontend.tar.gz include): the runtime's
+# cudnn_conv steps build against them (python/forge/runtime/cudnn.py).
+if [ -z "${FORGE_CUDNN_FRONTEND_INCLUDE:-}" ] && [ -f "$FORGE_BUNDLE/cudnn-frontend.tar.gz" ]; then
+  mkdir -p /tmp/forge-cudnn-frontend &&
+    tar -C /tmp/forge-cudnn-frontend -xzf "$FORGE_BUNDLE/cudnn-frontend.tar.gz" &&
+    export FORGE_CUDNN_FRONTEND_INCLUDE=/tmp/forge-cudnn-frontend/include
 fi
