@@ -706,6 +706,38 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& tas
   return FetchOutputs(interpreter, group, /*user_outputs_only=*/false);
 }
 
+absl::StatusOr<std::vector<at::Tensor>> RunTaskGroupOnTensors(const v1::KernelTask& task,
+                                                              std::vector<at::Tensor> inputs,
+                                                              Precision precision,
+                                                              c10::Device device) {
+  c10::InferenceMode inference_mode;
+  const v1::Graph& group = task.group();
+  if (inputs.size() != static_cast<std::size_t>(group.inputs_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", task.digest(), ": the group takes ",
+                                                   group.inputs_size(), " inputs, ", inputs.size(),
+                                                   " given"));
+  }
+  Interpreter interpreter(group, precision, device);
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    const std::string& name = group.inputs(i).value_name();
+    FORGE_RETURN_IF_ERROR(interpreter.Define(
+        name, std::move(inputs[i]),
+        absl::StrCat("task ", task.digest(), " input ", i, " '", name, "'")));
+  }
+  FORGE_RETURN_IF_ERROR(interpreter.RunNodes());
+  absl::flat_hash_map<std::string, at::Tensor> values = interpreter.TakeValues();
+  std::vector<at::Tensor> outputs;
+  for (const v1::GraphOutput& output : group.outputs()) {
+    auto it = values.find(output.value_name());
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.value_name(), "' is not computed by the graph"));
+    }
+    outputs.push_back(it->second);
+  }
+  return outputs;
+}
+
 absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view where) {
   return TensorFromBytes(host.dtype, host.shape, host.strides, host.bytes, where);
 }
