@@ -184,27 +184,20 @@ TEST_F(DeviceReferenceRunnerTest, EqualsTheHostReferenceAndItsFacts) {
   EXPECT_EQ(statistics->eager_max_abs, 0);
 }
 
-// y = x + alpha * x over N float32 elements as one ATen node: the judge's first candidate of a
-// large task with the production reference, the candidate the ATen fallback (no CUDA of the test's
-// own).
-constexpr char kAffineTask[] = R"pb(
-  digest: "device-draws-affine-ALPHA"
+// y = x OP x over 2^20 float32 elements as one ATen node (OP a product or a sum, SCHEMA its
+// overload's): the judge's first candidate of a large task with the production reference, the
+// candidate the ATen fallback (no CUDA of the test's own).
+constexpr char kSquareOrSumTask[] = R"pb(
+  digest: "device-draws-OVERLOAD"
   inputs { dtype: DTYPE_FLOAT32 shape: [ 1048576 ] }
   outputs { dtype: DTYPE_FLOAT32 shape: [ 1048576 ] }
   group {
     values { name: "x" tensor { dtype: DTYPE_FLOAT32 shape: [ 1048576 ] } }
     values { name: "y" tensor { dtype: DTYPE_FLOAT32 shape: [ 1048576 ] } }
     inputs { kind: INPUT_KIND_USER_INPUT value_name: "x" }
-    nodes {
-      name: "y"
-      op: "aten::add"
-      overload: "Tensor"
-      schema: "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
-      arguments { name: "self" tensor: "x" }
-      arguments { name: "other" tensor: "x" }
-      arguments { name: "alpha" keyword: true int_value: ALPHA }
-      outputs: "y"
-    }
+    nodes { name: "y" op: "OP" overload: "Tensor" schema: "SCHEMA"
+            arguments { name: "self" tensor: "x" } arguments { name: "other" tensor: "x" }
+            outputs: "y" }
     outputs { kind: OUTPUT_KIND_USER_OUTPUT value_name: "y" }
   }
 )pb";
@@ -218,9 +211,15 @@ class JudgeOnDeviceTest : public testing::GpuTest {
                                            /*min_task_bytes=*/0, drawer_.get());
   }
 
-  static forge::v1::KernelTask Affine(int alpha) {
+  // x * x, or x + x for `sum`.
+  static forge::v1::KernelTask SquareOrSum(bool sum) {
     forge::v1::KernelTask task;
-    const std::string text = absl::StrReplaceAll(kAffineTask, {{"ALPHA", absl::StrCat(alpha)}});
+    const std::string text = absl::StrReplaceAll(
+        kSquareOrSumTask,
+        {{"OVERLOAD", sum ? "sum" : "square"},
+         {"SCHEMA", sum ? "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"
+                        : "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"},
+         {"OP", sum ? "aten::add" : "aten::mul"}});
     EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &task));
     return task;
   }
@@ -253,7 +252,7 @@ class JudgeOnDeviceTest : public testing::GpuTest {
 // host's draw cache; the next candidate finds the draws resident; a wrong one fails there, worded
 // from the device's tallies; the re-check runs there too.
 TEST_F(JudgeOnDeviceTest, FirstCandidateDrawsReferencesAndComparesOnTheDevice) {
-  const forge::v1::KernelTask task = Affine(2);
+  const forge::v1::KernelTask task = SquareOrSum(false);
   const ReferenceFn reference =
       aten::Float64Reference(aten::CudaGroupRunner(0), aten::CudaDeviceReferenceRunner(0));
   std::unique_ptr<JudgedCandidate> first = JudgeFallback(task, task, reference);
@@ -264,6 +263,8 @@ TEST_F(JudgeOnDeviceTest, FirstCandidateDrawsReferencesAndComparesOnTheDevice) {
   EXPECT_EQ(first->verdict().draws_on_device, draws);
   EXPECT_EQ(cache_.stats().entries, 0) << "no draw went through the host";
   EXPECT_EQ(draws_->stats().entries, draws);
+  EXPECT_EQ(draws_->stats().made, draws);
+  EXPECT_EQ(draws_->stats().uploads, 0);
   absl::StatusOr<JudgeVerdict> rechecked = first->RecheckTimedOutputs();
   ASSERT_TRUE(rechecked.ok()) << rechecked.status();
   EXPECT_TRUE(rechecked->passed()) << rechecked->detail;
@@ -274,18 +275,30 @@ TEST_F(JudgeOnDeviceTest, FirstCandidateDrawsReferencesAndComparesOnTheDevice) {
   EXPECT_EQ(draws_->stats().entries, draws) << "found resident, not made again";
   EXPECT_GE(draws_->stats().hits, draws);
 
-  std::unique_ptr<JudgedCandidate> wrong = JudgeFallback(task, Affine(3), reference);
+  std::unique_ptr<JudgedCandidate> wrong = JudgeFallback(task, SquareOrSum(true), reference);
   ASSERT_NE(wrong, nullptr);
   EXPECT_FALSE(wrong->verdict().passed());
   EXPECT_EQ(wrong->verdict().reason, forge::v1::FAILURE_REASON_WRONG_RESULT);
   EXPECT_TRUE(absl::StrContains(wrong->verdict().detail, "on the device"))
       << wrong->verdict().detail;
+
+  // A candidate that writes nothing leaves the poison: named from the device's tallies.
+  JudgeOptions options;
+  options.draw_cache = &cache_;
+  options.device_draws = draws_.get();
+  absl::StatusOr<std::unique_ptr<JudgedCandidate>> idle = Judge(
+      *device_, task, [](gpu::Stream&, absl::Span<const CUdeviceptr>) { return absl::OkStatus(); },
+      reference, options);
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ((*idle)->verdict().reason, forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT);
+  EXPECT_TRUE(absl::StrContains((*idle)->verdict().detail, "first unwritten element 0 [0]"))
+      << (*idle)->verdict().detail;
 }
 
 // The same candidate judged through the host (a reference without its device part) and on the
 // device: both pass, with the same figures to float64 rounding; a wrong candidate fails both ways.
 TEST_F(JudgeOnDeviceTest, AgreesWithTheHostPath) {
-  const forge::v1::KernelTask task = Affine(2);
+  const forge::v1::KernelTask task = SquareOrSum(false);
   const ReferenceFn on_device =
       aten::Float64Reference(aten::CudaGroupRunner(0), aten::CudaDeviceReferenceRunner(0));
   const ReferenceFn through_host = aten::Float64Reference(aten::CudaGroupRunner(0));
@@ -301,7 +314,7 @@ TEST_F(JudgeOnDeviceTest, AgreesWithTheHostPath) {
   EXPECT_NEAR(device->verdict().evidence.rel_norm_error(),
               host->verdict().evidence.rel_norm_error(), 1e-12);
   for (const ReferenceFn* reference : {&on_device, &through_host}) {
-    std::unique_ptr<JudgedCandidate> wrong = JudgeFallback(task, Affine(3), *reference);
+    std::unique_ptr<JudgedCandidate> wrong = JudgeFallback(task, SquareOrSum(true), *reference);
     ASSERT_NE(wrong, nullptr);
     EXPECT_FALSE(wrong->verdict().passed());
   }

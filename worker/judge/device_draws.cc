@@ -78,6 +78,14 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::FindLocked(const 
   return std::shared_ptr<const DeviceDraw>();
 }
 
+absl::Status DeviceDraws::FitsLocked(int64_t bytes) {
+  if (bytes * kDrawsPerTask <= stats_.capacity_bytes) return absl::OkStatus();
+  ++stats_.too_large;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "a draw of ", bytes, " bytes does not fit a third of the device draws' capacity of ",
+      stats_.capacity_bytes, " bytes"));
+}
+
 absl::Status DeviceDraws::KeepLocked(const DrawKey& key, std::shared_ptr<const DeviceDraw> draw,
                                      int64_t bytes, gpu::Stream& stream) {
   if (auto found = resident_.find(key); found != resident_.end()) {
@@ -85,12 +93,7 @@ absl::Status DeviceDraws::KeepLocked(const DrawKey& key, std::shared_ptr<const D
     --stats_.entries;
     resident_.erase(found);
   }
-  if (bytes * kDrawsPerTask > stats_.capacity_bytes) {
-    ++stats_.too_large;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a draw of ", bytes, " bytes does not fit a third of the device draws' capacity of ",
-        stats_.capacity_bytes, " bytes"));
-  }
+  FORGE_RETURN_IF_ERROR(FitsLocked(bytes));
   MakeRoomLocked(bytes);
   FORGE_ASSIGN_OR_RETURN(std::vector<uint64_t> fingerprints, FingerprintsOf(*draw, stream));
   resident_[key] = Resident{std::move(draw), std::move(fingerprints), bytes, ++uses_};
@@ -109,12 +112,7 @@ absl::StatusOr<std::shared_ptr<const DeviceDraw>> DeviceDraws::Get(const DrawKey
   FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> resident, FindLocked(key, stream));
   if (resident != nullptr) return resident;
   const int64_t bytes = DataBytes(draw);
-  if (bytes * kDrawsPerTask > stats_.capacity_bytes) {
-    ++stats_.too_large;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a draw of ", bytes, " bytes does not fit a third of the device draws' capacity of ",
-        stats_.capacity_bytes, " bytes"));
-  }
+  FORGE_RETURN_IF_ERROR(FitsLocked(bytes));
   MakeRoomLocked(bytes);
   FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceDraw> uploaded, Upload(draw, stream));
   FORGE_RETURN_IF_ERROR(KeepLocked(key, uploaded, bytes, stream));
@@ -137,7 +135,9 @@ absl::Status DeviceDraws::Insert(const DrawKey& key, std::shared_ptr<const Devic
     for (const gpu::DeviceBuffer& buffer : *buffers) bytes += buffer.size_bytes();
   }
   absl::MutexLock lock(&mutex_);
-  return KeepLocked(key, std::move(draw), bytes, stream);
+  FORGE_RETURN_IF_ERROR(KeepLocked(key, std::move(draw), bytes, stream));
+  ++stats_.made;
+  return absl::OkStatus();
 }
 
 void DeviceDraws::MakeRoomLocked(int64_t incoming) {

@@ -47,6 +47,7 @@ struct DeviceDraw {
 struct DeviceDrawsStats {
   int64_t hits = 0;
   int64_t uploads = 0;
+  int64_t made = 0;       // draws made on the device and kept (Insert)
   int64_t corrupt = 0;    // resident draws whose fingerprint changed; uploaded again
   int64_t too_large = 0;  // draws refused: over a third of the capacity
   int64_t evictions = 0;
@@ -115,6 +116,9 @@ class DeviceDraws {
   absl::StatusOr<std::shared_ptr<const DeviceDraw>> FindLocked(const DrawKey& key,
                                                                gpu::Stream& stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // OK when a draw of `bytes` fits with the rest of its task's; ResourceExhausted (counted in
+  // too_large) otherwise.
+  absl::Status FitsLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Keeps `draw` of `bytes` under `key`, fingerprinted now; ResourceExhausted when too large.
   absl::Status KeepLocked(const DrawKey& key, std::shared_ptr<const DeviceDraw> draw,
                           int64_t bytes, gpu::Stream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
-#include "worker/compile/compile_pool.h"
 #include "worker/judge/compare.h"
+#include "worker/judge/device_compare.h"
 #include "worker/judge/host_tensor.h"
 
 namespace forge::judge {
@@ -43,20 +43,9 @@ absl::StatusOr<DrawLayout> DrawLayoutOf(const forge::v1::TensorSpec& spec) {
 }
 
 absl::StatusOr<std::unique_ptr<DeviceInputs>> DeviceInputs::Create(const gpu::Device& device) {
-  compile::CompilePoolOptions options;
-  options.threads = 1;
-  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
-                         compile::CompilePool::Create(options));
-  compile::CompileRequest request;
-  request.source = DeviceInputsSource();
-  request.arch = device.properties().arch();
-  request.options = DeviceInputsOptions();
-  compile::CompileResult compiled = pool->Compile(request);
-  if (!compiled.ok()) {
-    return Annotate(compiled.status,
-                    absl::StrCat("compiling the judge's device draws:\n", compiled.log));
-  }
-  FORGE_ASSIGN_OR_RETURN(gpu::Module module, device.LoadModule(compiled.cubin));
+  FORGE_ASSIGN_OR_RETURN(gpu::Module module,
+                         CompileJudgeModule(device, DeviceInputsSource(), DeviceInputsOptions(),
+                                            "the judge's device draws"));
   FORGE_ASSIGN_OR_RETURN(gpu::Kernel kernel, module.GetKernel("forge_draw"));
   return std::unique_ptr<DeviceInputs>(
       new DeviceInputs(std::move(module), std::move(kernel), device.properties().sm_count));

@@ -401,6 +401,8 @@ class JudgeRunner {
       if (DrawsOnDevice()) {
         FORGE_ASSIGN_OR_RETURN(const bool judged, RunDrawMadeOnDevice(draw, *key));
         if (judged) return absl::OkStatus();
+        // The host's variation checks across draws compare with draw 0's references on the host.
+        if (draw > 0) FORGE_RETURN_IF_ERROR(HostFirstReferences());
         launch_ = next_launch_++;
         draw_poisons_.clear();
       }
@@ -665,17 +667,23 @@ class JudgeRunner {
     }
     clock.Lap(seconds.reference);
     if (draw == 0) first_device_draw_ = resident;
-    if (!resident->native_unavailable.empty()) {
-      widen_by_eager_ = false;
-      result_->verdict_.evidence.add_notes(
-          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
-                       resident->native_unavailable));
-    }
+    NoteNativeUnavailable(resident->native_unavailable);
     FORGE_RETURN_IF_ERROR(CompareOnDevice(draw, *resident, *run, facts, nullptr));
     clock.Lap(seconds.compare);
     if (!result_->verdict_.evidence.passed()) return true;
     KeepDeviceRun(draw, nullptr, nullptr, std::move(*run), std::move(resident), std::move(facts));
     return true;
+  }
+
+  // Draw 0's references on the host, for a later draw the host judges after draw 0 was made on
+  // the device (which left the host none): its inputs drawn again on the host (the same bits) and
+  // its references computed there. Draw 0's outputs are read from their device copies
+  // (FirstOutput).
+  absl::Status HostFirstReferences() {
+    if (first_references_ != nullptr) return absl::OkStatus();
+    FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<HostTensor>> inputs, DrawInputs(0));
+    FORGE_ASSIGN_OR_RETURN(first_references_, References(*inputs));
+    return absl::OkStatus();
   }
 
   // The draw's pristine inputs drawn on the device (DeviceInputs, the host's DrawRules), without
@@ -1124,12 +1132,16 @@ class JudgeRunner {
   // Keeps draw 0's references, and notes a native reference that could not run.
   void NoteReferences(int draw, const std::shared_ptr<const DrawReferences>& references) {
     if (draw == 0) first_references_ = references;
-    if (!references->native_unavailable.empty()) {
-      widen_by_eager_ = false;
-      result_->verdict_.evidence.add_notes(
-          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
-                       references->native_unavailable));
-    }
+    NoteNativeUnavailable(references->native_unavailable);
+  }
+
+  // Why eager's values could not be computed (empty: they were, or were not asked for): the
+  // tolerance is not widened, and the evidence says so.
+  void NoteNativeUnavailable(const std::string& why) {
+    if (why.empty()) return;
+    widen_by_eager_ = false;
+    result_->verdict_.evidence.add_notes(
+        absl::StrCat("native-precision reference unavailable, tolerance not widened: ", why));
   }
 
   absl::StatusOr<std::optional<std::string>> ModifiedInput(
