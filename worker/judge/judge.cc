@@ -648,9 +648,14 @@ class JudgeRunner {
     if (!run) return true;  // the candidate failed: recorded
     clock.Lap(seconds.candidate);
     // The reference second. Where the host path takes over from here on, the candidate runs
-    // again there, in fresh poisoned buffers (this run's are dropped, never reused).
+    // again there, in fresh poisoned buffers (this run's are dropped, never reused), and the draw
+    // is not counted as judged on the device.
+    auto decline = [this] {
+      --result_->verdict_.draws_on_device;
+      return false;
+    };
     if (made != nullptr) {
-      if (!ReferencesOnDevice(draw, *made)) return false;
+      if (!ReferencesOnDevice(draw, *made)) return decline();
       if (absl::Status kept = draws.Insert(key, made, stream);
           !kept.ok() && !absl::IsResourceExhausted(kept)) {
         return kept;
@@ -660,9 +665,9 @@ class JudgeRunner {
     std::vector<ReferenceFacts> facts;
     for (int o = 0; o < task_.outputs_size(); ++o) {
       absl::StatusOr<ReferenceFacts> output_facts = DeviceFacts(draw, *resident, o);
-      if (!output_facts.ok()) return false;
+      if (!output_facts.ok()) return decline();
       // The variation checks run on the host, over references it has.
-      if (output_facts->near_constant || output_facts->agrees_with_first_draw) return false;
+      if (output_facts->near_constant || output_facts->agrees_with_first_draw) return decline();
       facts.push_back(*output_facts);
     }
     clock.Lap(seconds.reference);
