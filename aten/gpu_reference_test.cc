@@ -286,6 +286,7 @@ TEST_F(JudgeOnDeviceTest, FirstCandidateDrawsReferencesAndComparesOnTheDevice) {
   JudgeOptions options;
   options.draw_cache = &cache_;
   options.device_draws = draws_.get();
+  options.capture_launches = false;  // nothing to capture
   absl::StatusOr<std::unique_ptr<JudgedCandidate>> idle = Judge(
       *device_, task, [](gpu::Stream&, absl::Span<const CUdeviceptr>) { return absl::OkStatus(); },
       reference, options);
