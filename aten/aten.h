@@ -130,6 +130,33 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroup(const v1::KernelTask& task,
 using GroupRunner = std::function<absl::StatusOr<std::vector<HostTensor>>(
     const v1::KernelTask& task, absl::Span<const HostTensor> inputs, Precision precision)>;
 
+// The judge's reference over device memory: a large task's first candidate draws its inputs on the
+// GPU (worker/judge/device_inputs.h), and its references are computed from those buffers and stay
+// there, compared on the device; nothing of gigabyte tensors crosses the bus. Made by
+// CudaDeviceReferenceRunner (forge::aten_cuda); given to the judge by Float64Reference below.
+struct DeviceOutputStatistics {
+  bool near_constant = false;      // the judge's IsNearConstant over the values
+  bool agrees_with_first = false;  // AgreeWithin(values, first draw's); false without one
+  double rms = 0;                  // RootMeanSquare of the values below the overflow threshold
+  double eager_max_abs = 0;        // EagerError::Add(native, values); zero without native
+  double eager_rel_norm = 0;
+};
+struct DeviceReferenceRunner {
+  // Runs the task's group at `precision` over `inputs` (the device address of each group input,
+  // laid out as the task's input spec says; never written: inputs an op may write are copied
+  // first) and writes each group output, converted to double and row-major, to `outputs[o]`
+  // (one double per element). Returns when the values are there.
+  std::function<absl::Status(const v1::KernelTask& task, absl::Span<const CUdeviceptr> inputs,
+                             Precision precision, absl::Span<const CUdeviceptr> outputs)>
+      run;
+  // The statistics of `count` doubles at `values` under the element tolerance atol + rtol * |v|,
+  // with eager's doubles at `native` and the first draw's at `first` (0: none).
+  std::function<absl::StatusOr<DeviceOutputStatistics>(
+      CUdeviceptr values, CUdeviceptr native, CUdeviceptr first, int64_t count, double atol,
+      double rtol, double overflow)>
+      statistics;
+};
+
 // ---- The judge's reference (forge::aten_judge) --------------------------------------------------
 
 // The judge's reference in production: a ReferenceFn (worker/judge/judge.h) over `run_group` in
@@ -137,6 +164,9 @@ using GroupRunner = std::function<absl::StatusOr<std::vector<HostTensor>>(
 // own rounding, which widens the judge's tolerance for reduced-precision tasks). Inputs keep the
 // values the candidate got (rounded to their dtypes) and their strides.
 judge::ReferenceFn Float64Reference(GroupRunner run_group = RunTaskGroup);
+// The same, with the reference over device memory (ReferenceFn::device()) that `device` runs: the
+// judge computes a large task's references on the GPU from inputs it drew there.
+judge::ReferenceFn Float64Reference(GroupRunner run_group, DeviceReferenceRunner device);
 
 // ---- On CUDA (forge::aten_cuda) -----------------------------------------------------------------
 
@@ -151,6 +181,14 @@ judge::ReferenceFn Float64Reference(GroupRunner run_group = RunTaskGroup);
 // once per task. After each run the memory ATen cached goes back to the driver: the judge
 // allocates its own buffers with the driver API, outside ATen's cache.
 GroupRunner CudaGroupRunner(int gpu_ordinal);
+
+// The reference over device memory on CUDA device `gpu_ordinal` (DeviceReferenceRunner), in the
+// primary context the judge's driver-API buffers live in. Errors (no such device, out of memory,
+// an op without a CUDA kernel) come back as they are: the judge then computes on the host. ATen's
+// cached memory goes back to the driver after each call. The statistics run in slices of 2^26
+// elements, so their temporaries stay within 1.5 GiB whatever the output's size; sums add in
+// ATen's order, not the host's (float64: differences far below every tolerance).
+DeviceReferenceRunner CudaDeviceReferenceRunner(int gpu_ordinal);
 
 // The ATen baseline of a kernel task: what PyTorch eager does for the task's group, on the GPU, so
 // that a candidate's speedup is measured against it with the same timer and the same protocol.

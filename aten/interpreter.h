@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -45,6 +46,14 @@ absl::StatusOr<at::Tensor> WrapMemory(void* data, const v1::TensorSpec& spec, c1
 absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& task,
                                                        absl::Span<const HostTensor> inputs,
                                                        Precision precision, c10::Device device);
+
+// RunTaskGroupOn over tensors already on `device` (one per group input, in order; floating ones
+// upcast in float64 mode, others used as they are: the caller copies what an op may write). The
+// outputs stay on the device, one per group output.
+absl::StatusOr<std::vector<at::Tensor>> RunTaskGroupOnTensors(const v1::KernelTask& task,
+                                                              std::vector<at::Tensor> inputs,
+                                                              Precision precision,
+                                                              c10::Device device);
 
 // Runs `graph`'s nodes in order, in the graph's own dtypes: `values` holds the tensors of the
 // graph's inputs by value name and receives every node's outputs. Device arguments become

@@ -94,4 +94,30 @@ judge::ReferenceFn Float64Reference(GroupRunner run_group) {
                             ReferenceAt(run_group, Precision::kNative));
 }
 
+judge::ReferenceFn Float64Reference(GroupRunner run_group, DeviceReferenceRunner device) {
+  judge::DeviceReference reference;
+  reference.run = [run = device.run](const forge::v1::KernelTask& task,
+                                     absl::Span<const CUdeviceptr> inputs, bool float64,
+                                     absl::Span<const CUdeviceptr> outputs) {
+    return run(task, inputs, float64 ? Precision::kFloat64 : Precision::kNative, outputs);
+  };
+  reference.facts = [statistics = device.statistics](
+                        CUdeviceptr values, CUdeviceptr native, CUdeviceptr first_draw,
+                        int64_t count, const judge::Tolerances& tolerances,
+                        double overflow) -> absl::StatusOr<judge::ReferenceFacts> {
+    absl::StatusOr<DeviceOutputStatistics> found = statistics(
+        values, native, first_draw, count, tolerances.atol, tolerances.rtol, overflow);
+    if (!found.ok()) return found.status();
+    judge::ReferenceFacts facts;
+    facts.near_constant = found->near_constant;
+    facts.agrees_with_first_draw = found->agrees_with_first;
+    facts.rms = found->rms;
+    facts.eager.max_abs = found->eager_max_abs;
+    facts.eager.rel_norm = found->eager_rel_norm;
+    return facts;
+  };
+  return judge::ReferenceFn(ReferenceAt(run_group, Precision::kFloat64),
+                            ReferenceAt(run_group, Precision::kNative), std::move(reference));
+}
+
 }  // namespace forge::aten

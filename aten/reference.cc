@@ -649,6 +649,25 @@ absl::StatusOr<std::vector<HostTensor>> FetchOutputs(const Interpreter& interpre
   return outputs;
 }
 
+// Runs a task's group on `interpreter` once bind(i, value name, where) has bound each of its
+// `input_count` inputs; InvalidArgument when that is not the group's input count.
+template <typename Bind>
+absl::Status RunGroup(const v1::KernelTask& task, std::size_t input_count, Interpreter& interpreter,
+                      const Bind& bind) {
+  const v1::Graph& group = task.group();
+  if (input_count != static_cast<std::size_t>(group.inputs_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", task.digest(), ": the group takes ",
+                                                   group.inputs_size(), " inputs, ", input_count,
+                                                   " given"));
+  }
+  for (int i = 0; i < group.inputs_size(); ++i) {
+    const std::string& name = group.inputs(i).value_name();
+    FORGE_RETURN_IF_ERROR(
+        bind(i, name, absl::StrCat("task ", task.digest(), " input ", i, " '", name, "'")));
+  }
+  return interpreter.RunNodes();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<HostTensor>> RunGraph(const v1::Graph& graph,
@@ -690,20 +709,36 @@ absl::StatusOr<std::vector<HostTensor>> RunTaskGroupOn(const v1::KernelTask& tas
                                                        absl::Span<const HostTensor> inputs,
                                                        Precision precision, c10::Device device) {
   c10::InferenceMode inference_mode;
+  Interpreter interpreter(task.group(), precision, device);
+  FORGE_RETURN_IF_ERROR(RunGroup(task, inputs.size(), interpreter,
+                                 [&](int i, const std::string& name, const std::string& where) {
+                                   return interpreter.BindInput(name, inputs[i], where);
+                                 }));
+  return FetchOutputs(interpreter, task.group(), /*user_outputs_only=*/false);
+}
+
+absl::StatusOr<std::vector<at::Tensor>> RunTaskGroupOnTensors(const v1::KernelTask& task,
+                                                              std::vector<at::Tensor> inputs,
+                                                              Precision precision,
+                                                              c10::Device device) {
+  c10::InferenceMode inference_mode;
   const v1::Graph& group = task.group();
-  if (inputs.size() != static_cast<std::size_t>(group.inputs_size())) {
-    return absl::InvalidArgumentError(absl::StrCat("task ", task.digest(), ": the group takes ",
-                                                   group.inputs_size(), " inputs, ", inputs.size(),
-                                                   " given"));
-  }
   Interpreter interpreter(group, precision, device);
-  for (int i = 0; i < group.inputs_size(); ++i) {
-    const std::string& name = group.inputs(i).value_name();
-    FORGE_RETURN_IF_ERROR(interpreter.BindInput(
-        name, inputs[i], absl::StrCat("task ", task.digest(), " input ", i, " '", name, "'")));
+  FORGE_RETURN_IF_ERROR(RunGroup(task, inputs.size(), interpreter,
+                                 [&](int i, const std::string& name, const std::string& where) {
+                                   return interpreter.Define(name, std::move(inputs[i]), where);
+                                 }));
+  absl::flat_hash_map<std::string, at::Tensor> values = interpreter.TakeValues();
+  std::vector<at::Tensor> outputs;
+  for (const v1::GraphOutput& output : group.outputs()) {
+    auto it = values.find(output.value_name());
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", output.value_name(), "' is not computed by the graph"));
+    }
+    outputs.push_back(it->second);
   }
-  FORGE_RETURN_IF_ERROR(interpreter.RunNodes());
-  return FetchOutputs(interpreter, group, /*user_outputs_only=*/false);
+  return outputs;
 }
 
 absl::StatusOr<at::Tensor> ToTensor(const HostTensor& host, absl::string_view where) {

@@ -3,8 +3,12 @@
 // from the draw cache and on the device from resident draws, each timed and re-checked once as
 // the timer does. Prints one line per way with the median seconds of the repetitions:
 //   forge_judge_device_bench [--elements=268435456] [--reps=3] [--reference=simple|aten]
-// --reference=aten judges the first candidate only, with the production reference (the task's
-// ATen group in float64 on GPU 0, as the sandbox child runs it) instead of a loop over doubles.
+//                            [--host-first]
+// --reference=aten judges with the production reference, as the sandbox child does: the task's
+// ATen group in float64 on GPU 0 over device memory, the draws made on the device (issue 21's
+// first candidate), then later candidates on the resident draws. --host-first adds the first
+// candidate through the host (host draws, the reference's inputs and outputs through host
+// memory), as before the draws were made on the device.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include "aten/aten.h"
 #include "google/protobuf/text_format.h"
 #include "worker/compile/compile_pool.h"
+#include "worker/judge/device_inputs.h"
 #include "worker/judge/judge.h"
 
 namespace forge::judge {
@@ -53,7 +58,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int Run(int64_t elements, int reps, bool aten_reference) {
+int Run(int64_t elements, int reps, bool aten_reference, bool host_first) {
   auto device = gpu::Device::Open(0);
   compile::CompilePoolOptions pool_options;
   pool_options.threads = 1;
@@ -91,15 +96,23 @@ int Run(int64_t elements, int reps, bool aten_reference) {
     for (double& value : y) value = 3 * value;
     return std::vector<std::vector<double>>{y};
   };
+  // The production reference through the host alone (--host-first).
+  ReferenceFn host_reference = reference;
   if (aten_reference) {
     const std::string group = absl::StrReplaceAll(kGroup, {{"ELEMENTS", absl::StrCat(elements)}});
     if (!google::protobuf::TextFormat::ParseFromString(group, task.mutable_group())) return 1;
-    reference = aten::Float64Reference(aten::CudaGroupRunner(0));
+    reference = aten::Float64Reference(aten::CudaGroupRunner(0), aten::CudaDeviceReferenceRunner(0));
+    host_reference = aten::Float64Reference(aten::CudaGroupRunner(0));
   }
   auto comparer = DeviceComparer::Create(**device);
-  if (!comparer.ok()) return 1;
+  auto drawer = DeviceInputs::Create(**device);
+  if (!comparer.ok() || !drawer.ok()) {
+    std::fprintf(stderr, "device comparer or drawer: %s %s\n",
+                 comparer.status().ToString().c_str(), drawer.status().ToString().c_str());
+    return 1;
+  }
   DrawCache cache(int64_t{64} << 30);
-  DeviceDraws resident(**device, **comparer, int64_t{64} << 30, /*min_task_bytes=*/0);
+  DeviceDraws resident(**device, **comparer, int64_t{64} << 30, /*min_task_bytes=*/0, drawer->get());
   HostStaging staging(**device);
 
   std::printf(
@@ -107,25 +120,43 @@ int Run(int64_t elements, int reps, bool aten_reference) {
       "candidate | reference | compare | re-check |\n",
       reps);
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  const std::vector<const char*> ways =
-      aten_reference ? std::vector<const char*>{"first candidate (ATen float64 reference)"}
-                     : std::vector<const char*>{"first candidate", "host, cached draws",
-                                                "device, resident draws"};
-  for (const char* way : ways) {
-    const bool first = way[0] == 'f';
-    const bool on_device = way[0] == 'd';
+  // Each way: its name, whether it is a task's first candidate (judged once), the reference and
+  // whether the judge has the resident draws (as the sandbox child does).
+  struct Way {
+    const char* name;
+    bool first;
+    const ReferenceFn* reference;
+    bool device_draws;
+  };
+  std::vector<Way> ways;
+  if (host_first) {
+    ways.push_back({"first candidate through the host (ATen float64 reference via host memory)",
+                    true, &host_reference, true});
+  }
+  if (aten_reference) {
+    // The first candidate finds no draw anywhere and makes them on the device; later ones find
+    // them resident.
+    ways.push_back({"first candidate (drawn on the device, ATen float64 reference on the GPU)",
+                    true, &reference, true});
+    ways.push_back({"device, resident draws", false, &reference, true});
+  } else {
+    ways.push_back({"first candidate", true, &reference, false});
+    ways.push_back({"host, cached draws", false, &reference, false});
+    ways.push_back({"device, resident draws", false, &reference, true});
+  }
+  for (const Way& way : ways) {
     std::vector<double> seconds;
     JudgeVerdict verdict;
     double recheck_seconds = 0;
-    for (int rep = 0; rep < (first ? 1 : reps); ++rep) {
+    for (int rep = 0; rep < (way.first ? 1 : reps); ++rep) {
       JudgeOptions options;
       options.draw_cache = &cache;
       options.staging = &staging;
-      options.device_draws = on_device ? &resident : nullptr;
+      options.device_draws = way.device_draws ? &resident : nullptr;
       const auto start = std::chrono::steady_clock::now();
-      auto judged = Judge(**device, task, launch, reference, options);
+      auto judged = Judge(**device, task, launch, *way.reference, options);
       if (!judged.ok()) {
-        std::fprintf(stderr, "%s: %s\n", way, judged.status().ToString().c_str());
+        std::fprintf(stderr, "%s: %s\n", way.name, judged.status().ToString().c_str());
         return 1;
       }
       const auto judged_at = std::chrono::steady_clock::now();
@@ -137,7 +168,8 @@ int Run(int64_t elements, int reps, bool aten_reference) {
     std::sort(seconds.begin(), seconds.end());
     // The stages are the last repetition's.
     const JudgeVerdict::StageSeconds& stages = verdict.seconds;
-    std::printf("| %s | %lld | %.3f | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", way,
+    std::printf("| %s | %lld | %.3f | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n",
+                way.name,
                 static_cast<long long>(elements), seconds[seconds.size() / 2],
                 verdict.draws_on_device, verdict.passed() ? "yes" : verdict.detail.c_str(),
                 stages.draw, stages.upload, stages.candidate, stages.reference, stages.compare,
@@ -153,9 +185,11 @@ int main(int argc, char** argv) {
   int64_t elements = int64_t{1} << 28;
   int reps = 3;
   bool aten_reference = false;
+  bool host_first = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view value = argv[i];
-    bool parsed = false;
+    bool parsed = value == "--host-first";
+    host_first |= parsed;
     if (absl::ConsumePrefix(&value, "--elements=")) parsed = absl::SimpleAtoi(value, &elements);
     if (absl::ConsumePrefix(&value, "--reps=")) parsed = absl::SimpleAtoi(value, &reps);
     if (absl::ConsumePrefix(&value, "--reference=")) {
@@ -165,9 +199,9 @@ int main(int argc, char** argv) {
     if (!parsed || elements <= 0 || reps <= 0) {
       std::fprintf(stderr,
                    "usage: forge_judge_device_bench [--elements=N] [--reps=N] "
-                   "[--reference=simple|aten]\n");
+                   "[--reference=simple|aten] [--host-first]\n");
       return 2;
     }
   }
-  return forge::judge::Run(elements, reps, aten_reference);
+  return forge::judge::Run(elements, reps, aten_reference, host_first);
 }

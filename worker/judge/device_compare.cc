@@ -205,19 +205,29 @@ const std::string& DeviceCompareSource() {
 
 std::vector<std::string> DeviceCompareOptions() { return {"--fmad=false", "-std=c++17"}; }
 
-absl::StatusOr<std::unique_ptr<DeviceComparer>> DeviceComparer::Create(const gpu::Device& device) {
+absl::StatusOr<gpu::Module> CompileJudgeModule(const gpu::Device& device,
+                                               const std::string& source,
+                                               std::vector<std::string> options,
+                                               const std::string& what) {
+  compile::CompilePoolOptions pool_options;
+  pool_options.threads = 1;
   FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
-                         compile::CompilePool::Create({.threads = 1}));
+                         compile::CompilePool::Create(pool_options));
   compile::CompileRequest request;
-  request.source = DeviceCompareSource();
+  request.source = source;
   request.arch = device.properties().arch();
-  request.options = DeviceCompareOptions();
+  request.options = std::move(options);
   compile::CompileResult compiled = pool->Compile(request);
   if (!compiled.ok()) {
-    return Annotate(compiled.status,
-                    absl::StrCat("compiling the judge's device comparison:\n", compiled.log));
+    return Annotate(compiled.status, absl::StrCat("compiling ", what, ":\n", compiled.log));
   }
-  FORGE_ASSIGN_OR_RETURN(gpu::Module module, device.LoadModule(compiled.cubin));
+  return device.LoadModule(compiled.cubin);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceComparer>> DeviceComparer::Create(const gpu::Device& device) {
+  FORGE_ASSIGN_OR_RETURN(gpu::Module module,
+                         CompileJudgeModule(device, DeviceCompareSource(), DeviceCompareOptions(),
+                                            "the judge's device comparison"));
   FORGE_ASSIGN_OR_RETURN(gpu::Kernel compare, module.GetKernel("forge_compare_chunks"));
   FORGE_ASSIGN_OR_RETURN(gpu::Kernel differ, module.GetKernel("forge_bytes_differ"));
   FORGE_ASSIGN_OR_RETURN(gpu::Kernel fingerprint, module.GetKernel("forge_fingerprint"));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -27,6 +28,14 @@ const std::string& DeviceCompareSource();
 // The NVRTC options the kernels must be built with: no FMA contraction, so that the device's
 // arithmetic is the host's.
 std::vector<std::string> DeviceCompareOptions();
+
+// Compiles `source` with NVRTC for `device` under `options` and loads it: the judge's own kernels
+// (the comparison here, the draws in device_inputs.h). Errors say `what` was compiled, with
+// NVRTC's log.
+absl::StatusOr<gpu::Module> CompileJudgeModule(const gpu::Device& device,
+                                               const std::string& source,
+                                               std::vector<std::string> options,
+                                               const std::string& what);
 
 class DeviceComparer {
  public:

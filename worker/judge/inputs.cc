@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/dtype/dtype.h"
+#include "common/status/status_macros.h"
 #include "compiler/ops/op_table.h"
 #include "worker/judge/compare.h"
 
@@ -236,14 +236,6 @@ enum class Distribution { kNormal, kUniform, kScaledNormal };
 
 Distribution DistributionOf(int draw) { return static_cast<Distribution>(draw % 3); }
 
-// Whether a floating-point element encodes +0 or -0 (only the sign bit, the top one, may be set).
-bool IsEncodedZero(const std::byte* element, int element_bytes) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, element, element_bytes);  // little-endian: the sign is bit 8*bytes-1
-  const uint64_t sign = uint64_t{1} << (8 * element_bytes - 1);
-  return (bits & ~sign) == 0;
-}
-
 uint64_t SeedOf(uint64_t seed, int draw, int input_index) {
   // splitmix64 over the three numbers: nearby arguments give unrelated streams.
   uint64_t state = seed ^ (static_cast<uint64_t>(draw) << 32) ^ static_cast<uint64_t>(input_index);
@@ -251,43 +243,6 @@ uint64_t SeedOf(uint64_t seed, int draw, int input_index) {
   state = (state ^ (state >> 30)) * 0xBF58476D1CE4E5B9ull;
   state = (state ^ (state >> 27)) * 0x94D049BB133111EBull;
   return state ^ (state >> 31);
-}
-
-// A tensor of `spec` filled chunk by chunk in ThreadPool's fixed chunks: fill(generator, begin,
-// end, element) writes logical elements [begin, end), element(i) giving the address of element i;
-// each chunk draws from its own generator seeded by `draw_seed` and the chunk index (chunk 0 by
-// `draw_seed` alone), so the values never depend on the number of threads.
-template <typename Fill>
-absl::StatusOr<HostTensor> DrawChunks(const TensorSpec& spec, uint64_t draw_seed, ThreadPool& pool,
-                                      const Fill& fill) {
-  absl::StatusOr<HostTensor> tensor = HostTensor::Allocate(spec);
-  if (!tensor.ok()) return tensor.status();
-  // Each value is encoded once, straight into its place (the row-major offset unless strided):
-  // per element this loop is the judge's first-candidate cost on the largest tasks.
-  const int element_bytes = DTypeBytes(spec.dtype());
-  const bool row_major = IsRowMajor(spec);
-  std::byte* const storage = tensor->storage.data();
-  auto element = [&](int64_t i) {
-    return storage + (row_major ? i : StorageOffsetOf(spec, i)) * element_bytes;
-  };
-  pool.ForEachChunk(tensor->element_count(), [&](int64_t chunk, int64_t begin, int64_t end) {
-    std::mt19937_64 generator(chunk == 0 ? draw_seed
-                                         : SeedOf(draw_seed, 0, static_cast<int>(chunk)));
-    fill(generator, begin, end, element);
-  });
-  return tensor;
-}
-
-// Mantissa bits of a floating dtype: its subnormals are the non-zero patterns below them.
-int MantissaBits(forge::v1::DType dtype) {
-  switch (dtype) {
-    case forge::v1::DTYPE_FLOAT64: return 52;
-    case forge::v1::DTYPE_FLOAT16: return 10;
-    case forge::v1::DTYPE_BFLOAT16: return 7;
-    case forge::v1::DTYPE_FLOAT8_E4M3FN: return 3;
-    case forge::v1::DTYPE_FLOAT8_E5M2: return 2;
-    default: return 23;  // float32
-  }
 }
 
 // min(1000, the dtype's largest finite value / 64): logits large enough to overflow exp without
@@ -321,10 +276,9 @@ std::string DescribeAdversarial(ops::AdversarialDraw kind) {
   return "";
 }
 
-absl::StatusOr<HostTensor> DrawAdversarialInput(const TensorSpec& spec, const InputDomain& domain,
-                                                ops::AdversarialDraw kind, int draw,
-                                                int input_index, uint64_t seed,
-                                                ThreadPool& pool) {
+absl::StatusOr<DrawRule> AdversarialDrawRule(const TensorSpec& spec, const InputDomain& domain,
+                                             ops::AdversarialDraw kind, int draw, int input_index,
+                                             uint64_t seed) {
   const forge::v1::DType dtype = spec.dtype();
   if ((kind == ops::kIntegerEdges) != (domain.kind == InputDomain::Kind::kIntegerRange) ||
       (kind == ops::kIntegerEdges) == IsFloatingPoint(dtype)) {
@@ -332,73 +286,33 @@ absl::StatusOr<HostTensor> DrawAdversarialInput(const TensorSpec& spec, const In
                                                    "\" does not suit input ", input_index, " (",
                                                    DescribeSpec(spec), ")"));
   }
-  const uint64_t draw_seed = SeedOf(seed ^ (uint64_t{kind} << 48), draw, input_index);
-  const int element_bytes = DTypeBytes(dtype);
-  return DrawChunks(spec, draw_seed, pool, [&](std::mt19937_64& generator, int64_t begin,
-                                               int64_t end, const auto& element) {
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::uniform_int_distribution<int> quarter(0, 3);
-    switch (kind) {
-      case ops::kLargeLogits:
-      case ops::kLargeMean:
-      case ops::kTinyVariance: {
-        const double mean = kind == ops::kLargeMean ? 256 : 0;
-        const double scale = kind == ops::kLargeLogits   ? LargeLogitScale(dtype)
-                             : kind == ops::kTinyVariance ? 1e-3
-                                                          : 1;
-        for (int64_t i = begin; i < end; ++i) {
-          EncodeElement(dtype, mean + scale * normal(generator), element(i));
-        }
-        return;
-      }
-      case ops::kCancellation:
-        // Chunks begin at even indices: every pair lies in one chunk.
-        for (int64_t i = begin; i < end; ++i) {
-          const double value = i % 2 == 0 ? 8 * normal(generator)
-                                          : -DecodeElement(dtype, element(i - 1)) + normal(generator);
-          EncodeElement(dtype, value, element(i));
-        }
-        return;
-      case ops::kActivationKinks: {
-        constexpr double kKinks[] = {0, 1, -1, 3, -3, 6};
-        std::uniform_int_distribution<int> which(0, 5);
-        for (int64_t i = begin; i < end; ++i) {
-          const double kink = kKinks[which(generator)];
-          EncodeElement(dtype, quarter(generator) < 2 ? kink : kink + 0.01 * normal(generator),
-                        element(i));
-        }
-        return;
-      }
-      case ops::kZerosAndSubnormals: {
-        const int mantissa_bits = MantissaBits(dtype);
-        std::uniform_int_distribution<uint64_t> mantissa(1, (uint64_t{1} << mantissa_bits) - 1);
-        const uint64_t sign = uint64_t{1} << (8 * element_bytes - 1);
-        for (int64_t i = begin; i < end; ++i) {
-          uint64_t bits = 0;
-          switch (quarter(generator)) {
-            case 0: break;  // +0
-            case 1: bits = sign; break;
-            case 2: bits = mantissa(generator) | (generator() % 2 == 0 ? 0 : sign); break;
-            default: EncodeElement(dtype, normal(generator), element(i)); continue;
-          }
-          std::memcpy(element(i), &bits, element_bytes);  // little-endian
-        }
-        return;
-      }
-      case ops::kIntegerEdges: {
-        const IntegerRange range = domain.range;
-        std::uniform_int_distribution<int64_t> integers(range.low, range.high - 1);
-        for (int64_t i = begin; i < end; ++i) {
-          const int q = quarter(generator);
-          const int64_t value = q == 0 ? range.low : q == 1 ? range.high - 1 : q == 2
-                                    ? (generator() % 2 == 0 ? range.low : range.high - 1)
-                                    : integers(generator);
-          EncodeElement(dtype, static_cast<double>(value), element(i));
-        }
-        return;
-      }
-    }
-  });
+  FORGE_ASSIGN_OR_RETURN(const DrawDType draw_dtype, DrawDTypeOf(dtype));
+  DrawRule rule;
+  rule.dtype = draw_dtype;
+  rule.seed = SeedOf(seed ^ (uint64_t{kind} << 48), draw, input_index);
+  switch (kind) {
+    case ops::kLargeLogits: rule.scale = LargeLogitScale(dtype); break;
+    case ops::kLargeMean: rule.mean = 256; break;
+    case ops::kTinyVariance: rule.scale = 1e-3; break;
+    case ops::kCancellation: rule.distribution = kDrawCancellation; break;
+    case ops::kActivationKinks: rule.distribution = kDrawKinks; break;
+    case ops::kZerosAndSubnormals: rule.distribution = kDrawZerosAndSubnormals; break;
+    case ops::kIntegerEdges:
+      rule.distribution = kDrawIntegerEdges;
+      rule.low = domain.range.low;
+      rule.high = domain.range.high;
+      break;
+  }
+  return rule;
+}
+
+absl::StatusOr<HostTensor> DrawAdversarialInput(const TensorSpec& spec, const InputDomain& domain,
+                                                ops::AdversarialDraw kind, int draw,
+                                                int input_index, uint64_t seed,
+                                                ThreadPool& pool) {
+  FORGE_ASSIGN_OR_RETURN(const DrawRule rule,
+                         AdversarialDrawRule(spec, domain, kind, draw, input_index, seed));
+  return DrawTensor(spec, rule, pool);
 }
 
 std::vector<InputDomain> InferInputDomains(const forge::v1::KernelTask& task) {
@@ -422,36 +336,81 @@ double InputScale(int draw, int input_index) {
   return std::ldexp(1.0, input_index % 5 - 2);
 }
 
-absl::StatusOr<HostTensor> DrawInput(const TensorSpec& spec, const InputDomain& domain, int draw,
-                                     int input_index, uint64_t seed, ThreadPool& pool) {
+absl::StatusOr<DrawDType> DrawDTypeOf(forge::v1::DType dtype) {
+  switch (dtype) {
+    case forge::v1::DTYPE_FLOAT64: return kDrawFloat64;
+    case forge::v1::DTYPE_FLOAT32: return kDrawFloat32;
+    case forge::v1::DTYPE_FLOAT16: return kDrawFloat16;
+    case forge::v1::DTYPE_BFLOAT16: return kDrawBfloat16;
+    case forge::v1::DTYPE_FLOAT8_E4M3FN: return kDrawFloat8E4M3;
+    case forge::v1::DTYPE_FLOAT8_E5M2: return kDrawFloat8E5M2;
+    case forge::v1::DTYPE_INT8: return kDrawInt8;
+    case forge::v1::DTYPE_INT16: return kDrawInt16;
+    case forge::v1::DTYPE_INT32: return kDrawInt32;
+    case forge::v1::DTYPE_INT64: return kDrawInt64;
+    case forge::v1::DTYPE_UINT8: return kDrawUint8;
+    case forge::v1::DTYPE_BOOL: return kDrawBool;
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("the judge draws no inputs of dtype ", forge::v1::DType_Name(dtype)));
+  }
+}
+
+absl::StatusOr<DrawRule> StandardDrawRule(const TensorSpec& spec, const InputDomain& domain,
+                                          int draw, int input_index, uint64_t seed) {
   const forge::v1::DType dtype = spec.dtype();
-  const double scale = InputScale(draw, input_index);
-  const bool positive = domain.kind == InputDomain::Kind::kPositive;
-  IntegerRange range = domain.range;
-  if (dtype == forge::v1::DTYPE_BOOL) range = {0, 2};
-  const int element_bytes = DTypeBytes(dtype);
-  return DrawChunks(spec, SeedOf(seed, draw, input_index), pool,
-                    [&](std::mt19937_64& generator, int64_t begin, int64_t end,
-                        const auto& element) {
-    if (!IsFloatingPoint(dtype)) {
-      std::uniform_int_distribution<int64_t> integers(range.low, range.high - 1);
-      for (int64_t i = begin; i < end; ++i) {
-        EncodeElement(dtype, static_cast<double>(integers(generator)), element(i));
-      }
-      return;
+  FORGE_ASSIGN_OR_RETURN(const DrawDType draw_dtype, DrawDTypeOf(dtype));
+  DrawRule rule;
+  rule.dtype = draw_dtype;
+  rule.seed = SeedOf(seed, draw, input_index);
+  if (!IsFloatingPoint(dtype)) {
+    rule.distribution = kDrawIntegers;
+    const IntegerRange range = dtype == forge::v1::DTYPE_BOOL ? IntegerRange{0, 2} : domain.range;
+    if (range.high <= range.low) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", input_index, " (",
+                                                     DescribeSpec(spec), "): empty integer range [",
+                                                     range.low, ", ", range.high, ")"));
     }
-    std::normal_distribution<double> normal(0.0, scale);
-    std::uniform_real_distribution<double> uniform(-2.0, 2.0);
+    rule.low = range.low;
+    rule.high = range.high;
+    return rule;
+  }
+  rule.scale = InputScale(draw, input_index);
+  if (DistributionOf(draw) == Distribution::kUniform) {
+    rule.distribution = kDrawUniform;
+    rule.scale = 2;
+  }
+  rule.positive = domain.kind == InputDomain::Kind::kPositive;
+  rule.nonzero = 1;
+  return rule;
+}
+
+absl::StatusOr<HostTensor> DrawTensor(const TensorSpec& spec, const DrawRule& rule,
+                                      ThreadPool& pool) {
+  FORGE_ASSIGN_OR_RETURN(HostTensor tensor, HostTensor::Allocate(spec));
+  const int element_bytes = DTypeBytes(spec.dtype());
+  if (element_bytes != DrawElementBytes(rule.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("a draw of ", element_bytes,
+                                                   "-byte elements for ", DescribeSpec(spec)));
+  }
+  const bool row_major = IsRowMajor(spec);
+  std::byte* const storage = tensor.storage.data();
+  pool.ForEachChunk(tensor.element_count(), [&](int64_t, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      std::byte* const destination = element(i);
-      do {
-        double value =
-            DistributionOf(draw) == Distribution::kUniform ? uniform(generator) : normal(generator);
-        if (positive) value = std::fabs(value) + 0.1 * scale;
-        EncodeElement(dtype, value, destination);
-      } while (IsEncodedZero(destination, element_bytes));
+      const uint64_t bits = DrawElement(rule, i);
+      // Little-endian: the element's bytes are the low bytes of `bits`.
+      std::memcpy(storage + (row_major ? i : StorageOffsetOf(spec, i)) * element_bytes, &bits,
+                  element_bytes);
     }
   });
+  return tensor;
+}
+
+absl::StatusOr<HostTensor> DrawInput(const TensorSpec& spec, const InputDomain& domain, int draw,
+                                     int input_index, uint64_t seed, ThreadPool& pool) {
+  FORGE_ASSIGN_OR_RETURN(const DrawRule rule,
+                         StandardDrawRule(spec, domain, draw, input_index, seed));
+  return DrawTensor(spec, rule, pool);
 }
 
 }  // namespace forge::judge

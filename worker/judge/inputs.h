@@ -6,6 +6,10 @@
 // cycle with new seeds. Weights are inputs of the task like any other and are drawn the same way.
 // Floating-point elements are never zero (redrawn until non-zero after rounding to the dtype).
 //
+// Every draw is a DrawRule (draw_element.h): element i is DrawElement(rule, i), a function of the
+// rule and i alone, compiled for the host and for the GPU (device_inputs.h), so a draw made on the
+// device holds the host's bytes, whatever the threads or blocks that made it.
+//
 // Some inputs have a domain, inferred from how the task's ops use them (InferInputDomains; each op's
 // entry in the op table, compiler/ops/op_table.h, names its rule):
 //   - class and index inputs get integers in their valid range: the target of nll_loss and
@@ -50,6 +54,7 @@
 #include "absl/types/span.h"
 #include "compiler/ops/op_table.h"
 #include "forge/v1/task.pb.h"
+#include "worker/judge/draw_element.h"
 #include "worker/judge/host_tensor.h"
 #include "worker/judge/thread_pool.h"
 
@@ -77,13 +82,25 @@ std::string DescribeDraw(int draw);
 // The scale input `input_index` gets in `draw` (1 except in the per-input-scale draws).
 double InputScale(int draw, int input_index);
 
-// Input `input_index` of draw `draw`; the same arguments give the same tensor. Drawn on `pool` in
-// ThreadPool's fixed chunks, each from its own generator seeded by the arguments and the chunk
-// index (chunk 0 by the arguments alone): the values never depend on the number of threads. A
-// 1.6-billion-element input takes seconds instead of a minute.
+// Input `input_index` of draw `draw`; the same arguments give the same tensor
+// (DrawTensor(StandardDrawRule(...))).
 absl::StatusOr<HostTensor> DrawInput(const forge::v1::TensorSpec& spec, const InputDomain& domain,
                                      int draw, int input_index, uint64_t seed,
                                      ThreadPool& pool = ThreadPool::Default());
+
+// The element type a draw of `dtype` encodes into; Unimplemented for complex64 and unspecified.
+absl::StatusOr<DrawDType> DrawDTypeOf(forge::v1::DType dtype);
+
+// The rule of DrawInput's tensor (same arguments); InvalidArgument for an empty integer range.
+absl::StatusOr<DrawRule> StandardDrawRule(const forge::v1::TensorSpec& spec,
+                                          const InputDomain& domain, int draw, int input_index,
+                                          uint64_t seed);
+
+// The tensor of `spec` whose logical element i holds DrawElement(rule, i), laid out as `spec`
+// says (storage between strided elements stays zero). Chunked on `pool`; the bytes never depend
+// on its threads.
+absl::StatusOr<HostTensor> DrawTensor(const forge::v1::TensorSpec& spec, const DrawRule& rule,
+                                      ThreadPool& pool = ThreadPool::Default());
 
 // An adversarial draw of a task: its distribution and the inputs drawn from it.
 struct AdversarialDraw {
@@ -97,12 +114,18 @@ struct AdversarialDraw {
 std::vector<AdversarialDraw> ChooseAdversarialDraws(const forge::v1::KernelTask& task,
                                                     absl::Span<const InputDomain> domains);
 
+// The rule of DrawAdversarialInput's tensor (same arguments; the same refusal of a distribution
+// that does not suit the input).
+absl::StatusOr<DrawRule> AdversarialDrawRule(const forge::v1::TensorSpec& spec,
+                                             const InputDomain& domain, ops::AdversarialDraw kind,
+                                             int draw, int input_index, uint64_t seed);
+
 // "large logits: normal(0, 1000)"; the names inputs.h's list uses.
 std::string DescribeAdversarial(ops::AdversarialDraw kind);
 
 // Input `input_index` drawn from the adversarial distribution `kind` for draw `draw`; the same
-// arguments give the same tensor (chunked as DrawInput). `kind` must suit the input: a floating
-// distribution a floating input, kIntegerEdges one with an integer range.
+// arguments give the same tensor (DrawTensor(AdversarialDrawRule(...))). `kind` must suit the
+// input: a floating distribution a floating input, kIntegerEdges one with an integer range.
 absl::StatusOr<HostTensor> DrawAdversarialInput(const forge::v1::TensorSpec& spec,
                                                 const InputDomain& domain,
                                                 ops::AdversarialDraw kind, int draw,

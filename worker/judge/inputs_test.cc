@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -111,6 +114,79 @@ TEST(DrawInputTest, DomainsAreRespected) {
     booleans.insert(value);
   }
   EXPECT_EQ(booleans, (std::set<double>{0, 1}));
+}
+
+// The draws' element encoding (draw_element.h, also compiled for the GPU) stores what the judge's
+// EncodeElement stores, for every dtype: normal values, ties, subnormals of the format, overflow,
+// zeros, infinities and NaN.
+TEST(DrawElementTest, EncodingIsEncodeElements) {
+  const std::vector<forge::v1::DType> dtypes = {
+      forge::v1::DTYPE_FLOAT64,       forge::v1::DTYPE_FLOAT32,     forge::v1::DTYPE_FLOAT16,
+      forge::v1::DTYPE_BFLOAT16,      forge::v1::DTYPE_FLOAT8_E4M3FN, forge::v1::DTYPE_FLOAT8_E5M2,
+      forge::v1::DTYPE_INT8,          forge::v1::DTYPE_INT16,       forge::v1::DTYPE_INT32,
+      forge::v1::DTYPE_INT64,         forge::v1::DTYPE_UINT8,       forge::v1::DTYPE_BOOL};
+  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 448.0, 464.0, 480.0, 500.0, 65504.0, 65519.0,
+                                65520.0, 1e6, 1e39, -1e39, 57344.0, 61440.0, 6e-8, 3e-8, 2.9e-8,
+                                1e-40, 5e-324, std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity(),
+                                std::numeric_limits<double>::quiet_NaN()};
+  std::mt19937_64 generator(11);
+  std::uniform_real_distribution<double> exponent(-30, 20);
+  std::uniform_int_distribution<int> integers(-300, 300);
+  for (int k = 0; k < 20000; ++k) {
+    values.push_back((k % 2 ? -1 : 1) * std::exp2(exponent(generator)));
+    values.push_back(integers(generator));
+  }
+  // Exact ties of every small format: a kept mantissa and half a quantum below it.
+  for (int bits = 1; bits < 256; ++bits) {
+    for (int quantum_exponent : {-24, -17, -10, -9, -3, 0, 4}) {
+      values.push_back(std::ldexp(bits + 0.5, quantum_exponent));
+    }
+  }
+  for (forge::v1::DType dtype : dtypes) {
+    const DrawDType draw_dtype = *DrawDTypeOf(dtype);
+    const int bytes = DrawElementBytes(draw_dtype);
+    for (double value : values) {
+      if (!IsFloatingPoint(dtype) && !(std::isfinite(value) && std::trunc(value) == value)) continue;
+      std::byte expected[8] = {};
+      EncodeElement(dtype, value, expected);
+      const uint64_t bits = EncodeDrawValue(draw_dtype, value);
+      ASSERT_EQ(std::memcmp(expected, &bits, bytes), 0)
+          << forge::v1::DType_Name(dtype) << " " << value;
+      if (IsFloatingPoint(dtype) && !std::isnan(value)) {
+        const double decoded = DecodeDrawValue(draw_dtype, bits);
+        const double want = DecodeElement(dtype, expected);
+        ASSERT_TRUE(decoded == want || (std::isnan(decoded) && std::isnan(want)))
+            << forge::v1::DType_Name(dtype) << " " << value;
+      }
+    }
+  }
+}
+
+TEST(DrawElementTest, LogarithmIsAccurate) {
+  std::mt19937_64 generator(5);
+  std::uniform_real_distribution<double> unit(1e-12, 1.0);
+  for (int k = 0; k < 100000; ++k) {
+    const double x = k == 0 ? 1.0 : unit(generator);
+    ASSERT_NEAR(DrawLog(x), std::log(x), 4e-16 * std::max(1.0, std::fabs(std::log(x)))) << x;
+  }
+}
+
+TEST(DrawElementTest, StridedDrawsPlaceLogicalElements) {
+  forge::v1::TensorSpec strided = Spec(forge::v1::DTYPE_FLOAT32, {3, 4});
+  for (int64_t stride : {1, 5}) strided.add_strides(stride);  // column-major with a gap
+  forge::v1::TensorSpec dense = Spec(forge::v1::DTYPE_FLOAT32, {12});
+  absl::StatusOr<HostTensor> a = DrawInput(strided, {}, 0, 0, 9);
+  absl::StatusOr<HostTensor> b = DrawInput(dense, {}, 0, 0, 9);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(a->Get(i), b->Get(i)) << i;
+  EXPECT_EQ(DrawInput(Spec(forge::v1::DTYPE_INT64, {4}),
+                      {InputDomain::Kind::kIntegerRange, {3, 3}, "empty"}, 0, 0, 1)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DrawDTypeOf(forge::v1::DTYPE_COMPLEX64).status().code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 // A task with the group's inputs named as value names and one node using them.

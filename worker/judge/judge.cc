@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status/status_macros.h"
+#include "worker/judge/device_inputs.h"
 #include "worker/judge/guard.h"
 
 namespace forge::judge {
@@ -138,6 +139,36 @@ std::string DescribeDeviceFailure(const OutputComparison& comparison) {
       "%d elements unwritten and %d outside the tolerance, relative-norm error %.3g, on the "
       "device",
       comparison.unwritten, comparison.mismatches, comparison.rel_norm_error);
+}
+
+// A modified input found by the device's byte comparison, where the host has no copy to place it.
+std::string ModifiedOnDevice(const KernelTask& task, int input) {
+  return absl::StrCat("the kernel modified input ", input, " (", DescribeSpec(task.inputs(input)),
+                      "), as the device's byte comparison with its pristine copy found");
+}
+
+// What the device's comparison found, worded from its tallies alone (a draw made on the device
+// has no host copy of its references): the counts, the first unwritten and the first mismatching
+// element, the relative-norm error.
+std::string DescribeDeviceTallies(const forge::v1::TensorSpec& spec,
+                                  const OutputComparison& comparison,
+                                  absl::Span<const ChunkTally> tallies) {
+  int64_t first_unwritten = kNoElement;
+  int64_t first_mismatch = kNoElement;
+  for (const ChunkTally& tally : tallies) {
+    first_unwritten = std::min<int64_t>(first_unwritten, tally.first_unwritten);
+    first_mismatch = std::min<int64_t>(first_mismatch, tally.first_mismatch);
+  }
+  std::string where;
+  if (first_unwritten != kNoElement) {
+    absl::StrAppend(&where, "; first unwritten element ", first_unwritten, " ",
+                    FormatIndex(Unravel(spec.shape(), first_unwritten)));
+  }
+  if (first_mismatch != kNoElement) {
+    absl::StrAppend(&where, "; first element outside the tolerance ", first_mismatch, " ",
+                    FormatIndex(Unravel(spec.shape(), first_mismatch)));
+  }
+  return absl::StrCat(DescribeDeviceFailure(comparison), where);
 }
 
 // The buffers of a launch in the order of its arguments: inputs, then outputs.
@@ -364,6 +395,17 @@ class JudgeRunner {
     if (options_.draw_cache != nullptr) {
       key = MakeDrawKey(task_, domains_, reference_.id(), widen_by_eager_, options_.seed,
                         DrawKeyIndex(draw));
+      // A large task's draws live on the device: made there by its first candidate, found there
+      // by the next ones. Where that path declines, the host path below judges the draw, with a
+      // launch of its own.
+      if (DrawsOnDevice()) {
+        FORGE_ASSIGN_OR_RETURN(const bool judged, RunDrawMadeOnDevice(draw, *key));
+        if (judged) return absl::OkStatus();
+        // The host's variation checks across draws compare with draw 0's references on the host.
+        if (draw > 0) FORGE_RETURN_IF_ERROR(HostFirstReferences());
+        launch_ = next_launch_++;
+        draw_poisons_.clear();
+      }
       // A draw resident on the device is read from there, and checked there (DeviceDraws::Get).
       const bool resident =
           options_.device_draws != nullptr && options_.device_draws->Contains(*key);
@@ -496,7 +538,7 @@ class JudgeRunner {
     // The last passing draw stays for the timer and the re-check; draw 0's inputs for the
     // re-check's run with fresh contents.
     if (draw == 0) {
-      run.fresh_ = {cached.inputs, cached.references, nullptr};
+      run.fresh_ = {cached.inputs, cached.references, nullptr, {}};
     }
     run.inputs_ = std::move(cached.inputs);
     run.references_ = std::move(cached.references);
@@ -508,6 +550,7 @@ class JudgeRunner {
     run.guard_launch_ = launch_;
     run.next_launch_ = next_launch_;
     run.device_draw_ = nullptr;
+    run.device_facts_.clear();
     return absl::OkStatus();
   }
 
@@ -538,46 +581,254 @@ class JudgeRunner {
   // references. The host looks again only where those found something, and words the failure.
   absl::Status RunDrawOnDevice(int draw, CachedDraw& cached,
                                std::shared_ptr<const DeviceDraw> resident) {
-    ++result_->verdict_.draws_on_device;
-    JudgedCandidate& run = *result_;
+    StageClock clock;
+    FORGE_ASSIGN_OR_RETURN(std::optional<DeviceRun> run,
+                           RunCandidateOnDevice(draw, *resident, cached.inputs.get(), clock));
+    if (!run) return absl::OkStatus();
+    NoteReferences(draw, cached.references);
+    std::vector<ReferenceFacts> facts;
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      facts.push_back(cached.references->Facts(o, task_.outputs(o).dtype(), ToleranceFor(o),
+                                               first_references_, pool_));
+    }
+    clock.Lap(result_->verdict_.seconds.candidate);
+    FORGE_RETURN_IF_ERROR(CompareOnDevice(draw, *resident, *run, facts, cached.references));
+    clock.Lap(result_->verdict_.seconds.compare);
+    if (!result_->verdict_.evidence.passed()) return absl::OkStatus();
+    KeepDeviceRun(draw, std::move(cached.inputs), std::move(cached.references), std::move(*run),
+                  std::move(resident), {});
+    return absl::OkStatus();
+  }
+
+  // Whether the task's draws are made on the device when no candidate made them before: device
+  // draws with an input drawer, a reference over device memory, a task large enough, every output
+  // compared there and every input laid out as the drawer can write it.
+  bool DrawsOnDevice() const {
+    if (options_.device_draws == nullptr || options_.device_draws->inputs() == nullptr ||
+        reference_.device() == nullptr || options_.draw_cache == nullptr ||
+        !options_.device_draws->WorthIt(TaskStorageBytes(task_))) {
+      return false;
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      if (!DeviceComparer::Handles(task_.outputs(o))) return false;
+    }
+    for (int i = 0; i < task_.inputs_size(); ++i) {
+      if (!DrawLayoutOf(task_.inputs(i)).ok()) return false;
+    }
+    return true;
+  }
+
+  // RunDraw for a draw that lives on the device alone: found resident (an earlier candidate made
+  // it), or made now: the inputs drawn there (bit for bit the host's draw), the candidate run and
+  // checked there, then the references computed there from the pristine inputs, their facts
+  // taken there, and the comparison made there. Nothing of the tensors crosses the bus. False
+  // when the host path must judge the draw instead: the draw was uploaded from the host, the
+  // device could not draw or compute it (no room, an op without a float64 CUDA kernel), draw 0
+  // was judged on the host, or an output's references call for the host's variation checks.
+  absl::StatusOr<bool> RunDrawMadeOnDevice(int draw, const DrawKey& key) {
+    if (draw > 0 && first_device_draw_ == nullptr) return false;
+    DeviceDraws& draws = *options_.device_draws;
     gpu::Stream& stream = *stream_;
-    DeviceComparer& comparer = options_.device_draws->comparer();
     JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
     StageClock clock;
+    absl::StatusOr<std::shared_ptr<const DeviceDraw>> found = draws.Find(key, stream);
+    if (!found.ok() && !absl::IsNotFound(found.status())) return found.status();
+    std::shared_ptr<const DeviceDraw> resident = found.ok() ? *std::move(found) : nullptr;
+    if (resident != nullptr && !resident->made_on_device()) return false;
+    std::shared_ptr<DeviceDraw> made;
+    if (resident == nullptr) {
+      absl::StatusOr<std::shared_ptr<DeviceDraw>> drawn = DrawInputsOnDevice(draw);
+      if (!drawn.ok()) return false;
+      made = *std::move(drawn);
+    }
+    clock.Lap(seconds.draw);
+    FORGE_ASSIGN_OR_RETURN(
+        std::optional<DeviceRun> run,
+        RunCandidateOnDevice(draw, resident != nullptr ? *resident : *made, nullptr, clock));
+    if (!run) return true;  // the candidate failed: recorded
+    clock.Lap(seconds.candidate);
+    // The reference second. Where the host path takes over from here on, the candidate runs
+    // again there, in fresh poisoned buffers (this run's are dropped, never reused), and the draw
+    // is not counted as judged on the device.
+    auto decline = [this] {
+      --result_->verdict_.draws_on_device;
+      return false;
+    };
+    if (made != nullptr) {
+      if (!ReferencesOnDevice(draw, *made)) return decline();
+      if (absl::Status kept = draws.Insert(key, made, stream);
+          !kept.ok() && !absl::IsResourceExhausted(kept)) {
+        return kept;
+      }
+      resident = std::move(made);
+    }
+    std::vector<ReferenceFacts> facts;
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      absl::StatusOr<ReferenceFacts> output_facts = DeviceFacts(draw, *resident, o);
+      if (!output_facts.ok()) return decline();
+      // The variation checks run on the host, over references it has.
+      if (output_facts->near_constant || output_facts->agrees_with_first_draw) return decline();
+      facts.push_back(*output_facts);
+    }
+    clock.Lap(seconds.reference);
+    if (draw == 0) first_device_draw_ = resident;
+    NoteNativeUnavailable(resident->native_unavailable);
+    FORGE_RETURN_IF_ERROR(CompareOnDevice(draw, *resident, *run, facts, nullptr));
+    clock.Lap(seconds.compare);
+    if (!result_->verdict_.evidence.passed()) return true;
+    KeepDeviceRun(draw, nullptr, nullptr, std::move(*run), std::move(resident), std::move(facts));
+    return true;
+  }
+
+  // Draw 0's references on the host, for a later draw the host judges after draw 0 was made on
+  // the device (which left the host none): its inputs drawn again on the host (the same bits) and
+  // its references computed there. Draw 0's outputs are read from their device copies
+  // (FirstOutput).
+  absl::Status HostFirstReferences() {
+    if (first_references_ != nullptr) return absl::OkStatus();
+    FORGE_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<HostTensor>> inputs, DrawInputs(0));
+    FORGE_ASSIGN_OR_RETURN(first_references_, References(*inputs));
+    return absl::OkStatus();
+  }
+
+  // The draw's pristine inputs drawn on the device (DeviceInputs, the host's DrawRules), without
+  // references yet.
+  absl::StatusOr<std::shared_ptr<DeviceDraw>> DrawInputsOnDevice(int draw) {
+    FORGE_ASSIGN_OR_RETURN(const std::vector<DrawRule> rules, DrawRules(draw));
+    auto made = std::make_shared<DeviceDraw>();
+    for (int i = 0; i < task_.inputs_size(); ++i) {
+      FORGE_ASSIGN_OR_RETURN(const size_t bytes, StorageBytes(task_.inputs(i)));
+      FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, device_.Allocate(bytes));
+      FORGE_RETURN_IF_ERROR(
+          options_.device_draws->inputs()->Draw(task_.inputs(i), rules[i], buffer, *stream_));
+      made->inputs.push_back(std::move(buffer));
+    }
+    FORGE_RETURN_IF_ERROR(stream_->Synchronize());
+    return made;
+  }
+
+  // The references of a draw made on the device, computed there from its pristine inputs into
+  // buffers of its own (float64, and eager's values when the tolerance is widened by them), with
+  // each output's facts. False when the float64 reference or the facts cannot be computed there
+  // (the host path then computes them); eager's failing only leaves the tolerance as it is
+  // (native_unavailable).
+  bool ReferencesOnDevice(int draw, DeviceDraw& made) {
+    const DeviceReference& reference = *reference_.device();
+    std::vector<CUdeviceptr> inputs;
+    for (const gpu::DeviceBuffer& input : made.inputs) inputs.push_back(input.address());
+    auto allocate = [&](std::vector<gpu::DeviceBuffer>& buffers) {
+      for (int o = 0; o < task_.outputs_size(); ++o) {
+        absl::StatusOr<gpu::DeviceBuffer> buffer =
+            device_.Allocate(ElementCount(task_.outputs(o)) * sizeof(double));
+        if (!buffer.ok()) return false;
+        buffers.push_back(*std::move(buffer));
+      }
+      return true;
+    };
+    auto addresses = [](const std::vector<gpu::DeviceBuffer>& buffers) {
+      std::vector<CUdeviceptr> addresses;
+      for (const gpu::DeviceBuffer& buffer : buffers) addresses.push_back(buffer.address());
+      return addresses;
+    };
+    if (!allocate(made.float64) ||
+        !reference.run(task_, inputs, /*float64=*/true, addresses(made.float64)).ok()) {
+      return false;
+    }
+    if (widen_by_eager_) {
+      absl::Status native =
+          allocate(made.native)
+              ? reference.run(task_, inputs, /*float64=*/false, addresses(made.native))
+              : absl::ResourceExhaustedError("no device memory for eager's values");
+      if (!native.ok()) {
+        made.native.clear();
+        made.native_unavailable = std::string(native.message());
+      }
+    }
+    for (int o = 0; o < task_.outputs_size(); ++o) {
+      absl::StatusOr<ReferenceFacts> facts = ComputeDeviceFacts(draw, made, o);
+      if (!facts.ok()) return false;
+      made.facts.push_back(*facts);
+      made.facts_tolerances.push_back(ToleranceFor(o));
+    }
+    return true;
+  }
+
+  // The facts of output `o` of a draw made on the device, computed there (against draw 0's
+  // float64 values for a later draw).
+  absl::StatusOr<ReferenceFacts> ComputeDeviceFacts(int draw, const DeviceDraw& made, int o) {
+    const CUdeviceptr first =
+        draw > 0 && first_device_draw_ != nullptr ? first_device_draw_->float64[o].address() : 0;
+    return reference_.device()->facts(
+        made.float64[o].address(), made.native.empty() ? 0 : made.native[o].address(), first,
+        ElementCount(task_.outputs(o)), ToleranceFor(o),
+        OverflowThreshold(task_.outputs(o).dtype()));
+  }
+
+  // The facts of output `o` of a resident draw made on the device: those it keeps when they were
+  // taken under this judge's tolerance, else computed again.
+  absl::StatusOr<ReferenceFacts> DeviceFacts(int draw, const DeviceDraw& resident, int o) {
+    const Tolerances tolerances = ToleranceFor(o);
+    const Tolerances& kept = resident.facts_tolerances[o];
+    if (kept.atol == tolerances.atol && kept.rtol == tolerances.rtol &&
+        kept.rel_norm == tolerances.rel_norm) {
+      return resident.facts[o];
+    }
+    return ComputeDeviceFacts(draw, resident, o);
+  }
+
+  // A candidate's buffers for one draw judged on the device.
+  struct DeviceRun {
     std::vector<gpu::DeviceBuffer> input_buffers;
     std::vector<gpu::DeviceBuffer> output_buffers;
     std::vector<gpu::DeviceBuffer> stream_ordered;  // the outputs as copied in stream order
     std::vector<CUdeviceptr> args;
-    for (size_t i = 0; i < resident->inputs.size(); ++i) {
-      const gpu::DeviceBuffer& pristine = resident->inputs[i];
+  };
+
+  // The candidate's run on a resident draw: its inputs copied from the pristine ones, outputs
+  // poisoned, guards armed, the launch, then the stream-order, guard and input checks as byte
+  // comparisons on the device. Nothing when the candidate failed (recorded); the host words an
+  // input change from `host_inputs` where it has them.
+  absl::StatusOr<std::optional<DeviceRun>> RunCandidateOnDevice(
+      int draw, const DeviceDraw& resident, const std::vector<HostTensor>* host_inputs,
+      StageClock& clock) {
+    ++result_->verdict_.draws_on_device;
+    JudgedCandidate& candidate = *result_;
+    gpu::Stream& stream = *stream_;
+    DeviceComparer& comparer = options_.device_draws->comparer();
+    JudgeVerdict::StageSeconds& seconds = result_->verdict_.seconds;
+    DeviceRun run;
+    for (size_t i = 0; i < resident.inputs.size(); ++i) {
+      const gpu::DeviceBuffer& pristine = resident.inputs[i];
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer,
-                             ReusedOrAllocated(run.input_buffers_, i, pristine.size_bytes()));
+                             ReusedOrAllocated(candidate.input_buffers_, i, pristine.size_bytes()));
       FORGE_RETURN_IF_ERROR(buffer.CopyFromDeviceAsync(pristine, stream));
-      args.push_back(buffer.address());
-      input_buffers.push_back(std::move(buffer));
+      run.args.push_back(buffer.address());
+      run.input_buffers.push_back(std::move(buffer));
     }
     for (int o = 0; o < task_.outputs_size(); ++o) {
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer buffer, AllocatePoisonedOutput(o, stream));
       FORGE_ASSIGN_OR_RETURN(gpu::DeviceBuffer copy, device_.Allocate(buffer.size_bytes()));
-      args.push_back(buffer.address());
-      output_buffers.push_back(std::move(buffer));
-      stream_ordered.push_back(std::move(copy));
+      run.args.push_back(buffer.address());
+      run.output_buffers.push_back(std::move(buffer));
+      run.stream_ordered.push_back(std::move(copy));
     }
-    FORGE_RETURN_IF_ERROR(
-        ArmGuards(options_.seed, launch_, LaunchBuffers(input_buffers, output_buffers), stream));
+    FORGE_RETURN_IF_ERROR(ArmGuards(options_.seed, launch_,
+                                    LaunchBuffers(run.input_buffers, run.output_buffers), stream));
     clock.Lap(seconds.upload);
 
-    FORGE_ASSIGN_OR_RETURN(const bool launched, LaunchCandidate(draw, args, output_buffers));
-    if (!launched) return absl::OkStatus();
+    FORGE_ASSIGN_OR_RETURN(const bool launched,
+                           LaunchCandidate(draw, run.args, run.output_buffers));
+    if (!launched) return std::nullopt;
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      if (absl::Status copied = stream_ordered[o].CopyFromDeviceAsync(output_buffers[o], stream);
+      if (absl::Status copied =
+              run.stream_ordered[o].CopyFromDeviceAsync(run.output_buffers[o], stream);
           !copied.ok()) {
         FailWithCudaError(draw, copied);
-        return absl::OkStatus();
+        return std::nullopt;
       }
     }
-    if (!SynchronizeAll(draw)) return absl::OkStatus();
-    if (!GuardsIntact(draw, input_buffers, output_buffers)) return absl::OkStatus();
+    if (!SynchronizeAll(draw)) return std::nullopt;
+    if (!GuardsIntact(draw, run.input_buffers, run.output_buffers)) return std::nullopt;
     // A CUDA error of the checks below comes from a context the candidate broke.
     auto failed_on_device = [&](const absl::Status& status) {
       if (status.ok()) return false;
@@ -585,57 +836,72 @@ class JudgeRunner {
       return true;
     };
     for (int o = 0; o < task_.outputs_size(); ++o) {
-      absl::StatusOr<bool> same = comparer.Equal(stream_ordered[o], output_buffers[o],
-                                                 output_buffers[o].size_bytes(), stream);
-      if (failed_on_device(same.status())) return absl::OkStatus();
+      absl::StatusOr<bool> same = comparer.Equal(run.stream_ordered[o], run.output_buffers[o],
+                                                 run.output_buffers[o].size_bytes(), stream);
+      if (failed_on_device(same.status())) return std::nullopt;
       if (*same) continue;
-      HostStaging::Buffer in_order = staging_->Acquire(stream_ordered[o].size_bytes());
-      FORGE_RETURN_IF_ERROR(stream_ordered[o].CopyToHost(in_order.data(), in_order.size()));
+      HostStaging::Buffer in_order = staging_->Acquire(run.stream_ordered[o].size_bytes());
+      FORGE_RETURN_IF_ERROR(run.stream_ordered[o].CopyToHost(in_order.data(), in_order.size()));
       FORGE_ASSIGN_OR_RETURN(const bool settled,
-                             SettledAsInStreamOrder(draw, o, in_order, output_buffers[o]));
+                             SettledAsInStreamOrder(draw, o, in_order, run.output_buffers[o]));
       if (settled) FailChangedAfterItsStream(draw, o);  // not where the host looked
-      return absl::OkStatus();
+      return std::nullopt;
     }
-    for (size_t i = 0; i < input_buffers.size(); ++i) {
-      absl::StatusOr<bool> same = comparer.Equal(resident->inputs[i], input_buffers[i],
-                                                 input_buffers[i].size_bytes(), stream);
-      if (failed_on_device(same.status())) return absl::OkStatus();
+    for (size_t i = 0; i < run.input_buffers.size(); ++i) {
+      absl::StatusOr<bool> same = comparer.Equal(resident.inputs[i], run.input_buffers[i],
+                                                 run.input_buffers[i].size_bytes(), stream);
+      if (failed_on_device(same.status())) return std::nullopt;
       if (*same) continue;
-      FORGE_ASSIGN_OR_RETURN(std::optional<std::string> modified,
-                             ModifiedInput(*cached.inputs, input_buffers));
+      std::optional<std::string> modified;
+      if (host_inputs != nullptr) {
+        FORGE_ASSIGN_OR_RETURN(modified, ModifiedInput(*host_inputs, run.input_buffers));
+      }
       Fail(draw, forge::v1::FAILURE_REASON_WRONG_RESULT,
-           modified ? *modified
-                    : absl::StrCat("the kernel modified input ", i, " (",
-                                   DescribeSpec(task_.inputs(i)), ")"));
-      return absl::OkStatus();
+           modified ? *modified : ModifiedOnDevice(task_, static_cast<int>(i)));
+      return std::nullopt;
     }
+    return run;
+  }
 
-    NoteReferences(draw, cached.references);
-    clock.Lap(seconds.candidate);
-    const DrawReferences& references = *cached.references;
+  // Compares the outputs of `run` with the resident references, on the device, under `facts`
+  // (one per output). What the device finds wrong the host words: from `references`, its own
+  // copy, when it has one; else from the device's tallies.
+  absl::Status CompareOnDevice(int draw, const DeviceDraw& resident, DeviceRun& run,
+                               const std::vector<ReferenceFacts>& facts,
+                               const std::shared_ptr<const DrawReferences>& references) {
+    DeviceComparer& comparer = options_.device_draws->comparer();
     for (int o = 0; o < task_.outputs_size(); ++o) {
       const Tolerances tolerances = ToleranceFor(o);
-      const ReferenceFacts facts =
-          references.Facts(o, task_.outputs(o).dtype(), tolerances, first_references_, pool_);
       absl::StatusOr<std::vector<ChunkTally>> tallies = comparer.CompareChunks(
-          task_.outputs(o), output_buffers[o], resident->float64[o],
-          TrustedNative(resident->native, o, facts.eager), ScaledToReference(tolerances, facts.rms),
-          stream, draw_poisons_[o]);
-      if (failed_on_device(tallies.status())) return absl::OkStatus();
+          task_.outputs(o), run.output_buffers[o], resident.float64[o],
+          TrustedNative(resident.native, o, facts[o].eager),
+          ScaledToReference(tolerances, facts[o].rms), *stream_, draw_poisons_[o]);
+      if (!tallies.ok()) {
+        FailWithCudaError(draw, tallies.status());
+        return absl::OkStatus();
+      }
       const double rel_norm_bound =
-          references.native.empty() ? tolerances.rel_norm
-                                    : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
+          resident.native.empty() ? tolerances.rel_norm
+                                  : WidenedRelNormBound(tolerances, facts[o].eager.rel_norm);
       const OutputComparison comparison =
           SummarizeTallies(*tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
       if (comparison.passed) {
-        eager_errors_[o].Merge(facts.eager);
-        reference_rms_[o] = std::max(reference_rms_[o], facts.rms);
+        eager_errors_[o].Merge(facts[o].eager);
+        reference_rms_[o] = std::max(reference_rms_[o], facts[o].rms);
         FORGE_RETURN_IF_ERROR(RecordComparison(draw, o, comparison));
         continue;
       }
-      HostStaging::Buffer output = staging_->Acquire(output_buffers[o].size_bytes());
-      FORGE_RETURN_IF_ERROR(output_buffers[o].CopyToHost(output.data(), output.size()));
-      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, output.bytes(), cached.references));
+      if (references == nullptr) {
+        Fail(draw,
+             comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                                      : forge::v1::FAILURE_REASON_WRONG_RESULT,
+             absl::StrCat(OutputName(o), ": ",
+                          DescribeDeviceTallies(task_.outputs(o), comparison, *tallies)));
+        return absl::OkStatus();
+      }
+      HostStaging::Buffer output = staging_->Acquire(run.output_buffers[o].size_bytes());
+      FORGE_RETURN_IF_ERROR(run.output_buffers[o].CopyToHost(output.data(), output.size()));
+      FORGE_RETURN_IF_ERROR(CompareDraw(draw, o, output.bytes(), references));
       if (result_->verdict_.evidence.passed()) {  // the device's references are the checked ones
         Fail(draw,
              comparison.unwritten > 0 ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
@@ -644,24 +910,32 @@ class JudgeRunner {
       }
       return absl::OkStatus();
     }
-    clock.Lap(seconds.compare);
-    if (draw == 0) {
-      first_output_copies_ = std::move(stream_ordered);
-      run.fresh_ = {cached.inputs, cached.references, resident};
-    }
-
-    run.inputs_ = std::move(cached.inputs);
-    run.references_ = std::move(cached.references);
-    run.input_buffers_ = std::move(input_buffers);
-    run.output_buffers_ = std::move(output_buffers);
-    run.args_ = std::move(args);
-    run.poisons_ = draw_poisons_;
-    run.seed_ = options_.seed;
-    run.guard_launch_ = launch_;
-    run.next_launch_ = next_launch_;
-    run.device_draw_ = std::move(resident);
-    run.device_draws_ = options_.device_draws;
     return absl::OkStatus();
+  }
+
+  // Keeps a draw judged on the device for the timer and the re-check (the last one that passed),
+  // and draw 0's for the re-check's run with fresh contents.
+  void KeepDeviceRun(int draw, std::shared_ptr<const std::vector<HostTensor>> inputs,
+                     std::shared_ptr<const DrawReferences> references, DeviceRun run,
+                     std::shared_ptr<const DeviceDraw> resident,
+                     std::vector<ReferenceFacts> device_facts) {
+    JudgedCandidate& candidate = *result_;
+    if (draw == 0) {
+      first_output_copies_ = std::move(run.stream_ordered);
+      candidate.fresh_ = {inputs, references, resident, device_facts};
+    }
+    candidate.device_facts_ = std::move(device_facts);
+    candidate.inputs_ = std::move(inputs);
+    candidate.references_ = std::move(references);
+    candidate.input_buffers_ = std::move(run.input_buffers);
+    candidate.output_buffers_ = std::move(run.output_buffers);
+    candidate.args_ = std::move(run.args);
+    candidate.poisons_ = draw_poisons_;
+    candidate.seed_ = options_.seed;
+    candidate.guard_launch_ = launch_;
+    candidate.next_launch_ = next_launch_;
+    candidate.device_draw_ = std::move(resident);
+    candidate.device_draws_ = options_.device_draws;
   }
 
   // Buffer `index` of the draw before (`previous`, the candidate's) when this draw reuses its
@@ -863,12 +1137,16 @@ class JudgeRunner {
   // Keeps draw 0's references, and notes a native reference that could not run.
   void NoteReferences(int draw, const std::shared_ptr<const DrawReferences>& references) {
     if (draw == 0) first_references_ = references;
-    if (!references->native_unavailable.empty()) {
-      widen_by_eager_ = false;
-      result_->verdict_.evidence.add_notes(
-          absl::StrCat("native-precision reference unavailable, tolerance not widened: ",
-                       references->native_unavailable));
-    }
+    NoteNativeUnavailable(references->native_unavailable);
+  }
+
+  // Why eager's values could not be computed (empty: they were, or were not asked for): the
+  // tolerance is not widened, and the evidence says so.
+  void NoteNativeUnavailable(const std::string& why) {
+    if (why.empty()) return;
+    widen_by_eager_ = false;
+    result_->verdict_.evidence.add_notes(
+        absl::StrCat("native-precision reference unavailable, tolerance not widened: ", why));
   }
 
   absl::StatusOr<std::optional<std::string>> ModifiedInput(
@@ -887,8 +1165,9 @@ class JudgeRunner {
     return std::optional<std::string>();
   }
 
-  absl::StatusOr<std::shared_ptr<const std::vector<HostTensor>>> DrawInputs(int draw) const {
-    auto inputs = std::make_shared<std::vector<HostTensor>>();
+  // How each input of the draw is drawn (inputs.h): the same rules on the host and the device.
+  absl::StatusOr<std::vector<DrawRule>> DrawRules(int draw) const {
+    std::vector<DrawRule> rules;
     const AdversarialDraw* adversarial = Adversarial(draw);
     for (int i = 0; i < task_.inputs_size(); ++i) {
       const bool chosen =
@@ -896,10 +1175,20 @@ class JudgeRunner {
                                               adversarial->inputs.end(), i) !=
                                         adversarial->inputs.end();
       FORGE_ASSIGN_OR_RETURN(
-          HostTensor input,
-          chosen ? DrawAdversarialInput(task_.inputs(i), domains_[i], adversarial->kind, draw, i,
-                                        options_.seed, pool_)
-                 : DrawInput(task_.inputs(i), domains_[i], draw, i, options_.seed, pool_));
+          DrawRule rule,
+          chosen ? AdversarialDrawRule(task_.inputs(i), domains_[i], adversarial->kind, draw, i,
+                                       options_.seed)
+                 : StandardDrawRule(task_.inputs(i), domains_[i], draw, i, options_.seed));
+      rules.push_back(rule);
+    }
+    return rules;
+  }
+
+  absl::StatusOr<std::shared_ptr<const std::vector<HostTensor>>> DrawInputs(int draw) const {
+    FORGE_ASSIGN_OR_RETURN(const std::vector<DrawRule> rules, DrawRules(draw));
+    auto inputs = std::make_shared<std::vector<HostTensor>>();
+    for (int i = 0; i < task_.inputs_size(); ++i) {
+      FORGE_ASSIGN_OR_RETURN(HostTensor input, DrawTensor(task_.inputs(i), rules[i], pool_));
       inputs->push_back(std::move(input));
     }
     return inputs;
@@ -1119,6 +1408,9 @@ class JudgeRunner {
   std::vector<HostStaging::Buffer> first_outputs_;
   std::vector<gpu::DeviceBuffer> first_output_copies_;
   std::shared_ptr<const DrawReferences> first_references_;
+  // Draw 0 when it was made on the device (RunDrawMadeOnDevice): later draws' facts are taken
+  // against its float64 references there.
+  std::shared_ptr<const DeviceDraw> first_device_draw_;
   absl::flat_hash_set<int> flagged_across_draws_;
   // Whether eager's own error widens the tolerance (a native reference and reduced precision).
   bool widen_by_eager_ = false;
@@ -1171,9 +1463,9 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
     if (changed) return Failure{forge::v1::FAILURE_REASON_OUT_OF_BOUNDS_WRITE, *changed};
   }
   // What the device finds wrong stays wrong when the host cannot place it: the device's copies
-  // are the checked ones.
-  const std::vector<HostTensor>& inputs = *inputs_;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  // are the checked ones. A draw made on the device has no host copy at all (inputs_ and
+  // references_ null): its checks run there alone.
+  for (size_t i = 0; i < input_buffers_.size(); ++i) {
     bool changed_on_device = false;
     if (stream) {
       FORGE_ASSIGN_OR_RETURN(const bool same,
@@ -1184,12 +1476,16 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
       if (same) continue;
       changed_on_device = true;
     }
+    if (inputs_ == nullptr) {
+      return Failure{forge::v1::FAILURE_REASON_WRONG_RESULT,
+                     ModifiedOnDevice(task_, static_cast<int>(i))};
+    }
     FORGE_ASSIGN_OR_RETURN(std::optional<InputChange> change,
-                           ChangedInput(inputs[i], input_buffers_[i], *staging_, *threads_));
+                           ChangedInput((*inputs_)[i], input_buffers_[i], *staging_, *threads_));
     if (change || changed_on_device) {
       return Failure{forge::v1::FAILURE_REASON_WRONG_RESULT,
                      absl::StrCat("the kernel modified input ", i, " (",
-                                  DescribeSpec(inputs[i].spec), ")",
+                                  DescribeSpec(task_.inputs(i)), ")",
                                   change ? absl::StrCat(" at element ", change->index) : "")};
     }
   }
@@ -1197,11 +1493,12 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
     const Tolerances base_tolerances =
         tolerances_override_.value_or(DefaultTolerances(task_.outputs(o).dtype()));
     const ReferenceFacts facts =
-        references_->Facts(o, task_.outputs(o).dtype(), base_tolerances, nullptr, *threads_);
+        references_ != nullptr
+            ? references_->Facts(o, task_.outputs(o).dtype(), base_tolerances, nullptr, *threads_)
+            : device_facts_[o];
     const Tolerances tolerances = ScaledToReference(base_tolerances, facts.rms);
-    const absl::Span<const double> native =
-        references_->native.empty() ? absl::Span<const double>()
-                                    : absl::Span<const double>(references_->native[o]);
+    const bool has_native =
+        references_ != nullptr ? !references_->native.empty() : !device_draw_->native.empty();
     std::optional<OutputComparison> device_comparison;
     if (stream) {
       FORGE_ASSIGN_OR_RETURN(
@@ -1211,11 +1508,21 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
               TrustedNative(device_draw_->native, o, facts.eager), tolerances, *stream,
               poisons_[o]));
       const double rel_norm_bound =
-          native.empty() ? tolerances.rel_norm
-                         : WidenedRelNormBound(tolerances, facts.eager.rel_norm);
+          has_native ? WidenedRelNormBound(tolerances, facts.eager.rel_norm) : tolerances.rel_norm;
       device_comparison = SummarizeTallies(tallies, ElementCount(task_.outputs(o)), rel_norm_bound);
       if (device_comparison->passed) continue;
+      if (references_ == nullptr) {
+        return Failure{device_comparison->unwritten > 0
+                           ? forge::v1::FAILURE_REASON_UNWRITTEN_OUTPUT
+                           : forge::v1::FAILURE_REASON_WRONG_RESULT,
+                       absl::StrCat("output ", o, " (", DescribeSpec(task_.outputs(o)), "): ",
+                                    DescribeDeviceTallies(task_.outputs(o), *device_comparison,
+                                                          tallies))};
+      }
     }
+    const absl::Span<const double> native =
+        references_->native.empty() ? absl::Span<const double>()
+                                    : absl::Span<const double>(references_->native[o]);
     HostStaging::Buffer output = staging_->Acquire(output_buffers_[o].size_bytes());
     FORGE_RETURN_IF_ERROR(output_buffers_[o].CopyToHost(output.data(), output.size()));
     OutputComparison comparison = CompareOutput(task_.outputs(o), output.bytes(),
@@ -1236,6 +1543,10 @@ absl::StatusOr<std::optional<JudgedCandidate::Failure>> JudgedCandidate::CheckBu
 }
 
 bool JudgedCandidate::HasOtherContents() const {
+  // A draw made on the device is known by its resident copy alone.
+  if (fresh_.inputs == nullptr && fresh_.device_draw != nullptr) {
+    return fresh_.device_draw != device_draw_;
+  }
   return fresh_.inputs != nullptr && fresh_.references != nullptr && fresh_.inputs != inputs_;
 }
 
@@ -1251,6 +1562,7 @@ absl::Status JudgedCandidate::WriteContents(const Contents& contents, bool run) 
   inputs_ = contents.inputs;
   references_ = contents.references;
   device_draw_ = contents.device_draw;
+  device_facts_ = contents.device_facts;
   guard_launch_ = next_launch_;  // PoisonOutputs' launch
   FORGE_RETURN_IF_ERROR(PoisonOutputs(stream));
   FORGE_RETURN_IF_ERROR(

@@ -33,6 +33,10 @@
 //     replayed only while the candidate is timed;
 //   - with a DrawCache, the inputs and references of a draw are computed for the first candidate
 //     of a task and reused for the next ones (draw_cache.h); all the above still holds for each;
+//     with DeviceDraws that can draw (device_inputs.h) and a reference over device memory
+//     (ReferenceFn::device()), a large task's draws are made on the GPU instead: inputs drawn
+//     there (the host's draw bit for bit), references and their facts computed there, compared
+//     there, nothing of the tensors read back; the host path judges a draw where that declines;
 //   - a speedup above 10x over eager or a time below the roofline floor calls for re-verification
 //     (ReverificationReasons).
 // The host-side passes over large tensors (comparisons, the input and stream checks) run in chunks
@@ -73,6 +77,27 @@ namespace forge::judge {
 using ReferenceRun = std::function<absl::StatusOr<std::vector<std::vector<double>>>(
     const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs)>;
 
+// The judge's reference over device memory: a large task's first candidate draws its inputs on the
+// GPU (device_inputs.h) and computes its references there, from those buffers, into buffers that
+// stay there (DeviceDraws); nothing of its tensors crosses the bus. Production's is
+// aten::CudaDeviceReferenceRunner's, through aten::Float64Reference.
+struct DeviceReference {
+  // Runs the task's ops over `inputs` (device addresses laid out as the task's input specs, never
+  // written) in float64 (`float64`) or in the task's own dtypes (eager's), and writes each task
+  // output's values as doubles, row-major, to `outputs[o]`. Returns when they are there.
+  std::function<absl::Status(const forge::v1::KernelTask& task,
+                             absl::Span<const CUdeviceptr> inputs, bool float64,
+                             absl::Span<const CUdeviceptr> outputs)>
+      run;
+  // ReferenceFacts of `count` float64 reference values at `values` under `tolerances`, with eager's
+  // values at `native` and draw 0's at `first_draw` (0: none), computed where they lie; rms below
+  // `overflow` (OverflowThreshold of the output's dtype).
+  std::function<absl::StatusOr<ReferenceFacts>(CUdeviceptr values, CUdeviceptr native,
+                                               CUdeviceptr first_draw, int64_t count,
+                                               const Tolerances& tolerances, double overflow)>
+      facts;
+};
+
 // The judge's reference: the task's ops in float64 (aten::Float64Reference, the ATen interpreter,
 // in production; a hand-written function in tests), and optionally the same ops in the task's own
 // dtypes, as eager runs them. With the latter, tasks with bfloat16/float16/float8 tensors get
@@ -89,6 +114,12 @@ class ReferenceFn {
   ReferenceFn(Float64&& float64) : float64_(std::forward<Float64>(float64)), id_(NewId()) {}
   ReferenceFn(ReferenceRun float64, ReferenceRun native)
       : float64_(std::move(float64)), native_(std::move(native)), id_(NewId()) {}
+  // With the same ops over device memory too (both must compute the same references).
+  ReferenceFn(ReferenceRun float64, ReferenceRun native, DeviceReference device)
+      : float64_(std::move(float64)),
+        native_(std::move(native)),
+        device_(std::make_shared<const DeviceReference>(std::move(device))),
+        id_(NewId()) {}
 
   // The float64 reference.
   absl::StatusOr<std::vector<std::vector<double>>> operator()(
@@ -97,6 +128,9 @@ class ReferenceFn {
   }
   // The native-precision reference; empty when the reference has none.
   const ReferenceRun& native() const { return native_; }
+  // The reference over device memory; null when it has none (the judge then draws and computes
+  // every reference on the host).
+  const DeviceReference* device() const { return device_.get(); }
   // The same for a reference and its copies, different for every other: a DrawCache keeps apart
   // the references of different ReferenceFns, which need not agree on a task.
   uint64_t id() const { return id_; }
@@ -106,6 +140,7 @@ class ReferenceFn {
 
   ReferenceRun float64_;
   ReferenceRun native_;
+  std::shared_ptr<const DeviceReference> device_;
   uint64_t id_ = 0;
 };
 
@@ -227,6 +262,9 @@ class JudgedCandidate {
     std::shared_ptr<const std::vector<HostTensor>> inputs;
     std::shared_ptr<const DrawReferences> references;
     std::shared_ptr<const DeviceDraw> device_draw;
+    // Per output, the facts the judge compared under, for a draw made on the device (which has no
+    // host references to take them from); empty otherwise.
+    std::vector<ReferenceFacts> device_facts;
   };
   // Whether fresh_ holds other inputs than the buffers now stand for.
   bool HasOtherContents() const;
@@ -235,7 +273,7 @@ class JudgedCandidate {
   // own, synchronized; with `run`, runs the candidate once before synchronizing.
   absl::Status WriteContents(const Contents& contents, bool run);
   // What the buffers stand for now.
-  Contents Current() const { return {inputs_, references_, device_draw_}; }
+  Contents Current() const { return {inputs_, references_, device_draw_, device_facts_}; }
 
   JudgeVerdict verdict_;
   const gpu::Device* device_ = nullptr;
@@ -255,6 +293,8 @@ class JudgedCandidate {
   std::vector<CUdeviceptr> args_;
   // The last draw's resident copy when it was judged on the device: the re-check runs there too.
   std::shared_ptr<const DeviceDraw> device_draw_;
+  // Its facts when it was made on the device (Contents::device_facts).
+  std::vector<ReferenceFacts> device_facts_;
   DeviceDraws* device_draws_ = nullptr;
   // The poison each output holds before the launch the re-check looks at (the last draw's, then
   // the last PoisonOutputs'), and where ChoosePoison's launches continue.

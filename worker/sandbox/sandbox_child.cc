@@ -280,7 +280,18 @@ class ChildServer {
       return;
     }
     comparer_ = *std::move(comparer);
-    device_draws_ = std::make_unique<judge::DeviceDraws>(*device_, *comparer_, capacity);
+    // Without the draw kernel a large task's draws come from the host, uploaded.
+    absl::StatusOr<std::unique_ptr<judge::DeviceInputs>> inputs =
+        judge::DeviceInputs::Create(*device_);
+    if (inputs.ok()) {
+      device_inputs_ = *std::move(inputs);
+    } else {
+      fprintf(stderr, "sandbox child: the judge draws on the host alone: %s\n",
+              inputs.status().ToString().c_str());
+    }
+    device_draws_ = std::make_unique<judge::DeviceDraws>(
+        *device_, *comparer_, capacity, judge::DeviceDraws::kDefaultMinTaskBytes,
+        device_inputs_.get());
   }
 
   // Judges the candidate; keeps it as last_judged_ when it passes.
@@ -421,6 +432,7 @@ class ChildServer {
   std::unique_ptr<judge::HostStaging> staging_;
   // The judge's device path (after device_); null where it could not be made or is turned off.
   std::unique_ptr<judge::DeviceComparer> comparer_;
+  std::unique_ptr<judge::DeviceInputs> device_inputs_;  // before device_draws_, which uses it
   std::unique_ptr<judge::DeviceDraws> device_draws_;
   // After device_, timer_, gemm_, staging_ and the device draws (which its launches and checks
   // use): released first.

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   }
 #if FORGE_SANDBOX_CHILD_WITH_ATEN
   options.reference =
-      forge::aten::Float64Reference(forge::aten::CudaGroupRunner(options.gpu_ordinal));
+      forge::aten::Float64Reference(forge::aten::CudaGroupRunner(options.gpu_ordinal),
+                                    forge::aten::CudaDeviceReferenceRunner(options.gpu_ordinal));
   options.load_aten_fallback = forge::aten::LoadFallback;
 #else
   options.reference = forge::aten::Float64Reference();
