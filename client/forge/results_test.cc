@@ -589,3 +589,34 @@ TEST_F(ResultsTest, OnlyPredictedTimesMakeThePredictedTotal) {
 
 }  // namespace
 }  // namespace forge::client
+
+namespace forge::client {
+namespace {
+
+TEST(ResultsCudnnConvTest, AWinnerTheRuntimeCannotReplayRunsItsNodesWithANote) {
+  // graph_nhwc converts the NCHW tensors to channels-last inside the candidate; the runtime's op
+  // does not make those copies yet, so the step runs the task's nodes and says why.
+  const forge::v1::Graph model = ConvReluModel();
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  forge::v1::GetResultsResponse results;
+  results.mutable_job()->set_id("job-conv-nhwc");
+  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
+  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
+  forge::v1::TaskResults& task = *results.add_tasks();
+  *task.mutable_task() = partition->tasks[0];
+  const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
+  ASSERT_NE(cudnn, nullptr);
+  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED, "graph_nhwc");
+  ASSERT_EQ(task.best_candidate().template_name(), "graph_nhwc");
+  absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
+  ASSERT_TRUE(plan_json.ok()) << plan_json.status();
+  const Struct plan = ParseJson(*plan_json);
+  const auto& step = plan.fields().at("steps").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(step.at("implementation").string_value(), "aten");
+  EXPECT_FALSE(step.contains("cudnn_conv"));
+  EXPECT_THAT(*plan_json, ::testing::HasSubstr("channels-last copies"));
+}
+
+}  // namespace
+}  // namespace forge::client
