@@ -61,6 +61,10 @@ absl::Status CheckFlash(const AttentionAnalysis& a) {
     return Decline("flash", a, "it needs one head dim for Q, K and V, at most 256");
   }
   if (HasTensorMask(a)) return Decline("flash", a, "it takes no attn_mask tensor");
+  // sdp_utils' check_flash_causal_non_square_seqlens (found on the H200: "Invalid backend").
+  if (a.mask == AttentionMask::kCausal && a.q_len != a.kv_len) {
+    return Decline("flash", a, "it takes no is_causal when the query and key lengths differ");
+  }
   return absl::OkStatus();
 }
 

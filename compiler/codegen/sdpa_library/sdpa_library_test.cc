@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/aten_fallback/aten_fallback.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/exported_model.h"
@@ -20,7 +21,7 @@ using ::testing::HasSubstr;
 // The ATTENTION task of an exported test model (tests/fixtures/make_models.py), floats as `dtype`.
 forge::v1::KernelTask AttentionTask(const std::string& model,
                                     forge::v1::DType dtype = forge::v1::DTYPE_FLOAT32) {
-  return testing::ExportedModelTask(model, forge::v1::KERNEL_FAMILY_ATTENTION, dtype).value();
+  return forge::testing::ExportedModelTask(model, forge::v1::KERNEL_FAMILY_ATTENTION, dtype).value();
 }
 
 std::vector<std::string> Ops(const forge::v1::KernelTask& task) {
@@ -85,6 +86,19 @@ TEST(SdpaLibraryTest, GroupedQuerySdpaDeclinesTheEfficientKernel) {
   std::vector<std::string> reasons;
   EXPECT_THAT(ValidTemplates(task, &reasons), ElementsAre("sdpa_flash", "sdpa_cudnn", "sdpa_math"));
   EXPECT_THAT(reasons, ElementsAre(HasSubstr("no grouped-query heads")));
+}
+
+TEST(SdpaLibraryTest, FlashDeclinesCausalAttentionWhoseQueryAndKeyLengthsDiffer) {
+  // PyTorch refuses it at run time ("Invalid backend", found on the H200 with 3 queries over
+  // 500 keys), so Validate declines it with the reason.
+  const forge::v1::KernelTask task = codegen::testing::SdpaTask(
+      forge::v1::DTYPE_BFLOAT16,
+      {.batch = 1, .heads = 4, .kv_heads = 4, .q_len = 3, .kv_len = 500, .head_dim = 64},
+      "causal");
+  std::vector<std::string> reasons;
+  EXPECT_THAT(ValidTemplates(task, &reasons), ElementsAre("sdpa_efficient", "sdpa_cudnn",
+                                                          "sdpa_math"));
+  EXPECT_THAT(reasons, ElementsAre(HasSubstr("no is_causal when the query and key lengths differ")));
 }
 
 TEST(SdpaLibraryTest, ExplicitAttentionBecomesOneSdpaCallWithTheBackend) {
