@@ -17,6 +17,12 @@ export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
 export FORGE_TEST_COMPILE_CACHE=/tmp/forge-compile-cache
 logs=/tmp/forge-round-logs; mkdir -p "$logs"
 summary="$OUT/round.md"
+# The logs come back even when the device's limit or a caller's timeout ends the round.
+trap '(cd "$logs" && tar czf "$OUT/logs.tar.gz" .); exit 124' TERM
+# Tests that read the exported test models (sdpa_library_gpu_test) find them here.
+export FORGE_TEST_MODELS=/tmp/forge-test-models
+python3 "$here/../../tests/fixtures/make_models.py" "$FORGE_TEST_MODELS" \
+  > "$logs/make_models.log" 2>&1 || echo "make_models.py failed: $logs/make_models.log"
 echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader), $(date -u +%FT%TZ)" > "$summary"
 { echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
 gtest_line() {  # name log rc
