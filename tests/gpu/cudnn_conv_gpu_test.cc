@@ -138,7 +138,7 @@ TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
       {shortcut, false, {"batch_norm", "relu6"}},
       {resnet, true, {"hardtanh"}},
   };
-  int judged = 0, cases = 0;
+  int judged = 0, cases = 0, half_channels_last = 0, half_channels_last_judged = 0;
   for (const auto dtype : {forge::v1::DTYPE_FLOAT16, forge::v1::DTYPE_BFLOAT16,
                            forge::v1::DTYPE_FLOAT32}) {
     for (const BnCase& c : bn_cases) {
@@ -147,13 +147,20 @@ TEST_F(CudnnConvGpuTest, ConvBatchNormPassesTheJudgeAgainstTheUnfoldedOps) {
         const std::string label =
             absl::StrCat(forge::v1::DType_Name(dtype), " k", c.shape.k, c.bias ? " bias+" : " ",
                          absl::StrJoin(c.epilogue, "+"), channels_last ? " NHWC" : " NCHW");
-        judged += JudgeFirstMode(task, label);
+        const int ran = JudgeFirstMode(task, label);
+        judged += ran;
         ++cases;
+        if (channels_last && dtype != forge::v1::DTYPE_FLOAT32) {
+          ++half_channels_last;
+          half_channels_last_judged += ran;
+        }
       }
     }
   }
-  // At least the half-precision graphs (conv + per-channel pointwise chains) run on Hopper.
-  EXPECT_GE(judged, 16) << "of " << cases;
+  // Every half-precision channels-last graph (conv + per-channel pointwise chains) runs on
+  // Hopper; NCHW ones find no engine there (measured on the H200 with cuDNN 9.19: 14 of 36
+  // judged, every one of them right; the NCHW tasks run channels-last inside, graph_nhwc, below).
+  EXPECT_EQ(half_channels_last_judged, half_channels_last) << judged << " of " << cases;
 }
 
 // "graph_nhwc": an NCHW task run channels-last inside (x, the filter and the residual
