@@ -249,6 +249,15 @@ int RunSubmit(const Call& call) {
   options.labels = *labels;
   absl::StatusOr<std::vector<std::string>> paths = ExpandModelPaths(call.positional());
   if (!paths.ok()) return Fail(call, paths.status());
+  if (call.Switch("check")) {  // intake's checks only: nothing is sent, no coordinator needed
+    for (const std::string& path : *paths) {
+      if (absl::Status status = CheckModel(path, options); !status.ok()) {
+        return Fail(call, absl::Status(status.code(), absl::StrCat(path, ": ", status.message())));
+      }
+      call.out << path << ": passes the coordinator's intake checks\n";
+    }
+    return kExitOk;
+  }
 
   int exit_code = kExitOk;
   std::unique_ptr<JobClient> client = Connect(call, exit_code);
@@ -508,6 +517,9 @@ const std::vector<Command>& Commands() {
         Text("owner", "NAME", "owner of the jobs (default $USER)"),
         kGpuFlag,
         Switch("plain", "with --wait: log lines even on a terminal"),
+        Switch("check",
+               "only run the coordinator's intake checks on each MODEL with these options and "
+               "exit (nothing is sent; the Python SDK runs this before it uploads)"),
         kJsonFlag},
        1,
        -1,

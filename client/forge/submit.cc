@@ -22,13 +22,10 @@
 namespace forge::client {
 namespace {
 
-absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptions& options,
-                    SubmitOutcome& outcome) {
-  FORGE_ASSIGN_OR_RETURN(const LocalModel model, ReadModel(path));
-  outcome.model_name = model.Name();
-  const std::vector<std::string> digests = UploadableBlobDigests(model.graph);
-  outcome.blobs_named = static_cast<int>(digests.size());
-
+// The job header SubmitJob would send for `model`, after the coordinator's own intake checks:
+// what it would refuse is refused here with its words, before anything is sent.
+absl::StatusOr<forge::v1::SubmitJobHeader> CheckedHeader(const LocalModel& model,
+                                                         const SubmitOptions& options) {
   forge::v1::SubmitJobHeader header;
   *header.mutable_graph() = model.graph;
   forge::v1::JobOptions& job_options = *header.mutable_options();
@@ -39,14 +36,22 @@ absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptio
   job_options.set_target_arch(options.target_arch);
   job_options.mutable_labels()->insert(options.labels.begin(), options.labels.end());
   if (job_options.labels().count("model") == 0) {
-    (*job_options.mutable_labels())["model"] = outcome.model_name;
+    (*job_options.mutable_labels())["model"] = model.Name();
   }
-  // The coordinator's own intake checks, before anything is sent: what it would refuse is refused
-  // here with its words, and no weight is uploaded for it.
   FORGE_RETURN_IF_ERROR(Annotate(
       server::ValidateJobOptions(job_options, server::ClientSideLimits()), "not submitted"));
   FORGE_RETURN_IF_ERROR(Annotate(server::ValidateGraph(header.graph(), server::ClientSideLimits()),
                                  "not submitted: graph rejected"));
+  return header;
+}
+
+absl::Status Submit(JobClient& client, absl::string_view path, const SubmitOptions& options,
+                    SubmitOutcome& outcome) {
+  FORGE_ASSIGN_OR_RETURN(const LocalModel model, ReadModel(path));
+  outcome.model_name = model.Name();
+  const std::vector<std::string> digests = UploadableBlobDigests(model.graph);
+  outcome.blobs_named = static_cast<int>(digests.size());
+  FORGE_ASSIGN_OR_RETURN(const forge::v1::SubmitJobHeader header, CheckedHeader(model, options));
 
   forge::v1::MissingBlobsRequest missing_request;
   for (const std::string& digest : digests) missing_request.add_sha256(digest);
@@ -116,6 +121,11 @@ std::vector<SubmitOutcome> SubmitModels(JobClient& client, const std::vector<std
     }
   }
   return outcomes;
+}
+
+absl::Status CheckModel(absl::string_view path, const SubmitOptions& options) {
+  FORGE_ASSIGN_OR_RETURN(const LocalModel model, ReadModel(path));
+  return CheckedHeader(model, options).status();
 }
 
 std::string RenderSubmitSummary(const std::vector<SubmitOutcome>& outcomes, bool json) {

@@ -51,6 +51,11 @@ SubmitOutcome SubmitModel(JobClient& client, absl::string_view path, const Submi
 std::vector<SubmitOutcome> SubmitModels(JobClient& client, const std::vector<std::string>& paths,
                                         const SubmitOptions& options);
 
+// The coordinator's intake checks (server/intake.h, ClientSideLimits) on the model at `path` with
+// these options, without a coordinator: OK, or the error `forge submit` would give ("not
+// submitted: ..."). `forge submit --check` and the Python SDK (before it uploads) run it.
+absl::Status CheckModel(absl::string_view path, const SubmitOptions& options);
+
 // One row per model (path, job, state, tasks, blobs uploaded/named, error), then totals; or with
 // `json` an object {"jobs": [...], "submitted": n, "failed": n}.
 std::string RenderSubmitSummary(const std::vector<SubmitOutcome>& outcomes, bool json);

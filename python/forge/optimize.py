@@ -19,6 +19,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Sequence
 
@@ -66,6 +67,35 @@ def find_cli(forge_cli: str | os.PathLike | None = None) -> pathlib.Path:
         return repo_cli
     raise ForgeError("the forge CLI was not found (forge_cli=, $FORGE_CLI, PATH or "
                      f"{repo_cli}); build it: scripts/build forge")
+
+
+class InvalidModelError(ForgeError):
+    """The coordinator's intake checks refuse the model or the job's options: found here, by the
+    CLI's `forge submit --check` (the coordinator's own checks, compiled in), before anything is
+    uploaded; the message is the one the coordinator would give."""
+
+
+def check_before_upload(graph, options, forge_cli: str | os.PathLike | None = None) -> None:
+    """Runs the coordinator's intake checks on `graph` and `options` (a task_pb2.JobOptions)
+    through `forge submit MODEL --check`: nothing is sent. Raises InvalidModelError with the
+    coordinator's words when they refuse it."""
+    cli = find_cli(forge_cli)
+    with tempfile.TemporaryDirectory(prefix="forge-check-") as directory:
+        model = pathlib.Path(directory) / "model"
+        (model / "blobs").mkdir(parents=True)
+        (model / "graph.pb").write_bytes(graph.SerializeToString(deterministic=True))
+        command = [str(cli), "submit", str(model), "--check",
+                   f"--budget={options.budget.max_candidate_trials}",
+                   f"--max-seconds={options.budget.max_wall_seconds}",
+                   f"--priority={options.priority}",
+                   f"--arch={options.target_arch or 'sm_90'}"]
+        if options.owner:
+            command.append(f"--owner={options.owner}")
+        command += [f"--label={key}={value}" for key, value in options.labels.items()]
+        done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        message = (done.stderr.strip() or done.stdout.strip()).replace(str(model) + ": ", "")
+        raise InvalidModelError(message.removeprefix("forge: ").removeprefix("forge submit: "))
 
 
 def fetch_bundle(job_id: str, server: str, directory: str | os.PathLike, graph,
@@ -235,7 +265,9 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence, *, server: str |
     target_arch: e.g. "sm_90"; default the example inputs' GPU (else the coordinator's default).
     bundle_dir: where to keep the result bundle; default $FORGE_CACHE_DIR/bundles/<job>-<digest>.
 
-    Raises ServerError (address and gRPC code) when the coordinator is unreachable or refuses,
+    Raises InvalidModelError when the coordinator's intake checks (run here first, through the
+    CLI) refuse the model or the options, ServerError (address and gRPC code) when the
+    coordinator is unreachable or refuses,
     JobError when the job fails or is cancelled, PlanError when the bundle cannot be built or run
     here, OutputMismatchError when the result fails the end check (forge.end_check: the result and
     eager against a float64 copy of the module; the result must be within the dtype's tolerance
@@ -252,6 +284,9 @@ def optimize(module: torch.nn.Module, example_inputs: Sequence, *, server: str |
     options.budget.max_wall_seconds = max_seconds or 0
     options.labels["model"] = exported.graph.metadata.name
     options.labels.update(labels or {})
+    # The coordinator's intake checks, here, before the weights are uploaded (the CLI, which this
+    # function needs anyway for the bundle, has them compiled in).
+    check_before_upload(exported.graph, options, forge_cli)
     response = client.submit(exported.graph, exported.blobs, options)
     job = OptimizationJob(client, response.job, module, inputs, exported, forge_cli=forge_cli,
                           cuda_graphs=cuda_graphs, bundle_dir=bundle_dir)

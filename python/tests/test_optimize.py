@@ -349,3 +349,32 @@ def test_the_sdk_reaches_a_tls_coordinator_with_its_token(tmp_path, monkeypatch)
             JobClient(address, token="sdk-submit-token-00001")
     finally:
         stack.stop()
+
+
+def linear_case():
+    torch.manual_seed(321)  # weights no other test uploads
+    return torch.nn.Linear(7, 5).eval(), (torch.randn(3, 7),)
+
+
+def test_intake_checks_run_before_anything_is_uploaded(service):
+    # The coordinator's own checks, through the CLI's `forge submit --check`: the job's options
+    # are refused with the coordinator's words, and not one weight reaches it.
+    module, inputs = linear_case()
+    exported = forge.export(module, inputs)
+    digests = upload_digests(exported.graph)
+    with pytest.raises(forge.InvalidModelError, match="options.budget must not be negative"):
+        forge.optimize(module, inputs, server=service.address, budget=-5)
+    with JobClient(service.address) as client:
+        assert client.missing_blobs(digests) == digests
+
+
+def test_a_graph_intake_refuses_is_refused_by_the_sdk_with_its_words():
+    from forge.optimize import check_before_upload
+
+    module, inputs = linear_case()
+    exported = forge.export(module, inputs)
+    options = forge._protos.task_pb2.JobOptions(target_arch="sm_90")
+    check_before_upload(exported.graph, options)  # a valid model passes
+    exported.graph.values[0].tensor.shape[0] = -3
+    with pytest.raises(forge.InvalidModelError, match="not submitted: graph rejected: .*-3"):
+        check_before_upload(exported.graph, options)
