@@ -6,11 +6,18 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace forge::codegen {
+
+// CUDA's launch limits on every architecture Forge targets (sm_80 and newer): blocks along grid x,
+// along grid y or z, and static shared memory per block. Validate refuses points past them.
+inline constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
+inline constexpr int64_t kMaxGridYZ = 65535;
+inline constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 // Grid and block of one launch, and the dynamic shared memory it asks for.
 struct LaunchDims {

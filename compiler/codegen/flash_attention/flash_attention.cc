@@ -29,9 +29,6 @@ constexpr int64_t kMaxVectorBytes = 16;
 // Registers of data a thread may hold (queries and accumulators of its rows, K and V loads in
 // flight): past this, ptxas spills (the index arithmetic and the softmax state need the rest).
 constexpr int64_t kMaxDataRegisters = 160;
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
-constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxGridYZ = 65535;
 // The SMs the default split aims to fill twice over (an H100 / H200's 132).
 constexpr int64_t kDefaultTargetBlocks = 2 * 132;
 constexpr double kLog2E = 1.4426950408889634;
@@ -361,7 +358,7 @@ absl::Status ValidateLayout(const DecodeTask& t, const SchedulePoint& point) {
     return Invalid(absl::StrCat(l.splits, " splits' partials take ", l.workspace_bytes,
                                 " bytes, past ", FlashAttentionFamily::kMaxWorkspaceBytes));
   }
-  if (l.splits > kMaxGridX || l.groups > kMaxGridYZ || l.chunks > kMaxGridYZ) {
+  if (l.splits > kMaxGridBlocks || l.groups > kMaxGridYZ || l.chunks > kMaxGridYZ) {
     return Invalid(absl::StrCat("the grid (", l.splits, " x ", l.groups, " x ", l.chunks,
                                 ") exceeds CUDA's limits"));
   }

@@ -26,9 +26,6 @@ constexpr int64_t kMaxVectorBytes = 16;
 // Accumulators plus the registers of the loads in flight a thread may hold: past this, ptxas
 // spills (a thread has 255 registers; the index arithmetic and the epilogue need the rest).
 constexpr int64_t kMaxDataRegisters = 128;
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
-constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
-constexpr int64_t kMaxGridY = 65535;
 
 absl::Status Prefixed(const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("gemv: ", status.message()));
@@ -422,7 +419,7 @@ absl::Status ValidateLayout(const GemvTask& analysis, const SchedulePoint& point
                                 " outputs) need ", l.shared_bytes,
                                 " bytes of shared memory, more than 48 KiB"));
   }
-  if (l.tiles * l.split > kMaxGridX || p.batch > kMaxGridY) {
+  if (l.tiles * l.split > kMaxGridBlocks || p.batch > kMaxGridYZ) {
     return Invalid(absl::StrCat("the grid (", l.tiles * l.split, " x ", p.batch,
                                 ") exceeds CUDA's limits"));
   }

@@ -22,7 +22,6 @@ namespace {
 using forge::v1::KernelTask;
 using forge::v1::TensorSpec;
 
-constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 
 // What Generate needs to know about a task, checked once.
 struct PointwiseTask {
@@ -105,6 +104,10 @@ struct TileExtents {
   int64_t outer = 1;
   int64_t tile = 1;
   int64_t inner = 1;
+  // 32-wide tiles along tile_dim and along the inner block; one block per tile pair per outer.
+  int64_t TilesAlong() const { return (tile + kTile - 1) / kTile; }
+  int64_t TilesInner() const { return (inner + kTile - 1) / kTile; }
+  int64_t Blocks() const { return outer * TilesAlong() * TilesInner(); }
 };
 
 TileExtents ExtentsAt(const std::vector<int64_t>& shape, int64_t tile_dim) {
@@ -194,8 +197,7 @@ absl::Status ValidateTile(const PointwiseTask& analysis, const SchedulePoint& po
         "pointwise_tile: a ", extents.tile, " x ", extents.inner,
         " tile plane is too small to gain from a shared-memory transpose"));
   }
-  const int64_t blocks = extents.outer * ((extents.tile + kTile - 1) / kTile) *
-                         ((extents.inner + kTile - 1) / kTile);
+  const int64_t blocks = extents.Blocks();
   if (blocks > kMaxGridBlocks) {
     return absl::InvalidArgumentError(absl::StrCat("pointwise_tile: ", blocks, " blocks"));
   }
@@ -302,11 +304,9 @@ LaunchPlan PlanTile(const KernelTask& task, const SchedulePoint& point) {
   const int64_t tile_dim = point.parameters.at("tile_dim");
   const int64_t threads_y = point.parameters.at("threads_y");
   const TileExtents extents = ExtentsAt(ShapeOf(task.outputs(0)), tile_dim);
-  const int64_t blocks = extents.outer * ((extents.tile + kTile - 1) / kTile) *
-                         ((extents.inner + kTile - 1) / kTile);
   LaunchPlan plan;
   plan.kernel_name = PointwiseFamily::kKernelName;
-  plan.launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
+  plan.launch.grid = {static_cast<uint32_t>(extents.Blocks()), 1, 1};
   plan.launch.block = {static_cast<uint32_t>(kTile), static_cast<uint32_t>(threads_y), 1};
   plan.template_name = PointwiseFamily::kTileTemplateName;
   plan.parameters = point.parameters;
@@ -341,8 +341,8 @@ absl::StatusOr<std::string> EmitTile(const PointwiseTask& analysis, const Launch
         return absl::StrCat("tile", o, "[row][threadIdx.x] = ", stored, ";");
       });
   if (!body.ok()) return body.status();
-  const int64_t tiles_inner = (extents.inner + kTile - 1) / kTile;
-  const int64_t tiles_dim = (extents.tile + kTile - 1) / kTile;
+  const int64_t tiles_inner = extents.TilesInner();
+  const int64_t tiles_dim = extents.TilesAlong();
   const int64_t rows = kTile / threads_y;
 
   std::string source(KernelPrelude());

@@ -25,7 +25,6 @@
 
 namespace forge::codegen::reduction {
 
-inline constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 // Register budget of cache_row: elements of the row-sized inputs one thread keeps.
 inline constexpr int64_t kMaxCachedElementsPerThread = 64;
 // Shared-memory budget of cache_row with cluster_blocks > 1 (the row's part of one block): below

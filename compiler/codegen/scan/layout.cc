@@ -13,7 +13,6 @@
 namespace forge::codegen::scan {
 namespace {
 
-constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 // The block size the defaults aim at: enough warps per block to hide a row's barriers.
 constexpr int64_t kDefaultBlockThreads = 256;
 // Elements a thread of the default row_scan point takes per tile: four 16-byte float32 vectors.

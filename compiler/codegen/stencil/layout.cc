@@ -16,7 +16,6 @@
 namespace forge::codegen::stencil {
 namespace {
 
-constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();
 
 int64_t Blocks(int64_t count, int64_t per_block) { return (count + per_block - 1) / per_block; }
 
