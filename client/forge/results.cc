@@ -210,11 +210,12 @@ Winner Regenerate(const TaskResults& results) {
     // What the runtime's op does not replay yet (runtime/extension/cudnn_conv_step.h): the
     // candidate's batch norm fold, its channels-last copies and a clipped ReLU's upper bound.
     std::string unreplayed;
-    if (call.ok() && !call->batch_norms.empty()) unreplayed = "its batch norm fold";
-    if (call.ok() && call->channels_last_inside) unreplayed = "its channels-last copies";
-    for (const codegen::CudnnConvStep& step : call.ok() ? call->epilogue
-                                                        : std::vector<codegen::CudnnConvStep>{}) {
-      if (step.step == codegen::ConvStep::kClamp) unreplayed = "its clipped ReLU";
+    if (call.ok()) {
+      if (!call->batch_norms.empty()) unreplayed = "its batch norm fold";
+      if (call->channels_last_inside) unreplayed = "its channels-last copies";
+      for (const codegen::CudnnConvStep& step : call->epilogue) {
+        if (step.step == codegen::ConvStep::kClamp) unreplayed = "its clipped ReLU";
+      }
     }
     if (call.ok() && unreplayed.empty()) {
       winner.implementation = Implementation::kCudnnConv;
