@@ -16,17 +16,20 @@ FORGE_NVIDIA_LIBS="$(python3 -c 'import nvidia, os; print(":".join(os.path.join(
 export LD_LIBRARY_PATH="$FORGE_BUNDLE/lib:$FORGE_TORCH_LIB:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:$FORGE_NVIDIA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OUT="${OUT:-/tmp/forge-out}"
 mkdir -p "$OUT"
-# CUTLASS's headers (carried as .gpu/cutlass.tar.gz, see run_families_check.sh's header): the
-# worker's nvcc compiles and the runtime's host-launched steps need them.
-if [ -z "${FORGE_CUTLASS_INCLUDE:-}" ] && [ -f "$FORGE_BUNDLE/cutlass.tar.gz" ]; then
-  mkdir -p /tmp/forge-cutlass && tar -C /tmp/forge-cutlass -xzf "$FORGE_BUNDLE/cutlass.tar.gz" &&
-    export FORGE_CUTLASS_INCLUDE=/tmp/forge-cutlass/include
-fi
-# The cuDNN frontend's headers (carried as .gpu/cudnn-frontend.tar.gz: tar -C
-# ~/.cache/forge/cudnn-frontend-1.16.0 -czf .gpu/cudnn-frontend.tar.gz include): the runtime's
-# cudnn_conv steps build against them (python/forge/runtime/cudnn.py).
-if [ -z "${FORGE_CUDNN_FRONTEND_INCLUDE:-}" ] && [ -f "$FORGE_BUNDLE/cudnn-frontend.tar.gz" ]; then
-  mkdir -p /tmp/forge-cudnn-frontend &&
-    tar -C /tmp/forge-cudnn-frontend -xzf "$FORGE_BUNDLE/cudnn-frontend.tar.gz" &&
-    export FORGE_CUDNN_FRONTEND_INCLUDE=/tmp/forge-cudnn-frontend/include
-fi
+# A summary row of one GoogleTest binary's run: forge_gtest_line NAME LOG EXIT_CODE.
+forge_gtest_line() {
+  echo "| $1 | exit $3: $(grep -c '^\[       OK \]' "$2") passed, $(grep -c '^\[  FAILED  \].*(' "$2") failed, $(grep -c '^\[  SKIPPED \].*(' "$2") skipped |"
+}
+# Header trees the bundle carries as NAME.tar.gz (an `include` folder): unpacked once into
+# /tmp/forge-NAME, and VARIABLE names its include folder unless the caller set it.
+#   cutlass         FORGE_CUTLASS_INCLUDE: the worker's nvcc compiles, the runtime's host-launched
+#                   steps (tar -C ~/.cache/forge/cutlass-4.2.0.0 -czf .gpu/cutlass.tar.gz include)
+#   cudnn-frontend  FORGE_CUDNN_FRONTEND_INCLUDE: the runtime's cudnn_conv steps
+#                   (python/forge/runtime/cudnn.py; tar -C ~/.cache/forge/cudnn-frontend-1.16.0 ...)
+forge_unpack_headers() {  # NAME VARIABLE
+  [ -z "${!2:-}" ] && [ -f "$FORGE_BUNDLE/$1.tar.gz" ] || return 0
+  mkdir -p "/tmp/forge-$1" && tar -C "/tmp/forge-$1" -xzf "$FORGE_BUNDLE/$1.tar.gz" &&
+    export "$2=/tmp/forge-$1/include"
+}
+forge_unpack_headers cutlass FORGE_CUTLASS_INCLUDE
+forge_unpack_headers cudnn-frontend FORGE_CUDNN_FRONTEND_INCLUDE

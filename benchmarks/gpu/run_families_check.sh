@@ -41,9 +41,6 @@ export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_l
 export FORGE_TEST_COMPILE_CACHE=/tmp/forge-compile-cache
 logs=/tmp/forge-check-logs; mkdir -p "$logs"
 summary="$OUT/summary.md"
-gtest_line() {  # name log rc
-  echo "| $1 | exit $3: $(grep -c '^\[       OK \]' "$2") passed, $(grep -c '^\[  FAILED  \].*(' "$2") failed, $(grep -c '^\[  SKIPPED \].*(' "$2") skipped |"
-}
 echo "# $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader), $(date -u +%FT%TZ)" >> "$summary"
 
 { echo; echo "| test | result |"; echo "|---|---|"; } >> "$summary"
@@ -58,15 +55,15 @@ fi
 if [[ $phases == *" tests "* ]]; then
   for t in planted_bugs_test host_launched_test sandbox_gpu_test; do
     timeout 300 "$FORGE_BUNDLE/bin/$t" > "$logs/$t.log" 2>&1
-    gtest_line "$t" "$logs/$t.log" $? >> "$summary"
+    forge_gtest_line "$t" "$logs/$t.log" $? >> "$summary"
   done
 fi
 if [[ $phases == *" cutlass "* ]]; then
   wait "${pids[@]}"
-  for c in $cases; do gtest_line "cutlass_gemm_gpu_test $c (parallel)" "$logs/cutlass_$c.log" 0 >> "$summary"; done
+  for c in $cases; do forge_gtest_line "cutlass_gemm_gpu_test $c (parallel)" "$logs/cutlass_$c.log" 0 >> "$summary"; done
   for c in $(echo "$cases" | grep "${CUTLASS_TIMED:-IsTimed}"); do
     timeout 200 "$cutlass" --gtest_filter="$c" > "$logs/cutlass_timed_$c.log" 2>&1
-    gtest_line "cutlass_gemm_gpu_test $c (alone)" "$logs/cutlass_timed_$c.log" $? >> "$summary"
+    forge_gtest_line "cutlass_gemm_gpu_test $c (alone)" "$logs/cutlass_timed_$c.log" $? >> "$summary"
     grep -i "tflop" "$logs/cutlass_timed_$c.log" | sed 's/^/    /' >> "$summary"
   done
   grep -h "max abs error" "$logs"/cutlass_Cutlass*.log | sed 's/^/    /' >> "$summary"
@@ -89,7 +86,7 @@ if [[ $phases == *" anchor "* ]]; then
 fi
 if [[ $phases == *" gemv "* ]]; then
   timeout 500 "$FORGE_BUNDLE/bin/gemv_gpu_test" > "$logs/gemv_gpu_test.log" 2>&1
-  gtest_line gemv_gpu_test "$logs/gemv_gpu_test.log" $? >> "$summary"
+  forge_gtest_line gemv_gpu_test "$logs/gemv_gpu_test.log" $? >> "$summary"
   grep -E "copy bandwidth|^\| M=" "$logs/gemv_gpu_test.log" | sed 's/^/    /' >> "$summary"
   [ "${GEMV_ANCHORS:-1}" = 0 ] || ONLY="gemv_1x4096x14336_bf16 gemv_8x4096x14336_bf16" FORGE_BENCH_SAMPLES="${GEMV_SAMPLES:-6}" \
     FORGE_BENCH_POINTS="unroll=4;split_k=2;rows=4,unroll=1;rows=8,unroll=1;rows=1,unroll=4;warps=8,rows=1;split_k=4,unroll=4;rows=2,unroll=8;unroll=8;unroll=2;l2_prefetch=1;tiles=2;tiles=2,unroll=2;warps=8,unroll=2;split_k=2,unroll=8,l2_prefetch=1" \
@@ -99,7 +96,7 @@ if [[ $phases == *" gemv "* ]]; then
 fi
 if [[ $phases == *" decode "* ]]; then
   timeout 500 "$FORGE_BUNDLE/bin/flash_attention_gpu_test" > "$logs/flash_attention_gpu_test.log" 2>&1
-  gtest_line flash_attention_gpu_test "$logs/flash_attention_gpu_test.log" $? >> "$summary"
+  forge_gtest_line flash_attention_gpu_test "$logs/flash_attention_gpu_test.log" $? >> "$summary"
   grep -E "copy bandwidth|^\| b[0-9]|best" "$logs/flash_attention_gpu_test.log" | sed 's/^/    /' >> "$summary"
   if [ "${DECODE_ANCHORS:-1}" != 0 ]; then
     ONLY="$(python3 "$here/problems.py" names attention validate) $(python3 "$here/problems.py" names attention anchor)" \
