@@ -103,6 +103,23 @@ __device__ __forceinline__ float forge_fa_score(float x, const MaskT* __restrict
 #endif
 }
 
+// Calls f(u, n, j, d0, in_bounds) for each vector this thread reads in the step at j_warp: the
+// u-th of its keys (j), the n-th of its vectors of that key (head dims d0..d0 + VEC - 1);
+// in_bounds is false past the split or the head dim.
+template <typename F>
+__device__ __forceinline__ void forge_fa_step_vectors(long long j_warp, long long k_end,
+                                                      int key_lane, int d_lane, F f) {
+#pragma unroll
+  for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
+    const long long j = j_warp + (long long)u * kForgeFaKeysPerStep + key_lane;
+#pragma unroll
+    for (int n = 0; n < FORGE_FA_NV; ++n) {
+      const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
+      f(u, n, j, d0, j < k_end && d0 < FORGE_FA_D);
+    }
+  }
+}
+
 #if FORGE_FA_STAGES > 0
 // The ring: slot (stage, u, n, K or V) of every thread, consecutive threads' vectors adjacent
 // (a warp's accesses are free of bank conflicts).
@@ -128,18 +145,12 @@ __device__ __forceinline__ void forge_fa_cp_async(ForgeFaVec* shared, const FORG
 __device__ __forceinline__ void forge_fa_request(ForgeFaVec* ring, int stage, long long j_warp,
                                                  long long k_end, const FORGE_FA_T* kb,
                                                  const FORGE_FA_T* vb, int key_lane, int d_lane) {
-#pragma unroll
-  for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
-    const long long j = j_warp + (long long)u * kForgeFaKeysPerStep + key_lane;
-#pragma unroll
-    for (int n = 0; n < FORGE_FA_NV; ++n) {
-      const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
-      if (j < k_end && d0 < FORGE_FA_D) {
-        forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 0)], kb + j * FORGE_FA_K_SJ + d0);
-        forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 1)], vb + j * FORGE_FA_V_SJ + d0);
-      }
-    }
-  }
+  forge_fa_step_vectors(j_warp, k_end, key_lane, d_lane,
+                        [&](int u, int n, long long j, int d0, bool in_bounds) {
+    if (!in_bounds) return;
+    forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 0)], kb + j * FORGE_FA_K_SJ + d0);
+    forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 1)], vb + j * FORGE_FA_V_SJ + d0);
+  });
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 #endif
@@ -257,26 +268,21 @@ __device__ __forceinline__ void forge_fa_run(const FORGE_FA_T* __restrict__ q,
                      j_warp + (FORGE_FA_STAGES - 1) * kStepKeys, k_end, kb, vb, key_lane, d_lane);
     asm volatile("cp.async.wait_group %0;" ::"n"(FORGE_FA_STAGES - 1) : "memory");
 #endif
-#pragma unroll
-    for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
-      const long long j = j_warp + (long long)u * kForgeFaKeysPerStep + key_lane;
-#pragma unroll
-      for (int n = 0; n < FORGE_FA_NV; ++n) {
-        const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
-        if (j < k_end && d0 < FORGE_FA_D) {
+    forge_fa_step_vectors(j_warp, k_end, key_lane, d_lane,
+                          [&](int u, int n, long long j, int d0, bool in_bounds) {
+      if (in_bounds) {
 #if FORGE_FA_STAGES > 0
-          kv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 0)];
-          vv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 1)];
+        kv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 0)];
+        vv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 1)];
 #else
-          kv[u][n] = *reinterpret_cast<const ForgeFaVec*>(kb + j * FORGE_FA_K_SJ + d0);
-          vv[u][n] = *reinterpret_cast<const ForgeFaVec*>(vb + j * FORGE_FA_V_SJ + d0);
+        kv[u][n] = *reinterpret_cast<const ForgeFaVec*>(kb + j * FORGE_FA_K_SJ + d0);
+        vv[u][n] = *reinterpret_cast<const ForgeFaVec*>(vb + j * FORGE_FA_V_SJ + d0);
 #endif
-        } else {
+      } else {
 #pragma unroll
-          for (int e = 0; e < FORGE_FA_VEC; ++e) kv[u][n].v[e] = vv[u][n].v[e] = FORGE_FA_T{};
-        }
+        for (int e = 0; e < FORGE_FA_VEC; ++e) kv[u][n].v[e] = vv[u][n].v[e] = FORGE_FA_T{};
       }
-    }
+    });
 #if FORGE_FA_STAGES > 0
     stage = stage + 1 == FORGE_FA_STAGES ? 0 : stage + 1;
 #endif
