@@ -5,7 +5,7 @@
 #    causal, bool and additive masks, GQA, float32 / float16 / bfloat16, odd KV lengths, views)
 #    and the small Llama timing (b1 KV 8192, b8 KV 2048);
 # 2. its DISABLED_DecodeSweep: Llama-3-8B's decode attention (bf16, H32 / Hkv 8, D 128) at b1 and
-#    b8 over 2048, 8192 and 32768 keys, up to 13 schedule points each, every point judged and timed;
+#    b8 over 2048, 8192 and 32768 keys, up to 15 schedule points each, every point judged and timed;
 # 3. decode_sweep.py: eager SDPA on the same shapes in the same run, and the table.
 # Needs .gpu/ (scripts/gpu-bundle of flash_attention_gpu_test). Writes under $OUT:
 # summary.md (the test lines and the table), decode_sweep.md / .json, flash_attention_gpu_test.log

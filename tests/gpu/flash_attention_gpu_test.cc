@@ -47,7 +47,8 @@ TEST_F(FlashAttentionGpuTest, Gqa4To1OddKvLengthBfloat16) {
   ExpectAccepted(task);                                       // several splits, one chunk
   ExpectAccepted(task, {{"split_keys", 4096}});               // one split: no combine
   ExpectAccepted(task, {{"rows", 2}, {"split_keys", 256}});   // two chunks of rows
-  ExpectAccepted(task, {{"vector_width", 2}, {"unroll", 4}, {"warps", 2}});  // 4-byte copies
+  // 4-byte copies, 4 keys in flight per lane group (past the register cap's room).
+  ExpectAccepted(task, {{"vector_width", 2}, {"unroll", 4}, {"warps", 2}, {"max_registers", 0}});
   for (int64_t stages : {0, 2, 3}) ExpectAccepted(task, {{"stages", stages}});
   // A ring deeper than a split's steps (32 keys: 2 steps of 16 per warp): empty groups at the end.
   ExpectAccepted(task, {{"split_keys", 32}, {"stages", 4}});
@@ -116,8 +117,9 @@ TEST_F(FlashAttentionGpuTest, LlamaDecodeIsJudgedAndTimed) {
   const double bandwidth = CopyBandwidth();
   const std::vector<std::map<std::string, int64_t>> points = {
       {},
+      {{"stages", 0}, {"max_registers", 0}},  // session 20's default
       {{"stages", 0}},
-      {{"stages", 0}, {"unroll", 4}},
+      {{"max_registers", 0}},
       {{"stages", 2}},
       {{"stages", 3}},
       {{"unroll", 1}},
@@ -142,10 +144,11 @@ TEST_F(FlashAttentionGpuTest, LlamaDecodeIsJudgedAndTimed) {
 
 // The schedule sweep the default is picked from (issue 22): Llama-3-8B's decode attention (32
 // query heads over 8 K/V heads, D 128, bf16) at batch 1 and 8 over 2048, 8192 and 32768 keys, up
-// to 13 points per shape, each judged, then timed; a row per point ("| b1 kv2048 | point | us | GB/s | % of copy |") and
-// the three fastest per shape ("best b1 kv2048 #1 | ..."). Disabled by default (a minute of GPU):
-// run with --gtest_also_run_disabled_tests --gtest_filter='*DecodeSweep*'
-// (benchmarks/gpu/run_decode_sweep.sh, which times eager SDPA on the same shapes beside it).
+// to 15 points per shape, each judged, then timed; a row per point ("| b1 kv2048 | point | us |
+// GB/s | % of copy |") and the three fastest per shape ("best b1 kv2048 #1 | ..."). Disabled by
+// default (about two minutes of GPU): run with --gtest_also_run_disabled_tests
+// --gtest_filter='*DecodeSweep*' (benchmarks/gpu/run_decode_sweep.sh, which times eager SDPA on
+// the same shapes beside it).
 TEST_F(FlashAttentionGpuTest, DISABLED_DecodeSweep) {
   const double bandwidth = CopyBandwidth();
   for (const auto& [batch, kv_len] : std::vector<std::pair<int64_t, int64_t>>{
@@ -155,6 +158,7 @@ TEST_F(FlashAttentionGpuTest, DISABLED_DecodeSweep) {
     const int64_t split = PointOf(task, {}).parameters.at("split_keys");
     const std::vector<std::map<std::string, int64_t>> sweep = {
         {},
+        {{"stages", 0}, {"max_registers", 0}},  // session 20's default
         {{"stages", 0}},
         {{"stages", 2}},
         {{"stages", 3}},
@@ -163,10 +167,11 @@ TEST_F(FlashAttentionGpuTest, DISABLED_DecodeSweep) {
         {{"split_keys", split * 4}},
         {{"split_keys", split * 2}, {"stages", 2}},
         {{"unroll", 1}},
-        {{"unroll", 4}, {"stages", 2}},
+        {{"unroll", 4}, {"stages", 2}, {"max_registers", 0}},
         {{"warps", 8}, {"unroll", 1}, {"stages", 3}},
         {{"warps", 8}, {"unroll", 1}, {"stages", 2}, {"split_keys", split * 2}},
-        {{"warps", 2}, {"unroll", 4}},
+        {{"warps", 2}, {"unroll", 4}, {"max_registers", 0}},
+        {{"max_registers", 0}},
     };
     struct Row {
       double us;

@@ -32,6 +32,16 @@ constexpr int64_t kMaxVectorBytes = 16;
 constexpr int64_t kMaxDataRegisters = 160;
 // The SMs the default split aims to fill twice over (an H100 / H200's 132).
 constexpr int64_t kDefaultTargetBlocks = 2 * 132;
+// Registers of an SM (sm_80 and sm_90 alike): a cap of max_registers per thread lets
+// kRegistersPerSm / (max_registers x threads) blocks share an SM.
+constexpr int64_t kRegistersPerSm = 64 * 1024;
+// The cap the default asks for (four blocks of four warps per SM: the default grid of about four
+// blocks per SM in one wave) where the point's data registers leave room under it.
+constexpr int64_t kDefaultMaxRegisters = 128;
+// Registers of data and per-row state (each row's max, sum, unroll scores and about two of
+// indexing) a point may hold under that cap: past this, ptxas spills (checked by compiling the
+// capped points of the tests' tasks: 8 rows with 4 state registers each and 72 of data spill).
+constexpr int64_t kMaxCappedStateRegisters = 104;
 // The ring depths the default tries, deepest first (0, loads into registers, where none fits).
 constexpr int64_t kDefaultStages[] = {4, 3, 2, 0};
 constexpr double kLog2E = 1.4426950408889634;
@@ -266,18 +276,22 @@ TemplateSpace Space() {
            {"unroll", {1, 2, 4}, 2},
            {"vector_width", {1, 2, 4, 8}, 1},
            {"rows", {1, 2, 4, 8, 16}, 1},
-           {"stages", {0, 2, 3, 4}, 0}}};
+           {"stages", {0, 2, 3, 4}, 0},
+           {"max_registers", {0, kDefaultMaxRegisters}, 0}}};
 }
 
 // A point's kernel: what the source's constants and the launch follow from.
 struct DecodeLayout {
   int64_t split_keys = 0, warps = 0, unroll = 0, vector = 0, rows = 0, stages = 0;
+  int64_t max_registers = 0;   // 0: the compiler's choice
+  int64_t min_blocks = 0;      // what __launch_bounds__ asks for under the cap (0: nothing)
   int64_t element_bytes = 0;
   int64_t lanes_per_key = 0;   // a power of two, at most 32
   int64_t vectors_per_lane = 0;
   int64_t splits = 0, chunks = 0, groups = 0;
   int64_t keys_per_step = 0;   // keys one step of the block reads
   int64_t data_registers = 0;
+  int64_t state_registers = 0;  // data_registers and each row's state (softmax, indexing)
   int64_t ring_bytes = 0;      // the cp.async ring (stages > 0): stages steps of K and V
   int64_t shared_bytes = 0;
   int64_t workspace_bytes = 0;
@@ -292,6 +306,8 @@ DecodeLayout LayoutOf(const DecodeTask& t, const SchedulePoint& point) {
   l.vector = params.at("vector_width");
   l.rows = params.at("rows");
   l.stages = params.at("stages");
+  l.max_registers = params.at("max_registers");
+  if (l.max_registers > 0) l.min_blocks = kRegistersPerSm / (l.max_registers * 32 * l.warps);
   l.element_bytes = ElementBytes(t.a.dtype);
   const int64_t vectors = CeilDiv(t.a.head_dim, l.vector);
   l.lanes_per_key = std::min<int64_t>(32, PowerOfTwoAtLeast(vectors));
@@ -306,6 +322,7 @@ DecodeLayout LayoutOf(const DecodeTask& t, const SchedulePoint& point) {
   // Each thread's vectors of K and V for one step, per stage.
   l.ring_bytes = l.stages * l.unroll * l.vectors_per_lane * 2 * (32 * l.warps) * l.vector *
                  l.element_bytes;
+  l.state_registers = l.data_registers + l.rows * (4 + l.unroll);
   l.shared_bytes = 4 * (l.warps * l.rows * (t.a.head_dim + 2)) + l.ring_bytes;
   if (l.splits > 1) {
     l.shared_bytes += 4 * (l.rows * l.splits + l.rows) + 4;
@@ -353,6 +370,11 @@ absl::Status ValidateLayout(const DecodeTask& t, const SchedulePoint& point) {
                                 " keys of K and V in flight take ", l.data_registers,
                                 " registers of data, past ", kMaxDataRegisters,
                                 " (the kernel would spill)"));
+  }
+  if (l.max_registers > 0 && l.state_registers > kMaxCappedStateRegisters) {
+    return Invalid(absl::StrCat("max_registers ", l.max_registers, " with ", l.state_registers,
+                                " registers of data and row state (past ",
+                                kMaxCappedStateRegisters, "): the kernel would spill under the cap"));
   }
   if (l.split_keys > 32 && l.split_keys >= 2 * t.keys) {
     return Invalid(absl::StrCat("split_keys ", l.split_keys, " for ", t.keys,
@@ -418,6 +440,10 @@ absl::StatusOr<std::vector<TemplateSpace>> FlashAttentionFamily::ScheduleSpace(
           point.parameters["unroll"] = unroll;
           point.parameters["vector_width"] = width;
           point.parameters["stages"] = stages;
+          point.parameters["max_registers"] =
+              LayoutOf(t, point).state_registers <= kMaxCappedStateRegisters
+                  ? kDefaultMaxRegisters
+                  : 0;
           // The longest valid split that reaches the target, else the shortest valid one.
           std::optional<int64_t> chosen;
           for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
@@ -460,6 +486,7 @@ absl::StatusOr<LaunchPlan> FlashAttentionFamily::Plan(const KernelTask& task,
   // K and V are the streamed tensors: each lane keeps unroll keys' vectors of both in flight,
   // times the ring's stages (the loop keeps that many steps requested).
   plan.hints.vector_width = l.vector;
+  plan.hints.max_registers = l.max_registers;
   plan.hints.unrolled_elements = l.vector * l.vectors_per_lane * l.unroll;
   plan.hints.bytes_in_flight_per_thread =
       static_cast<double>(2 * l.unroll * l.vectors_per_lane * l.vector * l.element_bytes *
@@ -531,7 +558,8 @@ absl::StatusOr<std::string> FlashAttentionFamily::Emit(const KernelTask& task,
   }
   absl::StrAppend(&source, flash_attention::kSplitKvDecodeBody);
   absl::StrAppend(&source, "\nextern \"C\" __global__ void __launch_bounds__(", 32 * l.warps,
-                  ", 1) ", kDecodeKernel, "(", KernelParameterList(task), ") {\n",
+                  ", ", std::max<int64_t>(1, l.min_blocks), ") ", kDecodeKernel, "(",
+                  KernelParameterList(task), ") {\n",
                   "  forge_fa_run(in", t.q_source.input, ", in", t.k_source.input, ", in",
                   t.v_source.input,
                   ", ", has_mask ? absl::StrCat("in", t.mask_input) : "(const float*)nullptr",

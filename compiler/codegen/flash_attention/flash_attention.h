@@ -45,9 +45,15 @@
 //                              before a step computes. Each thread copies and reads back only its
 //                              own vectors, so the ring needs no barrier. The default is the
 //                              deepest ring that fits, with splits for >= 2 blocks per SM.
+//   max_registers 0, 128       0: the compiler's register count (__launch_bounds__(threads, 1));
+//                              128: __launch_bounds__ asks for 64K / (128 x threads) blocks per
+//                              SM (four blocks of 4 warps: Llama's default grid in one wave,
+//                              where the compiler's own 130 registers fit three). The default
+//                              where the point's data and row state leave room under it.
 // Validate declines, with reasons: vectors wider than 16 bytes or misaligned by D, a stride or a
 // storage offset; a ring (stages > 0) of vectors that are not 4, 8 or 16 bytes (what cp.async
-// moves); points whose registers (queries, accumulators, loads in flight) would spill;
+// moves); a register cap over a point whose data and row state would spill under it; points
+// whose registers (queries, accumulators, loads in flight) would spill;
 // shared memory (the warps' merge buffers and the ring) past 48 KiB; a split longer than twice the keys (a smaller one is the same
 // kernel) or shorter than the keys one step of the block reads (idle warps); rows idle for half
 // the block; partials past kMaxWorkspaceBytes; grids past CUDA's limits.

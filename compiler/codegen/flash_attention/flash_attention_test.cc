@@ -65,6 +65,9 @@ TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTw
   EXPECT_EQ(point.parameters.at("rows"), 4);  // the 4 query heads of a K/V head: K, V read once
   EXPECT_EQ(point.parameters.at("vector_width"), 8);
   EXPECT_EQ(point.parameters.at("stages"), 4);  // the bandwidth-oriented schedule: a cp.async ring
+  // 128 registers per thread: four blocks of 4 warps per SM, the ~4 blocks per SM of the grid
+  // in one wave (the compiler's own choice, 130, fits three).
+  EXPECT_EQ(point.parameters.at("max_registers"), 128);
   auto plan = FlashAttentionFamily().Plan(task, point);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const auto& grid = plan->launch.grid;
@@ -76,6 +79,10 @@ TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTw
   EXPECT_EQ(plan->hints.vector_width, 8);
   // Each thread keeps 4 stages of 2 keys' 16-byte vectors of K and V requested.
   EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 4 * 2 * 2 * 16);
+  EXPECT_EQ(plan->hints.max_registers, 128);
+  auto kernel = FlashAttentionFamily().Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("__launch_bounds__(128, 4) forge_flash_decode("));
 }
 
 // Every Llama decode shape the issue targets (b1 and b8, KV 2048 to 32768) defaults to the ring,
@@ -133,16 +140,24 @@ TEST(FlashAttentionTest, ValidateNamesTheViolatedConstraint) {
                         "elements is 2 bytes"));
   EXPECT_TRUE(family.Validate(odd_d, With(odd_d, {{"vector_width", 1}, {"stages", 0}})).ok());
   EXPECT_TRUE(family.Validate(f32, With(f32, {{"vector_width", 1}, {"stages", 3}})).ok());
-  EXPECT_THAT(family.Validate(llama, With(llama, {{"warps", 8}, {"unroll", 4}, {"stages", 4}}))
+  EXPECT_THAT(family.Validate(llama, With(llama, {{"warps", 8}, {"unroll", 4}, {"stages", 4},
+                                                  {"max_registers", 0}}))
                   .message(),
               HasSubstr("a ring of 4 stages of 4 keys per lane group: 131072 bytes"));
   EXPECT_TRUE(
       family.Validate(llama, With(llama, {{"warps", 8}, {"unroll", 1}, {"stages", 2}})).ok());
   EXPECT_FALSE(family.Validate(llama, With(llama, {{"stages", 1}})).ok());
+  EXPECT_THAT(family.Validate(wide, With(wide, {{"rows", 8}, {"vector_width", 4}, {"unroll", 1},
+                                                {"stages", 0}, {"max_registers", 128}}))
+                  .message(),
+              HasSubstr("max_registers 128 with 184 registers of data and row state (past "
+                        "104): the kernel would spill under the cap"));
+  EXPECT_TRUE(family.Validate(llama, With(llama, {{"max_registers", 0}})).ok());
 }
 
-// Every ring depth and both load paths, with 16-, 8- and 4-byte copies, compile with NVRTC for
-// sm_80 and sm_90 without spills, and the source names the depth.
+// Every ring depth and both load paths, with 16-, 8- and 4-byte copies, with and without the
+// register cap, compile with NVRTC for sm_80 and sm_90 without spills, and the source names the
+// depth.
 TEST(FlashAttentionTest, EveryRingDepthCompilesWithoutSpills) {
   struct Case {
     std::string name;
@@ -168,6 +183,8 @@ TEST(FlashAttentionTest, EveryRingDepthCompilesWithoutSpills) {
     for (int64_t stages : {0, 2, 3, 4}) {
       std::map<std::string, int64_t> changes = c.changes;
       changes["stages"] = stages;
+      // Every other depth under the register cap where the point allows it, the rest without.
+      if (stages % 2 == 1 || stages == 0) changes["max_registers"] = 0;
       const SchedulePoint point = With(c.task, changes);
       ASSERT_TRUE(FlashAttentionFamily().Validate(c.task, point).ok())
           << c.name << " stages " << stages << ": "
