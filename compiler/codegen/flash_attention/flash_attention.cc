@@ -36,11 +36,12 @@ constexpr int64_t kDefaultTargetBlocks = 2 * 132;
 // kRegistersPerSm / (max_registers x threads) blocks share an SM.
 constexpr int64_t kRegistersPerSm = 64 * 1024;
 // The cap the default asks for (four blocks of four warps per SM: the default grid of about four
-// blocks per SM in one wave) where the point's data registers leave room under it.
+// blocks per SM in one wave) where the point's data and row state leave room under it.
 constexpr int64_t kDefaultMaxRegisters = 128;
 // Registers of data and per-row state (each row's max, sum, unroll scores and about two of
-// indexing) a point may hold under that cap: past this, ptxas spills (checked by compiling the
-// capped points of the tests' tasks: 8 rows with 4 state registers each and 72 of data spill).
+// indexing) a point may hold under that cap: past this, ptxas spills (checked by compiling every
+// capped rows / unroll / vector point of six test tasks for sm_90: 8 rows at unroll 1 with 72
+// registers of data spilled; 139 points at or under this budget did not).
 constexpr int64_t kMaxCappedStateRegisters = 104;
 // The ring depths the default tries, deepest first (0, loads into registers, where none fits).
 constexpr int64_t kDefaultStages[] = {4, 3, 2, 0};
