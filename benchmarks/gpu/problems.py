@@ -763,6 +763,8 @@ PROBLEMS = [
     Problem("decode_b1_h32_kv32768_d128_bf16", A, "anchor", gqa_attention,
             decode_inputs(1, 32768), judge_inputs=decode_inputs(1, 4100)),
     Problem("decode_b8_h32_kv2048_d128_bf16", A, "anchor", gqa_attention, decode_inputs(8, 2048)),
+    Problem("decode_b8_h32_kv8192_d128_bf16", A, "anchor", gqa_attention,
+            decode_inputs(8, 8192), judge_inputs=decode_inputs(1, 4100)),
     Problem("decode_b8_h32_kv32768_d128_bf16", A, "anchor", gqa_attention,
             decode_inputs(8, 32768), judge_inputs=decode_inputs(1, 4100)),
     # Decode's skinny GEMM (issue 26): x[M, 4096] W[14336, 4096] bf16, the 117 MB weight read
