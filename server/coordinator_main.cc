@@ -23,7 +23,7 @@
 //
 // The compiled-object catalog (server/compiled_catalog): objects workers compiled, under
 // catalog.dir, served to every worker by WorkerService (FetchCompiledObject, PublishCompiledObject);
-// catalog.max-object-bytes and catalog.max-total-bytes bound it. Empty catalog.dir: no catalog.
+// catalog.max-object-bytes and catalog.max-total-bytes bound it; catalog.enabled=false: none.
 #include <pthread.h>
 #include <signal.h>
 
@@ -102,9 +102,12 @@ ConfigSchema Schema() {
       .String("redis.password", "", "Password for Redis AUTH; empty for none.")
       .Duration("redis.timeout", absl::Seconds(2), "Longest wait for a reply from Redis.")
       .String("blobs.dir", "forge-blobs", "Directory that holds uploaded weight blobs.")
-      .String("catalog.dir", "forge-catalog",
-              "Directory of the compiled-object catalog (objects workers compiled, served to every "
-              "worker); empty: no catalog, workers compile for themselves.")
+      .Bool("catalog.enabled", true,
+            "Keep the compiled-object catalog: objects workers compiled, served to every worker. "
+            "Off: workers compile for themselves.")
+      .String("catalog.dir", "",
+              "Directory of the catalog's objects; empty: blobs.dir/catalog (beside the blobs' "
+              "files, on the same volume).")
       .Int64("catalog.max-object-bytes", CompiledCatalogOptions().max_object_bytes,
              "Largest compiled object a worker may publish.",
              {.min = 1, .max = kMaxMessageBytes - (1 << 20)})
@@ -349,7 +352,9 @@ int Run(int argc, char** argv) {
   // The catalog's metrics go to the coordinator's registry, made here for it.
   auto registry = std::make_shared<metrics::Registry>();
   std::unique_ptr<CompiledCatalog> catalog;
-  if (const std::string catalog_dir = config->GetString("catalog.dir"); !catalog_dir.empty()) {
+  std::string catalog_dir = config->GetString("catalog.dir");
+  if (catalog_dir.empty()) catalog_dir = absl::StrCat(config->GetString("blobs.dir"), "/catalog");
+  if (config->GetBool("catalog.enabled")) {
     absl::StatusOr<std::unique_ptr<CompiledCatalog>> opened = CompiledCatalog::Open(
         &redis, catalog_dir,
         {.max_object_bytes = config->GetInt64("catalog.max-object-bytes"),
@@ -490,7 +495,7 @@ int Run(int argc, char** argv) {
                  {"auth", auth.open() ? "none" : "tokens"},
                  {"redis", redis.address()},
                  {"blobs", config->GetString("blobs.dir")},
-                 {"catalog", config->GetString("catalog.dir")},
+                 {"catalog", catalog != nullptr ? catalog_dir : "off"},
                  {"metrics_port", exposer != nullptr ? exposer->port() : 0}});
 
   int signal = 0;

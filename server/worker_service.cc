@@ -117,7 +117,7 @@ absl::StatusOr<Caller> WorkerService::AuthorizeCatalog(const grpc::ServerContext
   FORGE_ASSIGN_OR_RETURN(Caller caller, auth_.Authorize(context, {Role::kWorker}));
   if (catalog_ == nullptr) {
     return absl::FailedPreconditionError(
-        "this coordinator keeps no compiled-object catalog (catalog.dir is empty)");
+        "this coordinator keeps no compiled-object catalog (catalog.enabled is off)");
   }
   return caller;
 }

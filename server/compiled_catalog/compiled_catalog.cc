@@ -65,7 +65,8 @@ bool IsKind(forge::v1::CompiledObjectKind kind) {
 
 absl::Status ValidateArch(absl::string_view arch) {
   bool valid = !arch.empty() && arch.size() <= kMaxArchChars;
-  for (char c : arch) valid = valid && (absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_');
+  for (char c : arch)
+    valid = valid && (absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_');
   if (!valid) {
     return absl::InvalidArgumentError(absl::StrCat(
         "arch: \"", absl::CEscape(arch.substr(0, kMaxArchChars)),
@@ -121,8 +122,7 @@ absl::StatusOr<std::unique_ptr<CompiledCatalog>> CompiledCatalog::Open(
 absl::StatusOr<forge::v1::FetchCompiledObjectResponse> CompiledCatalog::Fetch(
     absl::string_view cache_key) {
   FORGE_RETURN_IF_ERROR(ValidateSha256(cache_key, "cache_key"));
-  absl::StatusOr<RedisReply> reply =
-      redis_->Command({"HGETALL", keys::CatalogEntry(cache_key)});
+  absl::StatusOr<RedisReply> reply = redis_->Command({"HGETALL", keys::CatalogEntry(cache_key)});
   FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("reading catalog entry ", cache_key), reply));
   const absl::flat_hash_map<std::string, std::string> fields = HashFields(*reply);
   const auto field = [&fields](absl::string_view name) -> std::string {
@@ -141,8 +141,7 @@ absl::StatusOr<forge::v1::FetchCompiledObjectResponse> CompiledCatalog::Fetch(
   if (!bytes.ok() || Sha256Hex(*bytes) != sha256) {
     GetLogger("coordinator")
         ->warn("catalog: the object of {} ({}) is {}; dropping its entry", std::string(cache_key),
-               sha256,
-               bytes.ok() ? "altered" : "gone");
+               sha256, bytes.ok() ? "altered" : "gone");
     FORGE_RETURN_IF_ERROR(Drop(cache_key, sha256));
     metrics_.lookups->Add({{"outcome", "miss"}}).Increment();
     return missing;
@@ -178,27 +177,28 @@ absl::Status CompiledCatalog::Validate(const forge::v1::PublishCompiledObjectReq
                      options_.max_object_bytes, " bytes per object"));
   }
   if (!IsKind(object.kind())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kind: ", object.kind(), " is not a compiled object kind (cubin or "
-                     "shared object)"));
+    return absl::InvalidArgumentError(absl::StrCat("kind: ", object.kind(),
+                                                   " is not a compiled object kind (cubin or "
+                                                   "shared object)"));
   }
   FORGE_RETURN_IF_ERROR(ValidateArch(object.arch()));
   if (!std::isfinite(object.compile_seconds()) || object.compile_seconds() < 0 ||
       object.compile_seconds() > kMaxCompileSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compile_seconds: ", object.compile_seconds(), " is not within [0, ", kMaxCompileSeconds,
-        "]"));
+    return absl::InvalidArgumentError(absl::StrCat("compile_seconds: ", object.compile_seconds(),
+                                                   " is not within [0, ", kMaxCompileSeconds, "]"));
   }
   if (const std::string actual = Sha256Hex(object.entry()); actual != object.sha256()) {
     return absl::InvalidArgumentError(absl::StrCat("entry: the ", object.entry().size(),
-                                                   " bytes hash to ", actual, ", not to the "
-                                                   "declared sha256 ", object.sha256()));
+                                                   " bytes hash to ", actual,
+                                                   ", not to the "
+                                                   "declared sha256 ",
+                                                   object.sha256()));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> CompiledCatalog::Publish(
-    const forge::v1::PublishCompiledObjectRequest& object, absl::string_view publisher) {
+absl::StatusOr<bool> CompiledCatalog::Publish(const forge::v1::PublishCompiledObjectRequest& object,
+                                              absl::string_view publisher) {
   if (absl::Status valid = Validate(object, publisher); !valid.ok()) {
     metrics_.publishes->Add({{"outcome", "refused"}}).Increment();
     return valid;
@@ -214,7 +214,7 @@ absl::StatusOr<bool> CompiledCatalog::Publish(
   if (*stored) {
     metrics_.compile_seconds
         ->Add({{"kind", object.kind() == forge::v1::COMPILED_OBJECT_KIND_CUBIN ? "cubin"
-                                                                                : "shared_object"}})
+                                                                               : "shared_object"}})
         .Observe(object.compile_seconds());
   }
   return stored;
@@ -235,26 +235,25 @@ absl::StatusOr<bool> CompiledCatalog::Store(const forge::v1::PublishCompiledObje
   FORGE_RETURN_IF_ERROR(upload->Commit());
 
   absl::StatusOr<RedisReply> indexed = redis_->Command(
-      {"EVAL", kPublishScript, "3", keys::CatalogEntry(key),
-       keys::CatalogByPublisher(publisher), std::string(keys::kCatalogBytes), key,
-       object.sha256(), absl::StrCat(size), std::string(publisher),
-       absl::StrCat(absl::ToUnixMillis(absl::Now())), absl::StrCat(object.kind()), object.arch(),
+      {"EVAL", kPublishScript, "3", keys::CatalogEntry(key), keys::CatalogByPublisher(publisher),
+       std::string(keys::kCatalogBytes), key, object.sha256(), absl::StrCat(size),
+       std::string(publisher), absl::StrCat(absl::ToUnixMillis(absl::Now())),
+       absl::StrCat(object.kind()), object.arch(),
        absl::StrFormat("%.17g", object.compile_seconds()), absl::StrCat(options_.max_total_bytes)});
   FORGE_RETURN_IF_ERROR(CheckReply(absl::StrCat("indexing catalog entry ", key), indexed));
   if (indexed->integer() == 1) return true;
 
   // Not indexed: keep the bytes only when the entry that won names these very bytes.
-  absl::StatusOr<RedisReply> winner =
-      redis_->Command({"HGET", keys::CatalogEntry(key), kSha256});
+  absl::StatusOr<RedisReply> winner = redis_->Command({"HGET", keys::CatalogEntry(key), kSha256});
   if (!winner.ok() || winner->str() != object.sha256()) {
     if (absl::Status removed = objects_->Remove(object.sha256()); !removed.ok()) {
       GetLogger("coordinator")->warn("catalog: removing unindexed bytes: {}", removed.ToString());
     }
   }
   if (indexed->integer() < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the compiled-object catalog holds its limit of ", options_.max_total_bytes,
-        " bytes (catalog.max-total-bytes); ", size, " more do not fit"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the compiled-object catalog holds its limit of ", options_.max_total_bytes,
+                     " bytes (catalog.max-total-bytes); ", size, " more do not fit"));
   }
   return false;
 }

@@ -12,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/blob_store.h"
+#include "tests/support/metric_value.h"
+#include "tests/support/redis_fixture.h"
 #include "tests/support/redis_server.h"
 
 namespace forge::server {
@@ -42,25 +44,11 @@ int CountFiles(const std::string& directory) {
   return files;
 }
 
-double Value(const metrics::Registry& registry, absl::string_view name,
-             const metrics::Labels& labels) {
-  for (const metrics::FamilySnapshot& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const metrics::SeriesSnapshot& series : family.series) {
-      if (series.labels == labels) return series.value;
-    }
-  }
-  return 0;
-}
-
-class CompiledCatalogTest : public ::testing::Test {
+class CompiledCatalogTest : public testing::RedisFixture {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<testing::RedisServer>> server = testing::RedisServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    redis_server_ = *std::move(server);
-    redis_ = std::make_unique<RedisClient>(
-        RedisClientOptions{.host = redis_server_->host(), .port = redis_server_->port()});
+    RedisFixture::SetUp();
+    if (HasFatalFailure()) return;
     Open({});
   }
 
@@ -75,14 +63,14 @@ class CompiledCatalogTest : public ::testing::Test {
   std::string directory() const { return absl::StrCat(temp_.path(), "/catalog"); }
 
   testing::TempDir temp_;
-  std::unique_ptr<testing::RedisServer> redis_server_;
-  std::unique_ptr<RedisClient> redis_;
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<CompiledCatalog> catalog_;
 };
 
 TEST_F(CompiledCatalogTest, PublishedObjectIsFetchedWithItsPublisherAndCounted) {
-  const std::string bytes = "\x7f" "ELF shared object bytes";
+  const std::string bytes =
+      "\x7f"
+      "ELF shared object bytes";
   absl::StatusOr<forge::v1::FetchCompiledObjectResponse> before = catalog_->Fetch(Key("a"));
   EXPECT_EQ(before.status().code(), absl::StatusCode::kNotFound) << before.status();
 
@@ -98,12 +86,18 @@ TEST_F(CompiledCatalogTest, PublishedObjectIsFetchedWithItsPublisherAndCounted) 
   EXPECT_DOUBLE_EQ(fetched->compile_seconds(), 42.5);
   EXPECT_EQ(fetched->kind(), forge::v1::COMPILED_OBJECT_KIND_SHARED_OBJECT);
 
-  EXPECT_EQ(Value(*registry_, "forge_coordinator_catalog_lookups_total", {{"outcome", "hit"}}), 1);
-  EXPECT_EQ(Value(*registry_, "forge_coordinator_catalog_lookups_total", {{"outcome", "miss"}}), 1);
-  EXPECT_EQ(
-      Value(*registry_, "forge_coordinator_catalog_publishes_total", {{"outcome", "stored"}}), 1);
-  EXPECT_DOUBLE_EQ(Value(*registry_, "forge_coordinator_catalog_saved_compile_seconds_total", {}),
-                   42.5);
+  EXPECT_EQ(testing::MetricValue(*registry_, "forge_coordinator_catalog_lookups_total",
+                                 {{"outcome", "hit"}}),
+            1);
+  EXPECT_EQ(testing::MetricValue(*registry_, "forge_coordinator_catalog_lookups_total",
+                                 {{"outcome", "miss"}}),
+            1);
+  EXPECT_EQ(testing::MetricValue(*registry_, "forge_coordinator_catalog_publishes_total",
+                                 {{"outcome", "stored"}}),
+            1);
+  EXPECT_DOUBLE_EQ(
+      testing::MetricValue(*registry_, "forge_coordinator_catalog_saved_compile_seconds_total", {}),
+      42.5);
 }
 
 TEST_F(CompiledCatalogTest, TheFirstPublisherOfAKeyStays) {
@@ -115,8 +109,9 @@ TEST_F(CompiledCatalogTest, TheFirstPublisherOfAKeyStays) {
   ASSERT_TRUE(fetched.ok()) << fetched.status();
   EXPECT_EQ(fetched->entry(), "first bytes");
   EXPECT_EQ(fetched->publisher(), "gpu-a");
-  EXPECT_EQ(
-      Value(*registry_, "forge_coordinator_catalog_publishes_total", {{"outcome", "exists"}}), 1);
+  EXPECT_EQ(testing::MetricValue(*registry_, "forge_coordinator_catalog_publishes_total",
+                                 {{"outcome", "exists"}}),
+            1);
 }
 
 TEST_F(CompiledCatalogTest, BytesThatDoNotHashToTheDeclaredDigestAreRefused) {
@@ -161,8 +156,9 @@ TEST_F(CompiledCatalogTest, MalformedObjectsAreRefusedNamingTheField) {
   object = Object("a", "");
   refused(object, "entry");
   EXPECT_EQ(catalog_->Fetch("not a key").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      Value(*registry_, "forge_coordinator_catalog_publishes_total", {{"outcome", "refused"}}), 6);
+  EXPECT_EQ(testing::MetricValue(*registry_, "forge_coordinator_catalog_publishes_total",
+                                 {{"outcome", "refused"}}),
+            6);
 }
 
 TEST_F(CompiledCatalogTest, ObjectsAndTheCatalogAreBoundedInSize) {
@@ -238,7 +234,7 @@ TEST_F(CompiledCatalogTest, TheWeightBlobStoreNeverListsCatalogObjects) {
 
 TEST_F(CompiledCatalogTest, RedisDownIsUnavailable) {
   ASSERT_TRUE(catalog_->Publish(Object("a", "object bytes"), "gpu-a").ok());
-  redis_server_.reset();
+  server_.reset();
   EXPECT_EQ(catalog_->Fetch(Key("a")).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(catalog_->Publish(Object("b", "bytes"), "gpu-a").status().code(),
             absl::StatusCode::kUnavailable);
