@@ -4,18 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status/grpc_status.h"
 #include "common/logging/logging.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace forge::compile {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view call) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(call, ": ", status.error_message()));
-}
 
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
@@ -57,7 +52,7 @@ absl::StatusOr<CatalogEntry> CatalogClient::Fetch(const Digest& key) {
     publish_off_ = true;
     return absl::UnimplementedError(status.error_message());
   }
-  if (!status.ok()) return FromGrpc(status, "FetchCompiledObject");
+  if (!status.ok()) return FromGrpcStatus(status, "FetchCompiledObject");
   if (static_cast<int64_t>(response.entry().size()) > options_.max_object_bytes) {
     return absl::DataLossError(absl::StrCat("catalog entry ", request.cache_key(), ": ",
                                             response.entry().size(), " bytes, past the limit of ",
@@ -102,7 +97,7 @@ absl::StatusOr<bool> CatalogClient::Publish(const Digest& key, codegen::CompileO
     TurnOff(publish_off_, "publishing", status);
     return absl::UnimplementedError(status.error_message());
   }
-  if (!status.ok()) return FromGrpc(status, "PublishCompiledObject");
+  if (!status.ok()) return FromGrpcStatus(status, "PublishCompiledObject");
   return response.stored();
 }
 
