@@ -476,6 +476,8 @@ Digest CompilePool::CacheKey(const CompileRequest& request) const {
     absl::StatusOr<NvccToolchain> toolchain = nvcc_toolchain();
     HashField(hash, toolchain.ok() ? toolchain->nvcc_version : "no nvcc");
     HashField(hash, toolchain.ok() ? toolchain->cutlass_version : "");
+    HashField(hash, toolchain.ok() ? toolchain->host_compiler_version : "");
+    HashField(hash, toolchain.ok() ? toolchain->libc_version : "");
     HashField(hash, kHostLaunchAbiHeader);
   } else {
     HashField(hash, nvrtc_version_);
