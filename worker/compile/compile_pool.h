@@ -7,7 +7,8 @@
 // CompilePool runs compiles on its own threads. Results are cached in memory and, optionally, on
 // disk, keyed by the SHA-256 of everything that determines the output: the kind, source, arch,
 // options, name expressions and the compiler's version (NVRTC's; for shared objects nvcc's
-// `--version` text, the CUTLASS headers' version and the host-launch ABI header). Equal requests
+// `--version` text, the CUTLASS headers' version, the host-launch ABI header, the host compiler's
+// version and the C library's: NvccToolchain). Equal requests
 // submitted while one is compiling share that compile. A restarted pool with the same disk cache
 // directory finds both kinds there.
 //
