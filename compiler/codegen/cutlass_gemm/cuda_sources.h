@@ -11,6 +11,7 @@ extern const char kCutlassCommon[];
 extern const char kSm90TmaWs[];
 extern const char kSm80ThreeTf32[];
 extern const char kSm90ThreeTf32[];
+extern const char kSm90Gated[];
 // cutlass_entry_points.cuh: forge_workspace_bytes and forge_launch, after the template.
 extern const char kCutlassEntryPoints[];
 

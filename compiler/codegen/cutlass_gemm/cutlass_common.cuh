@@ -80,7 +80,7 @@ inline const char* CheckArgs(const Args& args, int32_t buffer_count) {
   for (int index : {FORGE_ARG_A, FORGE_ARG_B, FORGE_ARG_D}) {
     if (args[index] < 0 || args[index] >= buffer_count) return "an operand names no buffer";
   }
-  for (int index : {FORGE_ARG_BIAS, FORGE_ARG_C}) {
+  for (int index : {FORGE_ARG_BIAS, FORGE_ARG_C, FORGE_ARG_B_UP}) {
     if (args[index] < -1 || args[index] >= buffer_count) return "an operand names no buffer";
   }
   return "";

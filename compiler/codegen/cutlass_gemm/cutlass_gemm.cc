@@ -68,6 +68,9 @@ struct CutlassAnalysis {
   RowMajorOperand residual;  // buffer -1: none
   const Activation* activation = &kIdentity;
   RowMajorOperand output;
+  // A gated product (sm90_gated): `product` is A x B_gate, `up_b` B_up, `activation` the gate's.
+  bool gated = false;
+  GemmMatrix up_b;
   // Why the task's epilogue cannot be expressed; empty when it can.
   std::string obstacle;
 };
@@ -168,20 +171,46 @@ absl::Status Prefixed(const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("cutlass_gemm: ", status.message()));
 }
 
+// The gated product of a group of two products: act(A B_gate) * (A B_up) and nothing after it
+// but reshapes; returns the mul's value.
+absl::StatusOr<std::string> AnalyzeGated(const GroupView& view, CutlassAnalysis& analysis) {
+  absl::StatusOr<GatedProductAnalysis> gated = AnalyzeGatedProduct(view);
+  if (!gated.ok()) return gated.status();
+  analysis.gated = true;
+  analysis.product = gated->product;
+  analysis.up_b = gated->up_b;
+  analysis.activation = FindActivation(*gated->activation);
+  if (analysis.activation == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the gate's ", DescribeNode(*gated->activation),
+        " is not an activation the epilogue has (relu, gelu, silu, sigmoid, tanh)"));
+  }
+  return gated->mul->outputs(0);
+}
+
 absl::StatusOr<CutlassAnalysis> Analyze(const KernelTask& task) {
   absl::StatusOr<GroupView> view = GroupView::Create(task);
   if (!view.ok()) return view.status();
-  absl::StatusOr<ProductAnalysis> product = AnalyzeProduct(*view, {.broadcast_batch = true});
-  if (!product.ok()) return Prefixed(product.status());
   CutlassAnalysis analysis;
-  analysis.product = product->product;
-  const std::string result = FoldEpilogue(*view, *product->matmul, analysis);
-  if (!analysis.obstacle.empty()) return Prefixed(absl::UnimplementedError(analysis.obstacle));
+  std::string result;
+  if (ProductCount(*view) == 2) {
+    absl::StatusOr<std::string> gated = AnalyzeGated(*view, analysis);
+    if (!gated.ok()) return Prefixed(gated.status());
+    result = *gated;
+  } else {
+    absl::StatusOr<ProductAnalysis> product = AnalyzeProduct(*view, {.broadcast_batch = true});
+    if (!product.ok()) return Prefixed(product.status());
+    analysis.product = product->product;
+    result = FoldEpilogue(*view, *product->matmul, analysis);
+    if (!analysis.obstacle.empty()) return Prefixed(absl::UnimplementedError(analysis.obstacle));
+  }
   for (const Node* node : RemainingNodes(*view, result)) {
     if (!IsReshape(*node)) {
       return Prefixed(absl::UnimplementedError(absl::StrCat(
           DescribeNode(*node), " is not expressible in a CUTLASS epilogue (supported: ",
-          "activation(alpha * product + beta * residual + bias[n]))")));
+          analysis.gated ? "act(A B_gate) * (A B_up)"
+                         : "activation(alpha * product + beta * residual + bias[n])",
+          ")")));
     }
   }
   if (task.outputs_size() != 1) {
@@ -204,14 +233,16 @@ bool Is16Bit(DType dtype) {
   return dtype == forge::v1::DTYPE_BFLOAT16 || dtype == forge::v1::DTYPE_FLOAT16;
 }
 
-// The templates of a product of `dtype`, in the order their spaces are offered.
-std::vector<const char*> TemplatesFor(DType dtype) {
-  if (Is16Bit(dtype)) return {CutlassGemmFamily::kSm90Template};
+// The templates of the analysed task, in the order their spaces are offered.
+std::vector<const char*> TemplatesFor(const CutlassAnalysis& analysis) {
+  if (analysis.gated) return {CutlassGemmFamily::kSm90GatedTemplate};
+  if (Is16Bit(analysis.product.dtype)) return {CutlassGemmFamily::kSm90Template};
   return {CutlassGemmFamily::kSm90ThreeTf32Template, CutlassGemmFamily::kSm80Template};
 }
 
 TemplateSpace SpaceOf(absl::string_view template_name) {
-  if (template_name == CutlassGemmFamily::kSm90Template) {
+  if (template_name == CutlassGemmFamily::kSm90Template ||
+      template_name == CutlassGemmFamily::kSm90GatedTemplate) {
     return {std::string(template_name),
             {{"tile_m", {64, 128, 256}, 128},
              {"tile_n", {64, 128, 256}, 256},
@@ -264,9 +295,36 @@ int Sm80Alignment(const CutlassAnalysis& analysis) {
   return aligned ? 4 : 1;
 }
 
+// What keeps sm90_gated from running the gated product; empty when nothing does.
+std::string GatedObstacle(const CutlassAnalysis& analysis) {
+  const GemmProduct& p = analysis.product;
+  if (!Is16Bit(p.dtype)) {
+    return absl::StrCat("sm90_gated runs bfloat16 and float16 gated products, not ",
+                        DTypeName(p.dtype), " (the unfused projections keep their tasks' "
+                        "candidates only when the partitioner does not form the gated task)");
+  }
+  if (analysis.up_b.transposed != p.b.transposed || analysis.up_b.leading_dim != p.b.leading_dim) {
+    return "sm90_gated: the up projection's weight is laid out unlike the gate's (one ldb)";
+  }
+  constexpr int64_t kElementsPer16Bytes = 8;
+  // TMA: A's rows and its contiguous extent, and the packed weight's contiguous extent K.
+  const int64_t a_contiguous = p.a.transposed ? p.m : p.k;
+  for (const auto& [what, count] :
+       std::vector<std::pair<std::string, int64_t>>{{"A's leading dimension", p.a.leading_dim},
+                                                    {"A's contiguous extent", a_contiguous},
+                                                    {"K", p.k}}) {
+    if (count % kElementsPer16Bytes != 0) {
+      return absl::StrCat("sm90_gated: ", what, " (", count,
+                          " elements) is not a multiple of 16 bytes, as TMA needs");
+    }
+  }
+  return "";
+}
+
 // What keeps `template_name` from running the task at any point; empty when nothing does.
 std::string TemplateObstacle(const CutlassAnalysis& analysis, absl::string_view template_name) {
   const GemmProduct& p = analysis.product;
+  if (template_name == CutlassGemmFamily::kSm90GatedTemplate) return GatedObstacle(analysis);
   if (template_name == CutlassGemmFamily::kSm80Template) {
     if (analysis.bias_input >= 0 && analysis.residual.buffer >= 0) {
       return "sm80_3xtf32 adds a bias as its C operand, so not a bias and a residual together";
@@ -301,7 +359,7 @@ std::string TemplateObstacle(const CutlassAnalysis& analysis, absl::string_view 
 std::vector<const char*> UsableTemplates(const CutlassAnalysis& analysis, std::string* obstacles) {
   std::vector<const char*> usable;
   std::vector<std::string> reasons;
-  for (const char* name : TemplatesFor(analysis.product.dtype)) {
+  for (const char* name : TemplatesFor(analysis)) {
     if (std::string obstacle = TemplateObstacle(analysis, name); obstacle.empty()) {
       usable.push_back(name);
     } else {
@@ -341,11 +399,12 @@ absl::Status ValidateSm90Point(const SchedulePoint& point) {
 }
 
 absl::Status ValidateAgainst(const CutlassAnalysis& analysis, const SchedulePoint& point) {
-  const std::vector<const char*> templates = TemplatesFor(analysis.product.dtype);
+  const std::vector<const char*> templates = TemplatesFor(analysis);
   if (std::find(templates.begin(), templates.end(), point.template_name) == templates.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cutlass_gemm: template '", point.template_name, "' does not apply to a ",
-        DTypeName(analysis.product.dtype), " product (its templates are '",
+        DTypeName(analysis.product.dtype), analysis.gated ? " gated" : "",
+        " product (its templates are '",
         absl::StrJoin(templates, "', '"), "')"));
   }
   if (absl::Status status = CheckPointInSpace(SpaceOf(point.template_name), point);
@@ -356,7 +415,10 @@ absl::Status ValidateAgainst(const CutlassAnalysis& analysis, const SchedulePoin
       !obstacle.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cutlass_gemm: ", obstacle));
   }
-  if (point.template_name == CutlassGemmFamily::kSm90Template) return ValidateSm90Point(point);
+  if (point.template_name == CutlassGemmFamily::kSm90Template ||
+      point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
+    return ValidateSm90Point(point);
+  }
   return absl::OkStatus();
 }
 
@@ -382,6 +444,7 @@ bool ARowMajor(const GemmProduct& p) { return !p.a.transposed; }
 bool BRowMajor(const GemmProduct& p) { return !p.b.transposed; }
 
 std::string EpilogueName(const CutlassAnalysis& analysis, bool source_operand) {
+  if (analysis.gated) return absl::StrCat("_", analysis.activation->name, "_gated");
   std::vector<std::string> parts;
   if (analysis.bias_input >= 0) parts.push_back("bias");
   if (source_operand) parts.push_back("residual");
@@ -406,6 +469,7 @@ std::vector<int64_t> CommonRuntimeArgs(const CutlassAnalysis& analysis) {
   args[kArgBatchStrideB] = p.b.batch_stride;
   args[kArgBias] = -1;
   args[kArgC] = -1;
+  args[kArgBUp] = -1;
   args[kArgD] = analysis.output.buffer;
   args[kArgLdd] = analysis.output.leading_dim;
   args[kArgBatchStrideD] = analysis.output.batch_stride;
@@ -502,6 +566,48 @@ Configuration Sm90Configuration(const CutlassAnalysis& analysis, const ScheduleP
   return config;
 }
 
+// sm90_gated: sm90_tma_ws's configuration over the packed product (2n columns), the gate's
+// activation, no bias or C; the up weight and B's layout as runtime arguments.
+Configuration Sm90GatedConfiguration(const CutlassAnalysis& analysis,
+                                     const SchedulePoint& point) {
+  const GemmProduct& p = analysis.product;
+  const auto& params = point.parameters;
+  const int64_t tile_m = params.at("tile_m");
+  const int64_t tile_n = params.at("tile_n");
+  const int64_t tile_k = params.at("tile_k");
+  const int64_t cluster_m = params.at("cluster_m");
+  const int64_t cluster_n = params.at("cluster_n");
+  const bool pingpong = params.at("schedule") == 1;
+  const bool bf16 = p.dtype == forge::v1::DTYPE_BFLOAT16;
+  Configuration config;
+  config.kernel_name = absl::StrCat(
+      "cutlass_sm90_gated_", bf16 ? "bf16" : "f16", "_", LayoutLetter(ARowMajor(p)), "_", tile_m,
+      "x", tile_n, "x", tile_k, "_", cluster_m, "x", cluster_n, "x1_",
+      pingpong ? "pingpong" : "cooperative", EpilogueName(analysis, false));
+  config.defines = {
+      {"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
+      {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(p))},
+      {"FORGE_TILE_M", absl::StrCat(tile_m)},
+      {"FORGE_TILE_N", absl::StrCat(tile_n)},
+      {"FORGE_TILE_K", absl::StrCat(tile_k)},
+      {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
+      {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
+      {"FORGE_PINGPONG", pingpong ? "1" : "0"},
+      {"FORGE_ACTIVATION", analysis.activation->functor},
+      {"FORGE_HAS_BIAS", "0"}};
+  CutlassAnalysis packed = analysis;
+  packed.product.n = 2 * p.n;  // the GEMM's columns: (gate, up) pairs
+  SetSm90RuntimeArgsAndLaunch(packed, point, tile_m, tile_n, config);
+  std::vector<int64_t>& args = config.runtime_args;
+  args[kArgN] = p.n;
+  args[kArgBRowMajor] = BRowMajor(p) ? 1 : 0;
+  args[kArgBUp] = analysis.up_b.input;
+  SetGemmHints(packed.product, tile_m, tile_n, tile_k, GemmMath::kTensorCore16Bit, 1,
+               config.hints);
+  config.hints.kernel_launches = 2;  // the packing kernel, then the GEMM
+  return config;
+}
+
 Configuration Sm80Configuration(const CutlassAnalysis& analysis, const SchedulePoint& point) {
   const GemmProduct& p = analysis.product;
   const Sm80Config& c = kSm80Configs[point.parameters.at("config")];
@@ -584,7 +690,27 @@ absl::StatusOr<Configuration> ConfigurationOf(const KernelTask& task, const Sche
   if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
     return Sm90ThreeTf32Configuration(*analysis, point);
   }
+  if (point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
+    return Sm90GatedConfiguration(*analysis, point);
+  }
   return Sm80Configuration(*analysis, point);
+}
+
+// The embedded CUDA of each template (cuda_sources.h), by name.
+const char* TemplateSource(absl::string_view template_name) {
+  struct Source {
+    const char* name;
+    const char* text;
+  };
+  static constexpr Source kSources[] = {
+      {CutlassGemmFamily::kSm90Template, cutlass_gemm::kSm90TmaWs},
+      {CutlassGemmFamily::kSm90ThreeTf32Template, cutlass_gemm::kSm90ThreeTf32},
+      {CutlassGemmFamily::kSm90GatedTemplate, cutlass_gemm::kSm90Gated},
+      {CutlassGemmFamily::kSm80Template, cutlass_gemm::kSm80ThreeTf32}};
+  for (const Source& source : kSources) {
+    if (template_name == source.name) return source.text;
+  }
+  return "#error unknown cutlass_gemm template\n";
 }
 
 // The compile options every template's source needs beyond the worker's -std, -arch and include
@@ -602,7 +728,7 @@ const char* RuntimeArgName(RuntimeArg arg) {
       "M",   "N",   "K",    "BATCH",          "A",   "LDA",   "BATCH_STRIDE_A",
       "B",   "LDB", "BATCH_STRIDE_B", "BIAS", "C",   "LDC",   "BATCH_STRIDE_C",
       "D",   "LDD", "BATCH_STRIDE_D", "ALPHA", "BETA", "RASTER", "SWIZZLE",
-      "A_ROW_MAJOR", "B_ROW_MAJOR", "PROMOTION"};
+      "A_ROW_MAJOR", "B_ROW_MAJOR", "PROMOTION", "B_UP"};
   return arg >= 0 && arg < kRuntimeArgCount ? kNames[arg] : "?";
 }
 
@@ -664,10 +790,7 @@ absl::StatusOr<std::string> CutlassGemmFamily::Emit(const KernelTask& task,
                     " ", arg, "\n");
   }
   absl::StrAppend(&source, "#define FORGE_ARG_COUNT ", static_cast<int>(kRuntimeArgCount), "\n",
-                  cutlass_gemm::kCutlassCommon,
-                  plan.template_name == kSm90Template           ? cutlass_gemm::kSm90TmaWs
-                  : plan.template_name == kSm90ThreeTf32Template ? cutlass_gemm::kSm90ThreeTf32
-                                                                 : cutlass_gemm::kSm80ThreeTf32,
+                  cutlass_gemm::kCutlassCommon, TemplateSource(plan.template_name),
                   cutlass_gemm::kCutlassEntryPoints);
   return source;
 }
@@ -677,7 +800,8 @@ absl::Status CutlassGemmFamily::SupportsArch(const KernelTask& /*task*/,
                                              absl::string_view target_arch) const {
   absl::StatusOr<int> capability = ComputeCapabilityOf(target_arch);
   if (!capability.ok()) return capability.status();
-  if ((point.template_name == kSm90Template || point.template_name == kSm90ThreeTf32Template) &&
+  if ((point.template_name == kSm90Template || point.template_name == kSm90ThreeTf32Template ||
+       point.template_name == kSm90GatedTemplate) &&
       *capability != 90) {
     return absl::FailedPreconditionError(absl::StrCat(
         point.template_name, " needs sm_90 (TMA and WGMMA of Hopper), not ", target_arch));
