@@ -192,12 +192,19 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
 
 // The family whose points an anchor samples first (the others that apply follow): the task's
 // own, except for tasks whose families all have numbers of their own (ATTENTION: the generated
-// flash_attention first, then sdpa_library's backends).
+// flash_attention first, then sdpa_library's backends), and except when it does not apply (a
+// gated GEMM task, which cuBLASLt cannot run: cutlass_gemm's), then the first that does.
 const codegen::KernelFamily* AnchorFamily(const forge::v1::KernelTask& task) {
   static const std::map<forge::v1::KernelFamily, forge::v1::KernelFamily> kFirst = {
       {forge::v1::KERNEL_FAMILY_ATTENTION, forge::v1::KERNEL_FAMILY_FLASH_ATTENTION}};
   const auto first = kFirst.find(task.family());
-  return codegen::FindFamily(first != kFirst.end() ? first->second : task.family());
+  const codegen::KernelFamily* own =
+      codegen::FindFamily(first != kFirst.end() ? first->second : task.family());
+  if (own != nullptr && own->Applies(task).ok()) return own;
+  for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
+    if (family->kind() != forge::v1::KERNEL_FAMILY_ATEN) return family;
+  }
+  return own;
 }
 
 // FORGE_BENCH_POINTS: points to measure besides the sampled ones, ';'-separated, each a list of
