@@ -29,6 +29,7 @@ using codegen::testing::GatedLinearTask;
 using codegen::testing::LinearActivationTask;
 using codegen::testing::MatmulTask;
 using codegen::testing::ScaleResidualTask;
+using codegen::testing::ScaledActivationTask;
 using forge::v1::KernelTask;
 
 constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
@@ -141,6 +142,19 @@ TEST_F(CutlassGemmGpuTest, GatedGeluFloat16PingPong) {
                  {CutlassGemmFamily::kSm90GatedTemplate,
                   {{"tile_m", 64}, {"tile_n", 128}, {"tile_k", 64}, {"cluster_m", 1},
                    {"cluster_n", 1}, {"schedule", 1}, {"raster", 1}, {"swizzle", 1}}});
+}
+
+// The parameterized activations (their constants compiled in): linear x 2 + leaky ReLU in float32
+// (the anchor's epilogue, at float32's tolerance through sm90_3xtf32), and a one-sided clamp in
+// bfloat16 (sm90_tma_ws).
+TEST_F(CutlassGemmGpuTest, ParameterizedLeakyReluFloat32) {
+  ExpectAccepted(ScaledActivationTask(kF32, 384, 512, 256, "leaky_relu",
+                                      {codegen::testing::FloatArg("negative_slope", 0.2)}));
+}
+
+TEST_F(CutlassGemmGpuTest, ParameterizedClampMinBfloat16) {
+  ExpectAccepted(ScaledActivationTask(kBF16, 384, 512, 256, "clamp",
+                                      {codegen::testing::FloatArg("min", -0.25)}));
 }
 
 }  // namespace

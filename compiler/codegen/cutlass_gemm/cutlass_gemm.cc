@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/cutlass_gemm/cuda_sources.h"
@@ -25,12 +28,57 @@ using forge::v1::TensorSpec;
 
 // ---- The epilogue ----
 
+// The scalar parameters of a parameterized activation, compiled into the configuration as
+// FORGE_ACTIVATION_P0 / _P1 (cutlass_common.cuh): leaky_relu's negative slope (P0); the clamps'
+// lower and upper bounds (P0, P1; an absent bound is infinite).
+using ActivationParameters = std::pair<double, double>;
+
+// A Scalar argument's value: `fallback` when absent or None; nullopt when it is not a number (a
+// tensor bound).
+std::optional<double> ScalarArgument(const Node& node, absl::string_view name, double fallback) {
+  const Argument* argument = FindArgument(node, name);
+  if (argument == nullptr || argument->has_none()) return fallback;
+  if (argument->has_float_value()) return argument->float_value();
+  if (argument->has_int_value()) return static_cast<double>(argument->int_value());
+  return std::nullopt;
+}
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The bounds named `low_name` and `high_name` (each defaulting as given), as P0 and P1.
+std::optional<ActivationParameters> Bounds(const Node& node, absl::string_view low_name,
+                                           absl::string_view high_name, double low, double high) {
+  const std::optional<double> lower = ScalarArgument(node, low_name, low);
+  const std::optional<double> upper = ScalarArgument(node, high_name, high);
+  if (!lower || !upper) return std::nullopt;
+  return ActivationParameters{*lower, *upper};
+}
+
+std::optional<ActivationParameters> LeakyReluParameters(const Node& node) {
+  const std::optional<double> slope = ScalarArgument(node, "negative_slope", 0.01);
+  if (!slope) return std::nullopt;
+  return ActivationParameters{*slope, 0};
+}
+std::optional<ActivationParameters> HardtanhParameters(const Node& node) {
+  return Bounds(node, "min_val", "max_val", -1, 1);
+}
+std::optional<ActivationParameters> Relu6Parameters(const Node&) {
+  return ActivationParameters{0, 6};
+}
+// clamp, clamp_min and clamp_max: an absent bound is infinite.
+std::optional<ActivationParameters> ClampParameters(const Node& node) {
+  return Bounds(node, "min", "max", -kInfinity, kInfinity);
+}
+
 // An activation the templates apply: the node that asks for it and the CUDA functor template.
 struct Activation {
   const char* name;         // in kernel names
   const char* op;           // the node's op, without "aten::"; "" for the identity
   const char* approximate;  // gelu's `approximate` ("none" when absent); nullptr: not gelu
   const char* functor;      // the epilogue functor template (cutlass_common.cuh or CUTLASS's)
+  // Its scalar parameters from the node (nullptr: none; nullopt: not expressible, e.g. a tensor
+  // bound).
+  std::optional<ActivationParameters> (*parameters)(const Node&) = nullptr;
 };
 constexpr Activation kIdentity = {"", "", nullptr, "cutlass::epilogue::thread::Identity"};
 constexpr Activation kActivations[] = {
@@ -40,15 +88,29 @@ constexpr Activation kActivations[] = {
     {"silu", "silu", nullptr, "forge_cutlass::Silu"},
     {"sigmoid", "sigmoid", nullptr, "forge_cutlass::Sigmoid"},
     {"tanh", "tanh", nullptr, "forge_cutlass::Tanh"},
+    {"leaky_relu", "leaky_relu", nullptr, "forge_cutlass::LeakyRelu", LeakyReluParameters},
+    {"hardtanh", "hardtanh", nullptr, "forge_cutlass::Clamp", HardtanhParameters},
+    {"relu6", "relu6", nullptr, "forge_cutlass::Clamp", Relu6Parameters},
+    {"clamp", "clamp", nullptr, "forge_cutlass::Clamp", ClampParameters},
+    {"clamp_min", "clamp_min", nullptr, "forge_cutlass::Clamp", ClampParameters},
+    {"clamp_max", "clamp_max", nullptr, "forge_cutlass::Clamp", ClampParameters},
 };
 
-const Activation* FindActivation(const Node& node) {
+// The activation `node` asks for, with its parameters; nullptr when the epilogue has none such.
+const Activation* FindActivation(const Node& node,
+                                 std::optional<ActivationParameters>* parameters) {
   const absl::string_view op = OpName(node);
   const Argument* approximate = FindArgument(node, "approximate");
   const std::string form = approximate != nullptr ? approximate->string_value() : "none";
   for (const Activation& activation : kActivations) {
     if (op != activation.op) continue;
-    if (activation.approximate == nullptr || form == activation.approximate) return &activation;
+    if (activation.approximate != nullptr && form != activation.approximate) continue;
+    *parameters = std::nullopt;
+    if (activation.parameters != nullptr) {
+      *parameters = activation.parameters(node);
+      if (!*parameters) return nullptr;
+    }
+    return &activation;
   }
   return nullptr;
 }
@@ -67,6 +129,7 @@ struct CutlassAnalysis {
   int bias_input = -1;
   RowMajorOperand residual;  // buffer -1: none
   const Activation* activation = &kIdentity;
+  std::optional<ActivationParameters> activation_parameters;  // when the activation has some
   RowMajorOperand output;
   // A gated product (sm90_gated): `product` is A x B_gate, `up_b` B_up, `activation` the gate's.
   bool gated = false;
@@ -156,7 +219,8 @@ std::string FoldEpilogue(const GroupView& view, const Node& matmul, CutlassAnaly
       } else {
         break;
       }
-    } else if (const Activation* activation = FindActivation(*next);
+    } else if (const Activation* activation =
+                   FindActivation(*next, &analysis.activation_parameters);
                activation != nullptr && no_activation) {
       analysis.activation = activation;
     } else {
@@ -179,11 +243,12 @@ absl::StatusOr<std::string> AnalyzeGated(const GroupView& view, CutlassAnalysis&
   analysis.gated = true;
   analysis.product = gated->product;
   analysis.up_b = gated->up_b;
-  analysis.activation = FindActivation(*gated->activation);
+  analysis.activation = FindActivation(*gated->activation, &analysis.activation_parameters);
   if (analysis.activation == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "the gate's ", DescribeNode(*gated->activation),
-        " is not an activation the epilogue has (relu, gelu, silu, sigmoid, tanh)"));
+        " is not an activation the epilogue has (relu, gelu, silu, sigmoid, tanh, leaky_relu, "
+        "hardtanh, relu6, clamp with scalar bounds)"));
   }
   return gated->mul->outputs(0);
 }
@@ -680,20 +745,33 @@ Configuration Sm90ThreeTf32Configuration(const CutlassAnalysis& analysis,
   return config;
 }
 
+// A double as a C++ literal that keeps every bit (hexadecimal floating point), or the infinity
+// builtin.
+std::string DoubleLiteral(double value) {
+  if (std::isinf(value)) return value > 0 ? "(__builtin_huge_val())" : "(-__builtin_huge_val())";
+  return absl::StrFormat("(%a)", value);
+}
+
 absl::StatusOr<Configuration> ConfigurationOf(const KernelTask& task, const SchedulePoint& point) {
   absl::StatusOr<CutlassAnalysis> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   if (absl::Status status = ValidateAgainst(*analysis, point); !status.ok()) return status;
+  Configuration config;
   if (point.template_name == CutlassGemmFamily::kSm90Template) {
-    return Sm90Configuration(*analysis, point);
+    config = Sm90Configuration(*analysis, point);
+  } else if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
+    config = Sm90ThreeTf32Configuration(*analysis, point);
+  } else if (point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
+    config = Sm90GatedConfiguration(*analysis, point);
+  } else {
+    config = Sm80Configuration(*analysis, point);
   }
-  if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
-    return Sm90ThreeTf32Configuration(*analysis, point);
+  // A parameterized activation's constants are part of the configuration (compiled in).
+  if (const auto& parameters = analysis->activation_parameters) {
+    config.defines.push_back({"FORGE_ACTIVATION_P0", DoubleLiteral(parameters->first)});
+    config.defines.push_back({"FORGE_ACTIVATION_P1", DoubleLiteral(parameters->second)});
   }
-  if (point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
-    return Sm90GatedConfiguration(*analysis, point);
-  }
-  return Sm80Configuration(*analysis, point);
+  return config;
 }
 
 // The embedded CUDA of each template (cuda_sources.h), by name.

@@ -227,6 +227,54 @@ TEST(CutlassGemmTest, ActivationsMapToFunctors) {
   }
 }
 
+// linear(x[64, 64], w[64, 64]) * 2, then `op`: the anchor linear x2 + leaky ReLU's epilogue
+// and the clamps.
+KernelTask ScaledActivationTask(forge::v1::DType dtype, const std::string& op,
+                                std::vector<forge::v1::Argument> arguments) {
+  return testing::ScaledActivationTask(dtype, 64, 64, 64, op, std::move(arguments));
+}
+
+TEST(CutlassGemmTest, ParameterizedActivationsCompileTheirConstantsIn) {
+  const struct {
+    std::string op;
+    std::vector<forge::v1::Argument> arguments;
+    std::string functor, p0, p1;
+  } cases[] = {
+      {"leaky_relu", {}, "LeakyRelu", "(0x1.47ae147ae147bp-7)", "(0x0p+0)"},  // 0.01
+      {"leaky_relu", {testing::FloatArg("negative_slope", 0.2)}, "LeakyRelu",
+       "(0x1.999999999999ap-3)", "(0x0p+0)"},
+      {"hardtanh", {}, "Clamp", "(-0x1p+0)", "(0x1p+0)"},
+      {"relu6", {}, "Clamp", "(0x0p+0)", "(0x1.8p+2)"},
+      {"clamp", {testing::FloatArg("min", -0.5), testing::NoneArg("max")}, "Clamp", "(-0x1p-1)",
+       "(__builtin_huge_val())"},
+      {"clamp_max", {testing::IntArg("max", 3)}, "Clamp", "(-__builtin_huge_val())",
+       "(0x1.8p+1)"},
+  };
+  for (forge::v1::DType dtype : {kBF16, kF32}) {
+    for (const auto& test : cases) {
+      SCOPED_TRACE(test.op + " " + test.p0);
+      const KernelTask task = ScaledActivationTask(dtype, test.op, test.arguments);
+      auto kernel = kFamily.Generate(task, DefaultOf(task));
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_THAT(kernel->source,
+                  HasSubstr("#define FORGE_ACTIVATION forge_cutlass::" + test.functor + "\n"));
+      EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_ACTIVATION_P0 " + test.p0 + "\n"));
+      EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_ACTIVATION_P1 " + test.p1 + "\n"));
+      EXPECT_EQ(kernel->runtime_args[kArgAlpha], Bits(2.0));  // the scale stays alpha
+    }
+  }
+  // Without parameters, no constants.
+  auto relu = kFamily.Generate(LinearTask(kBF16, 64, 64, 64, true, "relu"),
+                               DefaultOf(LinearTask(kBF16, 64, 64, 64, true, "relu")));
+  ASSERT_TRUE(relu.ok());
+  EXPECT_THAT(relu->source, ::testing::Not(HasSubstr("#define FORGE_ACTIVATION_P0")));
+  // A tensor bound is not a constant: declined, the task keeps gemm_library's candidates.
+  const absl::Status tensor_bound = kFamily.Applies(
+      ScaledActivationTask(kBF16, "clamp", {TensorArg("min", "low")}));
+  EXPECT_EQ(tensor_bound.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(tensor_bound.message()), HasSubstr("(node act) is not expressible"));
+}
+
 TEST(CutlassGemmTest, ScaleAndResidualAreAlphaAndC) {
   // bf16: the residual is C (input 2, ld n), beta 1; the scale is alpha.
   const std::vector<int64_t> bf16 = ArgsOf(ScaleResidualTask(kBF16, 64, 128, 32));
