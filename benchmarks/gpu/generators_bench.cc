@@ -13,7 +13,8 @@
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
 //   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
 //   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints;
-//   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints)
+//   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints; FORGE_TEST_COMPILE_CACHE names
+//   the compile pool's disk cache, shared with the GPU tests)
 //     For each "anchor" problem: up to kAnchorPoints schedule points per applicable family timed
 //     (L2 flushed, median of kTimedReps), the fastest judged (then the next, if it fails), timed
 //     again on the judge's buffers with the outputs poisoned before every rep and re-checked;
@@ -988,6 +989,12 @@ int Main(int argc, char** argv) {
   if (const char* nvcc = std::getenv("FORGE_NVCC")) pool_options.nvcc_path = nvcc;
   if (const char* cutlass = std::getenv("FORGE_CUTLASS_INCLUDE")) {
     pool_options.cutlass_include = cutlass;
+  }
+  // FORGE_TEST_COMPILE_CACHE (run_round.sh and run_families_check.sh set it for the GPU tests):
+  // the compile pool's disk cache, so that an anchor reuses a shared object a test compiled (a
+  // CUTLASS configuration is ~45 s of nvcc) and a rerun compiles nothing.
+  if (const char* cache = std::getenv("FORGE_TEST_COMPILE_CACHE"); cache != nullptr && *cache) {
+    pool_options.disk_cache_dir = cache;
   }
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
       compile::CompilePool::Create(std::move(pool_options));

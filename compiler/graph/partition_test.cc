@@ -280,6 +280,12 @@ TEST(PartitionTest, GatedProductIsOneGemmTaskWithoutEpilogue) {
   // float16 too.
   EXPECT_THAT(Summary(PartitionAndCheck(GatedMlpGraph({.dtype = forge::v1::DTYPE_FLOAT16}))),
               ElementsAre("GEMM: linear+silu+linear+mul", "GEMM: linear+add"));
+  // float32 has no gated kernel: the projections keep their GEMM tasks (cuBLASLt, 3xTF32), the
+  // gate's with the silu and the mul as its epilogue, without a note (nothing is missed).
+  const PartitionResult f32 = PartitionAndCheck(GatedMlpGraph({.dtype = forge::v1::DTYPE_FLOAT32}));
+  EXPECT_THAT(Summary(f32),
+              ElementsAre("GEMM: linear", "GEMM: linear+silu+mul", "GEMM: linear+add"));
+  EXPECT_THAT(AllNotes(f32), IsEmpty());
 }
 
 TEST(PartitionTest, NearMissesOfAGatedProductStaySeparateAndSayWhy) {
@@ -287,7 +293,6 @@ TEST(PartitionTest, NearMissesOfAGatedProductStaySeparateAndSayWhy) {
     GatedMlpSpelling spelling;
     const char* reason;
   } cases[] = {
-      {{.dtype = forge::v1::DTYPE_FLOAT32}, "it is DTYPE_FLOAT32; the gated kernel runs bfloat16"},
       {{.gate_bias = true}, "a projection has a bias"},
       {{.up_reads_other = true}, "the gate and up projections read different inputs"},
       {{.gate_is_output = true}, "are read elsewhere too"},
@@ -779,9 +784,8 @@ TEST(PartitionModelsTest, LlamaBlockTasks) {
     if (row.starts_with("REDUCTION")) EXPECT_EQ(row, "REDUCTION: pow+mean+add+rsqrt+mul+mul");
   }
   EXPECT_THAT(Summary(result), ::testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
-  // Its MLP is float32: no gated task, and the gate's task says why.
-  EXPECT_THAT(AllNotes(result), ::testing::Contains(HasSubstr(
-                                   "not a gated product (SwiGLU): it is DTYPE_FLOAT32")));
+  // Its MLP is float32: no gated task (the partitioner forms it for bfloat16 and float16).
+  EXPECT_THAT(AllNotes(result), ::testing::Each(::testing::Not(HasSubstr("gated product"))));
 }
 
 // A bfloat16 Llama-3-style MLP (python/tests/models.py's SwiGluMlp) as exported: the gate and up

@@ -365,8 +365,8 @@ std::string GatedObstacle(const CutlassAnalysis& analysis) {
   const GemmProduct& p = analysis.product;
   if (!Is16Bit(p.dtype)) {
     return absl::StrCat("sm90_gated runs bfloat16 and float16 gated products, not ",
-                        DTypeName(p.dtype), " (the unfused projections keep their tasks' "
-                        "candidates only when the partitioner does not form the gated task)");
+                        DTypeName(p.dtype), " (the partitioner forms float32 ones as two GEMM "
+                        "tasks)");
   }
   if (analysis.up_b.transposed != p.b.transposed || analysis.up_b.leading_dim != p.b.leading_dim) {
     return "sm90_gated: the up projection's weight is laid out unlike the gate's (one ldb)";
@@ -597,37 +597,59 @@ void SetSm90RuntimeArgsAndLaunch(const CutlassAnalysis& analysis, const Schedule
   config.launch.block = {384, 1, 1};
 }
 
+// The schedule point of the 16-bit sm90 templates (sm90_tma_ws, sm90_gated).
+struct Sm90Tiling {
+  int64_t tile_m, tile_n, tile_k, cluster_m, cluster_n;
+  bool pingpong;
+
+  explicit Sm90Tiling(const SchedulePoint& point)
+      : tile_m(point.parameters.at("tile_m")),
+        tile_n(point.parameters.at("tile_n")),
+        tile_k(point.parameters.at("tile_k")),
+        cluster_m(point.parameters.at("cluster_m")),
+        cluster_n(point.parameters.at("cluster_n")),
+        pingpong(point.parameters.at("schedule") == 1) {}
+
+  // "128x256x64_2x1x1_cooperative" in kernel names.
+  std::string Name() const {
+    return absl::StrCat(tile_m, "x", tile_n, "x", tile_k, "_", cluster_m, "x", cluster_n, "x1_",
+                        pingpong ? "pingpong" : "cooperative");
+  }
+  // The element, A's layout, tile, cluster and schedule #defines, then the activation's.
+  Defines CommonDefines(const CutlassAnalysis& analysis) const {
+    const bool bf16 = analysis.product.dtype == forge::v1::DTYPE_BFLOAT16;
+    return {{"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
+            {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(analysis.product))},
+            {"FORGE_TILE_M", absl::StrCat(tile_m)},
+            {"FORGE_TILE_N", absl::StrCat(tile_n)},
+            {"FORGE_TILE_K", absl::StrCat(tile_k)},
+            {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
+            {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
+            {"FORGE_PINGPONG", pingpong ? "1" : "0"},
+            {"FORGE_ACTIVATION", analysis.activation->functor}};
+  }
+};
+
+const char* ElementName(DType dtype) {
+  return dtype == forge::v1::DTYPE_BFLOAT16 ? "bf16" : "f16";
+}
+
 Configuration Sm90Configuration(const CutlassAnalysis& analysis, const SchedulePoint& point) {
   const GemmProduct& p = analysis.product;
-  const auto& params = point.parameters;
-  const int64_t tile_m = params.at("tile_m");
-  const int64_t tile_n = params.at("tile_n");
-  const int64_t tile_k = params.at("tile_k");
-  const int64_t cluster_m = params.at("cluster_m");
-  const int64_t cluster_n = params.at("cluster_n");
-  const bool pingpong = params.at("schedule") == 1;
+  const Sm90Tiling tiling(point);
   const bool source = analysis.residual.buffer >= 0;
-  const bool bf16 = p.dtype == forge::v1::DTYPE_BFLOAT16;
   Configuration config;
-  config.kernel_name = absl::StrCat(
-      "cutlass_sm90_", bf16 ? "bf16" : "f16", "_", LayoutLetter(ARowMajor(p)),
-      LayoutLetter(BRowMajor(p)), "_", tile_m, "x", tile_n, "x", tile_k, "_", cluster_m, "x",
-      cluster_n, "x1_", pingpong ? "pingpong" : "cooperative", EpilogueName(analysis, source));
-  config.defines = {
-      {"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
-      {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(p))},
-      {"FORGE_LAYOUT_B", LayoutTag(BRowMajor(p))},
-      {"FORGE_TILE_M", absl::StrCat(tile_m)},
-      {"FORGE_TILE_N", absl::StrCat(tile_n)},
-      {"FORGE_TILE_K", absl::StrCat(tile_k)},
-      {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
-      {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
-      {"FORGE_PINGPONG", pingpong ? "1" : "0"},
-      {"FORGE_ACTIVATION", analysis.activation->functor},
-      {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
-      {"FORGE_HAS_SOURCE", source ? "1" : "0"}};
-  SetSm90RuntimeArgsAndLaunch(analysis, point, tile_m, tile_n, config);
-  SetGemmHints(p, tile_m, tile_n, tile_k, GemmMath::kTensorCore16Bit, 1, config.hints);
+  config.kernel_name = absl::StrCat("cutlass_sm90_", ElementName(p.dtype), "_",
+                                    LayoutLetter(ARowMajor(p)), LayoutLetter(BRowMajor(p)), "_",
+                                    tiling.Name(), EpilogueName(analysis, source));
+  config.defines = tiling.CommonDefines(analysis);
+  config.defines.insert(config.defines.end(),
+                        {{"FORGE_LAYOUT_B", LayoutTag(BRowMajor(p))},
+                         {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
+                         {"FORGE_HAS_SOURCE", source ? "1" : "0"}});
+  SetSm90RuntimeArgsAndLaunch(analysis, point, tiling.tile_m, tiling.tile_n, config);
+  SetGemmHints(p, tiling.tile_m, tiling.tile_n, tiling.tile_k, GemmMath::kTensorCore16Bit, 1,
+               config.hints);
   return config;
 }
 
@@ -636,39 +658,22 @@ Configuration Sm90Configuration(const CutlassAnalysis& analysis, const ScheduleP
 Configuration Sm90GatedConfiguration(const CutlassAnalysis& analysis,
                                      const SchedulePoint& point) {
   const GemmProduct& p = analysis.product;
-  const auto& params = point.parameters;
-  const int64_t tile_m = params.at("tile_m");
-  const int64_t tile_n = params.at("tile_n");
-  const int64_t tile_k = params.at("tile_k");
-  const int64_t cluster_m = params.at("cluster_m");
-  const int64_t cluster_n = params.at("cluster_n");
-  const bool pingpong = params.at("schedule") == 1;
-  const bool bf16 = p.dtype == forge::v1::DTYPE_BFLOAT16;
+  const Sm90Tiling tiling(point);
   Configuration config;
-  config.kernel_name = absl::StrCat(
-      "cutlass_sm90_gated_", bf16 ? "bf16" : "f16", "_", LayoutLetter(ARowMajor(p)), "_", tile_m,
-      "x", tile_n, "x", tile_k, "_", cluster_m, "x", cluster_n, "x1_",
-      pingpong ? "pingpong" : "cooperative", EpilogueName(analysis, false));
-  config.defines = {
-      {"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
-      {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(p))},
-      {"FORGE_TILE_M", absl::StrCat(tile_m)},
-      {"FORGE_TILE_N", absl::StrCat(tile_n)},
-      {"FORGE_TILE_K", absl::StrCat(tile_k)},
-      {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
-      {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
-      {"FORGE_PINGPONG", pingpong ? "1" : "0"},
-      {"FORGE_ACTIVATION", analysis.activation->functor},
-      {"FORGE_HAS_BIAS", "0"}};
+  config.kernel_name =
+      absl::StrCat("cutlass_sm90_gated_", ElementName(p.dtype), "_", LayoutLetter(ARowMajor(p)),
+                   "_", tiling.Name(), EpilogueName(analysis, false));
+  config.defines = tiling.CommonDefines(analysis);
+  config.defines.push_back({"FORGE_HAS_BIAS", "0"});
   CutlassAnalysis packed = analysis;
   packed.product.n = 2 * p.n;  // the GEMM's columns: (gate, up) pairs
-  SetSm90RuntimeArgsAndLaunch(packed, point, tile_m, tile_n, config);
+  SetSm90RuntimeArgsAndLaunch(packed, point, tiling.tile_m, tiling.tile_n, config);
   std::vector<int64_t>& args = config.runtime_args;
   args[kArgN] = p.n;
   args[kArgBRowMajor] = BRowMajor(p) ? 1 : 0;
   args[kArgBUp] = analysis.up_b.input;
-  SetGemmHints(packed.product, tile_m, tile_n, tile_k, GemmMath::kTensorCore16Bit, 1,
-               config.hints);
+  SetGemmHints(packed.product, tiling.tile_m, tiling.tile_n, tiling.tile_k,
+               GemmMath::kTensorCore16Bit, 1, config.hints);
   config.hints.kernel_launches = 2;  // the packing kernel, then the GEMM
   return config;
 }
@@ -774,19 +779,21 @@ absl::StatusOr<Configuration> ConfigurationOf(const KernelTask& task, const Sche
   return config;
 }
 
-// The embedded CUDA of each template (cuda_sources.h), by name.
-const char* TemplateSource(absl::string_view template_name) {
+// The embedded CUDA of each template (cuda_sources.h) between cutlass_common.cuh and
+// cutlass_entry_points.cuh, by name: what it shares with other templates, then its own.
+std::string TemplateSource(absl::string_view template_name) {
   struct Source {
     const char* name;
+    const char* shared;
     const char* text;
   };
   static constexpr Source kSources[] = {
-      {CutlassGemmFamily::kSm90Template, cutlass_gemm::kSm90TmaWs},
-      {CutlassGemmFamily::kSm90ThreeTf32Template, cutlass_gemm::kSm90ThreeTf32},
-      {CutlassGemmFamily::kSm90GatedTemplate, cutlass_gemm::kSm90Gated},
-      {CutlassGemmFamily::kSm80Template, cutlass_gemm::kSm80ThreeTf32}};
+      {CutlassGemmFamily::kSm90Template, cutlass_gemm::kSm90Gemm, cutlass_gemm::kSm90TmaWs},
+      {CutlassGemmFamily::kSm90GatedTemplate, cutlass_gemm::kSm90Gemm, cutlass_gemm::kSm90Gated},
+      {CutlassGemmFamily::kSm90ThreeTf32Template, "", cutlass_gemm::kSm90ThreeTf32},
+      {CutlassGemmFamily::kSm80Template, "", cutlass_gemm::kSm80ThreeTf32}};
   for (const Source& source : kSources) {
-    if (template_name == source.name) return source.text;
+    if (template_name == source.name) return absl::StrCat(source.shared, source.text);
   }
   return "#error unknown cutlass_gemm template\n";
 }

@@ -4,7 +4,8 @@
 // Executor::kHostLaunched, the compile output CompileOutput::kNvccSharedObject.
 //
 // Templates (each one .cuh in this folder, between cutlass_common.cuh and
-// cutlass_entry_points.cuh, which hold what they share):
+// cutlass_entry_points.cuh, which hold what they share; the 16-bit sm90 ones after sm90_gemm.cuh,
+// their shared mainloop):
 //  - "sm90_tma_ws" (sm90_tma_ws.cuh) for bfloat16 and float16 tasks: CUTLASS 3.x CollectiveBuilder
 //    kernels for Hopper (TMA, WGMMA, warp-specialized persistent kernels, TMA epilogue with an
 //    epilogue fusion), float32 accumulation. Parameters:
@@ -59,7 +60,8 @@
 //    or an add after the product);
 //  - C: a residual add of a contiguous task input of the product's shape (beta = 1);
 //  - activation: relu, gelu (erf and tanh forms), silu, sigmoid, tanh (computed in float with the
-//    accurate libm functions; cutlass_common.cuh).
+//    accurate libm functions; cutlass_common.cuh), leaky_relu and the clamps (hardtanh, relu6,
+//    clamp, clamp_min, clamp_max) with scalar parameters, compiled into the configuration.
 // in that order; then only reshapes to the task's one contiguous output of the product's dtype.
 // sm80_3xtf32 expresses a bias as C with leading dimension 0, so not a bias and a residual
 // together. Anything else (an activation before an add, a second output, a cast...) is declined

@@ -1,6 +1,7 @@
 // The sm90_gated template: a gated product (SwiGLU's silu(x Wg^T) * (x Wu^T), the gate and up
 // projections of a Llama/Mistral MLP) as ONE CUTLASS 3.x WGMMA GEMM for Hopper. Embedded at build
-// time after the generated prologue and cutlass_common.cuh (cutlass_entry_points.cuh follows:
+// time after the generated prologue, cutlass_common.cuh and sm90_gemm.cuh (the mainloop it shares
+// with sm90_tma_ws; cutlass_entry_points.cuh follows:
 // this template prepares its operands, FORGE_PREPARES_OPERANDS). The prologue defines:
 //   FORGE_ELEMENT          cutlass::bfloat16_t or cutlass::half_t (x, both weights, the output)
 //   FORGE_LAYOUT_A         cutlass::layout::RowMajor or ColumnMajor (x is m x k)
@@ -24,35 +25,18 @@
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
-#include "cute/tensor.hpp"
 #include "cutlass/epilogue/collective/default_epilogue.hpp"
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/epilogue/thread/linear_combination.h"
-#include "cutlass/gemm/collective/collective_builder.hpp"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/dispatch_policy.hpp"
-#include "cutlass/gemm/gemm.h"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
 
 #define FORGE_PREPARES_OPERANDS 1
 
 namespace forge_cutlass {
 
-using Element = FORGE_ELEMENT;
 using LayoutA = FORGE_LAYOUT_A;
 using LayoutB = cutlass::layout::ColumnMajor;  // the packed weight, K-major
-constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
-
-using TileShape = cute::Shape<cute::Int<FORGE_TILE_M>, cute::Int<FORGE_TILE_N>, cute::Int<FORGE_TILE_K>>;
-using ClusterShape = cute::Shape<cute::Int<FORGE_CLUSTER_M>, cute::Int<FORGE_CLUSTER_N>, cute::_1>;
 static_assert(FORGE_TILE_N % 2 == 0, "a tile holds whole (gate, up) column pairs");
-
-#if FORGE_PINGPONG
-using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-#else
-using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-#endif
 
 // D (m x n, row-major: stride (ldd, 1, batch stride)).
 using StrideD = cutlass::gemm::TagToStrideC_t<cutlass::layout::RowMajor>;
@@ -114,16 +98,7 @@ class GatedEpilogue : public BaseEpilogue {
 using CollectiveEpilogue =
     cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<GatedEpilogue>;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlignment, Element,
-    LayoutB, kAlignment, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    MainloopSchedule>::CollectiveOp;
-
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
-                                                        CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+using Gemm = Sm90Gemm<LayoutA, LayoutB, CollectiveEpilogue>;
 using StrideA = typename Gemm::GemmKernel::StrideA;
 using StrideB = typename Gemm::GemmKernel::StrideB;
 
