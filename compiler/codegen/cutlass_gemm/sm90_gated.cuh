@@ -19,8 +19,7 @@
 // fragment holds each pair of adjacent columns (2j, 2j + 1) in one thread's consecutive
 // registers, so the thread writes D[i, j] = act(G[i, 2j]) * G[i, 2j + 1], in float, straight from
 // registers (no shared memory: D is n wide where the tile is 2n wide). The packed weight is
-// rewritten every launch (2 x 2nk bytes of traffic, a few percent of the GEMM at Llama shapes):
-// candidates are judged and timed as they run.
+// rewritten every launch (2nk elements read and written), so a candidate's time includes it.
 //
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
@@ -113,26 +112,28 @@ struct WeightSource {
   int64_t row_stride, col_stride;
 };
 
-// P[2j + s][c] = (s == 0 ? gate : up)(j, c) for c < k, one packed row per block row (blockIdx.x),
-// kVector: 16-byte copies (both weights K-contiguous with 16-byte rows and k % kAlignment == 0).
+// P[2j + s][c] = (s == 0 ? gate : up)(j, c) for c < k: one warp per packed row, kPackWarps rows a
+// block. kVector: 16-byte copies (both weights K-contiguous with 16-byte rows and k % kAlignment
+// == 0); else one element at a time through the column stride (mm's [k, n] weights).
+constexpr int kPackWarps = 8;
 template <bool kVector>
-__global__ void __launch_bounds__(256) PackGatedWeights(WeightSource gate, WeightSource up,
-                                                        int64_t k, int64_t packed_ld, Element* packed) {
-  const int64_t row = blockIdx.x;
+__global__ void __launch_bounds__(32 * kPackWarps) PackGatedWeights(WeightSource gate,
+                                                                    WeightSource up, int64_t rows,
+                                                                    int64_t k, int64_t packed_ld,
+                                                                    Element* packed) {
+  const int64_t row = int64_t(blockIdx.x) * kPackWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
   const WeightSource& source = (row & 1) == 0 ? gate : up;
   const Element* from = source.base + (row >> 1) * source.row_stride;
   Element* to = packed + row * packed_ld;
   if constexpr (kVector) {
     const int64_t vectors = k / kAlignment;
-    for (int64_t v = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; v < vectors;
-         v += int64_t(gridDim.y) * blockDim.x) {
+    for (int64_t v = lane; v < vectors; v += 32) {
       reinterpret_cast<uint4*>(to)[v] = reinterpret_cast<const uint4*>(from)[v];
     }
   } else {
-    for (int64_t c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x; c < k;
-         c += int64_t(gridDim.y) * blockDim.x) {
-      to[c] = from[c * source.col_stride];
-    }
+    for (int64_t c = lane; c < k; c += 32) to[c] = from[c * source.col_stride];
   }
 }
 
@@ -159,14 +160,15 @@ const char* PrepareOperands(const Args& args, void* const* buffers, void* operan
                       k % kAlignment == 0 &&
                       reinterpret_cast<uintptr_t>(gate.base) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(up.base) % 16 == 0;
-  const int64_t per_row = vector ? k / kAlignment : k;
-  const dim3 grid(static_cast<unsigned>(2 * args[FORGE_ARG_N]),
-                  static_cast<unsigned>(per_row > 256 * 8 ? 8 : (per_row + 255) / 256));
+  const int64_t rows = 2 * args[FORGE_ARG_N];
+  const dim3 grid(static_cast<unsigned>((rows + kPackWarps - 1) / kPackWarps));
   Element* packed = static_cast<Element*>(operand_workspace);
   if (vector) {
-    PackGatedWeights<true><<<grid, 256, 0, stream>>>(gate, up, k, PackedLd(args), packed);
+    PackGatedWeights<true><<<grid, 32 * kPackWarps, 0, stream>>>(gate, up, rows, k,
+                                                                 PackedLd(args), packed);
   } else {
-    PackGatedWeights<false><<<grid, 256, 0, stream>>>(gate, up, k, PackedLd(args), packed);
+    PackGatedWeights<false><<<grid, 32 * kPackWarps, 0, stream>>>(gate, up, rows, k,
+                                                                  PackedLd(args), packed);
   }
   const cudaError_t launched = cudaGetLastError();
   return launched == cudaSuccess ? "" : cudaGetErrorString(launched);
