@@ -394,10 +394,12 @@ std::string Partitioner::ViewRoot(const std::string& value) const {
 // second reader) keeps them too, and the gate's task says why. Runs before the other anchors,
 // which would take the activation and the mul as epilogues of two separate tasks.
 void Partitioner::GroupGatedProducts() {
+  // A projection: linear, mm or matmul by a 2-d weight (no batched product).
   auto is_projection = [&](int node) {
-    if (node < 0 || classes_[node] != OpClass::kGemm) return false;
+    if (node < 0 || classes_[node] != OpClass::kGemm || args_[node].size() < 2) return false;
     const std::string& op = nodes_[node]->op();
-    return op == "aten::linear" || op == "aten::mm" || op == "aten::matmul";
+    return (op == "aten::linear" || op == "aten::mm" || op == "aten::matmul") &&
+           values_.at(args_[node][1])->tensor().shape_size() == 2;
   };
   for (int mul = 0; mul < static_cast<int>(nodes_.size()); ++mul) {
     if (nodes_[mul]->op() != "aten::mul" || args_[mul].size() != 2 ||
@@ -405,14 +407,16 @@ void Partitioner::GroupGatedProducts() {
       continue;
     }
     int act = -1, gate = -1, up = -1;
+    // Direct producers, no views between (the gated kernel's analysis reads the values as the
+    // projections and the silu write them).
     for (int side = 0; side < 2 && act < 0; ++side) {
-      const int candidate_act = RootProducer(args_[mul][side]);
-      const int candidate_up = RootProducer(args_[mul][1 - side]);
+      const int candidate_act = producer_.at(args_[mul][side]);
+      const int candidate_up = producer_.at(args_[mul][1 - side]);
       if (candidate_act == kGraphInput || nodes_[candidate_act]->op() != "aten::silu" ||
           args_[candidate_act].size() != 1 || !is_projection(candidate_up)) {
         continue;
       }
-      const int candidate_gate = RootProducer(args_[candidate_act][0]);
+      const int candidate_gate = producer_.at(args_[candidate_act][0]);
       if (!is_projection(candidate_gate) || candidate_gate == candidate_up) continue;
       act = candidate_act;
       gate = candidate_gate;
