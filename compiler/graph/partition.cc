@@ -386,8 +386,8 @@ std::string Partitioner::ViewRoot(const std::string& value) const {
 // Gated products: act(A W_gate) * (A W_up), the gate and up projections of a Llama / Mistral
 // MLP (SwiGLU: act = silu), found from their mul. Both projections are linear (no bias), mm or
 // matmul reading the same A; the gate's product is read only by the activation, the activation and
-// the up product only by the mul. The group is the four nodes (and the views between them), and
-// takes no epilogue: the gated kernel (cutlass_gemm's sm90_gated) writes the mul's result and
+// the up product only by the mul, each link direct (no view between). The group is the four nodes
+// (views of A that only it reads join it later), and takes no epilogue: the gated kernel (cutlass_gemm's sm90_gated) writes the mul's result and
 // nothing else, so an add or cast after it stays a task of its own. Only bfloat16 and float16 form
 // the group (the gated kernel's dtypes): a float32 MLP keeps its two GEMM tasks, whose cuBLASLt
 // and 3xTF32 candidates it needs. A bfloat16 / float16 near miss (a bias, different inputs, a
