@@ -35,5 +35,5 @@ mkdir -p "$logs"
     "$logs/sanitizer_gpu_test.log" "$logs/no_false_rejection.log" | sed 's/^/    /'
   echo
   timeout 180 "$FORGE_BUNDLE/bin/judge_cost_bench" \
-    --kernels="$FORGE_GPU_TEST_KERNELS/sanitizer_bugs.cuh" --child="$FORGE_SANDBOX_CHILD" --reps=5 2>&1
+    --kernels="$FORGE_GPU_TEST_KERNELS/sanitizer_bugs.cuh" --child="$FORGE_SANDBOX_CHILD" --reps=3 2>&1
 } | tee "$OUT/judge_sanitizer.md"
