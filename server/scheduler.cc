@@ -46,6 +46,34 @@ JobEvent TaskEvent() {
   return event;
 }
 
+// Whether `result` of `candidate` may become its task's best as far as compute-sanitizer goes: a
+// measured time only when the tool ran the candidate clean, or when the candidate runs through
+// ATen (the SDPA backends' calls, PyTorch's own kernels), which the tool is not run on. Predicted
+// times are never measured bests in the first place.
+bool SanitizedForBest(const Result& result, const Candidate& candidate) {
+  if (result.measurement().kind() != forge::v1::MEASUREMENT_KIND_MEASURED) return true;
+  switch (result.measurement().sanitizer().state()) {
+    case forge::v1::SANITIZER_STATE_PASSED:
+      return true;
+    case forge::v1::SANITIZER_STATE_NOT_APPLICABLE:
+      return candidate.family() == forge::v1::KERNEL_FAMILY_SDPA_LIBRARY ||
+             candidate.family() == forge::v1::KERNEL_FAMILY_ATEN;
+    default:
+      return false;
+  }
+}
+
+// The time a result of `task` must beat to become its best: its best so far, or its eager time
+// when that is lower; nothing while neither is known.
+std::optional<double> TimeToBeat(const TaskSearch& task) {
+  std::optional<double> bar;
+  if (task.best.has_value()) bar = task.best->median_us();
+  if (task.eager.has_value() && task.eager->median_us() > 0) {
+    bar = std::min(bar.value_or(task.eager->median_us()), task.eager->median_us());
+  }
+  return bar;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(RedisClient* redis, JobStore* jobs, ResultCache* results,
@@ -416,7 +444,11 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
   for (auto& [candidate, job] : picked) {
     lease.candidates[candidate.digest()] = LeaseEntry{job->id, candidate.task_digest()};
     if (task_digests.insert(candidate.task_digest()).second) {
-      *response.add_tasks() = searches_.Find(space, candidate.task_digest())->spec;
+      const TaskSearch& search = *searches_.Find(space, candidate.task_digest());
+      *response.add_tasks() = search.spec;
+      if (std::optional<double> bar = TimeToBeat(search)) {
+        (*response.mutable_sanitize_below_us())[candidate.task_digest()] = *bar;
+      }
     }
     candidates.push_back(std::move(candidate));
   }
@@ -464,7 +496,11 @@ absl::Status Scheduler::ApplyResultLocked(TaskSearch& task, const std::string& c
   std::optional<Candidate> candidate;
   if (task.WouldImprove(candidate_digest, result)) {
     absl::StatusOr<Candidate> stored = results_->GetCandidate(candidate_digest);
-    if (stored.ok() && MadeByThisBuild(*stored)) candidate = *std::move(stored);
+    // A MEASURED new best also needs compute-sanitizer's clean run (the lease told the worker
+    // which times call for one); without it the result is kept and counted, never the best.
+    if (stored.ok() && MadeByThisBuild(*stored) && SanitizedForBest(result, *stored)) {
+      candidate = *std::move(stored);
+    }
   }
   const TaskSearch::Applied applied =
       task.Apply(candidate_digest, result, /*may_be_best=*/candidate.has_value());

@@ -120,7 +120,10 @@ class Scheduler {
   // PermissionDenied for a report on another worker's lease. A report's results are rejected one
   // by one (rejected_candidate_digests) for candidates its lease does not hold, predicted times
   // from a GPU worker or measured ones from an emulated worker, and MEASURED times without the
-  // judge's passing evidence.
+  // judge's passing evidence. A MEASURED time becomes its task's best only with compute-sanitizer's
+  // clean run (Measurement.sanitizer PASSED; NOT_APPLICABLE for ATen-run candidates); without it
+  // the result is kept and counted, never the best. A lease names, per task, the time a result
+  // must beat to be a best (LeaseResponse.sanitize_below_us), so the worker knows what to sanitize.
   absl::StatusOr<forge::v1::RegisterResponse> Register(const forge::v1::RegisterRequest& request);
   absl::StatusOr<forge::v1::HeartbeatResponse> Heartbeat(
       const forge::v1::HeartbeatRequest& request);

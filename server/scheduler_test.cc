@@ -151,6 +151,16 @@ class SchedulerTest : public ::testing::Test {
 
   JobState StateOf(const std::string& job_id) { return jobs_->GetJob(job_id)->state(); }
 
+  // A worker of a real H200 (its results are MEASURED); its id, or "" after a failure.
+  std::string RegisterGpuWorker() {
+    forge::v1::RegisterRequest gpu = forge::testing::EmulatedWorker(codegen::GeneratorVersions());
+    gpu.mutable_gpus(0)->set_emulated(false);
+    gpu.mutable_gpus(0)->set_name("NVIDIA H200");
+    absl::StatusOr<forge::v1::RegisterResponse> registered = scheduler_->Register(gpu);
+    EXPECT_TRUE(registered.ok()) << registered.status();
+    return registered.ok() ? registered->worker_id() : "";
+  }
+
   // The results a worker reports, edited from ResultFor (ReportAll).
   using ResultEdit = std::function<void(const Candidate&, Result&)>;
 
@@ -343,12 +353,8 @@ TEST_F(SchedulerTest, RefusesReportsOnAnotherWorkersLeaseAndMismatchedKinds) {
 // Provenance: a GPU worker's MEASURED time is taken only with the judge's evidence that the
 // candidate passed.
 TEST_F(SchedulerTest, AMeasuredTimeWithoutTheJudgesPassingEvidenceIsRefused) {
-  forge::v1::RegisterRequest gpu = forge::testing::EmulatedWorker(codegen::GeneratorVersions());
-  gpu.mutable_gpus(0)->set_emulated(false);
-  gpu.mutable_gpus(0)->set_name("NVIDIA H200");
-  absl::StatusOr<forge::v1::RegisterResponse> registered = scheduler_->Register(gpu);
-  ASSERT_TRUE(registered.ok()) << registered.status();
-  const std::string worker = registered->worker_id();
+  const std::string worker = RegisterGpuWorker();
+  ASSERT_FALSE(worker.empty());
   Submit("softmax");
   const LeaseResponse lease = LeaseFor(worker);
   ASSERT_GE(lease.candidates_size(), 1);
@@ -369,6 +375,77 @@ TEST_F(SchedulerTest, AMeasuredTimeWithoutTheJudgesPassingEvidenceIsRefused) {
   }
   const forge::v1::ReportResponse taken = ReportAll(worker, lease, judged(true));
   EXPECT_EQ(taken.accepted(), lease.candidates_size());
+}
+
+// A GPU worker's MEASURED time becomes its task's best only with compute-sanitizer's clean run
+// (Measurement.sanitizer); the lease tells the worker the time a result must beat for that.
+// Results without it are taken and counted, and never the best.
+TEST_F(SchedulerTest, AMeasuredNewBestNeedsTheSanitizersCleanRun) {
+  const std::string worker = RegisterGpuWorker();
+  ASSERT_FALSE(worker.empty());
+  // Trials enough for four leases of candidates.
+  const std::string job = Submit("softmax", /*priority=*/0, /*trials=*/200);
+  auto measured = [](forge::v1::SanitizerState state) {
+    return [state](const Candidate&, Result& result) {
+      forge::v1::Measurement* measurement = result.mutable_measurement();
+      measurement->set_kind(forge::v1::MEASUREMENT_KIND_MEASURED);
+      measurement->mutable_judge()->set_passed(true);
+      measurement->mutable_judge()->set_draws(3);
+      measurement->mutable_sanitizer()->set_state(state);
+    };
+  };
+  // How many of the job's tasks have a best other than their ATen baseline.
+  auto generated_bests = [&] {
+    absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, false);
+    EXPECT_TRUE(results.ok()) << results.status();
+    int count = 0;
+    for (const forge::v1::TaskResults& task : results->tasks()) {
+      count += task.has_best_candidate() &&
+               task.best_candidate().family() != forge::v1::KERNEL_FAMILY_ATEN;
+    }
+    return count;
+  };
+  // A lease with candidates, after a tick when none is ready.
+  auto next_lease = [&] {
+    LeaseResponse lease = LeaseFor(worker);
+    if (lease.candidates().empty()) {
+      EXPECT_TRUE(scheduler_->Tick().ok());
+      lease = LeaseFor(worker);
+    }
+    return lease;
+  };
+  const LeaseResponse baselines = next_lease();
+  ASSERT_GE(baselines.candidates_size(), 1);
+  for (const forge::v1::KernelTask& task : baselines.tasks()) {
+    EXPECT_FALSE(baselines.sanitize_below_us().contains(task.digest())) << "nothing to beat yet";
+  }
+  ReportAll(worker, baselines, measured(forge::v1::SANITIZER_STATE_NOT_APPLICABLE));
+
+  // Generated candidates, most faster than eager (100 us), unsanitized or claiming the check does
+  // not apply: taken, never the best.
+  for (const forge::v1::SanitizerState state :
+       {forge::v1::SANITIZER_STATE_NOT_RUN, forge::v1::SANITIZER_STATE_UNAVAILABLE,
+        forge::v1::SANITIZER_STATE_NOT_APPLICABLE}) {
+    const LeaseResponse lease = next_lease();
+    ASSERT_GE(lease.candidates_size(), 1);
+    for (const forge::v1::KernelTask& task : lease.tasks()) {
+      ASSERT_TRUE(lease.sanitize_below_us().contains(task.digest()));
+      EXPECT_EQ(lease.sanitize_below_us().at(task.digest()), 100.0) << "the eager time";
+    }
+    EXPECT_EQ(ReportAll(worker, lease, measured(state)).accepted(), lease.candidates_size());
+    EXPECT_EQ(generated_bests(), 0) << forge::v1::SanitizerState_Name(state);
+  }
+
+  const LeaseResponse clean = next_lease();
+  ASSERT_GE(clean.candidates_size(), 1);
+  EXPECT_EQ(ReportAll(worker, clean, measured(forge::v1::SANITIZER_STATE_PASSED)).accepted(),
+            clean.candidates_size());
+  EXPECT_GE(generated_bests(), 1);
+  // The next lease names the new best's time as the one to beat.
+  const LeaseResponse next = next_lease();
+  bool lowered = false;
+  for (const auto& [task, bar] : next.sanitize_below_us()) lowered |= bar < 100.0;
+  EXPECT_TRUE(lowered);
 }
 
 TEST_F(SchedulerTest, EqualPrioritiesShareALeaseAndHigherPriorityGoesFirst) {

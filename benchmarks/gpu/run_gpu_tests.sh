@@ -14,6 +14,8 @@ source "$here/env.sh"
 export FORGE_SANDBOX_CHILD="$FORGE_BUNDLE/bin/forge-sandbox-child"
 # The host-launched tests' source (sandbox_gpu_test, host_launched_test build it with nvcc here).
 export FORGE_HOST_LAUNCH_TEST_SOURCE="$here/../../worker/compile/testdata/host_launch_scale.cu"
+# Kernels the GPU tests read at run time (tests/gpu/kernel_source.h).
+export FORGE_GPU_TEST_KERNELS="$here/../../tests/gpu/kernels"
 mkdir -p "$OUT/logs"
 export FORGE_TEST_MODELS=/tmp/forge-test-models
 python3 "$here/../../tests/fixtures/make_models.py" "$FORGE_TEST_MODELS" \

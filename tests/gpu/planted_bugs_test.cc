@@ -6,14 +6,17 @@
 // candidates of a task judged on cached draws get the verdicts they get without it. The references
 // are computed here by hand in float64.
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/kernel_source.h"
 #include "tests/support/gpu_test.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/gpu/device.h"
@@ -218,90 +221,6 @@ extern "C" __global__ void softmax_first_row_only(const float* x, float* y) {
 }
 )";
 
-// Softmax and layer norm (no affine, eps 1e-5) over rows of 1003, one block of 256 threads per row:
-// correct kernels with other reduction orders, and the bugs only adversarial draws show. Block
-// sums go through warp shuffles or shared memory; Reduce(v, op) combines the block's values.
-const char* const kRowKernels = R"(
-#define COLUMNS 1003
-__device__ float WarpSum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
-  return v;
-}
-__device__ float WarpMax(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
-  return v;
-}
-// The block's sum (or max) through warp shuffles: every thread gets it.
-__device__ float BlockReduce(float v, bool max) {
-  __shared__ float warps[8];
-  __shared__ float total;
-  v = max ? WarpMax(v) : WarpSum(v);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float w = threadIdx.x < 8 ? warps[threadIdx.x] : (max ? __int_as_float(0xff800000) : 0.0f);
-    w = max ? WarpMax(w) : WarpSum(w);
-    if (threadIdx.x == 0) total = w;
-  }
-  __syncthreads();
-  v = total;
-  __syncthreads();
-  return v;
-}
-// Softmax with the max subtracted, warp-shuffle reductions, and each thread's exp sum kept with
-// Kahan compensation over its columns taken in reverse: another summation order that must pass.
-extern "C" __global__ void softmax_shuffle_kahan(const float* x, float* y) {
-  const float* in = x + blockIdx.x * COLUMNS;
-  float* out = y + blockIdx.x * COLUMNS;
-  float top = __int_as_float(0xff800000);
-  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) top = fmaxf(top, in[c]);
-  top = BlockReduce(top, true);
-  float sum = 0, carry = 0;
-  int last = threadIdx.x + ((COLUMNS - 1 - threadIdx.x) / blockDim.x) * blockDim.x;
-  for (int c = last; c >= 0 && threadIdx.x < COLUMNS; c -= blockDim.x) {
-    float term = expf(in[c] - top) - carry;
-    float next = sum + term;
-    carry = (next - sum) - term;
-    sum = next;
-  }
-  sum = BlockReduce(sum, false);
-  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = expf(in[c] - top) / sum;
-}
-// The bug: exp without the max subtracted, exact until a logit passes ~88.
-extern "C" __global__ void softmax_without_max(const float* x, float* y) {
-  const float* in = x + blockIdx.x * COLUMNS;
-  float* out = y + blockIdx.x * COLUMNS;
-  float sum = 0;
-  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) sum += expf(in[c]);
-  sum = BlockReduce(sum, false);
-  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = expf(in[c]) / sum;
-}
-// LAYER_NORM(name, variance, scale): mean first; `variance` from the row's sums; `scale` the
-// factor applied to x - mean.
-#define LAYER_NORM(name, variance, scale)                                         \
-  extern "C" __global__ void name(const float* x, float* y) {                   \
-    const float* in = x + blockIdx.x * COLUMNS;                                 \
-    float* out = y + blockIdx.x * COLUMNS;                                      \
-    float sum = 0, squares = 0;                                                 \
-    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) sum += in[c];       \
-    const float mean = BlockReduce(sum, false) / COLUMNS;                       \
-    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) {                   \
-      float d = in[c] - mean;                                                   \
-      squares += (variance) == 0 ? d * d : in[c] * in[c];                       \
-    }                                                                           \
-    squares = BlockReduce(squares, false) / COLUMNS;                            \
-    const float var = (variance) == 0 ? squares : squares - mean * mean;        \
-    const float factor = scale;                                                 \
-    for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) out[c] = (in[c] - mean) * factor; \
-  }
-// Two passes, rsqrt(var + eps): correct.
-LAYER_NORM(layer_norm, 0, rsqrtf(var + 1e-5f))
-// The bugs: E[x^2] - E[x]^2 (cancels on rows with a large mean), and 1 / (sqrt(var) + eps)
-// (wrong where var is near eps).
-LAYER_NORM(layer_norm_moments, 1, rsqrtf(var + 1e-5f))
-LAYER_NORM(layer_norm_eps_outside, 0, 1.0f / (sqrtf(var) + 1e-5f))
-)";
-
 // Layer norm along the last dim without weight and bias, eps 1e-5, in float64.
 absl::StatusOr<std::vector<std::vector<double>>> LayerNormReference(
     const forge::v1::KernelTask& task, absl::Span<const HostTensor> inputs) {
@@ -346,15 +265,19 @@ class JudgeGpuTest : public ::testing::Test {
     // Every task on the device, however small: the tests' tasks are.
     device_draws_ = new judge::DeviceDraws(*device_, *comparer_, int64_t{4} << 30,
                                            /*min_task_bytes=*/0);
-    for (const char* source : {kElementwiseKernels, kSoftmaxKernels, kRowKernels}) {
+    // The row kernels, and the correct variants that share their block reductions, come from
+    // kernels/*.cuh.
+    const std::string row_kernels = testing::GpuTestKernels("row_kernels.cuh") + "\n" +
+                                    testing::GpuTestKernels("correct_variants.cuh");
+    for (auto [source, cubin] : {std::pair{std::string(kElementwiseKernels), &elementwise_cubin_},
+                                 std::pair{std::string(kSoftmaxKernels), &softmax_cubin_},
+                                 std::pair{row_kernels, &row_cubin_}}) {
       compile::CompileRequest request;
       request.source = source;
       request.arch = device_->properties().arch();
       compile::CompileResult compiled = (*pool)->Compile(request);
       ASSERT_TRUE(compiled.ok()) << compiled.status << "\n" << compiled.log;
-      (source == kElementwiseKernels ? elementwise_cubin_
-       : source == kSoftmaxKernels   ? softmax_cubin_
-                                     : row_cubin_) = new std::string(compiled.cubin);
+      *cubin = new std::string(compiled.cubin);
     }
   }
 
@@ -770,6 +693,77 @@ TEST_P(PlantedBugsTest, LayerNormBugsFailOnLargeMeansAndTinyVariances) {
       task, Load(*row_cubin_, "layer_norm_eps_outside", kNormRows), LayerNormReference);
   EXPECT_FALSE(eps.passed());
   EXPECT_TRUE(absl::StrContains(eps.detail, "adversarial: tiny variance")) << eps.detail;
+}
+
+// The false-rejection side: correct kernels that sum in other orders (sequential, warp-shuffle
+// trees, atomics whose order changes from launch to launch, Kahan, Welford) or use fast exp
+// (__expf) must pass every judge, and a correct kernel whose input goes through pageable host
+// memory must never be judged on stale input. Each kernel is judged kJudgesInARow times in a row
+// without a draw cache, each judge with a seed of its own: new inputs for every draw, adversarial
+// ones included. Kernels: kernels/correct_variants.cuh, compiled with kernels/row_kernels.cuh.
+constexpr int kJudgesInARow = 50;
+constexpr int kPageableJudges = 150;
+
+class NoFalseRejectionTest : public JudgeGpuTest {
+ protected:
+  // Judges `launch` `judges` times with seeds of their own (and `options` otherwise); every verdict
+  // must pass. Prints the tally.
+  static void ExpectEveryJudgePasses(const forge::v1::KernelTask& task,
+                                     const judge::CandidateLaunch& launch,
+                                     const judge::ReferenceFn& reference, const std::string& label,
+                                     int judges, judge::JudgeOptions options = {}) {
+    const uint64_t first_seed = options.seed;
+    int passed = 0;
+    int draws = 0;
+    std::string first_failure;
+    for (int run = 0; run < judges; ++run) {
+      options.seed = first_seed + static_cast<uint64_t>(run);
+      auto judged = judge::Judge(*device_, task, launch, reference, options);
+      ASSERT_TRUE(judged.ok()) << label << ": " << judged.status();
+      const judge::JudgeVerdict& verdict = (*judged)->verdict();
+      draws += verdict.evidence.draws();
+      if (verdict.passed()) {
+        ++passed;
+      } else if (first_failure.empty()) {
+        first_failure = absl::StrCat("seed ", options.seed, ": ", verdict.detail);
+      }
+    }
+    std::printf("%s: %d of %d judges passed (%d draws)\n", label.c_str(), passed, judges, draws);
+    EXPECT_EQ(passed, judges) << label << ", first rejection: " << first_failure;
+  }
+};
+
+TEST_F(NoFalseRejectionTest, SoftmaxInOtherOrdersWithFastExpAndAtomicSumsAlwaysPasses) {
+  constexpr int64_t kSoftmaxRows = 256;
+  const forge::v1::KernelTask task = RowTask(kSoftmaxRows, "aten::_softmax", "self");
+  for (const char* name : {"softmax_sequential", "softmax_fast_exp", "softmax_atomic_sum"}) {
+    ExpectEveryJudgePasses(task, Load(*row_cubin_, name, kSoftmaxRows), SoftmaxReference,
+                           name, kJudgesInARow);
+  }
+  ExpectEveryJudgePasses(task, Load(*row_cubin_, "softmax_shuffle_kahan", kSoftmaxRows),
+                         SoftmaxReference, "softmax_shuffle_kahan", kJudgesInARow);
+}
+
+TEST_F(NoFalseRejectionTest, LayerNormWithShuffleTreesAtomicSumsAndWelfordAlwaysPasses) {
+  constexpr int64_t kNormRows = 256;
+  const forge::v1::KernelTask task = RowTask(kNormRows, "aten::native_layer_norm", "input");
+  for (const char* name : {"layer_norm_atomic_sums", "layer_norm_welford"}) {
+    ExpectEveryJudgePasses(task, Load(*row_cubin_, name, kNormRows), LayerNormReference,
+                           name, kJudgesInARow);
+  }
+  ExpectEveryJudgePasses(task, Load(*row_cubin_, "layer_norm", kNormRows), LayerNormReference,
+                         "layer_norm (shuffle trees)", kJudgesInARow);
+}
+
+// Issue 20's false rejection: with pageable staging, an upload by a blocking cuMemcpyHtoD was not
+// ordered before the launch on the judge's non-blocking stream, and a correct kernel reading a
+// 1 MiB input was rejected 25 times in 150. Uploads are ordered on the judge's stream now.
+TEST_F(NoFalseRejectionTest, ACorrectKernelReadingAPageableUploadIsNeverRejected) {
+  const forge::v1::KernelTask task = ElementwiseTask(512, 512);
+  judge::JudgeOptions pageable;  // no staging given: the judge's own, pageable
+  ExpectEveryJudgePasses(task, Load(*row_cubin_, "affine_1mib", 512 * 512 / kBlock),
+                         Affine(2, 1), "affine_1mib, pageable staging", kPageableJudges,
+                         pageable);
 }
 
 // The draw cache across the candidates of a task.

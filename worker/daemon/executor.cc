@@ -34,6 +34,7 @@ absl::string_view StageName(Stage stage) {
     case Stage::kJudge: return "judge";
     case Stage::kTime: return "time";
     case Stage::kPredict: return "predict";
+    case Stage::kSanitize: return "sanitize";
   }
   return "unknown";
 }

@@ -10,6 +10,7 @@
 #define FORGE_WORKER_DAEMON_EXECUTOR_H_
 
 #include <array>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,10 +25,10 @@
 namespace forge::daemon {
 
 // The stages a candidate passes through on a worker, for timers and metric labels.
-enum class Stage { kGenerate, kCompile, kJudge, kTime, kPredict };
-inline constexpr int kStageCount = 5;
+enum class Stage { kGenerate, kCompile, kJudge, kTime, kPredict, kSanitize };
+inline constexpr int kStageCount = 6;
 
-// "generate", "compile", "judge", "time" or "predict".
+// "generate", "compile", "judge", "time", "predict" or "sanitize".
 absl::string_view StageName(Stage stage);
 
 // Wall-clock seconds spent in each stage of one candidate.
@@ -61,6 +62,10 @@ struct PreparedCandidate {
   std::optional<compile::CompileResult> compiled;
   // Set when generation or compilation failed: the result to report; Execute is not called.
   std::optional<forge::v1::Result> failure;
+  // A measurement faster than this (microseconds) would become the task's best: a GPU executor
+  // then runs compute-sanitizer on the candidate (LeaseResponse.sanitize_below_us; infinity when
+  // the task has no time to beat yet).
+  double sanitize_below_us = std::numeric_limits<double>::infinity();
 };
 
 class Executor {

@@ -7,6 +7,7 @@
 #ifndef FORGE_WORKER_DAEMON_GPU_EXECUTOR_H_
 #define FORGE_WORKER_DAEMON_GPU_EXECUTOR_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ struct GpuExecutorOptions {
   std::string sandbox_child;
   judge::JudgeOptions judge;
   timer::TimerOptions timer;  // before_each_rep and between_reps stay empty (the child's)
+  // The compute-sanitizer that checks would-be bests (judge::FindComputeSanitizer); empty: none,
+  // and such results carry SANITIZER_STATE_UNAVAILABLE (the coordinator makes none of them a
+  // best).
+  std::string compute_sanitizer;
 };
 
 class GpuExecutor final : public Executor {
@@ -51,7 +56,11 @@ class GpuExecutor final : public Executor {
   // Judges, then times the candidate in the sandbox. Failures of the candidate (wrong output,
   // crash, timeout) come back as a Failure; an error status means the sandbox could not run it
   // (Unavailable: no child or no GPU). Errors of the judge itself (a reference it cannot
-  // compute) are Failures with reason INTERNAL.
+  // compute) are Failures with reason INTERNAL. A measurement below both
+  // prepared.sanitize_below_us and the fastest this executor has sanitized for the task would
+  // become the task's best: the candidate then runs under compute-sanitizer
+  // (sandbox/sanitize.h); a report fails it (SANITIZER_REPORT), otherwise the measurement carries
+  // the tool's evidence (Measurement.sanitizer). Other measurements carry NOT_RUN.
   absl::StatusOr<forge::v1::Result> Execute(PreparedCandidate prepared,
                                             StageTimes* times) override;
 
@@ -62,6 +71,9 @@ class GpuExecutor final : public Executor {
   const GpuExecutorOptions options_;
   const std::optional<GpuArch> table_entry_;
   std::unique_ptr<sandbox::Sandbox> sandbox_;
+  // Per task digest, the fastest median this executor's sanitizer passed: a slower result would
+  // not be a new best even where the lease's time to beat is older.
+  std::map<std::string, double> sanitized_best_us_;
 };
 
 }  // namespace forge::daemon

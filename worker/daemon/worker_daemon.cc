@@ -756,6 +756,11 @@ void WorkerDaemon::Impl::LaneLoop(Lane& lane) {
     in_flight_.insert(item.get());
     ++lane.in_flight;
     lane.busy_since = now;
+    // The time this candidate must beat to become its task's best, as the lease said.
+    const auto bar = item->lease->response.sanitize_below_us().find(item->task->digest());
+    if (bar != item->lease->response.sanitize_below_us().end()) {
+      item->prepared->sanitize_below_us = bar->second;
+    }
     mu_.Unlock();
     absl::StatusOr<forge::v1::Result> result =
         lane.executor->Execute(*std::move(item->prepared), &item->times);

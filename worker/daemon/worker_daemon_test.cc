@@ -10,6 +10,7 @@
 #include <iostream>
 #include <iterator>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -135,6 +136,11 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
     pending_.insert(pending_.end(), work.candidates.begin(), work.candidates.end());
     for (const KernelTask& task : work.tasks) tasks_[task.digest()] = task;
   }
+  // Leases of `task_digest` name `us` as the time its results must beat to be a best.
+  void SetTimeToBeat(const std::string& task_digest, double us) {
+    absl::MutexLock lock(&mu_);
+    time_to_beat_[task_digest] = us;
+  }
   void FailNextReports(int count) {
     absl::MutexLock lock(&mu_);
     failing_reports_ = count;
@@ -213,6 +219,10 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
       if (!task_added[candidate.task_digest()]) {
         *response->add_tasks() = tasks_.at(candidate.task_digest());
         task_added[candidate.task_digest()] = true;
+        if (const auto bar = time_to_beat_.find(candidate.task_digest());
+            bar != time_to_beat_.end()) {
+          (*response->mutable_sanitize_below_us())[bar->first] = bar->second;
+        }
       }
       *response->add_candidates() = candidate;
       pending_.erase(pending_.begin());
@@ -244,6 +254,7 @@ class TestCoordinator final : public forge::v1::WorkerService::Service {
   mutable absl::Mutex mu_;
   std::vector<Candidate> pending_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, KernelTask> tasks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, double> time_to_beat_ ABSL_GUARDED_BY(mu_);
   int failing_reports_ ABSL_GUARDED_BY(mu_) = 0;
   bool failing_heartbeats_ ABSL_GUARDED_BY(mu_) = false;
   bool register_again_ ABSL_GUARDED_BY(mu_) = false;
@@ -450,6 +461,8 @@ class LaneRecorder final : public Executor {
     absl::Mutex mu;
     std::map<std::string, std::set<int>> lanes_by_task ABSL_GUARDED_BY(mu);
     std::set<int> lanes ABSL_GUARDED_BY(mu);
+    // PreparedCandidate::sanitize_below_us of each task's candidates, as Execute got it.
+    std::map<std::string, std::set<double>> bars_by_task ABSL_GUARDED_BY(mu);
   };
   LaneRecorder(std::unique_ptr<Executor> inner, compile::CompilePool* pool, Log* log)
       : Executor(inner->gpu(), pool), inner_(std::move(inner)), log_(log) {}
@@ -460,6 +473,7 @@ class LaneRecorder final : public Executor {
       absl::MutexLock lock(&log_->mu);
       log_->lanes_by_task[prepared.task->digest()].insert(gpu().index());
       log_->lanes.insert(gpu().index());
+      log_->bars_by_task[prepared.task->digest()].insert(prepared.sanitize_below_us);
     }
     return inner_->Execute(std::move(prepared), times);
   }
@@ -502,6 +516,32 @@ TEST_F(WorkerDaemonTest, ALargeTasksCandidatesRunOnTheLaneThatOwnsIt) {
   EXPECT_EQ(log.lanes_by_task.at(large.tasks.front().digest()).size(), 1u);
   EXPECT_EQ(log.lanes.size(), 2u);
   EXPECT_GT((*daemon)->stats().moved_to_owner, 0);
+}
+
+// The lease's time to beat per task (LeaseResponse.sanitize_below_us) reaches the executor with
+// each of the task's candidates, which sanitizes a result faster than it; a task the lease names
+// no time for has none to beat (infinity: any measurement would be its best).
+TEST_F(WorkerDaemonTest, TheLeasesTimeToBeatReachesTheExecutor) {
+  TestCoordinator coordinator(Settings());
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Serve(&coordinator, &port);
+  const Work work = Baselines(2, 300);
+  coordinator.SetTimeToBeat(work.tasks[0].digest(), 42.5);
+  coordinator.Offer(work);
+  LaneRecorder::Log log;
+  std::unique_ptr<RunningDaemon> daemon =
+      Start(port, /*lanes=*/1, /*compile_threads=*/1, absl::Milliseconds(50),
+            /*max_candidates_per_lease=*/2, [&](std::unique_ptr<Executor> executor) {
+              return std::make_unique<LaneRecorder>(std::move(executor), pool_.get(), &log);
+            });
+  ASSERT_NE(daemon, nullptr);
+  ASSERT_TRUE(coordinator.WaitUntil(
+      [&](const Record& record) { return EveryOutcomeIn(record, Digests(work)); }));
+  daemon->Stop();
+  absl::MutexLock lock(&log.mu);
+  EXPECT_THAT(log.bars_by_task.at(work.tasks[0].digest()), ::testing::ElementsAre(42.5));
+  EXPECT_THAT(log.bars_by_task.at(work.tasks[1].digest()),
+              ::testing::ElementsAre(std::numeric_limits<double>::infinity()));
 }
 
 TEST_F(WorkerDaemonTest, RegistersAgainWithItsIdWhenTheCoordinatorAsks) {

@@ -34,6 +34,7 @@
 #include "worker/daemon/emulated_executor.h"
 #include "worker/daemon/gpu_executor.h"
 #include "worker/daemon/worker_daemon.h"
+#include "worker/judge/sanitizer.h"
 
 namespace forge::daemon {
 namespace {
@@ -84,6 +85,11 @@ ConfigSchema Schema() {
       .Alias("metrics-host")
       .String("sandbox-child", "",
               "The forge-sandbox-child executable; empty: the one next to this binary.")
+      .String("judge.compute-sanitizer", "",
+              "The compute-sanitizer that checks each result that would become its task's best "
+              "(memcheck, racecheck, synccheck, initcheck); empty: the one on $PATH, else in "
+              "$CUDA_HOME/bin, else /usr/local/cuda/bin. Without one, such results are reported "
+              "unsanitized and the coordinator makes none of them a best.")
       .Int64("max-candidates-per-lease", 0,
              "Most candidates per Lease call; 0: as the coordinator allows.",
              {.min = 0, .max = 100000})
@@ -144,6 +150,18 @@ absl::StatusOr<std::vector<std::unique_ptr<Executor>>> Lanes(const Config& confi
   if (sandbox_child.empty()) sandbox_child = DefaultSandboxChild();
   GpuExecutorOptions options;
   options.sandbox_child = sandbox_child;
+  if (absl::StatusOr<std::string> sanitizer =
+          judge::FindComputeSanitizer(config.GetString("judge.compute-sanitizer"));
+      sanitizer.ok()) {
+    options.compute_sanitizer = *sanitizer;
+    log->info("compute-sanitizer {} checks every result that would become its task's best",
+              *sanitizer);
+  } else {
+    log->warn("NOT SANITIZED: {}. Results that would become a task's best carry no "
+              "compute-sanitizer evidence, and the coordinator makes none of them a best "
+              "(--judge.compute-sanitizer=PATH names the tool).",
+              std::string(sanitizer.status().message()));
+  }
   std::vector<std::unique_ptr<Executor>> lanes;
   for (const gpu::DeviceProperties& device : *devices) {
     if (!TableEntryForDevice(device.name).ok()) {

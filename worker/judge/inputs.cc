@@ -319,6 +319,21 @@ std::vector<InputDomain> InferInputDomains(const forge::v1::KernelTask& task) {
   return DomainInference(task).Run();
 }
 
+absl::StatusOr<std::vector<InputDomain>> InputDomainsWith(
+    const forge::v1::KernelTask& task, const std::map<int, IntegerRange>& integer_ranges) {
+  std::vector<InputDomain> domains = InferInputDomains(task);
+  for (const auto& [index, range] : integer_ranges) {
+    if (index < 0 || index >= static_cast<int>(domains.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("JudgeOptions.integer_ranges names input ",
+                                                     index, "; the task has ", domains.size(),
+                                                     " inputs"));
+    }
+    domains[index] = {InputDomain::Kind::kIntegerRange, range,
+                      absl::StrCat("caller's range [", range.low, ", ", range.high, ")")};
+  }
+  return domains;
+}
+
 std::string DescribeDraw(int draw) {
   switch (DistributionOf(draw)) {
     case Distribution::kNormal:

@@ -47,6 +47,7 @@
 #define FORGE_WORKER_JUDGE_INPUTS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ struct InputDomain {
 
 // One domain per task input, in KernelTask.inputs order.
 std::vector<InputDomain> InferInputDomains(const forge::v1::KernelTask& task);
+
+// InferInputDomains with `integer_ranges` (by input index, e.g. JudgeOptions::integer_ranges)
+// in place of the inferred domains of those inputs; InvalidArgument for an index the task lacks.
+absl::StatusOr<std::vector<InputDomain>> InputDomainsWith(
+    const forge::v1::KernelTask& task, const std::map<int, IntegerRange>& integer_ranges);
 
 // "normal(0, 1)", "uniform(-2, 2)", "normal(0, s_i) with a scale per input".
 std::string DescribeDraw(int draw);

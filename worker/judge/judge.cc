@@ -268,16 +268,7 @@ class JudgeRunner {
 
   absl::StatusOr<std::unique_ptr<JudgedCandidate>> Run() {
     FORGE_RETURN_IF_ERROR(Validate());
-    domains_ = InferInputDomains(task_);
-    for (const auto& [index, range] : options_.integer_ranges) {
-      if (index < 0 || index >= static_cast<int>(domains_.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "JudgeOptions.integer_ranges names input ", index, "; the task has ",
-            domains_.size(), " inputs"));
-      }
-      domains_[index] = {InputDomain::Kind::kIntegerRange, range,
-                         absl::StrCat("caller's range [", range.low, ", ", range.high, ")")};
-    }
+    FORGE_ASSIGN_OR_RETURN(domains_, InputDomainsWith(task_, options_.integer_ranges));
     forge::v1::JudgeEvidence& evidence = result_->verdict_.evidence;
     evidence.set_passed(true);
     const Tolerances first = ToleranceFor(0);

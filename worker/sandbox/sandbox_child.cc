@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "worker/gpu/device.h"
 #include "worker/judge/device_draws.h"
 #include "worker/judge/host_staging.h"
+#include "worker/judge/single_launch.h"
 #include "worker/library/cublaslt_gemm.h"
 #include "worker/library/host_launched.h"
 #if FORGE_SANDBOX_CHILD_WITH_CUDNN
@@ -47,6 +49,22 @@ class ChildServer {
     } else {
       device_status_ = device.status();
     }
+  }
+
+  // The one-shot mode's launch (RunSanitizeTarget).
+  absl::Status LaunchOnce(const wire::JudgeRequest& request) {
+    const wire::Candidate& candidate = request.candidate();
+    const codegen::GeneratedKernel kernel = KernelFromWire(candidate);
+    const CandidateKind kind = KindOf(kernel);
+    FORGE_RETURN_IF_ERROR(CheckBuiltToRun(kind));
+    FORGE_RETURN_IF_ERROR(device_status_);
+    FORGE_ASSIGN_OR_RETURN(auto loaded, Load(candidate, kernel, kind));
+    if (const Unsupported* unsupported = std::get_if<Unsupported>(&loaded)) {
+      return absl::FailedPreconditionError(unsupported->reason);
+    }
+    return judge::LaunchOnDrawZero(*device_, candidate.task(),
+                                   std::get<RunnableCandidate>(loaded).launch,
+                                   FromWire(request.options()));
   }
 
   int Run() {
@@ -442,5 +460,28 @@ class ChildServer {
 }  // namespace
 
 int RunSandboxChild(const ChildOptions& options) { return ChildServer(options).Run(); }
+
+int RunSanitizeTarget(const ChildOptions& options, const std::string& request_path,
+                      const std::string& answer_path) {
+  wire::JudgeRequest request;
+  {
+    std::ifstream file(request_path, std::ios::binary);
+    if (!request.ParseFromIstream(&file)) {
+      fprintf(stderr, "sandbox child: cannot read the request %s\n", request_path.c_str());
+      return 1;
+    }
+  }
+  const absl::Status launched = ChildServer(options).LaunchOnce(request);
+  if (!launched.ok()) {
+    fprintf(stderr, "sandbox child: the launch under the sanitizer: %s\n",
+            launched.ToString().c_str());
+  }
+  std::ofstream file(answer_path, std::ios::binary | std::ios::trunc);
+  if (!ToWire(launched).SerializeToOstream(&file) || !file.flush()) {
+    fprintf(stderr, "sandbox child: cannot write the answer %s\n", answer_path.c_str());
+    return 1;
+  }
+  return 0;
+}
 
 }  // namespace forge::sandbox

@@ -76,6 +76,15 @@ struct ChildOptions {
 // cannot run at all).
 int RunSandboxChild(const ChildOptions& options);
 
+// The child's one-shot mode, which compute-sanitizer runs (sanitize.h): reads a wire JudgeRequest
+// from `request_path`, loads its candidate as RunSandboxChild would, launches it once on the
+// judge's draw 0 with nothing else on the GPU (judge::LaunchOnDrawZero) and writes the outcome,
+// a wire Status, to `answer_path`: OK, the candidate's CUDA error, or why it could not be loaded.
+// Returns 0 once the answer is written, 1 when the request cannot be read or the answer written.
+// `options` should hold no draw cache and no device draws (nothing but the candidate runs).
+int RunSanitizeTarget(const ChildOptions& options, const std::string& request_path,
+                      const std::string& answer_path);
+
 }  // namespace forge::sandbox
 
 #endif  // FORGE_WORKER_SANDBOX_SANDBOX_CHILD_H_

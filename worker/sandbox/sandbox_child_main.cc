@@ -4,10 +4,14 @@
 // Started by the sandbox, never by hand:
 //   forge-sandbox-child --socket-fd=N [--gpu=N] [--draw-cache-mib=N] [--device-draws-mib=N]
 //                       [--allow-test-behaviours]
+//   forge-sandbox-child [--gpu=N] --sanitize-request=FILE --sanitize-answer=FILE
 // --draw-cache-mib bounds the host memory that keeps the judge's draws across candidates (0: no
 // cache); without it, $FORGE_SANDBOX_DRAW_CACHE_MIB, else 4096. --device-draws-mib bounds the GPU
 // memory that keeps them resident for the judge's device path (0: the judge runs on the host);
 // without it, $FORGE_SANDBOX_DEVICE_DRAWS_MIB, else a quarter of the GPU's free memory.
+// The second form is the one-shot run compute-sanitizer watches (sandbox/sanitize.h): the
+// candidate of the request file launched once on the judge's first draw, its outcome written to
+// the answer file.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +56,8 @@ int main(int argc, char** argv) {
     }
     options.device_draws_bytes = device_draws_bytes;
   }
+  std::string sanitize_request;
+  std::string sanitize_answer;
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
     absl::string_view value = arg;
@@ -65,6 +71,12 @@ int main(int argc, char** argv) {
     } else if (absl::ConsumePrefix(&value, "--device-draws-mib=")) {
       parsed = ParseMib(value, device_draws_bytes);
       options.device_draws_bytes = device_draws_bytes;
+    } else if (absl::ConsumePrefix(&value, "--sanitize-request=")) {
+      sanitize_request = std::string(value);
+      parsed = !sanitize_request.empty();
+    } else if (absl::ConsumePrefix(&value, "--sanitize-answer=")) {
+      sanitize_answer = std::string(value);
+      parsed = !sanitize_answer.empty();
     } else if (arg == "--allow-test-behaviours") {
       options.allow_test_behaviours = true;
       parsed = true;
@@ -73,6 +85,16 @@ int main(int argc, char** argv) {
       fprintf(stderr, "forge-sandbox-child: unknown or malformed argument '%s'\n", argv[i]);
       return 2;
     }
+  }
+  if (sanitize_request.empty() != sanitize_answer.empty()) {
+    fprintf(stderr, "forge-sandbox-child: --sanitize-request and --sanitize-answer go together\n");
+    return 2;
+  }
+  if (!sanitize_request.empty()) {
+    // Nothing but the candidate runs: no draws kept, no comparison kernels, no ATen reference.
+    options.draw_cache_bytes = 0;
+    options.device_draws_bytes = 0;
+    return forge::sandbox::RunSanitizeTarget(options, sanitize_request, sanitize_answer);
   }
   if (options.socket_fd < 0) {
     fprintf(stderr, "forge-sandbox-child: --socket-fd=N is required (the sandbox passes it)\n");

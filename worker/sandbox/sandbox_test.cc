@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "worker/gpu/device.h"
 #include "worker/sandbox/sandbox.pb.h"
 #include "worker/sandbox/sandbox_child.h"
+#include "worker/sandbox/sanitize.h"
 #include "worker/sandbox/wire.h"
 
 namespace forge::sandbox {
@@ -286,6 +288,66 @@ TEST(WireTest, TheExecutorTellsHowTheChildRunsACandidate) {
   // The executor decides, not the template's name.
   kernel.template_name = codegen::GemmLibraryFamily::kCublasLtTemplate;
   EXPECT_EQ(KindOf(kernel), CandidateKind::kHostLaunched);
+}
+
+// The child's one-shot mode, which compute-sanitizer runs (sanitize.h): it reads the request file
+// and always writes an answer; here, without a GPU (or, on one, with a cubin that does not load),
+// the answer is the candidate's error.
+TEST(SanitizeTest, TheChildsOneShotModeWritesItsAnswer) {
+  char folder[] = "/tmp/forge-sanitize-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  const std::string request_path = absl::StrCat(folder, "/request");
+  const std::string answer_path = absl::StrCat(folder, "/answer");
+  wire::JudgeRequest request;
+  const SandboxCandidate candidate = SomeCandidate();
+  *request.mutable_candidate() = CandidateToWire(candidate.task, candidate.kernel, candidate.cubin);
+  {
+    std::ofstream file(request_path, std::ios::binary);
+    ASSERT_TRUE(request.SerializeToOstream(&file));
+  }
+  const std::string command = absl::StrCat(ChildPath(), " --sanitize-request=", request_path,
+                                           " --sanitize-answer=", answer_path, " 2>/dev/null");
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  std::ifstream file(answer_path, std::ios::binary);
+  wire::Status answer;
+  ASSERT_TRUE(answer.ParseFromIstream(&file));
+  EXPECT_FALSE(FromWire(answer).ok());
+  // Half the pair, or an unreadable request, is refused.
+  EXPECT_NE(std::system(absl::StrCat(ChildPath(), " --sanitize-request=", request_path,
+                                     " 2>/dev/null").c_str()), 0);
+  EXPECT_NE(std::system(absl::StrCat(ChildPath(), " --sanitize-request=", folder,
+                                     "/missing --sanitize-answer=", answer_path, " 2>/dev/null")
+                            .c_str()),
+            0);
+  std::system(absl::StrCat("rm -rf '", folder, "'").c_str());
+}
+
+// A tool that cannot check the candidate leaves it unsanitized: no failure, state UNAVAILABLE
+// with why, for the coordinator to refuse as a best.
+TEST(SanitizeTest, AToolThatCannotRunLeavesTheCandidateUnsanitized) {
+  SandboxCandidate candidate = SomeCandidate();
+  candidate.kernel.hints.executor = codegen::Executor::kGeneratedKernel;
+  absl::StatusOr<SanitizeOutcome> outcome =
+      Sanitize({.tool_path = "/nonexistent/compute-sanitizer", .child_path = ChildPath()},
+               candidate, judge::JudgeOptions());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->failure.has_value());
+  EXPECT_EQ(outcome->evidence.state(), forge::v1::SANITIZER_STATE_UNAVAILABLE);
+  EXPECT_THAT(outcome->evidence.tools(),
+              ::testing::ElementsAre("memcheck", "racecheck", "synccheck", "initcheck"));
+  EXPECT_THAT(outcome->evidence.detail(), HasSubstr("memcheck exited with status 127"));
+}
+
+TEST(SanitizeTest, AnAtenCandidateIsNotApplicableAndStartsNothing) {
+  SandboxCandidate candidate = SomeCandidate();
+  candidate.kernel.hints.executor = codegen::Executor::kAten;
+  absl::StatusOr<SanitizeOutcome> outcome =
+      Sanitize({.tool_path = "/nonexistent/compute-sanitizer", .child_path = ChildPath()},
+               candidate, judge::JudgeOptions());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->failure.has_value());
+  EXPECT_EQ(outcome->evidence.state(), forge::v1::SANITIZER_STATE_NOT_APPLICABLE);
+  EXPECT_EQ(outcome->evidence.tools_size(), 0);
 }
 
 TEST(SandboxTest, CreateRejectsAPathThatIsNotAnExecutable) {
