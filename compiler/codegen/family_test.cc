@@ -1,9 +1,11 @@
 #include "compiler/codegen/family.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
@@ -136,6 +138,35 @@ TEST(FamilyTest, CostHintsNameTheExecutor) {
             Executor::kCublasLt);
   EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_ATEN), MatmulReluTask()),
             Executor::kAten);
+}
+
+// The compile cost class of every template's default point, as the scheduler reads it: nvcc for
+// CUTLASS's shared objects, NVRTC for a named generated kernel (a cuBLASLt call's epilogue
+// kernel included), nothing for the ATen fallback and a plain cuBLASLt call.
+TEST(FamilyTest, CompileCostOfFollowsWhatTheWorkerCompiles) {
+  std::map<std::string, forge::v1::CompileCost> costs;
+  for (const KernelTask& task : {ReluTask(), MatmulReluTask()}) {
+    for (const KernelFamily* family : ApplicableFamilies(task)) {
+      absl::StatusOr<std::vector<TemplateSpace>> spaces = family->ScheduleSpace(task);
+      ASSERT_TRUE(spaces.ok()) << spaces.status();
+      for (const TemplateSpace& space : *spaces) {
+        absl::StatusOr<LaunchPlan> plan = family->Plan(task, DefaultPoint(space));
+        if (!plan.ok()) continue;  // a default point this task's shapes rule out
+        costs[absl::StrCat(family->name(), "/", space.template_name)] = CompileCostOf(*plan);
+      }
+    }
+  }
+  EXPECT_EQ(costs.at("pointwise/pointwise_flat"), forge::v1::COMPILE_COST_NVRTC);
+  EXPECT_EQ(costs.at("gemm_library/cublaslt"), forge::v1::COMPILE_COST_NONE);
+  EXPECT_EQ(costs.at("gemm_library/cublaslt_then_pointwise"), forge::v1::COMPILE_COST_NVRTC);
+  EXPECT_EQ(costs.at("aten/aten_calls"), forge::v1::COMPILE_COST_NONE);
+  int cutlass = 0;
+  for (const auto& [name, cost] : costs) {
+    if (!absl::StartsWith(name, "cutlass_gemm/")) continue;
+    EXPECT_EQ(cost, forge::v1::COMPILE_COST_NVCC) << name;
+    ++cutlass;
+  }
+  EXPECT_GT(cutlass, 0) << "no CUTLASS template applies to the matmul task";
 }
 
 }  // namespace
