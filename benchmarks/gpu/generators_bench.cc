@@ -889,8 +889,9 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
                                             "one launch took %.1f us, over %.0fx the best median "
                                             "so far (%.1f us): not timed",
                                             *probe_us[i], kCutRatio, best_median_us)));
-          std::printf("cut    %-24s %10.1f us a launch (best %.1f us): too slow  %s\n",
+          std::printf("cut    %-24s %10.1f us a launch (best %.1f us): too slow  %s %s\n",
                       problem.name.c_str(), *probe_us[i], best_median_us,
+                      candidate.point.template_name.c_str(),
                       ParametersText(candidate.point).c_str());
           continue;
         }
@@ -915,7 +916,8 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
                       problem_text[i].substr(0, 400).c_str());
         }
         point_json[i] = absl::StrCat(
-            "{\"parameters\":", ParametersJson(candidate.point), ",\"probe_us\":",
+            "{\"template\":", JsonString(candidate.point.template_name),
+            ",\"parameters\":", ParametersJson(candidate.point), ",\"probe_us\":",
             probe_us[i].has_value() ? JsonDouble(*probe_us[i]) : "null", timing_json[i],
             ",\"error\":", JsonString(problem_text[i]), ",", CompileJson(candidate), "}");
       }
