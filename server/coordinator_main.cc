@@ -133,6 +133,14 @@ ConfigSchema Schema() {
              {.min = 1, .max = 1 << 20})
       .Alias("search.min_trials_per_task")
       .Int64("search.seed", 1, "Seed of every search's random choices.", {.min = 0})
+      .Int64("search.cheap-first-per-task", SchedulerOptions().cheap_first_per_task,
+             "Cheap results (no nvcc compile) every task of a job records before the job's "
+             "expensive (nvcc) candidates are leased.",
+             {.min = 0, .max = 1 << 20})
+      .Int64("search.expensive-compile-percent", SchedulerOptions().expensive_compile_percent,
+             "While a job has cheap candidates left, the most of a worker's compile threads "
+             "(percent, at least one thread) its expensive (nvcc) candidates may hold.",
+             {.min = 1, .max = 100})
       .Duration("scheduler.tick", absl::Milliseconds(250),
                 "How often leases are checked for expiry, queued jobs started, searches saved.")
       .Duration("gc.interval", absl::Minutes(10),
@@ -378,6 +386,10 @@ int Run(int argc, char** argv) {
   scheduler_options.default_trials_per_task = config->GetInt64("search.trials-per-task");
   scheduler_options.min_trials_per_task = config->GetInt64("search.min-trials-per-task");
   scheduler_options.search.seed = static_cast<uint64_t>(config->GetInt64("search.seed"));
+  scheduler_options.cheap_first_per_task =
+      static_cast<int>(config->GetInt64("search.cheap-first-per-task"));
+  scheduler_options.expensive_compile_percent =
+      static_cast<int>(config->GetInt64("search.expensive-compile-percent"));
   scheduler_options.generator_versions = codegen::GeneratorVersions();
   // The learned model over the analytic prior; the analytic prior until one is trained.
   const std::string cost_model_space = config->GetString("cost-model.space");

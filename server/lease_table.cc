@@ -79,6 +79,15 @@ std::vector<std::string> LeaseTable::OnlyFor(absl::string_view job_id) const {
   return ids;
 }
 
+int LeaseTable::ExpensiveHeldBy(absl::string_view worker_id) const {
+  int held = 0;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.worker_id != worker_id) continue;
+    for (const auto& [digest, entry] : lease.candidates) held += entry.expensive ? 1 : 0;
+  }
+  return held;
+}
+
 std::map<std::string, int> LeaseTable::CandidatesPerWorker() const {
   std::map<std::string, int> per_worker;
   for (const auto& [id, lease] : leases_) {

@@ -28,6 +28,8 @@ namespace forge::server {
 struct LeaseEntry {
   std::string job_id;
   std::string task_digest;
+  // An expensive compile (search::IsExpensive: nvcc), counted by the scheduler's cheap-first rule.
+  bool expensive = false;
 };
 
 struct LeaseRecord {
@@ -62,6 +64,8 @@ class LeaseTable {
   std::vector<std::string> OnlyFor(absl::string_view job_id) const;
   // Candidates held per worker id.
   std::map<std::string, int> CandidatesPerWorker() const;
+  // Expensive candidates (LeaseEntry::expensive) the worker's leases hold.
+  int ExpensiveHeldBy(absl::string_view worker_id) const;
 
   void NoteCancelled(const std::string& worker_id, const std::string& lease_id);
   // The leases noted cancelled for the worker since the last call, which forgets them.

@@ -42,6 +42,22 @@ TEST(LeaseTableTest, IndexesCandidatesPerSpaceUntilRemovedOrDropped) {
   table.Drop("lease-1");  // dropping twice is harmless
 }
 
+TEST(LeaseTableTest, CountsTheExpensiveCandidatesAWorkerHolds) {
+  LeaseTable table;
+  table.Add("lease-1", Lease("worker-1", "H200", kNow,
+                             {{"c1", {"job-1", "t1", /*expensive=*/true}},
+                              {"c2", {"job-1", "t1"}},
+                              {"c3", {"job-2", "t2", /*expensive=*/true}}}));
+  table.Add("lease-2", Lease("worker-1", "H200", kNow, {{"c4", {"job-1", "t1", true}}}));
+  table.Add("lease-3", Lease("worker-2", "H200", kNow, {{"c5", {"job-1", "t1", true}}}));
+  EXPECT_EQ(table.ExpensiveHeldBy("worker-1"), 3);
+  EXPECT_EQ(table.ExpensiveHeldBy("worker-2"), 1);
+  EXPECT_EQ(table.ExpensiveHeldBy("worker-3"), 0);
+  EXPECT_TRUE(table.Remove("lease-1", "c1"));
+  table.Drop("lease-2");
+  EXPECT_EQ(table.ExpensiveHeldBy("worker-1"), 1);
+}
+
 TEST(LeaseTableTest, DroppingALeaseKeepsACandidateLeasedAgainElsewhere) {
   LeaseTable table;
   table.Add("lease-1", Lease("worker-1", "H200", kNow, {{"c1", {"job-1", "t1"}}}));

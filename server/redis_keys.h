@@ -47,7 +47,8 @@
 //   forge:lease_seq                string  last lease number handed out; ids "lease-<n>-<random>"
 //   forge:leases                   zset    lease id -> deadline (ms since the epoch)
 //   forge:lease:{id}               hash    "worker", "space", "deadline_ms", and per candidate
-//                                          "c:{cand}" -> "{job id} {task digest}"
+//                                          "c:{cand}" -> "{job id} {task digest}", then " nvcc"
+//                                          for an expensive candidate (search::IsExpensive)
 //   forge:scheduler:clock          string  INCR on every scheduler tick: a value lower than the last one
 //                                          seen means Redis lost acknowledged writes (scheduler.h)
 //   forge:worker_seq               string  last worker number handed out; ids "worker-<n>-<random>"

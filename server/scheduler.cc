@@ -14,6 +14,7 @@
 #include "common/logging/logging.h"
 #include "common/speedup/speedup.h"
 #include "common/status/status_macros.h"
+#include "compiler/search/candidate.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/fair_share.h"
 #include "server/ids.h"
@@ -281,10 +282,16 @@ absl::StatusOr<std::vector<forge::v1::WorkerStatus>> Scheduler::Workers(bool inc
 
 // ----- leasing -----
 
-absl::Status Scheduler::RefillReadyLocked(TaskSearch& task, int64_t wanted) {
-  while (static_cast<int64_t>(task.ready.size()) < wanted) {
+absl::Status Scheduler::RefillReadyLocked(TaskSearch& task, int64_t wanted,
+                                          search::Proposals which) {
+  const auto admitted = [which](const Candidate& candidate) {
+    return which == search::Proposals::kAny || !search::IsExpensive(candidate);
+  };
+  for (;;) {
+    const int64_t waiting = std::count_if(task.ready.begin(), task.ready.end(), admitted);
+    if (waiting >= wanted) return absl::OkStatus();
     std::vector<Candidate> proposed = task.searcher->Propose(
-        static_cast<int>(std::min<int64_t>(wanted - task.ready.size(), options_.ready_per_task)));
+        static_cast<int>(std::min<int64_t>(wanted - waiting, options_.ready_per_task)), which);
     if (proposed.empty()) return absl::OkStatus();
     task.dirty = true;
     std::vector<std::string> digests;
@@ -307,11 +314,31 @@ absl::Status Scheduler::RefillReadyLocked(TaskSearch& task, int64_t wanted) {
       }
     }
   }
-  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Candidate>> Scheduler::NextCandidateLocked(TaskSearch& task,
+                                                                        int64_t wanted,
+                                                                        bool allow_expensive) {
+  const auto take_ready = [&task](bool cheap_only) -> std::optional<Candidate> {
+    for (auto it = task.ready.begin(); it != task.ready.end(); ++it) {
+      if (cheap_only && search::IsExpensive(*it)) continue;
+      Candidate candidate = std::move(*it);
+      task.ready.erase(it);
+      return candidate;
+    }
+    return std::nullopt;
+  };
+  if (std::optional<Candidate> cheap = take_ready(true)) return cheap;
+  FORGE_RETURN_IF_ERROR(RefillReadyLocked(task, wanted, search::Proposals::kCheapOnly));
+  if (std::optional<Candidate> cheap = take_ready(true)) return cheap;
+  if (!allow_expensive) return std::nullopt;
+  if (std::optional<Candidate> any = take_ready(false)) return any;
+  FORGE_RETURN_IF_ERROR(RefillReadyLocked(task, wanted, search::Proposals::kAny));
+  return take_ready(false);
 }
 
 absl::StatusOr<std::vector<std::pair<Candidate, const JobRun*>>> Scheduler::TakeWorkLocked(
-    JobRun& job, int room) {
+    JobRun& job, int room, ExpensiveBudget& expensive) {
   std::vector<std::pair<Candidate, const JobRun*>> taken;
   // Baselines first: nothing can be rewarded before the task's eager time is known.
   for (const KernelTask& spec : job.tasks) {
@@ -335,7 +362,8 @@ absl::StatusOr<std::vector<std::pair<Candidate, const JobRun*>>> Scheduler::Take
   if (job.targets.empty()) FORGE_RETURN_IF_ERROR(ComputeTargetsLocked(job));
   if (job.targets.empty()) return taken;
 
-  // Then the searches, the tasks furthest from their targets first.
+  // Then the searches, cheap first (scheduler.h): the tasks take turns, furthest from their
+  // targets first.
   std::vector<std::pair<int64_t, TaskSearch*>> open;
   for (const KernelTask& spec : job.tasks) {
     if (job.stopped.contains(spec.digest())) continue;
@@ -344,20 +372,48 @@ absl::StatusOr<std::vector<std::pair<Candidate, const JobRun*>>> Scheduler::Take
     const int64_t missing = TrialsWanted(job.targets[spec.digest()], task->Progress());
     if (missing > 0) open.emplace_back(missing, task);
   }
-  std::sort(open.begin(), open.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (auto& [missing, task] : open) {
-    while (missing > 0 && static_cast<int>(taken.size()) < room) {
-      if (task->ready.empty()) {
-        FORGE_RETURN_IF_ERROR(RefillReadyLocked(*task, std::min<int64_t>(missing, room)));
-        // Cache hits may have met the target already.
-        missing = std::min<int64_t>(
-            missing, TrialsWanted(job.targets[task->spec.digest()], task->Progress()));
-        if (task->ready.empty()) break;
+  std::stable_sort(open.begin(), open.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  const auto wanted = [&job](const TaskSearch& task) {
+    return TrialsWanted(job.targets[task.spec.digest()], task.Progress());
+  };
+  // A job with a cheap candidate to try for some task that wants trials keeps to the expensive
+  // bound, and so does the rest of this lease for it.
+  if (std::any_of(open.begin(), open.end(), [](const auto& entry) {
+        const TaskSearch& task = *entry.second;
+        return task.searcher->cheap_open() > 0 ||
+               std::any_of(task.ready.begin(), task.ready.end(),
+                           [](const Candidate& ready) { return !search::IsExpensive(ready); });
+      })) {
+    expensive.bounded_jobs.insert(job.id);
+  }
+  const bool bounded = expensive.bounded_jobs.contains(job.id);
+  for (bool progress = true; progress && static_cast<int>(taken.size()) < room;) {
+    progress = false;
+    // Whether every task that wants trials has its first cheap results; read each round, as
+    // cache hits met while proposing record results too.
+    bool first_pass_done = true;
+    for (const auto& [unused, task] : open) {
+      const search::Searcher& searcher = *task->searcher;
+      if (wanted(*task) > 0 &&
+          searcher.cheap_recorded() <
+              std::min<int64_t>(options_.cheap_first_per_task, searcher.cheap_points())) {
+        first_pass_done = false;
       }
-      taken.emplace_back(std::move(task->ready.front()), &job);
-      task->ready.pop_front();
-      --missing;
+    }
+    for (auto& [unused, task] : open) {
+      const int64_t free = room - static_cast<int64_t>(taken.size());
+      const int64_t missing = wanted(*task);
+      if (free <= 0) break;
+      if (missing <= 0) continue;
+      const bool allow_expensive = first_pass_done && (!bounded || expensive.room > 0);
+      FORGE_ASSIGN_OR_RETURN(
+          std::optional<Candidate> next,
+          NextCandidateLocked(*task, std::min(missing, free), allow_expensive));
+      if (!next.has_value()) continue;
+      if (search::IsExpensive(*next)) --expensive.room;
+      taken.emplace_back(*std::move(next), &job);
+      progress = true;
     }
   }
   return taken;
@@ -382,6 +438,12 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
   }
   const std::string space = ResultSpace(*gpu);
   const int room = std::min(request.max_candidates(), options_.max_candidates_per_lease);
+  // Expensive compiles this worker may still take while cheap work remains (scheduler.h).
+  const int expensive_cap =
+      std::max(1, std::max(1, worker->status.compile_threads()) *
+                      options_.expensive_compile_percent / 100);
+  ExpensiveBudget expensive;
+  expensive.room = std::max(0, expensive_cap - leases_.ExpensiveHeldBy(request.worker_id()));
 
   // Jobs this GPU may serve, shared fairly (fair_share.h).
   std::vector<JobRun*> eligible;
@@ -400,7 +462,7 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
         int count = 0;
         FORGE_RETURN_IF_ERROR(ContainJobFailureLocked(job.id, [&]() -> absl::Status {
           if (job.space.empty()) FORGE_RETURN_IF_ERROR(BindJobLocked(job, space, gpu->arch()));
-          FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most));
+          FORGE_ASSIGN_OR_RETURN(auto taken, TakeWorkLocked(job, most, expensive));
           count = static_cast<int>(taken.size());
           for (auto& item : taken) picked.push_back(std::move(item));
           return AdvanceJobLocked(job);
@@ -442,7 +504,8 @@ absl::StatusOr<forge::v1::LeaseResponse> Scheduler::Lease(const forge::v1::Lease
   std::vector<Candidate> candidates;
   std::set<std::string> task_digests;
   for (auto& [candidate, job] : picked) {
-    lease.candidates[candidate.digest()] = LeaseEntry{job->id, candidate.task_digest()};
+    lease.candidates[candidate.digest()] =
+        LeaseEntry{job->id, candidate.task_digest(), search::IsExpensive(candidate)};
     if (task_digests.insert(candidate.task_digest()).second) {
       const TaskSearch& search = *searches_.Find(space, candidate.task_digest());
       *response.add_tasks() = search.spec;

@@ -18,6 +18,24 @@
 // Fairness: higher priority first; among jobs of equal priority, each Lease call gives every job
 // an equal share of the batch, and the order rotates between calls.
 //
+// Cheap first. A candidate is expensive when its compile is (search::IsExpensive: nvcc builds a
+// CUTLASS shared object, tens of seconds); every other candidate is cheap (an NVRTC cubin, a
+// library call). Within a job's share of a lease, once the baselines are in:
+//  - the job's searched tasks take turns, one candidate each per round (the task furthest from
+//    its trial target first), and each task's turn takes a cheap candidate when it has one left
+//    (the search proposes among its cheap points only: Proposals::kCheapOnly);
+//  - no expensive candidate of the job is leased until each of its tasks that still wants trials
+//    has recorded cheap_first_per_task cheap results (or every cheap point it has);
+//  - then, while any of those tasks still has a cheap candidate to try (when the job first takes
+//    from a lease; the whole lease keeps to it), the expensive candidates out on one worker's
+//    leases (all jobs') stay within expensive_compile_percent of the worker's compile threads
+//    (at least one);
+//  - a job with no cheap candidate left to try takes expensive ones without that bound, so a task
+//    whose remaining candidates are all expensive still gets them.
+// So every task gets its first cheap candidates measured before any task's nvcc compile is
+// leased, and nvcc never takes more than the bounded share of a worker's compile threads while
+// cheap work waits.
+//
 // Faults. Every change is written to Redis before it is acknowledged; leases, workers, job search
 // records and searcher snapshots live there (keys in redis_keys.h). A lease not reported or
 // renewed (heartbeats renew the leases they name) by its deadline returns its candidates to the
@@ -61,6 +79,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +121,11 @@ struct SchedulerOptions {
   double near_roofline_percent = 95;
   // Candidates proposed ahead per task, waiting for a lease.
   int ready_per_task = 32;
+  // Cheap first (above): cheap results each task records before the job's expensive candidates
+  // are leased, and the share (percent) of a worker's compile threads expensive compiles may hold
+  // while cheap work remains.
+  int cheap_first_per_task = 3;
+  int expensive_compile_percent = 25;
   // The generator versions workers must have (codegen::GeneratorVersions() of this build).
   std::string generator_versions;
   search::SearchOptions search;
@@ -169,10 +194,24 @@ class Scheduler {
   absl::StatusOr<TaskSearch*> TaskSearchLocked(const std::string& space, const std::string& arch,
                                                const forge::v1::KernelTask& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Up to `room` candidates of `job` for a lease; cache hits met on the way are recorded.
+  // One Lease call's expensive budget (cheap first, above): the expensive candidates the leasing
+  // worker may still take while cheap work remains, and the jobs that had cheap work left when
+  // they first took from this lease (all their takes from it keep to the bound).
+  struct ExpensiveBudget {
+    int room = 0;
+    std::set<std::string> bounded_jobs;
+  };
+  // Up to `room` candidates of `job` for a lease, cheap first (above); cache hits met on the way
+  // are recorded. What the job takes is subtracted from `expensive.room`.
   absl::StatusOr<std::vector<std::pair<forge::v1::Candidate, const JobRun*>>> TakeWorkLocked(
-      JobRun& job, int room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status RefillReadyLocked(TaskSearch& task, int64_t wanted)
+      JobRun& job, int room, ExpensiveBudget& expensive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The task's next candidate for a lease: a cheap one if it has one left, else an expensive one
+  // when `allow_expensive`; nullopt when there is none. Proposes up to `wanted` ahead.
+  absl::StatusOr<std::optional<forge::v1::Candidate>> NextCandidateLocked(
+      TaskSearch& task, int64_t wanted, bool allow_expensive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Proposes until `wanted` candidates that `which` admits wait in the task's ready queue (or the
+  // search has none left); cache hits are recorded instead and count against `wanted`.
+  absl::Status RefillReadyLocked(TaskSearch& task, int64_t wanted, search::Proposals which)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Takes a result (reported, or found in the cache) into the task's search, counts and best,
   // and tells every running job with the task of an improvement over eager.

@@ -18,6 +18,8 @@ namespace {
 constexpr absl::string_view kTargetPrefix = "target:";
 constexpr absl::string_view kStopPrefix = "stop:";
 constexpr absl::string_view kCandidatePrefix = "c:";
+// Marks an expensive candidate's entry in a lease hash (LeaseEntry::expensive).
+constexpr absl::string_view kExpensiveMark = "nvcc";
 
 int64_t ToMillis(absl::Time time) { return absl::ToUnixMillis(time); }
 
@@ -107,10 +109,11 @@ absl::StatusOr<std::map<std::string, LeaseRecord>> SchedulerStore::LoadLeases() 
       if (field == "worker") lease.worker_id = value;
       if (field == "space") lease.space = value;
       if (absl::StartsWith(field, kCandidatePrefix)) {
+        // "<job> <task>", then " nvcc" for an expensive candidate.
         std::vector<std::string> parts = absl::StrSplit(value, ' ');
-        if (parts.size() != 2) continue;
+        if (parts.size() != 2 && parts.size() != 3) continue;
         lease.candidates[std::string(absl::StripPrefix(field, kCandidatePrefix))] =
-            LeaseEntry{parts[0], parts[1]};
+            LeaseEntry{parts[0], parts[1], parts.size() == 3 && parts[2] == kExpensiveMark};
       }
     }
     leases[id] = std::move(lease);
@@ -135,7 +138,8 @@ absl::Status SchedulerStore::WriteLease(const std::string& lease_id, const Lease
   std::map<std::string, int64_t> leased_per_job;
   for (const auto& [digest, entry] : lease.candidates) {
     hash.push_back(absl::StrCat(kCandidatePrefix, digest));
-    hash.push_back(absl::StrCat(entry.job_id, " ", entry.task_digest));
+    hash.push_back(absl::StrCat(entry.job_id, " ", entry.task_digest,
+                                entry.expensive ? absl::StrCat(" ", kExpensiveMark) : ""));
     ++leased_per_job[entry.job_id];
   }
   writes.push_back(std::move(hash));

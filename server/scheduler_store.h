@@ -5,7 +5,8 @@
 //
 //   forge:workers            zset  worker id -> last seen (ms)    forge:worker:{id}  hash "info"
 //   forge:leases             zset  lease id -> deadline (ms)      forge:lease:{id}   hash "worker",
-//                                  "space", "c:{candidate}" -> "{job id} {task digest}"
+//                                  "space", "c:{candidate}" -> "{job id} {task digest}" (then
+//                                  " nvcc" for an expensive candidate)
 //   forge:job:{id}:search    hash  "space", "arch", "started_ms", "target:{task}", "stop:{task}"
 //   forge:task_state:{space}:{task}  hash "search": the searcher's Serialize()
 //   forge:candidate:{cand}   string  Candidate bytes, written with the lease that hands it out

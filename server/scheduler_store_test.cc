@@ -93,11 +93,15 @@ TEST_F(SchedulerStoreTest, LeasesRoundTripInTheirLayout) {
   lease.worker_id = "worker-1";
   lease.space = "predicted:H200";
   lease.deadline = kNow;
-  lease.candidates = {{"c1", {"job-1", "t1"}}, {"c2", {"job-2", "t2"}}, {"c3", {"job-1", "t1"}}};
-  std::vector<forge::v1::Candidate> candidates(3);
+  lease.candidates = {{"c1", {"job-1", "t1"}},
+                      {"c2", {"job-2", "t2"}},
+                      {"c3", {"job-1", "t1", /*expensive=*/true}},
+                      {"c4", {"job-1", "t1"}}};
+  std::vector<forge::v1::Candidate> candidates(4);
   candidates[0].set_digest("c1");
   candidates[1].set_digest("c2");
   candidates[2].set_digest("c3");
+  candidates[3].set_digest("c4");
   candidates[0].set_template_name("rows");
   ASSERT_TRUE(store_->WriteLease("lease-1", lease, candidates).ok());
 
@@ -105,11 +109,12 @@ TEST_F(SchedulerStoreTest, LeasesRoundTripInTheirLayout) {
               ElementsAre("lease-1", "1700000000123"));
   EXPECT_THAT(Flat({"HGETALL", "forge:lease:lease-1"}),
               UnorderedElementsAre("worker", "worker-1", "space", "predicted:H200", "c:c1",
-                                   "job-1 t1", "c:c2", "job-2 t2", "c:c3", "job-1 t1"));
+                                   "job-1 t1", "c:c2", "job-2 t2", "c:c3", "job-1 t1 nvcc",
+                                   "c:c4", "job-1 t1"));
   forge::v1::Candidate stored;
   ASSERT_TRUE(stored.ParseFromString(Raw({"GET", "forge:candidate:c1"}).str()));
   EXPECT_EQ(stored.template_name(), "rows");
-  EXPECT_EQ(Raw({"HGET", "forge:job:job-1", "candidates_leased"}).str(), "2");
+  EXPECT_EQ(Raw({"HGET", "forge:job:job-1", "candidates_leased"}).str(), "3");
   EXPECT_EQ(Raw({"HGET", "forge:job:job-2", "candidates_leased"}).str(), "1");
 
   ASSERT_TRUE(store_->RemoveFromLease("lease-1", {"c1", "c2"}).ok());
@@ -122,9 +127,11 @@ TEST_F(SchedulerStoreTest, LeasesRoundTripInTheirLayout) {
   EXPECT_EQ(back.worker_id, "worker-1");
   EXPECT_EQ(back.space, "predicted:H200");
   EXPECT_EQ(back.deadline, kNow);
-  ASSERT_EQ(back.candidates.size(), 1u);
+  ASSERT_EQ(back.candidates.size(), 2u);
   EXPECT_EQ(back.candidates.at("c3").job_id, "job-1");
   EXPECT_EQ(back.candidates.at("c3").task_digest, "t1");
+  EXPECT_TRUE(back.candidates.at("c3").expensive) << "the cheap-first bound survives a restart";
+  EXPECT_FALSE(back.candidates.at("c4").expensive);
 
   ASSERT_TRUE(store_->DropLease("lease-1").ok());
   EXPECT_THAT(*store_->LoadLeases(), IsEmpty());

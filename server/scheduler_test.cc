@@ -20,7 +20,9 @@
 #include "common/digest/sha256.h"
 #include "common/speedup/speedup.h"
 #include "compiler/codegen/family.h"
+#include "compiler/codegen/testing/codegen_test_util.h"
 #include "compiler/graph/partition.h"
+#include "compiler/graph/task_digest.h"
 #include "compiler/search/candidate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -113,10 +115,11 @@ class SchedulerTest : public ::testing::Test {
     return job->id();
   }
 
-  std::string RegisterWorker(const std::string& id = "") {
+  std::string RegisterWorker(const std::string& id = "", int compile_threads = 0) {
     forge::v1::RegisterRequest request =
         forge::testing::EmulatedWorker(codegen::GeneratorVersions());
     request.set_worker_id(id);
+    request.set_compile_threads(compile_threads);
     absl::StatusOr<forge::v1::RegisterResponse> response = scheduler_->Register(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return response->worker_id();
@@ -226,6 +229,140 @@ TEST_F(SchedulerTest, AJobRunsBaselinesThenSearchesAndFinishesWithBestResults) {
   }
   EXPECT_TRUE(some_best);
   EXPECT_GT(jobs_->GetJob(job)->progress().best_speedup(), 1.0);
+}
+
+// A GPT-2-block-like job: one bf16 GEMM task whose search space is mostly CUTLASS configurations
+// (expensive: nvcc) next to a few cuBLASLt algorithms (cheap), and four pointwise tasks (cheap
+// NVRTC kernels only). The hand-built tasks go in through the job store as the partitioner's would.
+std::vector<forge::v1::KernelTask> GemmAndPointwiseTasks() {
+  using codegen::testing::TaskBuilder;
+  using codegen::testing::TensorArg;
+  constexpr auto kBf16 = forge::v1::DTYPE_BFLOAT16;
+  constexpr auto kF32 = forge::v1::DTYPE_FLOAT32;
+  std::vector<forge::v1::KernelTask> tasks;
+  tasks.push_back(TaskBuilder()
+                      .Input("a", kBf16, {128, 256})
+                      .Input("b", kBf16, {256, 512})
+                      .Node("mm", "mm", "default",
+                            {TensorArg("self", "a"), TensorArg("mat2", "b")}, kBf16, {128, 512})
+                      .Output("mm")
+                      .Build(forge::v1::KERNEL_FAMILY_GEMM));
+  tasks.back().set_flops(2 * 128 * 256 * 512);
+  tasks.back().set_min_bytes(2 * (128 * 256 + 256 * 512 + 128 * 512));
+  for (const char* op : {"relu", "sigmoid", "tanh", "neg"}) {
+    tasks.push_back(TaskBuilder()
+                        .Input("x", kF32, {1024, 1024})
+                        .Node("y", op, "default", {TensorArg("self", "x")}, kF32, {1024, 1024})
+                        .Output("y")
+                        .Build(forge::v1::KERNEL_FAMILY_POINTWISE));
+    tasks.back().set_flops(1024 * 1024);
+    tasks.back().set_min_bytes(2 * 4 * 1024 * 1024);
+  }
+  for (forge::v1::KernelTask& task : tasks) {
+    task.set_digest(graph::TaskDigest(task.group()));
+    task.set_occurrences(1);
+  }
+  return tasks;
+}
+
+// Cheap first (scheduler.h): every task records its first cheap results before the first nvcc
+// candidate is leased; while cheap candidates remain, the worker never holds more expensive ones
+// than its share of compile threads; then the GEMM task still gets its expensive candidates (no
+// starvation) and the job finishes. The worker reports compile seconds, which reach GetResults.
+TEST_F(SchedulerTest, EveryTaskMeasuresCheapCandidatesBeforeAnyExpensiveCompile) {
+  // 8 compile threads at the default 25%: at most 2 expensive compiles while cheap work remains.
+  const std::string worker = RegisterWorker("", /*compile_threads=*/8);
+  constexpr int kExpensiveCap = 2;
+  const std::vector<forge::v1::KernelTask> tasks = GemmAndPointwiseTasks();
+  forge::v1::JobOptions options;
+  options.mutable_budget()->set_max_candidate_trials(5 * 20);
+  absl::StatusOr<forge::v1::Job> created = jobs_->CreateJob(LoadModel("mlp"), options, tasks);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string job = created->id();
+  scheduler_->JobSubmitted(job);
+
+  const SchedulerOptions defaults;
+  constexpr double kNvccSeconds = 42.5;
+  // What an emulated worker's compile pool would report: nvcc's tens of seconds, NVRTC's fraction
+  // of a second, nothing for a library call.
+  const auto with_compile_seconds = [&](const Candidate& candidate, Result& result) {
+    forge::v1::CompileReport* compile = result.mutable_compile();
+    const bool compiled = candidate.compile_cost() != forge::v1::COMPILE_COST_NONE;
+    compile->set_origin(compiled ? forge::v1::COMPILE_ORIGIN_COMPILED
+                                 : forge::v1::COMPILE_ORIGIN_NOT_COMPILED);
+    compile->set_seconds(search::IsExpensive(candidate) ? kNvccSeconds : compiled ? 0.25 : 0.0);
+  };
+  std::map<std::string, int> reported;  // search results reported, by task
+  struct Held {
+    std::string lease_id;
+    Candidate candidate;
+  };
+  std::vector<Held> held;  // expensive candidates the worker is still "compiling"
+  int expensive_leased = 0;
+  bool saw_expensive = false;
+  const auto report = [&](const std::string& lease_id, const std::vector<Candidate>& candidates) {
+    forge::v1::ReportRequest request;
+    request.set_worker_id(worker);
+    request.set_lease_id(lease_id);
+    for (const Candidate& candidate : candidates) {
+      Result result = ResultFor(candidate);
+      with_compile_seconds(candidate, result);
+      *request.add_results() = std::move(result);
+      if (candidate.family() != forge::v1::KERNEL_FAMILY_ATEN) ++reported[candidate.task_digest()];
+    }
+    absl::StatusOr<forge::v1::ReportResponse> response = scheduler_->Report(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->accepted(), static_cast<int>(candidates.size()));
+  };
+  for (int round = 0; round < 400 && StateOf(job) == forge::v1::JOB_STATE_RUNNING; ++round) {
+    LeaseResponse lease = LeaseFor(worker);
+    std::vector<Candidate> cheap;
+    for (const Candidate& candidate : lease.candidates()) {
+      EXPECT_NE(candidate.compile_cost(), forge::v1::COMPILE_COST_UNSPECIFIED);
+      if (!search::IsExpensive(candidate)) {
+        cheap.push_back(candidate);
+        continue;
+      }
+      if (!saw_expensive) {
+        saw_expensive = true;
+        for (const forge::v1::KernelTask& task : tasks) {
+          EXPECT_GE(reported[task.digest()], defaults.cheap_first_per_task)
+              << "task " << task.group().nodes(0).op()
+              << " has too few cheap results when the first expensive candidate is leased";
+        }
+      }
+      ++expensive_leased;
+      held.push_back({lease.lease_id(), candidate});
+    }
+    if (!cheap.empty()) {
+      // Cheap work remained when this lease was made: the expensive bound holds.
+      EXPECT_LE(static_cast<int>(held.size()), kExpensiveCap) << "round " << round;
+      report(lease.lease_id(), cheap);
+    }
+    // The "nvcc" compiles finish every third round, or when there is nothing else to do.
+    if (!held.empty() && (round % 3 == 2 || lease.candidates().empty())) {
+      std::map<std::string, std::vector<Candidate>> by_lease;
+      for (const Held& h : held) by_lease[h.lease_id].push_back(h.candidate);
+      held.clear();
+      for (const auto& [lease_id, candidates] : by_lease) report(lease_id, candidates);
+    }
+    if (lease.candidates().empty() && held.empty()) ASSERT_TRUE(scheduler_->Tick().ok());
+  }
+  EXPECT_EQ(StateOf(job), forge::v1::JOB_STATE_DONE);
+  EXPECT_TRUE(saw_expensive) << "the GEMM task never got its expensive candidates";
+  EXPECT_GT(expensive_leased, kExpensiveCap) << "past the bound once no cheap work was left";
+
+  absl::StatusOr<forge::v1::GetResultsResponse> results = scheduler_->Results(job, true);
+  ASSERT_TRUE(results.ok()) << results.status();
+  int nvcc_results = 0;
+  for (const forge::v1::TaskResults& task : results->tasks()) {
+    EXPECT_GT(task.candidates_measured(), 0) << task.task().digest();
+    for (const Result& result : task.results()) {
+      ASSERT_TRUE(result.has_compile());
+      if (result.compile().seconds() == kNvccSeconds) ++nvcc_results;
+    }
+  }
+  EXPECT_EQ(nvcc_results, expensive_leased) << "compile seconds are stored with the results";
 }
 
 TEST_F(SchedulerTest, ASecondJobOverTheSameModelIsAnsweredByTheCacheWithoutLeases) {

@@ -16,10 +16,12 @@
 //   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints; FORGE_TEST_COMPILE_CACHE names
 //   the compile pool's disk cache, shared with the GPU tests)
 //     For each "anchor" problem: up to kAnchorPoints schedule points per applicable family timed
-//     (L2 flushed, median of kTimedReps), the fastest judged (then the next, if it fails), timed
-//     again on the judge's buffers with the outputs poisoned before every rep and re-checked;
-//     roofline floors from the arch table and from the measured copy bandwidth. One JSON line
-//     per problem.
+//     (L2 flushed, median of kTimedReps), fastest probe launch first; a point whose probe launch
+//     is over kCutRatio times the best median so far is reported "cut": "too slow" with its probe
+//     (probe_us) and never timed nor judged. The fastest timed is judged (then the next, if it
+//     fails), timed again on the judge's buffers with the outputs poisoned before every rep and
+//     re-checked; roofline floors from the arch table and from the measured copy bandwidth. One
+//     JSON line per problem.
 //
 // Host-launched candidates (CUTLASS: compiler/codegen/host_launch_abi.h) are built by the
 // pool's nvcc into shared objects and loaded with worker/library/host_launched.h, then judged
@@ -29,6 +31,7 @@
 // the build's nvcc and CUTLASS headers (the GPU machine has its own toolkit; the headers travel
 // with the bundle).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +39,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -84,6 +88,9 @@ namespace {
 constexpr int kSampledPoints = 4;   // besides the default, per task, in the validation sweep
 constexpr int kAnchorPoints = 20;   // timed per anchor task, the default included
 constexpr int kTimedReps = 30;
+// An anchor candidate whose probe launch takes over this many times the best median timed so far
+// on its problem is cut ("cut": "too slow") instead of timed: it cannot be the best.
+constexpr double kCutRatio = 20;
 constexpr int kJudgeAttempts = 3;   // anchor candidates judged, fastest first, until one passes
 constexpr int kContextLostExitCode = 75;
 constexpr int64_t kTimingTileElements = int64_t{1} << 22;
@@ -754,6 +761,21 @@ absl::StatusOr<TimingBuffers> MakeTimingBuffers(const gpu::Device& device,
   return result;
 }
 
+// One launch of `launch` after a warm one, timed by the host clock around the launch and the
+// stream's synchronization (no L2 flush, launch overhead included): a coarse upper bound of the
+// kernel's time, enough to tell a candidate 20x too slow from one worth timing. Never reported as
+// a timing.
+absl::StatusOr<double> ProbeUs(const judge::CandidateLaunch& launch, gpu::Stream& stream,
+                               const std::vector<CUdeviceptr>& args) {
+  FORGE_RETURN_IF_ERROR(launch(stream, args));
+  FORGE_RETURN_IF_ERROR(stream.Synchronize());
+  const auto start = std::chrono::steady_clock::now();
+  FORGE_RETURN_IF_ERROR(launch(stream, args));
+  FORGE_RETURN_IF_ERROR(stream.Synchronize());
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 std::string TimingJson(const timer::Timing& timing) {
   return absl::StrCat("\"median_us\":", JsonDouble(timing.summary.median), ",\"min_us\":",
                       JsonDouble(timing.summary.min), ",\"max_us\":", JsonDouble(timing.summary.max),
@@ -815,46 +837,97 @@ int RunAnchors(Context& context, const std::string& dir, const std::vector<Probl
       double median_us;
     };
     std::vector<Timed> timed;
-    std::vector<std::string> point_json;
+    std::vector<std::string> point_json(candidates.size());
     {
       absl::StatusOr<TimingBuffers> buffers = MakeTimingBuffers(*context.device, task);
-      if (!buffers.ok()) {
-        std::printf("error  %s: %s\n", problem.name.c_str(), buffers.status().ToString().c_str());
+      absl::StatusOr<gpu::Stream> probe_stream = context.device->CreateStream();
+      if (!buffers.ok() || !probe_stream.ok()) {
+        const absl::Status why = buffers.ok() ? probe_stream.status() : buffers.status();
+        std::printf("error  %s: %s\n", problem.name.c_str(), why.ToString().c_str());
         return 1;
       }
+      // First every candidate is loaded and probed (one warm launch, then one launch timed by
+      // the host clock); then they are timed fastest probe first, and a candidate whose probe is
+      // over kCutRatio times the best median timed so far is cut without its reps (the SDPA math
+      // backend at KV 32768 took 1.2 s a launch: its 35 launches cost a round).
+      std::vector<std::string> problem_text(candidates.size());
+      std::vector<std::optional<judge::CandidateLaunch>> launches(candidates.size());
+      std::vector<std::optional<double>> probe_us(candidates.size());
+      // A launch error becomes the point's error; true when it lost the CUDA context.
+      const auto context_lost = [&](size_t i, const absl::Status& status, const char* doing) {
+        problem_text[i] = absl::StrCat("time: ", status.ToString());
+        if (!gpu::IsStickyError(status)) return false;
+        std::printf("CUDA context lost %s %s: %s\n", doing, problem.name.c_str(),
+                    problem_text[i].c_str());
+        return true;
+      };
       for (size_t i = 0; i < candidates.size(); ++i) {
         Candidate& candidate = candidates[i];
-        std::string problem_text = CompileProblem(candidate);
-        if (problem_text.empty()) problem_text = UnsupportedOnThisGpu(context, task, candidate);
-        std::string entry = absl::StrCat("{\"parameters\":", ParametersJson(candidate.point));
-        if (problem_text.empty()) {
-          absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, task, candidate);
-          absl::StatusOr<timer::Timing> timing =
-              launch.ok() ? (*timer)->Time(
-                                [&](gpu::Stream& stream) { return (*launch)(stream, buffers->args); },
-                                timer_options)
-                          : absl::StatusOr<timer::Timing>(launch.status());
-          if (timing.ok()) {
-            timed.push_back({i, timing->summary.median});
-            absl::StrAppend(&entry, ",", TimingJson(*timing));
-            std::printf("time   %-24s %10.1f us  %s\n", problem.name.c_str(),
-                        timing->summary.median, ParametersText(candidate.point).c_str());
-          } else {
-            problem_text = absl::StrCat("time: ", timing.status().ToString());
-            if (gpu::IsStickyError(timing.status())) {
-              std::printf("CUDA context lost timing %s: %s\n", problem.name.c_str(),
-                          problem_text.c_str());
-              return kContextLostExitCode;
-            }
-          }
+        problem_text[i] = CompileProblem(candidate);
+        if (problem_text[i].empty()) {
+          problem_text[i] = UnsupportedOnThisGpu(context, task, candidate);
         }
-        if (!problem_text.empty()) {
+        if (!problem_text[i].empty()) continue;
+        absl::StatusOr<judge::CandidateLaunch> launch = LoadCandidate(context, task, candidate);
+        if (!launch.ok()) {
+          problem_text[i] = absl::StrCat("time: ", launch.status().ToString());
+          continue;
+        }
+        launches[i] = *std::move(launch);
+        absl::StatusOr<double> probe = ProbeUs(*launches[i], *probe_stream, buffers->args);
+        if (!probe.ok()) {
+          if (context_lost(i, probe.status(), "probing")) return kContextLostExitCode;
+          continue;
+        }
+        probe_us[i] = *probe;
+      }
+      std::vector<size_t> order;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (probe_us[i].has_value()) order.push_back(i);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return *probe_us[a] < *probe_us[b]; });
+      double best_median_us = std::numeric_limits<double>::infinity();
+      std::vector<std::string> timing_json(candidates.size());
+      for (size_t i : order) {
+        Candidate& candidate = candidates[i];
+        if (*probe_us[i] > kCutRatio * best_median_us) {
+          timing_json[i] = absl::StrCat(",\"cut\":\"too slow\",\"cut_reason\":",
+                                        JsonString(absl::StrFormat(
+                                            "one launch took %.1f us, over %.0fx the best median "
+                                            "so far (%.1f us): not timed",
+                                            *probe_us[i], kCutRatio, best_median_us)));
+          std::printf("cut    %-24s %10.1f us a launch (best %.1f us): too slow  %s %s\n",
+                      problem.name.c_str(), *probe_us[i], best_median_us,
+                      candidate.point.template_name.c_str(),
+                      ParametersText(candidate.point).c_str());
+          continue;
+        }
+        absl::StatusOr<timer::Timing> timing = (*timer)->Time(
+            [&](gpu::Stream& stream) { return (*launches[i])(stream, buffers->args); },
+            timer_options);
+        if (!timing.ok()) {
+          if (context_lost(i, timing.status(), "timing")) return kContextLostExitCode;
+          continue;
+        }
+        timed.push_back({i, timing->summary.median});
+        best_median_us = std::min(best_median_us, timing->summary.median);
+        timing_json[i] = absl::StrCat(",", TimingJson(*timing));
+        std::printf("time   %-24s %10.1f us  %s\n", problem.name.c_str(), timing->summary.median,
+                    ParametersText(candidate.point).c_str());
+      }
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const Candidate& candidate = candidates[i];
+        if (!problem_text[i].empty()) {
           std::printf("error  %-24s %s: %s\n", problem.name.c_str(),
-                      ParametersText(candidate.point).c_str(), problem_text.substr(0, 400).c_str());
+                      ParametersText(candidate.point).c_str(),
+                      problem_text[i].substr(0, 400).c_str());
         }
-        absl::StrAppend(&entry, ",\"error\":", JsonString(problem_text), ",",
-                        CompileJson(candidate), "}");
-        point_json.push_back(entry);
+        point_json[i] = absl::StrCat(
+            "{\"template\":", JsonString(candidate.point.template_name),
+            ",\"parameters\":", ParametersJson(candidate.point), ",\"probe_us\":",
+            probe_us[i].has_value() ? JsonDouble(*probe_us[i]) : "null", timing_json[i],
+            ",\"error\":", JsonString(problem_text[i]), ",", CompileJson(candidate), "}");
       }
     }  // frees the timing buffers before the judge allocates its own
     std::sort(timed.begin(), timed.end(),

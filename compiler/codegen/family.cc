@@ -88,6 +88,17 @@ absl::StatusOr<GeneratedKernel> KernelFamily::Generate(const forge::v1::KernelTa
   return kernel;
 }
 
+forge::v1::CompileCost CompileCostOf(const LaunchPlan& plan) {
+  switch (plan.compile_output) {
+    case CompileOutput::kNvccSharedObject:
+      return forge::v1::COMPILE_COST_NVCC;
+    case CompileOutput::kNvrtcCubin:
+      return plan.kernel_name.empty() ? forge::v1::COMPILE_COST_NONE
+                                      : forge::v1::COMPILE_COST_NVRTC;
+  }
+  return forge::v1::COMPILE_COST_UNSPECIFIED;
+}
+
 bool IsAtenFallback(const GeneratedKernel& kernel) { return kernel.source.empty(); }
 
 }  // namespace forge::codegen

@@ -93,6 +93,14 @@ class KernelFamily {
   }
 };
 
+// What compiling a candidate planned as `plan` costs a worker, by class: COMPILE_COST_NVCC for a
+// shared object (host-launched CUTLASS kernels: tens of seconds of nvcc), COMPILE_COST_NVRTC for a
+// cubin of a named kernel (generated kernels, a cuBLASLt call's epilogue kernel: about 0.1-1 s),
+// COMPILE_COST_NONE for what compiles nothing (the ATen fallback, plain library calls). The same
+// decision as the worker's compile::CompileRequestFor, made from the plan alone, so the search
+// knows it for every point without writing source.
+forge::v1::CompileCost CompileCostOf(const LaunchPlan& plan);
+
 // The compute capability `target_arch` names: 90 for "sm_90" and "sm_90a"; InvalidArgument for
 // anything else.
 absl::StatusOr<int> ComputeCapabilityOf(absl::string_view target_arch);

@@ -1,9 +1,11 @@
 #include "compiler/codegen/family.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
@@ -136,6 +138,60 @@ TEST(FamilyTest, CostHintsNameTheExecutor) {
             Executor::kCublasLt);
   EXPECT_EQ(executor(*FindFamily(forge::v1::KERNEL_FAMILY_ATEN), MatmulReluTask()),
             Executor::kAten);
+}
+
+// The compile cost class of every template's default point, as the scheduler reads it: nvcc for
+// CUTLASS's shared objects, NVRTC for a named generated kernel (a cuBLASLt call's epilogue
+// kernel included), nothing for the ATen fallback and a plain cuBLASLt call.
+TEST(FamilyTest, CompileCostOfFollowsWhatTheWorkerCompiles) {
+  // tanh(a @ b) in bf16: cuBLASLt has no tanh epilogue (cublaslt_then_pointwise adds a kernel),
+  // CUTLASS's epilogue has one.
+  constexpr auto kBf16 = forge::v1::DTYPE_BFLOAT16;
+  const KernelTask matmul_tanh =
+      testing::TaskBuilder()
+          .Input("a", kBf16, {128, 256})
+          .Input("b", kBf16, {256, 512})
+          .Node("mm", "mm", "default",
+                {testing::TensorArg("self", "a"), testing::TensorArg("mat2", "b")}, kBf16,
+                {128, 512})
+          .Node("tanh", "tanh", "default", {testing::TensorArg("self", "mm")}, kBf16, {128, 512})
+          .Output("tanh")
+          .Build(forge::v1::KERNEL_FAMILY_GEMM);
+  std::map<std::string, forge::v1::CompileCost> costs;
+  for (const KernelTask& task : {ReluTask(), matmul_tanh}) {
+    for (const KernelFamily* family : ApplicableFamilies(task)) {
+      absl::StatusOr<std::vector<TemplateSpace>> spaces = family->ScheduleSpace(task);
+      ASSERT_TRUE(spaces.ok()) << spaces.status();
+      for (const TemplateSpace& space : *spaces) {
+        absl::StatusOr<LaunchPlan> plan = family->Plan(task, DefaultPoint(space));
+        if (!plan.ok()) continue;  // a default point this task's shapes rule out
+        costs[absl::StrCat(family->name(), "/", space.template_name)] = CompileCostOf(*plan);
+      }
+    }
+  }
+  std::string listed;
+  for (const auto& [name, cost] : costs) {
+    absl::StrAppend(&listed, name, "=", forge::v1::CompileCost_Name(cost), " ");
+  }
+  const auto cost_of = [&](const std::string& name) {
+    const auto it = costs.find(name);
+    EXPECT_NE(it, costs.end()) << name << " not planned; planned: " << listed;
+    return it == costs.end() ? forge::v1::COMPILE_COST_UNSPECIFIED : it->second;
+  };
+  EXPECT_EQ(cost_of("pointwise/pointwise_flat"), forge::v1::COMPILE_COST_NVRTC);
+  EXPECT_EQ(cost_of("gemm_library/cublaslt_then_pointwise"), forge::v1::COMPILE_COST_NVRTC);
+  EXPECT_EQ(cost_of("aten/aten_calls"), forge::v1::COMPILE_COST_NONE);
+  int cutlass = 0;
+  for (const auto& [name, cost] : costs) {
+    if (!absl::StartsWith(name, "cutlass_gemm/")) continue;
+    EXPECT_EQ(cost, forge::v1::COMPILE_COST_NVCC) << name;
+    ++cutlass;
+  }
+  EXPECT_GT(cutlass, 0) << "no CUTLASS template planned; planned: " << listed;
+  // A plain cuBLASLt call compiles nothing.
+  LaunchPlan library;
+  library.hints.executor = Executor::kCublasLt;
+  EXPECT_EQ(CompileCostOf(library), forge::v1::COMPILE_COST_NONE);
 }
 
 }  // namespace

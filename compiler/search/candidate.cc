@@ -74,6 +74,10 @@ absl::StatusOr<forge::v1::Candidate> MakeCandidate(const forge::v1::KernelTask& 
   return candidate;
 }
 
+bool IsExpensive(const forge::v1::Candidate& candidate) {
+  return candidate.compile_cost() == forge::v1::COMPILE_COST_NVCC;
+}
+
 absl::StatusOr<forge::v1::Candidate> BaselineCandidate(const forge::v1::KernelTask& task,
                                                        absl::string_view target_arch) {
   const codegen::KernelFamily* aten = codegen::FindFamily(forge::v1::KERNEL_FAMILY_ATEN);
@@ -85,7 +89,12 @@ absl::StatusOr<forge::v1::Candidate> BaselineCandidate(const forge::v1::KernelTa
                                             " templates for task ", task.digest(),
                                             "; its baseline needs exactly one"));
   }
-  return MakeCandidate(task, *aten, codegen::DefaultPoint(spaces.front()), target_arch);
+  const codegen::SchedulePoint point = codegen::DefaultPoint(spaces.front());
+  FORGE_ASSIGN_OR_RETURN(forge::v1::Candidate candidate,
+                         MakeCandidate(task, *aten, point, target_arch));
+  FORGE_ASSIGN_OR_RETURN(const codegen::LaunchPlan plan, aten->Plan(task, point));
+  candidate.set_compile_cost(codegen::CompileCostOf(plan));
+  return candidate;
 }
 
 codegen::SchedulePoint PointOf(const forge::v1::Candidate& candidate) {

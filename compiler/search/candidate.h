@@ -18,15 +18,22 @@ namespace forge::search {
 
 // The candidate for `point` of `family` on `task`, with its digest, after family.Validate and
 // family.SupportsArch. InvalidArgument/Unimplemented as Validate says; FailedPrecondition for a
-// point `target_arch` cannot run.
+// point `target_arch` cannot run. Its compile_cost is left unset: the search space sets it from
+// the point's plan, which it computes anyway (SearchSpace::Build).
 absl::StatusOr<forge::v1::Candidate> MakeCandidate(const forge::v1::KernelTask& task,
                                                    const codegen::KernelFamily& family,
                                                    const codegen::SchedulePoint& point,
                                                    absl::string_view target_arch);
 
-// The ATen fallback candidate of `task`: timing it gives the task's eager baseline.
+// The ATen fallback candidate of `task` (compile cost COMPILE_COST_NONE): timing it gives the
+// task's eager baseline.
 absl::StatusOr<forge::v1::Candidate> BaselineCandidate(const forge::v1::KernelTask& task,
                                                        absl::string_view target_arch);
+
+// True for a candidate whose compile costs a worker tens of seconds (COMPILE_COST_NVCC: CUTLASS's
+// shared objects); everything else (NVRTC cubins, library calls, ATen, an unknown cost) is cheap.
+// The scheduler leases every task's cheap candidates before expensive ones (server/scheduler.h).
+bool IsExpensive(const forge::v1::Candidate& candidate);
 
 // The digest MakeCandidate gives, from the candidate's fields (digest itself ignored).
 std::string CandidateDigest(const forge::v1::Candidate& candidate);

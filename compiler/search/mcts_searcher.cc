@@ -9,7 +9,8 @@
 // its pending candidates, its open (proposable) leaves, and its prior: the best predicted time
 // among its leaves. Children are ranked by prior, ties by a seeded random key.
 //
-// One proposal is one descent. At a node with n visits (recorded outcomes plus virtual_loss per
+// One proposal is one descent. A proposal of cheap points only (Proposals::kCheapOnly) descends the
+// same way, counting as open only the leaves it admits. At a node with n visits (recorded outcomes plus virtual_loss per
 // pending candidate), progressive widening admits the first ceil(widening_constant *
 // n ^ widening_exponent) children in rank order; children without open leaves are skipped, and
 // when none of the admitted ones is open, the first open child beyond them is admitted. The
@@ -60,6 +61,7 @@ struct Node {
   double prior_seconds = std::numeric_limits<double>::infinity();  // best among the leaves below
   std::uint64_t tie_key = 0;
   int64_t open = 0;     // leaves below that may be proposed
+  int64_t open_cheap = 0;  // of them, those Proposals::kCheapOnly admits
   int64_t pending = 0;  // candidates pending below
   Outcomes outcomes;    // recorded below
 };
@@ -111,6 +113,7 @@ class MctsSearcher final : public SpaceSearcher {
       nodes_[node].point = static_cast<int>(p);
       nodes_[node].prior_seconds = points[p].prior_seconds;
       nodes_[node].open = 1;
+      nodes_[node].open_cheap = IsCheap(static_cast<int>(p)) ? 1 : 0;
       leaf_of_point_[p] = node;
     }
     // Children always come after their parent, so one backward pass sums the subtrees.
@@ -118,6 +121,7 @@ class MctsSearcher final : public SpaceSearcher {
       Node& parent = nodes_[nodes_[n].parent];
       parent.children.push_back(n);
       parent.open += nodes_[n].open;
+      parent.open_cheap += nodes_[n].open_cheap;
       parent.prior_seconds = std::min(parent.prior_seconds, nodes_[n].prior_seconds);
     }
     for (Node& node : nodes_) {
@@ -177,7 +181,12 @@ class MctsSearcher final : public SpaceSearcher {
     return weight * *shared + (1 - weight) * *own;
   }
 
-  int SelectChild(const Node& node) const {
+  // The open leaves below `node` that `which` admits.
+  static int64_t Open(const Node& node, Proposals which) {
+    return which == Proposals::kCheapOnly ? node.open_cheap : node.open;
+  }
+
+  int SelectChild(const Node& node, Proposals which) const {
     const double visits = EffectiveVisits(node);
     const size_t admitted = static_cast<size_t>(std::ceil(
         options_.widening_constant * std::pow(std::max(visits, 1.0), options_.widening_exponent)));
@@ -188,7 +197,7 @@ class MctsSearcher final : public SpaceSearcher {
     for (size_t i = 0; i < node.children.size(); ++i) {
       if (i >= admitted && chosen >= 0) break;
       const Node& child = nodes_[node.children[i]];
-      if (child.open == 0) continue;
+      if (Open(child, which) == 0) continue;
       const double score =
           Value(child, first_play_value) +
           options_.exploration * std::sqrt(log_visits / (EffectiveVisits(child) + 1));
@@ -200,10 +209,10 @@ class MctsSearcher final : public SpaceSearcher {
     return chosen;
   }
 
-  std::optional<int> Choose() override {
-    if (nodes_[0].open == 0) return std::nullopt;
+  std::optional<int> Choose(Proposals which) override {
+    if (Open(nodes_[0], which) == 0) return std::nullopt;
     int node = 0;
-    while (nodes_[node].point < 0) node = SelectChild(nodes_[node]);
+    while (nodes_[node].point < 0) node = SelectChild(nodes_[node], which);
     return nodes_[node].point;
   }
 
@@ -216,9 +225,11 @@ class MctsSearcher final : public SpaceSearcher {
   }
 
   void OnPending(int point) override {
-    UpdatePath(point, [](Node& node) {
+    const int64_t cheap = IsCheap(point) ? 1 : 0;
+    UpdatePath(point, [cheap](Node& node) {
       ++node.pending;
       --node.open;
+      node.open_cheap -= cheap;
     });
   }
 
@@ -238,9 +249,11 @@ class MctsSearcher final : public SpaceSearcher {
   }
 
   void OnReleased(int point) override {
-    UpdatePath(point, [](Node& node) {
+    const int64_t cheap = IsCheap(point) ? 1 : 0;
+    UpdatePath(point, [cheap](Node& node) {
       --node.pending;
       ++node.open;
+      node.open_cheap += cheap;
     });
   }
 

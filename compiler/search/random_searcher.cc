@@ -1,5 +1,5 @@
-// Uniform random sampling without replacement: each proposal is the k-th open point in space
-// order, k uniform over the open points. The generator's state is all the randomness there is,
+// Uniform random sampling without replacement: each proposal is the k-th open point (that the
+// proposal admits) in space order, k uniform over those points. The generator's state is all the randomness there is,
 // so a restored searcher draws what the saved one would have.
 #include <memory>
 #include <utility>
@@ -20,12 +20,13 @@ class RandomSearcher final : public SpaceSearcher {
       : SpaceSearcher(kRandomKind, task, target_arch, std::move(start.space), start.seed) {}
 
  private:
-  std::optional<int> Choose() override {
-    const int64_t open = open_points();
+  std::optional<int> Choose(Proposals which) override {
+    const bool cheap_only = which == Proposals::kCheapOnly;
+    const int64_t open = cheap_only ? cheap_open() : open_points();
     if (open == 0) return std::nullopt;
     int64_t skip = static_cast<int64_t>(random().Below(static_cast<std::uint64_t>(open)));
     for (int point = 0;; ++point) {
-      if (IsOpen(point) && skip-- == 0) return point;
+      if (IsOpen(point) && (!cheap_only || IsCheap(point)) && skip-- == 0) return point;
     }
   }
 };

@@ -84,9 +84,10 @@ absl::StatusOr<SearchSpace> SearchSpace::Build(const forge::v1::KernelTask& task
           space_point.value_indices.push_back(
               ValueIndex(parameter, point.parameters.at(parameter.name)));
         }
+        // The plan only: the coordinator writes no CUDA source.
+        absl::StatusOr<codegen::LaunchPlan> plan = family->Plan(task, point);
+        if (plan.ok()) candidate->set_compile_cost(codegen::CompileCostOf(*plan));
         if (prior != nullptr) {
-          // The plan only: the coordinator writes no CUDA source.
-          absl::StatusOr<codegen::LaunchPlan> plan = family->Plan(task, point);
           absl::StatusOr<double> seconds =
               plan.ok() ? prior->PredictSeconds(task, *plan) : plan.status();
           space_point.prior_seconds =
@@ -161,12 +162,17 @@ SpaceSearcher::SpaceSearcher(std::string kind, const forge::v1::KernelTask& task
       seed_(seed),
       space_(std::move(space)),
       random_(seed),
-      status_(space_.points().size(), PointStatus::kOpen) {}
+      status_(space_.points().size(), PointStatus::kOpen) {
+  for (const SpacePoint& point : space_.points()) cheap_.push_back(!IsExpensive(point.candidate));
+  cheap_points_ = std::count(cheap_.begin(), cheap_.end(), true);
+  cheap_open_ = cheap_points_;
+}
 
-std::vector<forge::v1::Candidate> SpaceSearcher::Propose(int max_candidates) {
+std::vector<forge::v1::Candidate> SpaceSearcher::Propose(int max_candidates, Proposals which) {
   std::vector<forge::v1::Candidate> proposed;
   while (static_cast<int>(proposed.size()) < max_candidates) {
-    const std::optional<int> point = Choose();
+    if (which == Proposals::kCheapOnly && cheap_open_ == 0) break;
+    const std::optional<int> point = Choose(which);
     if (!point.has_value()) break;
     MarkPending(*point);
     proposed.push_back(space_.points()[*point].candidate);
@@ -199,6 +205,7 @@ absl::Status SpaceSearcher::Release(absl::string_view candidate_digest) {
   FORGE_ASSIGN_OR_RETURN(const int point, FindPending(candidate_digest));
   status_[point] = PointStatus::kOpen;
   --pending_count_;
+  if (cheap_[point]) ++cheap_open_;
   OnReleased(point);
   return absl::OkStatus();
 }
@@ -228,12 +235,14 @@ std::optional<std::pair<std::string, double>> SpaceSearcher::best() const {
 void SpaceSearcher::MarkPending(int point) {
   status_[point] = PointStatus::kPending;
   ++pending_count_;
+  if (cheap_[point]) --cheap_open_;
   OnPending(point);
 }
 
 void SpaceSearcher::RecordPoint(int point, std::optional<double> speedup) {
   status_[point] = PointStatus::kRecorded;
   --pending_count_;
+  if (cheap_[point]) ++cheap_recorded_;
   outcomes_.emplace_back(point, speedup);
   if (speedup.has_value() && (best_point_ < 0 || *speedup > best_speedup_)) {
     best_point_ = point;

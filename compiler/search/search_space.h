@@ -99,13 +99,17 @@ absl::StatusOr<SearchStart> PrepareSearch(absl::string_view kind,
 // choose the next open point and hear of every change of a point's status.
 class SpaceSearcher : public Searcher {
  public:
-  std::vector<forge::v1::Candidate> Propose(int max_candidates) final;
+  using Searcher::Propose;
+  std::vector<forge::v1::Candidate> Propose(int max_candidates, Proposals which) final;
   absl::Status Record(absl::string_view candidate_digest, std::optional<double> speedup) final;
   absl::Status Release(absl::string_view candidate_digest) final;
   bool Exhausted() const final;
   std::vector<std::string> PendingDigests() const final;
   int64_t recorded() const final { return static_cast<int64_t>(outcomes_.size()); }
   int64_t pending() const final { return pending_count_; }
+  int64_t cheap_points() const final { return cheap_points_; }
+  int64_t cheap_recorded() const final { return cheap_recorded_; }
+  int64_t cheap_open() const final { return cheap_open_; }
   std::optional<std::pair<std::string, double>> best() const final;
   std::string Serialize() const final;
 
@@ -118,8 +122,8 @@ class SpaceSearcher : public Searcher {
   SpaceSearcher(std::string kind, const forge::v1::KernelTask& task, absl::string_view target_arch,
                 SearchSpace space, std::uint64_t seed);
 
-  // An open point to propose next; nullopt when none is open.
-  virtual std::optional<int> Choose() = 0;
+  // An open point that `which` admits to propose next; nullopt when there is none.
+  virtual std::optional<int> Choose(Proposals which) = 0;
   // `point` became pending (proposed).
   virtual void OnPending(int /*point*/) {}
   // Pending `point` got its outcome: a speedup, or nullopt for a failure.
@@ -130,6 +134,8 @@ class SpaceSearcher : public Searcher {
   const SearchSpace& space() const { return space_; }
   SplitMix64& random() { return random_; }
   bool IsOpen(int point) const { return status_[point] == PointStatus::kOpen; }
+  // Whether the point's candidate is cheap to compile (Proposals::kCheapOnly admits it).
+  bool IsCheap(int point) const { return cheap_[point]; }
   int64_t open_points() const;
   // The best speedup recorded so far; 0 before the first success.
   double best_speedup() const { return best_point_ < 0 ? 0 : best_speedup_; }
@@ -149,7 +155,11 @@ class SpaceSearcher : public Searcher {
   const SearchSpace space_;
   SplitMix64 random_;
   std::vector<PointStatus> status_;
+  std::vector<bool> cheap_;  // by point: IsCheap
   int64_t pending_count_ = 0;
+  int64_t cheap_points_ = 0;
+  int64_t cheap_recorded_ = 0;
+  int64_t cheap_open_ = 0;
   std::vector<std::pair<int, std::optional<double>>> outcomes_;  // in recording order
   int best_point_ = -1;
   double best_speedup_ = 0;

@@ -51,13 +51,23 @@ struct SearchOptions {
   const cost::CostPredictor* learned_prior = nullptr;
 };
 
+// Which open points a proposal may take.
+enum class Proposals {
+  kAny,        // every open point
+  kCheapOnly,  // open points whose candidate is cheap to compile (not IsExpensive: candidate.h)
+};
+
 class Searcher {
  public:
   virtual ~Searcher() = default;
 
-  // Up to `max_candidates` distinct candidates, none proposed before (unless released), each now
-  // pending. Fewer, or none, when the space has no more unproposed valid points.
-  virtual std::vector<forge::v1::Candidate> Propose(int max_candidates) = 0;
+  // Up to `max_candidates` distinct candidates among the points `which` admits, none proposed
+  // before (unless released), each now pending, chosen as the searcher chooses among those points
+  // alone. Fewer, or none, when no such unproposed valid point is left.
+  virtual std::vector<forge::v1::Candidate> Propose(int max_candidates, Proposals which) = 0;
+  std::vector<forge::v1::Candidate> Propose(int max_candidates) {
+    return Propose(max_candidates, Proposals::kAny);
+  }
 
   // The outcome of a pending candidate: its speedup over the baseline (> 0), or nullopt when it
   // failed. NotFound for a digest that is not pending.
@@ -77,6 +87,11 @@ class Searcher {
 
   virtual int64_t recorded() const = 0;  // outcomes recorded
   virtual int64_t pending() const = 0;   // proposed, not yet recorded or released
+  // The cheap points (Proposals::kCheapOnly's): in the space, with an outcome recorded, and open
+  // (neither pending nor recorded). What the scheduler's cheap-first rule reads.
+  virtual int64_t cheap_points() const = 0;
+  virtual int64_t cheap_recorded() const = 0;
+  virtual int64_t cheap_open() const = 0;
   // The best speedup recorded so far and its candidate digest; nullopt before the first success.
   virtual std::optional<std::pair<std::string, double>> best() const = 0;
 

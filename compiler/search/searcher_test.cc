@@ -242,6 +242,62 @@ TEST(SearcherTest, ExhaustsASmallSpace) {
   }
 }
 
+// A bf16 matrix product: cuBLASLt points (cheap: no compile) and CUTLASS points (expensive: nvcc).
+KernelTask BfMatmulTask() {
+  KernelTask task =
+      TaskBuilder()
+          .Input("a", kBf16, {128, 256})
+          .Input("b", kBf16, {256, 512})
+          .Node("mm", "mm", "default", {TensorArg("self", "a"), TensorArg("mat2", "b")}, kBf16,
+                {128, 512})
+          .Output("mm")
+          .Build(forge::v1::KERNEL_FAMILY_GEMM);
+  task.set_flops(2 * 128 * 256 * 512);
+  task.set_min_bytes(2 * (128 * 256 + 256 * 512 + 128 * 512));
+  task.set_digest(std::string(64, 'c'));
+  return task;
+}
+
+// Cheap-only proposals take every cheap point once and no expensive one, and leave the expensive
+// ones to later proposals; the cheap counts follow.
+TEST(SearcherTest, CheapOnlyProposalsTakeCheapPointsOnly) {
+  const KernelTask task = BfMatmulTask();
+  const std::vector<Candidate> all = AllCandidates(task);
+  const int64_t expensive = std::count_if(all.begin(), all.end(), IsExpensive);
+  const int64_t cheap = static_cast<int64_t>(all.size()) - expensive;
+  ASSERT_GT(expensive, 0) << "no CUTLASS point for the bf16 matmul";
+  ASSERT_GT(cheap, 0) << "no cuBLASLt point for the bf16 matmul";
+  for (const Candidate& candidate : all) {
+    EXPECT_NE(candidate.compile_cost(), forge::v1::COMPILE_COST_UNSPECIFIED)
+        << candidate.template_name();
+  }
+  for (const NamedFactory& factory : Factories()) {
+    SCOPED_TRACE(factory.name);
+    std::unique_ptr<Searcher> searcher = Create(factory.create, task);
+    EXPECT_EQ(searcher->cheap_points(), cheap);
+    EXPECT_EQ(searcher->cheap_open(), cheap);
+    const std::vector<Candidate> first = searcher->Propose(1, Proposals::kCheapOnly);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_FALSE(IsExpensive(first[0]));
+    ASSERT_TRUE(searcher->Record(first[0].digest(), 1.0).ok());
+    EXPECT_EQ(searcher->cheap_recorded(), 1);
+    const std::vector<Candidate> rest = searcher->Propose(1 << 20, Proposals::kCheapOnly);
+    EXPECT_EQ(static_cast<int64_t>(rest.size()), cheap - 1);
+    for (const Candidate& candidate : rest) EXPECT_FALSE(IsExpensive(candidate));
+    EXPECT_EQ(searcher->cheap_open(), 0);
+    EXPECT_TRUE(searcher->Propose(4, Proposals::kCheapOnly).empty());
+    // A released cheap point is open to cheap proposals again.
+    ASSERT_TRUE(searcher->Release(rest[0].digest()).ok());
+    EXPECT_EQ(searcher->cheap_open(), 1);
+    EXPECT_EQ(Digests(searcher->Propose(4, Proposals::kCheapOnly)),
+              std::vector<std::string>{rest[0].digest()});
+    const std::vector<Candidate> expensive_ones = searcher->Propose(1 << 20);
+    EXPECT_EQ(static_cast<int64_t>(expensive_ones.size()), expensive);
+    for (const Candidate& candidate : expensive_ones) EXPECT_TRUE(IsExpensive(candidate));
+    EXPECT_EQ(searcher->cheap_recorded(), 1);
+  }
+}
+
 // A task with no generated family (a 1-d convolution runs through ATen only: cuDNN's graphs take
 // 2-d and 3-d ones, the stencil family 2-d depthwise ones) has nothing to search.
 TEST(SearcherTest, NothingToSearchIsExhaustedAtOnce) {

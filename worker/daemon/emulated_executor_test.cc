@@ -106,6 +106,40 @@ TEST_F(EmulatedExecutorTest, PointwiseAndReductionCandidatesArePredicted) {
   EXPECT_EQ(pool_->stats().memory_hits + pool_->stats().in_flight_joins, 2);
 }
 
+// Result.compile carries the compile pool's seconds: measured for the first compile of a
+// kernel, 0 and a cache hit for the same kernel again, nothing compiled for the baseline.
+TEST_F(EmulatedExecutorTest, ResultsReportTheirCompileSeconds) {
+  const Candidate candidate = DefaultCandidate(pointwise_);
+  StageTimes first_times;
+  const forge::v1::Result first = Evaluate(pointwise_, candidate, &first_times);
+  ASSERT_TRUE(first.has_measurement()) << first.failure().DebugString();
+  EXPECT_EQ(first.compile().origin(), forge::v1::COMPILE_ORIGIN_COMPILED);
+  EXPECT_GT(first.compile().seconds(), 0);
+  EXPECT_LE(first.compile().seconds(), first_times.seconds(Stage::kCompile));
+
+  StageTimes again_times;
+  const forge::v1::Result again = Evaluate(pointwise_, candidate, &again_times);
+  ASSERT_TRUE(again.has_measurement()) << again.failure().DebugString();
+  EXPECT_EQ(again.compile().origin(), forge::v1::COMPILE_ORIGIN_CACHE_HIT);
+  EXPECT_EQ(again.compile().seconds(), 0);
+
+  absl::StatusOr<Candidate> baseline = search::BaselineCandidate(pointwise_, "sm_90");
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  StageTimes baseline_times;
+  const forge::v1::Result eager = Evaluate(pointwise_, *baseline, &baseline_times);
+  EXPECT_EQ(eager.compile().origin(), forge::v1::COMPILE_ORIGIN_NOT_COMPILED);
+  EXPECT_EQ(eager.compile().seconds(), 0);
+
+  // A generation failure compiled nothing either.
+  Candidate foreign = candidate;
+  foreign.set_generator_version("pointwise-0-from-another-build");
+  foreign.set_digest(search::CandidateDigest(foreign));
+  StageTimes foreign_times;
+  const forge::v1::Result failed = Evaluate(pointwise_, foreign, &foreign_times);
+  ASSERT_TRUE(failed.has_failure());
+  EXPECT_EQ(failed.compile().origin(), forge::v1::COMPILE_ORIGIN_NOT_COMPILED);
+}
+
 TEST_F(EmulatedExecutorTest, BaselineIsPredictedWithoutCompiling) {
   absl::StatusOr<Candidate> baseline = search::BaselineCandidate(reduction_, "sm_90");
   ASSERT_TRUE(baseline.ok()) << baseline.status();

@@ -25,6 +25,20 @@ forge::v1::FailureReason GenerationFailureReason(const absl::Status& status) {
   return forge::v1::FAILURE_REASON_INTERNAL;
 }
 
+// The compile report of a compile the pool answered: a cache hit compiled nothing here.
+forge::v1::CompileReport ReportOf(const compile::CompileResult& compiled) {
+  forge::v1::CompileReport report;
+  if (compiled.cache_hit()) {
+    report.set_origin(forge::v1::COMPILE_ORIGIN_CACHE_HIT);
+    return report;
+  }
+  report.set_origin(compiled.source == compile::CompileSource::kJoinedInFlight
+                        ? forge::v1::COMPILE_ORIGIN_JOINED
+                        : forge::v1::COMPILE_ORIGIN_COMPILED);
+  report.set_seconds(compiled.compile_seconds);
+  return report;
+}
+
 }  // namespace
 
 absl::string_view StageName(Stage stage) {
@@ -59,11 +73,13 @@ PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
   PreparedCandidate prepared;
   prepared.digest = candidate.digest();
   prepared.task = &task;
+  prepared.compile.set_origin(forge::v1::COMPILE_ORIGIN_NOT_COMPILED);
   if (candidate.target_arch() != gpu_.arch()) {
     prepared.failure = FailureResult(
         candidate.digest(), forge::v1::FAILURE_STAGE_GENERATE, forge::v1::FAILURE_REASON_INTERNAL,
         absl::StrCat("candidate targets '", candidate.target_arch(), "' but GPU ", gpu_.index(),
                      " (", gpu_.name(), ") is ", gpu_.arch()));
+    *prepared.failure->mutable_compile() = prepared.compile;
     return prepared;
   }
 
@@ -75,6 +91,7 @@ PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
         candidate.digest(), forge::v1::FAILURE_STAGE_GENERATE,
         GenerationFailureReason(kernel.status()),
         absl::StrCat("generate ", candidate.template_name(), ": ", kernel.status().ToString()));
+    *prepared.failure->mutable_compile() = prepared.compile;
     return prepared;
   }
   prepared.kernel = *std::move(kernel);
@@ -87,6 +104,7 @@ PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
   start = std::chrono::steady_clock::now();
   compile::CompileResult compiled = pool_->Compile(*std::move(request));
   times->Add(Stage::kCompile, SecondsSince(start));
+  prepared.compile = ReportOf(compiled);
   if (!compiled.ok()) {
     prepared.failure = FailureResult(
         candidate.digest(), forge::v1::FAILURE_STAGE_COMPILE,
@@ -97,6 +115,7 @@ PreparedCandidate Executor::Prepare(const forge::v1::KernelTask& task,
                                                          : prepared.kernel.kernel_name,
                      " for ", gpu_.arch(), ": ", compiled.status.message()),
         compiled.log);
+    *prepared.failure->mutable_compile() = prepared.compile;
     return prepared;
   }
   prepared.compiled = std::move(compiled);
@@ -108,7 +127,15 @@ absl::StatusOr<forge::v1::Result> Executor::Evaluate(const forge::v1::KernelTask
                                                      StageTimes* times) {
   PreparedCandidate prepared = Prepare(task, candidate, times);
   if (prepared.failure.has_value()) return *std::move(prepared.failure);
-  return Execute(std::move(prepared), times);
+  return ExecuteReporting(std::move(prepared), times);
+}
+
+absl::StatusOr<forge::v1::Result> Executor::ExecuteReporting(PreparedCandidate prepared,
+                                                             StageTimes* times) {
+  forge::v1::CompileReport compile = prepared.compile;
+  absl::StatusOr<forge::v1::Result> result = Execute(std::move(prepared), times);
+  if (result.ok()) *result->mutable_compile() = std::move(compile);
+  return result;
 }
 
 }  // namespace forge::daemon

@@ -60,7 +60,11 @@ struct PreparedCandidate {
   // asks for none (the ATen fallback, a plain cuBLASLt call), or for a host-launched candidate on
   // an executor that does not build them (CompilesHostLaunched).
   std::optional<compile::CompileResult> compiled;
-  // Set when generation or compilation failed: the result to report; Execute is not called.
+  // How the compile went (forge.v1.Result.compile): the compiler's seconds as the compile pool
+  // measured them, 0 and CACHE_HIT when a cache answered, NOT_COMPILED when nothing was compiled.
+  forge::v1::CompileReport compile;
+  // Set when generation or compilation failed: the result to report (with `compile`); Execute is
+  // not called.
   std::optional<forge::v1::Result> failure;
   // A measurement faster than this (microseconds) would become the task's best: a GPU executor
   // then runs compute-sanitizer on the candidate (LeaseResponse.sanitize_below_us; infinity when
@@ -90,7 +94,11 @@ class Executor {
   virtual absl::StatusOr<forge::v1::Result> Execute(PreparedCandidate prepared,
                                                     StageTimes* times) = 0;
 
-  // Prepare, then Execute unless preparation failed.
+  // Execute, with the prepared candidate's compile report in the result: what the daemon runs.
+  absl::StatusOr<forge::v1::Result> ExecuteReporting(PreparedCandidate prepared,
+                                                     StageTimes* times);
+
+  // Prepare, then ExecuteReporting unless preparation failed.
   absl::StatusOr<forge::v1::Result> Evaluate(const forge::v1::KernelTask& task,
                                              const forge::v1::Candidate& candidate,
                                              StageTimes* times);

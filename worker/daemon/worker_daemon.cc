@@ -763,7 +763,7 @@ void WorkerDaemon::Impl::LaneLoop(Lane& lane) {
     }
     mu_.Unlock();
     absl::StatusOr<forge::v1::Result> result =
-        lane.executor->Execute(*std::move(item->prepared), &item->times);
+        lane.executor->ExecuteReporting(*std::move(item->prepared), &item->times);
     mu_.Lock();
     now = absl::Now();
     if (lane.busy_since.has_value()) lane.busy_in_window += now - *lane.busy_since;
