@@ -573,6 +573,56 @@ def test_the_kernels_around_cudnn_graphs_are_the_bundles_built_once(tmp_path):
     assert changed.name != sources.name
 
 
+def test_the_plan_op_keeps_a_tensor_channels_last_between_two_nhwc_steps(tmp_path):
+    # Step 1 (NCHW inside) writes NCHW. Step 2 (channels-last inside) writes a value only step 3
+    # (channels-last inside) reads, as its x: step 2 leaves its NHWC result in the buffer and
+    # step 3 reads it as its NHWC copy, one conversion pair fewer. Step 3 writes the graph's
+    # output: NCHW, as the graph says. The ops themselves (the Python executor's) still convert.
+    _, _, bundle = chain_bundle(tmp_path)
+    plan, graph = read_plan(bundle), _graph(bundle)
+    cudnn = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
+    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    source = sources.files["forge_ops.cpp"]
+    first, second, third = (sources.ops[task] for task in CHAIN_TASKS)
+    kept = plan.steps[1].outputs[0]
+    assert plan.steps[2].cudnn_conv.x_input == 0 and plan.steps[2].inputs[0] == kept
+    assert f"    {first}(in0, in1, in2, in3, in4, in5, out0);" in source
+    assert (f"    {second}_layouts(in0, in1, in2, out0, 0x0ULL, true);  // channels-last: {kept}"
+            in source)
+    assert (f"    {third}_layouts(in0, in1, in2, in3, in4, in5, out0, 0x1ULL, false);  "
+            f"// channels-last: {kept}") in source
+    assert f"void {second}(const at::Tensor& in0" in source  # the op the Python executor calls
+    assert f"  {second}_layouts(in0, in1, in2, out0, 0, false);" in source
+    assert f"void {first}_layouts(" not in source  # NCHW inside: no layouts to take
+
+
+@pytest.mark.parametrize("edit,why", [
+    (lambda steps: steps[2]["cudnn_conv"].update(channels_last_inside=False),
+     "its reader converts nothing"),
+    (lambda steps: steps.append({"step": 3, "task": "a" * 64, "implementation": "aten",
+                                 "nodes": [], "inputs": [steps[1]["outputs"][0]],
+                                 "outputs": []}), "an ATen step reads it too"),
+    (lambda steps: steps[2]["cudnn_conv"].update(x_input=1, w_input=0),
+     "its reader takes it as a weight"),
+], ids=["nchw_reader", "aten_reader", "weight"])
+def test_a_tensor_stays_nchw_where_any_reader_needs_it(tmp_path, edit, why):
+    from forge.runtime.extension import kept_channels_last
+
+    _, _, bundle = chain_bundle(tmp_path)
+    plan = json.loads((bundle / "plan.json").read_text())
+    edit(plan["steps"])
+    (bundle / "plan.json").write_text(json.dumps(plan))
+    steps = read_plan(bundle).steps
+    ops = {task: f"op_{task[:4]}" for task in CHAIN_TASKS}
+    assert kept_channels_last(steps, ops, set()) == set(), why
+    # Without its op (cuDNN missing: the step runs its nodes), nothing is kept either.
+    unedited = chain_bundle(tmp_path / "unedited")[2]
+    steps = read_plan(unedited).steps
+    assert kept_channels_last(steps, ops, set()) == {steps[1].outputs[0]}
+    assert kept_channels_last(steps, {CHAIN_TASKS[1]: "op"}, set()) == set()
+    assert kept_channels_last(steps, ops, {steps[1].outputs[0]}) == set()  # a graph output
+
+
 def cudnn_or_skip() -> CudnnBuild:
     from forge.runtime.cudnn import cudnn_build
 

@@ -32,6 +32,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,8 +70,15 @@ class CudnnConvStep {
   }
 
   // y = the call over the task's inputs (`inputs`, in task order), on the current stream of y's
-  // device.
-  void Run(const std::vector<at::Tensor>& inputs, const at::Tensor& y, const char* op) {
+  // device. Channels-last inside, a plan that keeps a tensor channels-last between two such
+  // steps (the plan op: extension.py's rule) passes `nhwc_inputs`, a bit per task input whose
+  // buffer already holds the NHWC copy (x or a residual: no transpose in), and `nhwc_output`
+  // (the graph's NHWC result stays in y's buffer: no transpose out). The bytes each side skips
+  // are the ones the other would have converted back: the result is the same.
+  void Run(const std::vector<at::Tensor>& inputs, const at::Tensor& y, const char* op,
+           uint64_t nhwc_inputs = 0, bool nhwc_output = false) {
+    TORCH_CHECK(call_.channels_last_inside || (nhwc_inputs == 0 && !nhwc_output), op,
+                ": only a step channels-last inside takes or leaves channels-last tensors");
     const c10::Device device = y.device();
     const c10::cuda::CUDAGuard guard(device);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -88,7 +96,9 @@ class CudnnConvStep {
     auto graph_input = [&](int input, const forge_cudnn::Tensor& tensor,
                            int64_t at) -> const void* {
       const void* address = inputs.at(input).data_ptr();
-      if (!call_.channels_last_inside) return address;
+      if (!call_.channels_last_inside || (input < 64 && (nhwc_inputs >> input) & 1)) {
+        return address;
+      }
       check(kernels_->transpose(element_bytes, address, workspace + at, tensor.dims[0],
                                 tensor.dims[1], tensor.dims[2] * tensor.dims[3], stream));
       return workspace + at;
@@ -96,7 +106,8 @@ class CudnnConvStep {
     forge_cudnn::Operands addresses;
     addresses.x = graph_input(call_.x_input, call_.conv.x, scratch.x);
     addresses.w = graph_input(call_.w_input, call_.conv.w, scratch.w);
-    addresses.y = call_.channels_last_inside ? workspace + scratch.y : y.data_ptr();
+    addresses.y =
+        call_.channels_last_inside && !nhwc_output ? workspace + scratch.y : y.data_ptr();
     const int64_t channels = call_.conv.y.dims[1];
     size_t batch_norm = 0, residual = 0;
     for (size_t i = 0; i < call_.conv.epilogue.size(); ++i) {
@@ -130,7 +141,7 @@ class CudnnConvStep {
     TORCH_CHECK(set == CUDNN_STATUS_SUCCESS, op, ": cudnnSetStream: ", cudnnGetErrorString(set));
     const std::string error = state.plan->Run(state.handle, addresses, call_.engine, workspace);
     TORCH_CHECK(error.empty(), op, ": ", error);
-    if (call_.channels_last_inside) {
+    if (call_.channels_last_inside && !nhwc_output) {
       // The graph's NHWC result, (N, P * Q, K) as matrices, into the task's NCHW output.
       const std::vector<int64_t>& dims = call_.conv.y.dims;
       check(kernels_->transpose(element_bytes, workspace + scratch.y, y.data_ptr(), dims[0],

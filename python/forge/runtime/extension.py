@@ -50,6 +50,43 @@ _SCALAR_TYPES = {
 # The table of the launchers of the kernels cudnn_conv steps run around their graphs
 # (cudnn_conv_step.h's RunKernels).
 _CUDNN_RUN_KERNELS = "kCudnnRunKernels"
+# The function of a channels-last-inside cudnn_conv op that also takes the layouts of its tensors.
+_LAYOUTS_SUFFIX = "_layouts"
+
+
+def _nhwc_inside(step: Step, ops: Mapping[str, str]) -> bool:
+    return (step.task in ops and step.implementation == "cudnn_conv" and
+            step.cudnn_conv.channels_last_inside)
+
+
+def kept_channels_last(steps, ops: Mapping[str, str], outputs) -> set[str]:
+    """The values the plan op keeps channels-last (NHWC) between cudnn_conv steps that run
+    channels-last inside (graph_nhwc winners), instead of converting each back to NCHW after one
+    step and to NHWC again in the next: a value is kept when such a step, run through its op,
+    writes it as its one output, it is not an output of the graph, and every step that reads it
+    is such a step reading it only as its x or a residual. Its writer then skips its conversion
+    out and its readers their conversions in, whose results would be these very bytes. Every
+    other reader (an ATen step, a generated kernel, an NCHW graph) sees NCHW as the graph says."""
+    positions = {}  # step index -> the inputs it may take channels-last
+    for step in steps:
+        if _nhwc_inside(step, ops):
+            call = step.cudnn_conv
+            positions[step.index] = {call.x_input} | {s.input for s in call.epilogue
+                                                      if s.step == "residual"}
+    readers: dict[str, list[tuple[Step, int]]] = {}
+    for step in steps:
+        for position, name in enumerate(step.inputs):
+            readers.setdefault(name, []).append((step, position))
+    kept = set()
+    for step in steps:
+        if step.index not in positions or len(step.outputs) != 1:
+            continue
+        name = step.outputs[0]
+        if name in outputs or not readers.get(name):
+            continue
+        if all(position in positions.get(reader.index, ()) for reader, position in readers[name]):
+            kept.add(name)
+    return kept
 _EPILOGUES = {"NONE": "kNone", "BIAS": "kBias", "RELU": "kRelu", "RELU_BIAS": "kReluBias",
               "GELU": "kGelu", "GELU_BIAS": "kGeluBias"}
 
@@ -207,6 +244,16 @@ class _Generator:
                 f"{{{', '.join(inputs + outputs)}}}, kRuntimeArgs, kOp);",
                 "}"]
             return "\n".join(lines)
+        if step.implementation == "cudnn_conv" and step.cudnn_conv.channels_last_inside:
+            # The op, and the function the plan op calls where it keeps tensors channels-last
+            # (kept_channels_last): which inputs arrive NHWC, whether the output stays NHWC.
+            lines[1] = (f"void {op}{_LAYOUTS_SUFFIX}({parameters}, uint64_t nhwc_inputs, "
+                        "bool nhwc_output) {")
+            body = self.cudnn_lines(step, inputs)
+            body[-1] = body[-1].replace("kOp);", "kOp, nhwc_inputs, nhwc_output);")
+            return "\n".join(lines + body + [
+                "}", f"void {op}({parameters}) {{",
+                f"  {op}{_LAYOUTS_SUFFIX}({', '.join(inputs + outputs)}, 0, false);", "}"])
         if step.implementation == "cudnn_conv":
             return "\n".join(lines + self.cudnn_lines(step, inputs) + ["}"])
         if step.implementation == "library":
@@ -380,6 +427,8 @@ class _PlanOpGenerator:
         reads = {name for step, calls, sdpa in self.steps
                  for name in self.reads(step, calls) + self.reads(step, self.sdpa_calls(sdpa))}
         self.outputs = user_outputs(graph)
+        # Values kept channels-last between the steps that write and read them.
+        self.channels_last = kept_channels_last(plan.steps, ops, set(self.outputs))
         weights = [i.value_name for i in graph.inputs
                    if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
                    reads | set(self.outputs)]
@@ -487,7 +536,16 @@ class _PlanOpGenerator:
                   for variable, name in zip(inputs, step.inputs)]
         lines += [f"    const at::Tensor {variable} = state.Produce(values, {self.place(name)});"
                   for variable, name in zip(outputs, step.outputs)]
-        lines += [f"    {self.ops[step.task]}({', '.join(inputs + outputs)});", "  }"]
+        nhwc_inputs = sum(1 << i for i, name in enumerate(step.inputs)
+                          if name in self.channels_last)
+        nhwc_output = any(name in self.channels_last for name in step.outputs)
+        if nhwc_inputs or nhwc_output:  # kept_channels_last: a cudnn_conv step's op
+            lines += [f"    {self.ops[step.task]}{_LAYOUTS_SUFFIX}({', '.join(inputs + outputs)}, "
+                      f"{nhwc_inputs:#x}ULL, {str(nhwc_output).lower()});  // channels-last: "
+                      + _cpp_comment(", ".join(n for n in step.inputs + step.outputs
+                                               if n in self.channels_last)), "  }"]
+        else:
+            lines += [f"    {self.ops[step.task]}({', '.join(inputs + outputs)});", "  }"]
         return "\n".join(lines)
 
     def generate(self, template: str, name: str) -> str:
