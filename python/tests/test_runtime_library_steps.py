@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pathlib
 
 import pytest
 import torch
@@ -270,7 +272,48 @@ CUDA_BACKENDS = {"math": (torch.float32, 1e-5), "efficient": (torch.float32, 1e-
 
 @pytest.fixture(scope="module")
 def extensions(tmp_path_factory):
-    return tmp_path_factory.mktemp("extensions")
+    """Where the GPU tests build their extensions: $FORGE_TEST_EXTENSIONS when set (the GPU
+    script builds them there first, in parallel: prebuild_gpu_extensions), else a fresh folder."""
+    folder = os.environ.get("FORGE_TEST_EXTENSIONS")
+    return pathlib.Path(folder) if folder else tmp_path_factory.mktemp("extensions")
+
+
+def gpu_bundles(directory, device="cuda") -> list:
+    """The bundles of the GPU tests, one per extension they build (CUDA_BACKENDS, the refusing
+    flash float32 one, CONV_CASES, the chain's dtypes), made on the GPU as the tests make them."""
+    directory = pathlib.Path(directory)
+    bundles = [attention_bundle(directory / f"sdpa_{backend}", backend, dtype, device)[2]
+               for backend, (dtype, _) in CUDA_BACKENDS.items()]
+    bundles.append(attention_bundle(directory / "sdpa_flash_float32", "flash", torch.float32,
+                                    device)[2])
+    bundles += [conv_bundle(directory / f"conv_{case}", dtype, device, channels_last)[2]
+                for case, (dtype, channels_last, _) in CONV_CASES.items()]
+    bundles += [chain_bundle(directory / f"chain_{dtype}", dtype, device)[2]
+                for dtype in (torch.float32, torch.bfloat16)]
+    return bundles
+
+
+def _build_one(bundle: str, build_root: str) -> str:
+    from forge.runtime import build_bundle
+
+    build_bundle(bundle, build_root=build_root)
+    return bundle
+
+
+def prebuild_gpu_extensions(build_root, workers: int = 8) -> None:
+    """Builds every GPU test's extension into `build_root` in parallel processes (each a
+    torch.utils.cpp_extension build): the tests then find them built
+    (benchmarks/gpu/run_runtime_library_steps.sh)."""
+    import concurrent.futures
+    import multiprocessing
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        bundles = [str(b) for b in gpu_bundles(scratch)]
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            for done in pool.map(_build_one, bundles, [str(build_root)] * len(bundles)):
+                print(f"built {pathlib.Path(done).name}", flush=True)
 
 
 @needs_cuda
