@@ -12,7 +12,9 @@
 # Writes $OUT/runtime_library_steps.md (one line: pytest's summary and the exit codes),
 # $OUT/runtime_library_steps.log (pytest -rA: every case by name) and $OUT/prebuild.log.
 # Environment: TESTS_S (pytest's limit, default 150), PREBUILD_S (default 180), BUILD_WORKERS
-# (parallel extension builds, default 8), PYTEST_K (a -k selection, default all).
+# (parallel extension builds, default 8), PYTEST_K (a -k selection, default all), PREBUILD_ONLY
+# (the bundles to prebuild: "sdpa,conv,chain" prefixes, default all). The cuDNN cases alone:
+#   PREBUILD_ONLY=conv,chain PYTEST_K="cudnn_conv_step_runs or batch_norm_folds" bash ...
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/env.sh"
@@ -27,7 +29,8 @@ mkdir -p "$OUT" "$FORGE_TEST_EXTENSIONS"
 start=$SECONDS
 timeout "${PREBUILD_S:-180}" "$python" -c "
 import test_runtime_library_steps as t
-t.prebuild_gpu_extensions('$FORGE_TEST_EXTENSIONS', ${BUILD_WORKERS:-8})" > "$OUT/prebuild.log" 2>&1
+t.prebuild_gpu_extensions('$FORGE_TEST_EXTENSIONS', ${BUILD_WORKERS:-8}, '${PREBUILD_ONLY:-}')" \
+  > "$OUT/prebuild.log" 2>&1
 prebuild=$?
 built=$SECONDS
 selection=()

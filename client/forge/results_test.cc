@@ -412,22 +412,39 @@ forge::v1::Graph ConvReluModel() {
   return model;
 }
 
-TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
-  // The runtime builds the winner's graph through the worker's header from the call: every
-  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
-  const forge::v1::Graph model = ConvReluModel();
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  ASSERT_EQ(partition->tasks.size(), 1u);
+// The results of a job of ConvReluModel(): its one task, won by the cudnn_conv family's default
+// point of `template_name` ("graph" or "graph_nhwc").
+forge::v1::GetResultsResponse ConvReluResults(const forge::v1::Graph& model,
+                                              const std::string& template_name) {
   forge::v1::GetResultsResponse results;
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
+  EXPECT_TRUE(partition.ok()) << partition.status();
+  if (!partition.ok() || partition->tasks.size() != 1) {
+    ADD_FAILURE() << "ConvRelu should make one task";
+    return results;
+  }
   results.mutable_job()->set_id("job-conv");
   results.mutable_job()->set_model_digest(graph::ModelDigest(model));
   results.mutable_job()->mutable_options()->set_target_arch("sm_90");
   forge::v1::TaskResults& task = *results.add_tasks();
   *task.mutable_task() = partition->tasks[0];
   const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
-  ASSERT_NE(cudnn, nullptr);
-  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+  if (cudnn == nullptr) {
+    ADD_FAILURE() << "the cudnn_conv family does not apply to ConvRelu's task";
+    return results;
+  }
+  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED, template_name);
+  EXPECT_EQ(task.best_candidate().template_name(), template_name);
+  return results;
+}
+
+TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
+  // The runtime builds the winner's graph through the worker's header from the call: every
+  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
+  const forge::v1::Graph model = ConvReluModel();
+  forge::v1::GetResultsResponse results = ConvReluResults(model, "graph");
+  ASSERT_EQ(results.tasks_size(), 1);
+  forge::v1::TaskResults& task = *results.mutable_tasks(0);
   task.mutable_best()->set_library_algorithm("eng0_k2=1");
   absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
   ASSERT_TRUE(plan_json.ok()) << plan_json.status();
@@ -599,18 +616,9 @@ TEST(ResultsCudnnConvTest, AChannelsLastWinnerCarriesItsCallAndTheKernelsItRunsA
   // replays it (no longer the task's nodes), from the call as codegen writes it, with the
   // kernels the worker ran around the graph, whose source the bundle carries.
   const forge::v1::Graph model = ConvReluModel();
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  forge::v1::GetResultsResponse results;
-  results.mutable_job()->set_id("job-conv-nhwc");
-  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
-  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
-  forge::v1::TaskResults& task = *results.add_tasks();
-  *task.mutable_task() = partition->tasks[0];
-  const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
-  ASSERT_NE(cudnn, nullptr);
-  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED, "graph_nhwc");
-  ASSERT_EQ(task.best_candidate().template_name(), "graph_nhwc");
+  const forge::v1::GetResultsResponse results = ConvReluResults(model, "graph_nhwc");
+  ASSERT_EQ(results.tasks_size(), 1);
+  const forge::v1::TaskResults& task = results.tasks(0);
   absl::StatusOr<codegen::CudnnConvCall> call =
       codegen::DescribeCudnnConv(task.task(), search::PointOf(task.best_candidate()));
   ASSERT_TRUE(call.ok()) << call.status();
@@ -636,16 +644,7 @@ TEST(ResultsCudnnConvTest, AChannelsLastWinnerCarriesItsCallAndTheKernelsItRunsA
 
 TEST(ResultsCudnnConvTest, AGraphWinnerWithoutFoldsOrCopiesNamesNoKernels) {
   const forge::v1::Graph model = ConvReluModel();
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  forge::v1::GetResultsResponse results;
-  results.mutable_job()->set_id("job-conv");
-  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
-  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
-  forge::v1::TaskResults& task = *results.add_tasks();
-  *task.mutable_task() = partition->tasks[0];
-  SetWinner(task, *FamilyNamed(task.task(), "cudnn_conv"), 20.0,
-            forge::v1::MEASUREMENT_KIND_MEASURED, "graph");
+  const forge::v1::GetResultsResponse results = ConvReluResults(model, "graph");
   testing::TempDir directory;
   ASSERT_TRUE(WriteResultsBundle(results, &model, ResultsOptions{}, directory.path()).ok());
   const fs::path root(directory.path());

@@ -101,10 +101,15 @@ def _example():
     return CausalSelfAttention().eval(), (torch.randn(2, 64, 64),)
 
 
-def rewrite_step(bundle, edit):
+def rewrite_steps(bundle, edit):
+    """plan.json with edit(its list of steps) applied."""
     plan = json.loads((bundle / "plan.json").read_text())
-    edit(plan["steps"][1])
+    edit(plan["steps"])
     (bundle / "plan.json").write_text(json.dumps(plan))
+
+
+def rewrite_step(bundle, edit):
+    rewrite_steps(bundle, lambda steps: edit(steps[1]))
 
 
 def _unmark(step):
@@ -300,16 +305,18 @@ def _build_one(bundle: str, build_root: str) -> str:
     return bundle
 
 
-def prebuild_gpu_extensions(build_root, workers: int = 8) -> None:
-    """Builds every GPU test's extension into `build_root` in parallel processes (each a
+def prebuild_gpu_extensions(build_root, workers: int = 8, only: str = "") -> None:
+    """Builds the GPU tests' extensions into `build_root` in parallel processes (each a
     torch.utils.cpp_extension build): the tests then find them built
-    (benchmarks/gpu/run_runtime_library_steps.sh)."""
+    (benchmarks/gpu/run_runtime_library_steps.sh). `only`: comma-separated prefixes of the
+    bundles' names to build ("sdpa", "conv", "chain"; empty: all)."""
     import concurrent.futures
     import multiprocessing
     import tempfile
 
+    prefixes = tuple(p for p in only.split(",") if p) or ("",)
     with tempfile.TemporaryDirectory() as scratch:
-        bundles = [str(b) for b in gpu_bundles(scratch)]
+        bundles = [str(b) for b in gpu_bundles(scratch) if b.name.startswith(prefixes)]
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             for done in pool.map(_build_one, bundles, [str(build_root)] * len(bundles)):
@@ -411,9 +418,17 @@ def test_a_cudnn_conv_step_reads_its_call(tmp_path):
 
 
 def rewrite_call(bundle, edit):
-    plan = json.loads((bundle / "plan.json").read_text())
-    edit(plan["steps"][0]["cudnn_conv"])
-    (bundle / "plan.json").write_text(json.dumps(plan))
+    rewrite_steps(bundle, lambda steps: edit(steps[0]["cudnn_conv"]))
+
+
+# What the extension's sources are with cuDNN found (the paths are not read to generate them).
+FAKE_CUDNN = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
+
+
+def cudnn_sources(bundle):
+    """The bundle's plan and the extension's sources with cuDNN found (FAKE_CUDNN)."""
+    plan, graph = read_plan(bundle), _graph(bundle)
+    return plan, extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=FAKE_CUDNN)
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -437,9 +452,8 @@ def test_malformed_cudnn_conv_steps_are_clear_errors(tmp_path, edit, message):
 
 def test_the_cudnn_conv_op_builds_the_winners_graph_through_the_workers_header(tmp_path):
     _, _, bundle = conv_bundle(tmp_path)
-    plan, graph = read_plan(bundle), _graph(bundle)
-    cudnn = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
-    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    plan, sources = cudnn_sources(bundle)
+    graph, cudnn = _graph(bundle), FAKE_CUDNN
     op = sources.ops[CONV_TASK]
     assert op.startswith(f"cudnn_conv_{'c' * 12}_")
     assert {"cudnn_conv_graph.h", "cudnn_conv_step.h"} <= set(sources.files)
@@ -590,18 +604,14 @@ def test_cudnn_conv_steps_read_their_folds_clamps_and_channels_last_copies(tmp_p
 ], ids=["norms", "mean", "type", "channels_last", "run_kernels"])
 def test_malformed_folds_and_copies_are_clear_errors(tmp_path, edit, message):
     _, _, bundle = chain_bundle(tmp_path)
-    plan = json.loads((bundle / "plan.json").read_text())
-    edit(plan["steps"][0])
-    (bundle / "plan.json").write_text(json.dumps(plan))
+    rewrite_steps(bundle, lambda steps: edit(steps[0]))
     with pytest.raises(PlanError, match=f"plan.json step 0: {message}"):
         read_plan(bundle)
 
 
 def test_the_kernels_around_cudnn_graphs_are_the_bundles_built_once(tmp_path):
     _, _, bundle = chain_bundle(tmp_path)
-    plan, graph = read_plan(bundle), _graph(bundle)
-    cudnn = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
-    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    plan, sources = cudnn_sources(bundle)
     kernels = sources.files["cudnn_conv_kernels.cu"]
     assert (bundle / "cudnn_conv_kernels.cuh").read_text() in kernels
     fold = f"forge_cudnn_conv_fold_{sources.name.removeprefix('forge_plan_')[:8]}"
@@ -612,8 +622,7 @@ def test_the_kernels_around_cudnn_graphs_are_the_bundles_built_once(tmp_path):
     # The kernels' source is part of what the extension is: another source, another build.
     (bundle / "cudnn_conv_kernels.cuh").write_text(
         (bundle / "cudnn_conv_kernels.cuh").read_text() + "\n// changed\n")
-    changed = extension_sources(read_plan(bundle), plan.layouts(graph), graph=graph, cudnn=cudnn)
-    assert changed.name != sources.name
+    assert cudnn_sources(bundle)[1].name != sources.name
 
 
 def test_the_plan_op_keeps_a_tensor_channels_last_between_two_nhwc_steps(tmp_path):
@@ -622,9 +631,7 @@ def test_the_plan_op_keeps_a_tensor_channels_last_between_two_nhwc_steps(tmp_pat
     # step 3 reads it as its NHWC copy, one conversion pair fewer. Step 3 writes the graph's
     # output: NCHW, as the graph says. The ops themselves (the Python executor's) still convert.
     _, _, bundle = chain_bundle(tmp_path)
-    plan, graph = read_plan(bundle), _graph(bundle)
-    cudnn = CudnnBuild(("/frontend/include", "/cudnn/include"), ("-l:libcudnn.so.9",), "0")
-    sources = extension_sources(plan, plan.layouts(graph), graph=graph, cudnn=cudnn)
+    plan, sources = cudnn_sources(bundle)
     source = sources.files["forge_ops.cpp"]
     first, second, third = (sources.ops[task] for task in CHAIN_TASKS)
     kept = plan.steps[1].outputs[0]
@@ -652,9 +659,7 @@ def test_a_tensor_stays_nchw_where_any_reader_needs_it(tmp_path, edit, why):
     from forge.runtime.extension import kept_channels_last
 
     _, _, bundle = chain_bundle(tmp_path)
-    plan = json.loads((bundle / "plan.json").read_text())
-    edit(plan["steps"])
-    (bundle / "plan.json").write_text(json.dumps(plan))
+    rewrite_steps(bundle, edit)
     steps = read_plan(bundle).steps
     ops = {task: f"op_{task[:4]}" for task in CHAIN_TASKS}
     assert kept_channels_last(steps, ops, set()) == set(), why

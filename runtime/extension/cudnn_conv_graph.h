@@ -387,7 +387,7 @@ inline constexpr const char* kStepNames[] = {"bias",    "residual", "scale", "re
 
 // Reads the JSON of a call (codegen::CudnnConvCallJson): {"dtype", "x_input", "w_input", "x",
 // "w", "y" ({"dims", "strides"}), "padding", "stride", "dilation", "groups", "epilogue": [{"step",
-// "input", "scalar", "upper" (null: none)}], "residuals": [tensor per residual step],
+// "input", "scalar" (a clamp's lower bound; null: none), "upper" (null: none)}], "residuals": [tensor per residual step],
 // "batch_norms": [{"mean", "var", "weight", "bias": {"input", "type"}, "eps"} per batch norm
 // step], "channels_last_inside", "heuristic", "engine", "engine_name"}. Returns "" and fills
 // `out`, or what is wrong with the text.
@@ -433,7 +433,9 @@ inline std::string ParseCall(const std::string& text, Call* out) {
         return "the cudnn_conv call's epilogue step " + name + " is not one of the graph's";
       }
       step.step = static_cast<Step>(kind);
-      step.scalar = static_cast<float>(number(entry.value("scalar", nlohmann::json(1.0)), 1.0));
+      // null: a clamp without a lower bound (-infinity); any other step's scalar is finite.
+      step.scalar = static_cast<float>(number(entry.value("scalar", nlohmann::json(1.0)),
+                                              -std::numeric_limits<double>::infinity()));
       step.upper = static_cast<float>(
           number(entry.value("upper", nlohmann::json()), std::numeric_limits<double>::infinity()));
       if (step.step == Step::kBias) step.operand = BiasOperand(call.conv.y);

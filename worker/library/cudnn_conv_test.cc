@@ -149,7 +149,7 @@ TEST(CudnnConvGraphTest, ThePlansCallBuildsTheCandidatesGraph) {
   EXPECT_EQ(compared, 2 * 7 * 2);
 }
 
-// A clamp without an upper bound keeps none through the plan's JSON (null there).
+// A clamp without bounds keeps none through the plan's JSON (null there).
 TEST(CudnnConvGraphTest, AnUnboundedClampStaysUnbounded) {
   auto call = codegen::DescribeCudnnConv(
       ConvEpilogueTask(kF32, {.n = 1, .c = 4, .h = 8, .w = 8, .k = 8, .r = 3, .s = 3}, true,
@@ -157,11 +157,13 @@ TEST(CudnnConvGraphTest, AnUnboundedClampStaysUnbounded) {
       Point(0, 0));
   ASSERT_TRUE(call.ok()) << call.status();
   call->epilogue.back().upper = std::numeric_limits<double>::infinity();
+  call->epilogue.back().scalar = -std::numeric_limits<double>::infinity();
   const std::string json = codegen::CudnnConvCallJson(*call, "");
-  EXPECT_THAT(json, HasSubstr("\"upper\": null"));
+  EXPECT_THAT(json, HasSubstr("\"scalar\": null, \"upper\": null"));
   forge_cudnn::Call parsed;
   ASSERT_EQ(forge_cudnn::ParseCall(json, &parsed), "");
-  EXPECT_TRUE(std::isinf(parsed.conv.epilogue.back().upper));
+  EXPECT_EQ(parsed.conv.epilogue.back().upper, std::numeric_limits<float>::infinity());
+  EXPECT_EQ(parsed.conv.epilogue.back().scalar, -std::numeric_limits<float>::infinity());
   EXPECT_EQ(forge_cudnn::Describe(parsed.conv), DescribeCudnnConvGraph(*call));
 }
 

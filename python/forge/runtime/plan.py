@@ -169,8 +169,14 @@ class CudnnConvCall:
             if (reads and not index(operand)) or (not reads and operand != -1):
                 raise PlanError(f"{where}: epilogue step {name} reads input {operand}, the step "
                                 f"has {inputs}")
-            upper = step.get("upper")  # null: no upper bound
-            epilogue.append(ConvStep(name, operand, float(step.get("scalar", 1.0)),
+            # Non-finite bounds are null (a clamp's lower: -inf; its upper: inf).
+            scalar, upper = step.get("scalar", 1.0), step.get("upper")
+            if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                       for v in (scalar, upper)):
+                raise PlanError(f"{where}: epilogue step {name}'s scalar {scalar!r} or upper "
+                                f"{upper!r} is not a number")
+            epilogue.append(ConvStep(name, operand,
+                                     -math.inf if scalar is None else float(scalar),
                                      math.inf if upper is None else float(upper)))
         batch_norms = []
         for norm in entry.get("batch_norms", []):
