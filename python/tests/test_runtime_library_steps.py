@@ -285,7 +285,7 @@ def extensions(tmp_path_factory):
 
 def gpu_bundles(directory, device="cuda") -> list:
     """The bundles of the GPU tests, one per extension they build (CUDA_BACKENDS, the refusing
-    flash float32 one, CONV_CASES, the chain's dtypes), made on the GPU as the tests make them."""
+    flash float32 one, CONV_CASES, the chain), made on the GPU as the tests make them."""
     directory = pathlib.Path(directory)
     bundles = [attention_bundle(directory / f"sdpa_{backend}", backend, dtype, device)[2]
                for backend, (dtype, _) in CUDA_BACKENDS.items()]
@@ -293,8 +293,7 @@ def gpu_bundles(directory, device="cuda") -> list:
                                     device)[2])
     bundles += [conv_bundle(directory / f"conv_{case}", dtype, device, channels_last)[2]
                 for case, (dtype, channels_last, _) in CONV_CASES.items()]
-    bundles += [chain_bundle(directory / f"chain_{dtype}", dtype, device)[2]
-                for dtype in (torch.float32, torch.bfloat16)]
+    bundles.append(chain_bundle(directory / "chain", torch.bfloat16, device)[2])
     return bundles
 
 
@@ -479,17 +478,19 @@ def test_the_cudnn_conv_op_builds_the_winners_graph_through_the_workers_header(t
 
 
 class ConvChain(nn.Module):
-    """Three convolutions as ResNet and MobileNet stack them, each a cudnn_conv task: conv, eval
-    batch norm, relu6 (a fold and a clamp); conv + bias, relu; a 1x1 conv, batch norm, hardtanh.
-    Batch norms with statistics and affine parameters far from the identity."""
+    """Three convolutions as ResNet stacks them (64 channels, 28x28: the shapes cuDNN's NHWC
+    engines ran with these epilogues in tests/gpu/cudnn_conv_gpu_test), each a cudnn_conv task:
+    conv, eval batch norm, relu6 (a fold and a clamp); conv + bias, ReLU; conv, batch norm, the
+    residual add of its own input, ReLU. Batch norms with statistics and affine parameters far
+    from the identity."""
 
-    def __init__(self):
+    def __init__(self, channels=64):
         super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
-        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
-        self.conv3, self.bn3 = nn.Conv2d(16, 8, 1, bias=False), nn.BatchNorm2d(8, eps=1e-3)
+        conv = lambda bias: nn.Conv2d(channels, channels, 3, padding=1, bias=bias)
+        self.conv1, self.bn1 = conv(False), nn.BatchNorm2d(channels)
+        self.conv2 = conv(True)
+        self.conv3, self.bn3 = conv(False), nn.BatchNorm2d(channels, eps=1e-3)
         for bn in (self.bn1, self.bn3):
-            channels = bn.num_features
             bn.running_mean.copy_(torch.randn(channels) * 0.5)
             bn.running_var.copy_(torch.rand(channels) * 2 + 0.25)
             bn.weight.data.copy_(torch.randn(channels))
@@ -498,7 +499,7 @@ class ConvChain(nn.Module):
     def forward(self, x):
         y = F.relu6(self.bn1(self.conv1(x)))
         y = torch.relu(self.conv2(y))
-        return F.hardtanh(self.bn3(self.conv3(y)), -1.0, 2.0)
+        return torch.relu(self.bn3(self.conv3(y)) + y)
 
 
 CHAIN_TASKS = ("d" * 64, "e" * 64, "f" * 64)
@@ -511,14 +512,14 @@ def _nhwc(dims) -> list[int]:
     return [h * w * c, 1, w * c, c]
 
 
-def chain_bundle(directory, dtype=torch.float32, device="cpu"):
+def chain_bundle(directory, dtype=torch.bfloat16, device="cpu", channels_last=(True,) * 3):
     """ConvChain's plan: each block one cudnn_conv step, its call as the client writes it
-    (codegen::CudnnConvCallJson): the first folds its batch norm and clamps to [0, 6] on the
-    task's NCHW tensors; the second and the third run channels-last inside (graph_nhwc), the
-    third folding its batch norm and clamping to [-1, 2]."""
+    (codegen::CudnnConvCallJson) for a graph_nhwc winner (channels-last inside; `channels_last`
+    per block, False: the graph template on the NCHW tensors): the first folds its batch norm and
+    clamps to [0, 6], the third folds its batch norm and adds its input back."""
     torch.manual_seed(0)
     module = ConvChain().eval().to(device=device, dtype=dtype)
-    x = torch.randn(2, 8, 16, 16, device=device, dtype=dtype)
+    x = torch.randn(4, 64, 28, 28, device=device, dtype=dtype)
     graph = forge.export(module, (x,)).graph
     layouts = {v.name: TensorLayout.of_value(v) for v in graph.values}
     nodes = list(graph.nodes)
@@ -526,18 +527,18 @@ def chain_bundle(directory, dtype=torch.float32, device="cpu"):
     blocks = [nodes[convs[0]:convs[1]], nodes[convs[1]:convs[2]], nodes[convs[2]:]]
     dtype_name = str(dtype).removeprefix("torch.")
     steps = []
-    for task, block, channels_last in zip(CHAIN_TASKS, blocks, (False, True, True)):
+    for task, block, nhwc in zip(CHAIN_TASKS, blocks, channels_last):
         conv = block[0]
         step = {**aten_step(task, *block), "outputs": list(block[-1].outputs),
                 "implementation": "cudnn_conv"}
         position = step["inputs"].index
 
-        def tensor(name, copy=channels_last):
+        def tensor(name, copy=nhwc):
             dims = list(layouts[name].shape)
             return {"dims": dims, "strides": _nhwc(dims) if copy else list(layouts[name].strides)}
 
         x_name, w_name = tensor_arguments(conv)[:2]
-        epilogue, batch_norms = [], []
+        epilogue, batch_norms, residuals = [], [], []
         if len(tensor_arguments(conv)) == 3:
             epilogue.append({"step": "bias", "input": position(tensor_arguments(conv)[2]),
                              "scalar": 1, "upper": None})
@@ -552,18 +553,22 @@ def chain_bundle(directory, dtype=torch.float32, device="cpu"):
                 epilogue.append({"step": "batch_norm", "input": -1, "scalar": 1, "upper": None})
             elif node.op == "aten::relu":
                 epilogue.append({"step": "relu", "input": -1, "scalar": 1, "upper": None})
-            else:  # relu6, hardtanh
-                bounds = {"aten::relu6": (0.0, 6.0), "aten::hardtanh": (-1.0, 2.0)}[node.op]
-                epilogue.append({"step": "clamp", "input": -1, "scalar": bounds[0],
-                                 "upper": bounds[1]})
+            elif node.op == "aten::add":  # the block's input added back
+                residual = next(n for n in tensor_arguments(node) if n in step["inputs"])
+                epilogue.append({"step": "residual", "input": position(residual), "scalar": 1,
+                                 "upper": None})
+                residuals.append(tensor(residual))
+            else:
+                assert node.op == "aten::relu6", node.op
+                epilogue.append({"step": "clamp", "input": -1, "scalar": 0.0, "upper": 6.0})
         padding = list(next(a.ints.values for a in conv.arguments if a.name == "padding")) \
             if any(a.name == "padding" for a in conv.arguments) else [0, 0]
         step["cudnn_conv"] = {
             "dtype": dtype_name, "x_input": position(x_name), "w_input": position(w_name),
             "x": tensor(x_name), "w": tensor(w_name), "y": tensor(block[-1].outputs[0]),
             "padding": padding, "stride": [1, 1], "dilation": [1, 1], "groups": 1,
-            "epilogue": epilogue, "residuals": [], "batch_norms": batch_norms,
-            "channels_last_inside": channels_last, "heuristic": 0, "engine": 0,
+            "epilogue": epilogue, "residuals": residuals, "batch_norms": batch_norms,
+            "channels_last_inside": nhwc, "heuristic": 0, "engine": 0,
             "engine_name": ""}
         steps.append(step)
     return module, x, write_bundle(directory, graph, steps)
@@ -580,9 +585,12 @@ def test_cudnn_conv_steps_read_their_folds_clamps_and_channels_last_copies(tmp_p
     step_inputs = plan.steps[0].inputs
     assert "running_mean" in step_inputs[norm.mean.input]
     assert "running_var" in step_inputs[norm.var.input]
-    assert norm.weight.dtype == torch.float32 and norm.eps == 1e-5
-    assert not first.channels_last_inside and second.channels_last_inside
+    assert norm.weight.dtype == torch.bfloat16 and norm.eps == 1e-5
+    assert all(call.channels_last_inside for call in (first, second, third))
     assert third.batch_norms[0].eps == pytest.approx(1e-3)
+    assert [(s.step, s.input) for s in third.epilogue] == [
+        ("batch_norm", -1), ("residual", third.x_input), ("relu", -1)]
+    assert third.residuals[0].strides == (64 * 28 * 28, 1, 28 * 64, 64)  # its NHWC copy
     assert all(call.runs_kernels for call in (first, second, third))
     assert plan.steps[0].run_kernels == bundle / "cudnn_conv_kernels.cuh"
     source = plan.steps[0].run_kernels.read_text()
@@ -594,7 +602,7 @@ def test_cudnn_conv_steps_read_their_folds_clamps_and_channels_last_copies(tmp_p
     (lambda s: s["cudnn_conv"]["batch_norms"].append(s["cudnn_conv"]["batch_norms"][0]),
      "cudnn_conv: 2 batch norms' operands for 1 batch_norm steps"),
     (lambda s: s["cudnn_conv"]["batch_norms"][0]["mean"].update(input=-1),
-     "cudnn_conv: batch norm mean reads input -1 of type 0"),
+     "cudnn_conv: batch norm mean reads input -1 of type 1"),
     (lambda s: s["cudnn_conv"]["batch_norms"][0]["var"].update(type=7),
      "cudnn_conv: batch norm var reads input .* of type 7"),
     (lambda s: s["cudnn_conv"].update(channels_last_inside="yes"),
@@ -626,33 +634,42 @@ def test_the_kernels_around_cudnn_graphs_are_the_bundles_built_once(tmp_path):
 
 
 def test_the_plan_op_keeps_a_tensor_channels_last_between_two_nhwc_steps(tmp_path):
-    # Step 1 (NCHW inside) writes NCHW. Step 2 (channels-last inside) writes a value only step 3
-    # (channels-last inside) reads, as its x: step 2 leaves its NHWC result in the buffer and
-    # step 3 reads it as its NHWC copy, one conversion pair fewer. Step 3 writes the graph's
-    # output: NCHW, as the graph says. The ops themselves (the Python executor's) still convert.
+    # Every step runs channels-last inside. Step 1 writes a value only step 2 reads, as its x;
+    # step 2 one that step 3 reads as its x and its residual: each writer leaves its NHWC result
+    # in the buffer and each reader takes it as its NHWC copy, one conversion pair fewer per
+    # value. Step 3 writes the graph's output: NCHW, as the graph says. The ops themselves (the
+    # Python executor's) still convert.
     _, _, bundle = chain_bundle(tmp_path)
     plan, sources = cudnn_sources(bundle)
     source = sources.files["forge_ops.cpp"]
     first, second, third = (sources.ops[task] for task in CHAIN_TASKS)
-    kept = plan.steps[1].outputs[0]
-    assert plan.steps[2].cudnn_conv.x_input == 0 and plan.steps[2].inputs[0] == kept
-    assert f"    {first}(in0, in1, in2, in3, in4, in5, out0);" in source
-    assert (f"    {second}_layouts(in0, in1, in2, out0, 0x0ULL, true);  // channels-last: {kept}"
-            in source)
+    kept = [plan.steps[0].outputs[0], plan.steps[1].outputs[0]]
+    assert [plan.steps[i].inputs[plan.steps[i].cudnn_conv.x_input] for i in (1, 2)] == kept
+    assert (f"    {first}_layouts(in0, in1, in2, in3, in4, in5, out0, 0x0ULL, true);  "
+            f"// channels-last: {kept[0]}") in source
+    assert (f"    {second}_layouts(in0, in1, in2, out0, 0x1ULL, true);  "
+            f"// channels-last: {kept[0]}, {kept[1]}") in source
     assert (f"    {third}_layouts(in0, in1, in2, in3, in4, in5, out0, 0x1ULL, false);  "
-            f"// channels-last: {kept}") in source
+            f"// channels-last: {kept[1]}") in source
     assert f"void {second}(const at::Tensor& in0" in source  # the op the Python executor calls
     assert f"  {second}_layouts(in0, in1, in2, out0, 0, false);" in source
-    assert f"void {first}_layouts(" not in source  # NCHW inside: no layouts to take
+    # A step on the NCHW tensors (the graph template) takes no layouts.
+    _, _, nchw = chain_bundle(tmp_path / "nchw", channels_last=(False, True, True))
+    plan, sources = cudnn_sources(nchw)
+    source = sources.files["forge_ops.cpp"]
+    first, second = (sources.ops[task] for task in CHAIN_TASKS[:2])
+    assert f"void {first}_layouts(" not in source
+    assert f"    {first}(in0, in1, in2, in3, in4, in5, out0);" in source
+    assert f"    {second}_layouts(in0, in1, in2, out0, 0x0ULL, true);" in source
 
 
 @pytest.mark.parametrize("edit,why", [
-    (lambda steps: steps[2]["cudnn_conv"].update(channels_last_inside=False),
+    (lambda steps: steps[1]["cudnn_conv"].update(channels_last_inside=False),
      "its reader converts nothing"),
     (lambda steps: steps.append({"step": 3, "task": "a" * 64, "implementation": "aten",
-                                 "nodes": [], "inputs": [steps[1]["outputs"][0]],
+                                 "nodes": [], "inputs": [steps[0]["outputs"][0]],
                                  "outputs": []}), "an ATen step reads it too"),
-    (lambda steps: steps[2]["cudnn_conv"].update(x_input=1, w_input=0),
+    (lambda steps: steps[1]["cudnn_conv"].update(x_input=1, w_input=0),
      "its reader takes it as a weight"),
 ], ids=["nchw_reader", "aten_reader", "weight"])
 def test_a_tensor_stays_nchw_where_any_reader_needs_it(tmp_path, edit, why):
@@ -662,13 +679,14 @@ def test_a_tensor_stays_nchw_where_any_reader_needs_it(tmp_path, edit, why):
     rewrite_steps(bundle, edit)
     steps = read_plan(bundle).steps
     ops = {task: f"op_{task[:4]}" for task in CHAIN_TASKS}
-    assert kept_channels_last(steps, ops, set()) == set(), why
+    assert steps[0].outputs[0] not in kept_channels_last(steps, ops, set()), why
     # Without its op (cuDNN missing: the step runs its nodes), nothing is kept either.
     unedited = chain_bundle(tmp_path / "unedited")[2]
     steps = read_plan(unedited).steps
-    assert kept_channels_last(steps, ops, set()) == {steps[1].outputs[0]}
+    both = {steps[0].outputs[0], steps[1].outputs[0]}
+    assert kept_channels_last(steps, ops, set()) == both
     assert kept_channels_last(steps, {CHAIN_TASKS[1]: "op"}, set()) == set()
-    assert kept_channels_last(steps, ops, {steps[1].outputs[0]}) == set()  # a graph output
+    assert kept_channels_last(steps, ops, {steps[0].outputs[0]}) == both - {steps[0].outputs[0]}
 
 
 def cudnn_or_skip() -> CudnnBuild:
@@ -729,35 +747,39 @@ def test_a_cudnn_conv_step_runs_the_fused_graph(tmp_path, extensions, case, plan
 
 
 @needs_cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("plan_op", [True, False], ids=["plan_op", "python"])
 @pytest.mark.parametrize("cuda_graphs", [True, False], ids=["graph", "eager"])
 def test_batch_norm_folds_clamps_and_channels_last_winners_run_in_the_plan(
-        tmp_path, extensions, dtype, plan_op, cuda_graphs, monkeypatch):
-    # The three winners the plan used to send to ATen: each step folds its batch norm, clamps or
-    # converts to channels-last and back as the judged candidate did, and the plan is as close
-    # to the float64 reference as eager is, within the task's tolerance (float32 1e-4, no TF32;
-    # bfloat16 1e-2 beyond eager's own error, as the judge widens it).
+        tmp_path, extensions, plan_op, cuda_graphs):
+    # The winners the plan used to send to ATen: each step converts to channels-last and back as
+    # the judged graph_nhwc candidate did (the plan op: once per kept value), folds its batch
+    # norm and clamps, and the plan is as close to the float64 reference as the judge asks:
+    # bfloat16's 1e-2 beyond eager's own error. bfloat16: cuDNN's engines run these graphs only
+    # in NHWC and in half precision (tests/gpu/cudnn_conv_gpu_test's log on the H200).
     cudnn_or_skip()
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    module, x, bundle = chain_bundle(tmp_path, dtype, "cuda")
+    module, x, bundle = chain_bundle(tmp_path, torch.bfloat16, "cuda")
     optimized = load_plan(bundle, module, plan_op=plan_op, cuda_graphs=cuda_graphs,
                           build_root=extensions)
     assert optimized.aten_fallbacks == {}
     assert optimized.step_summary() == "3 cudnn_conv"
+    try:
+        optimized(x)
+    except RuntimeError as error:  # not an error of the runtime's: no winner would be this
+        if "cuDNN cannot run the winner's graph" not in str(error):
+            raise
+        pytest.skip(f"engine 0 of heuristic A does not run here: {error}")
     reference = ConvChain().eval()
     reference.load_state_dict(module.state_dict())
     reference = reference.to(device="cuda", dtype=torch.float64)
-    tolerance = 1e-4 if dtype == torch.float32 else 1e-2
     for inputs in (x, x * -0.5 + 0.25, torch.randn_like(x) * 3):
         expected = reference(inputs.double())
         eager_error = (module(inputs).double() - expected).abs().max().item()
         for _ in range(3):
             got = optimized(inputs)
-            assert got.dtype == dtype and got.shape == expected.shape
-            torch.testing.assert_close(got.double(), expected, atol=tolerance + eager_error,
-                                       rtol=tolerance)
+            assert got.dtype == torch.bfloat16 and got.shape == expected.shape
+            torch.testing.assert_close(got.double(), expected, atol=1e-2 + eager_error,
+                                       rtol=1e-2)
     if not cuda_graphs:
         ran = ops_run(optimized, x)
         assert not {"aten::convolution", "aten::cudnn_convolution",
-                    "aten::_native_batch_norm_legit_no_training", "aten::hardtanh"} & ran
+                    "aten::_native_batch_norm_legit_no_training", "aten::relu6"} & ran
