@@ -83,6 +83,10 @@ enum class Implementation { kNone, kKernel, kHostLaunched, kLibrary, kAten, kSdp
 
 // Where a bundle keeps the host-launch ABI header, as an include directory.
 constexpr char kIncludeDirectory[] = "include";
+// The CUDA source of the kernels a cudnn_conv winner's run launches around its graph
+// (codegen::RunKernelsSource: the kernel prelude, batch_norm_fold.cuh, transpose.cuh), written
+// when a step needs them: the runtime compiles the very source the worker compiled.
+constexpr char kCudnnRunKernelsFile[] = "cudnn_conv_kernels.cuh";
 
 std::string ImplementationName(Implementation implementation) {
   switch (implementation) {
@@ -120,41 +124,11 @@ struct Winner {
   // kSdpa: the group the winner ran (codegen::AtenExecutedTask: one scaled_dot_product_attention
   // node with the backend's attribute, the views that lay out Q, K and V, the epilogue).
   std::optional<forge::v1::Graph> sdpa_group;
-  // kCudnnConv: the fused graph as JSON (CudnnConvJson).
+  // kCudnnConv: the fused graph as JSON (codegen::CudnnConvCallJson), and whether its run
+  // launches kernels around the graph (batch norm folds, channels-last copies).
   std::string cudnn_conv;
+  bool cudnn_run_kernels = false;
 };
-
-std::string ConvTensorJson(const codegen::ConvTensor& tensor) {
-  return absl::StrCat("{\"dims\": [", absl::StrJoin(tensor.dims, ", "), "], \"strides\": [",
-                      absl::StrJoin(tensor.strides, ", "), "]}");
-}
-
-// A cudnn_conv winner's call (codegen::CudnnConvCall) as plan.json carries it, for the runtime to
-// build the same graph through runtime/extension/cudnn_conv_graph.h: every field, the scale's
-// scalar exactly (DescribeCall rounds it), and cuDNN's name of the engine configuration the
-// worker measured (Measurement.library_algorithm; empty when not recorded).
-std::string CudnnConvJson(const codegen::CudnnConvCall& call, absl::string_view engine_name) {
-  std::vector<std::string> steps;
-  for (const codegen::CudnnConvStep& step : call.epilogue) {
-    steps.push_back(absl::StrCat("{\"step\": ", JsonString(codegen::ConvStepName(step.step)),
-                                 ", \"input\": ", step.input, ", \"scalar\": ",
-                                 absl::StrFormat("%.17g", step.scalar), "}"));
-  }
-  std::vector<std::string> residuals;
-  for (const codegen::ConvTensor& residual : call.residuals) {
-    residuals.push_back(ConvTensorJson(residual));
-  }
-  return absl::StrCat(
-      "{\"dtype\": ", JsonString(DTypeName(call.dtype)), ", \"x_input\": ", call.x_input,
-      ", \"w_input\": ", call.w_input, ", \"x\": ", ConvTensorJson(call.x),
-      ", \"w\": ", ConvTensorJson(call.w), ", \"y\": ", ConvTensorJson(call.y),
-      ", \"padding\": [", absl::StrJoin(call.padding, ", "), "], \"stride\": [",
-      absl::StrJoin(call.stride, ", "), "], \"dilation\": [", absl::StrJoin(call.dilation, ", "),
-      "], \"groups\": ", call.groups, ", \"epilogue\": [", absl::StrJoin(steps, ", "),
-      "], \"residuals\": [", absl::StrJoin(residuals, ", "), "], \"heuristic\": ",
-      call.heuristic, ", \"engine\": ", call.engine, ", \"engine_name\": ",
-      JsonString(engine_name), "}");
-}
 
 Winner Regenerate(const TaskResults& results) {
   Winner winner;
@@ -207,25 +181,13 @@ Winner Regenerate(const TaskResults& results) {
              winner.kernel->hints.executor == codegen::Executor::kCudnn) {
     absl::StatusOr<codegen::CudnnConvCall> call =
         codegen::DescribeCudnnConv(results.task(), search::PointOf(candidate));
-    // What the runtime's op does not replay yet (runtime/extension/cudnn_conv_step.h): the
-    // candidate's batch norm fold, its channels-last copies and a clipped ReLU's upper bound.
-    std::string unreplayed;
     if (call.ok()) {
-      if (!call->batch_norms.empty()) unreplayed = "its batch norm fold";
-      if (call->channels_last_inside) unreplayed = "its channels-last copies";
-      for (const codegen::CudnnConvStep& step : call->epilogue) {
-        if (step.step == codegen::ConvStep::kClamp) unreplayed = "its clipped ReLU";
-      }
-    }
-    if (call.ok() && unreplayed.empty()) {
+      // The runtime's op replays every call (runtime/extension/cudnn_conv_step.h): the batch
+      // norm folds and channels-last copies with the kernels the worker ran around the graph,
+      // which the bundle carries (kCudnnRunKernelsFile).
       winner.implementation = Implementation::kCudnnConv;
-      winner.cudnn_conv = CudnnConvJson(*call, results.best().library_algorithm());
-    } else if (call.ok()) {
-      winner.implementation = Implementation::kAten;
-      winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
-                                      ") is a cuDNN fused graph with ", unreplayed,
-                                      ", which the runtime does not replay yet: this step runs "
-                                      "its nodes through ATen");
+      winner.cudnn_conv = codegen::CudnnConvCallJson(*call, results.best().library_algorithm());
+      winner.cudnn_run_kernels = !call->batch_norms.empty() || call->channels_last_inside;
     } else {
       winner.implementation = Implementation::kAten;
       winner.plan_note = absl::StrCat("the winner (", candidate.template_name(),
@@ -772,6 +734,9 @@ absl::StatusOr<std::string> RenderPlan(const GetResultsResponse& results,
     if (!winner.cudnn_conv.empty()) {
       absl::StrAppend(&step, ", \"cudnn_conv\": ", winner.cudnn_conv);
     }
+    if (winner.cudnn_run_kernels) {
+      absl::StrAppend(&step, ", \"run_kernels\": ", JsonString(kCudnnRunKernelsFile));
+    }
     if (winner.sdpa_group.has_value()) {
       absl::StrAppend(&step, ", \"sdpa_group\": ", ProtoJson(*winner.sdpa_group, false));
     }
@@ -892,6 +857,12 @@ absl::StatusOr<std::vector<std::string>> WriteResultsBundle(const GetResultsResp
                                               error.message()));
     }
     FORGE_RETURN_IF_ERROR(write(header.string(), compile::kHostLaunchAbiHeader));
+  }
+
+  if (std::any_of(winners.begin(), winners.end(),
+                  [](const Winner& winner) { return winner.cudnn_run_kernels; })) {
+    FORGE_RETURN_IF_ERROR(
+        write(kCudnnRunKernelsFile, std::string(codegen::RunKernelsSource())));
   }
 
   std::string plan_note;

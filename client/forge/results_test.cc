@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "client/forge/model.h"
 #include "common/version/version.h"
+#include "compiler/codegen/cudnn_conv/cudnn_conv.h"
 #include "compiler/codegen/family.h"
 #include "compiler/codegen/sdpa_library/sdpa_library.h"
 #include "compiler/graph/partition.h"
@@ -411,22 +412,39 @@ forge::v1::Graph ConvReluModel() {
   return model;
 }
 
-TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
-  // The runtime builds the winner's graph through the worker's header from the call: every
-  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
-  const forge::v1::Graph model = ConvReluModel();
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  ASSERT_EQ(partition->tasks.size(), 1u);
+// The results of a job of ConvReluModel(): its one task, won by the cudnn_conv family's default
+// point of `template_name` ("graph" or "graph_nhwc").
+forge::v1::GetResultsResponse ConvReluResults(const forge::v1::Graph& model,
+                                              const std::string& template_name) {
   forge::v1::GetResultsResponse results;
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
+  EXPECT_TRUE(partition.ok()) << partition.status();
+  if (!partition.ok() || partition->tasks.size() != 1) {
+    ADD_FAILURE() << "ConvRelu should make one task";
+    return results;
+  }
   results.mutable_job()->set_id("job-conv");
   results.mutable_job()->set_model_digest(graph::ModelDigest(model));
   results.mutable_job()->mutable_options()->set_target_arch("sm_90");
   forge::v1::TaskResults& task = *results.add_tasks();
   *task.mutable_task() = partition->tasks[0];
   const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
-  ASSERT_NE(cudnn, nullptr);
-  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED);
+  if (cudnn == nullptr) {
+    ADD_FAILURE() << "the cudnn_conv family does not apply to ConvRelu's task";
+    return results;
+  }
+  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED, template_name);
+  EXPECT_EQ(task.best_candidate().template_name(), template_name);
+  return results;
+}
+
+TEST(ResultsCudnnConvTest, ACudnnConvWinnerCarriesItsCallForTheRuntimeToBuild) {
+  // The runtime builds the winner's graph through the worker's header from the call: every
+  // field, and the engine's name where the worker measured it; the nodes stay as the fallback.
+  const forge::v1::Graph model = ConvReluModel();
+  forge::v1::GetResultsResponse results = ConvReluResults(model, "graph");
+  ASSERT_EQ(results.tasks_size(), 1);
+  forge::v1::TaskResults& task = *results.mutable_tasks(0);
   task.mutable_best()->set_library_algorithm("eng0_k2=1");
   absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
   ASSERT_TRUE(plan_json.ok()) << plan_json.status();
@@ -593,29 +611,48 @@ TEST_F(ResultsTest, OnlyPredictedTimesMakeThePredictedTotal) {
 namespace forge::client {
 namespace {
 
-TEST(ResultsCudnnConvTest, AWinnerTheRuntimeCannotReplayRunsItsNodesWithANote) {
-  // graph_nhwc converts the NCHW tensors to channels-last inside the candidate; the runtime's op
-  // does not make those copies yet, so the step runs the task's nodes and says why.
+TEST(ResultsCudnnConvTest, AChannelsLastWinnerCarriesItsCallAndTheKernelsItRunsAround) {
+  // graph_nhwc converts the NCHW tensors to channels-last inside the candidate: the runtime's op
+  // replays it (no longer the task's nodes), from the call as codegen writes it, with the
+  // kernels the worker ran around the graph, whose source the bundle carries.
   const forge::v1::Graph model = ConvReluModel();
-  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(model);
-  ASSERT_TRUE(partition.ok()) << partition.status();
-  forge::v1::GetResultsResponse results;
-  results.mutable_job()->set_id("job-conv-nhwc");
-  results.mutable_job()->set_model_digest(graph::ModelDigest(model));
-  results.mutable_job()->mutable_options()->set_target_arch("sm_90");
-  forge::v1::TaskResults& task = *results.add_tasks();
-  *task.mutable_task() = partition->tasks[0];
-  const codegen::KernelFamily* cudnn = FamilyNamed(task.task(), "cudnn_conv");
-  ASSERT_NE(cudnn, nullptr);
-  SetWinner(task, *cudnn, 20.0, forge::v1::MEASUREMENT_KIND_MEASURED, "graph_nhwc");
-  ASSERT_EQ(task.best_candidate().template_name(), "graph_nhwc");
-  absl::StatusOr<std::string> plan_json = RenderPlan(results, model);
-  ASSERT_TRUE(plan_json.ok()) << plan_json.status();
-  const Struct plan = ParseJson(*plan_json);
+  const forge::v1::GetResultsResponse results = ConvReluResults(model, "graph_nhwc");
+  ASSERT_EQ(results.tasks_size(), 1);
+  const forge::v1::TaskResults& task = results.tasks(0);
+  absl::StatusOr<codegen::CudnnConvCall> call =
+      codegen::DescribeCudnnConv(task.task(), search::PointOf(task.best_candidate()));
+  ASSERT_TRUE(call.ok()) << call.status();
+  ASSERT_TRUE(call->channels_last_inside);
+  testing::TempDir directory;
+  absl::StatusOr<std::vector<std::string>> written =
+      WriteResultsBundle(results, &model, ResultsOptions{}, directory.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  const fs::path root(directory.path());
+  const std::string plan_json = ReadFile(root / "plan.json");
+  const Struct plan = ParseJson(plan_json);
   const auto& step = plan.fields().at("steps").list_value().values(0).struct_value().fields();
-  EXPECT_EQ(step.at("implementation").string_value(), "aten");
-  EXPECT_FALSE(step.contains("cudnn_conv"));
-  EXPECT_THAT(*plan_json, ::testing::HasSubstr("channels-last copies"));
+  EXPECT_EQ(step.at("implementation").string_value(), "cudnn_conv");
+  EXPECT_FALSE(step.contains("note"));
+  // The call as the shared description writes it, every field.
+  EXPECT_THAT(plan_json, ::testing::HasSubstr(absl::StrCat("\"cudnn_conv\": ",
+                                                           codegen::CudnnConvCallJson(*call, ""))));
+  EXPECT_TRUE(step.at("cudnn_conv").struct_value().fields().at("channels_last_inside").bool_value());
+  const std::string kernels = step.at("run_kernels").string_value();
+  EXPECT_EQ(kernels, "cudnn_conv_kernels.cuh");
+  EXPECT_EQ(ReadFile(root / kernels), codegen::RunKernelsSource());
+}
+
+TEST(ResultsCudnnConvTest, AGraphWinnerWithoutFoldsOrCopiesNamesNoKernels) {
+  const forge::v1::Graph model = ConvReluModel();
+  const forge::v1::GetResultsResponse results = ConvReluResults(model, "graph");
+  testing::TempDir directory;
+  ASSERT_TRUE(WriteResultsBundle(results, &model, ResultsOptions{}, directory.path()).ok());
+  const fs::path root(directory.path());
+  const Struct plan = ParseJson(ReadFile(root / "plan.json"));
+  const auto& step = plan.fields().at("steps").list_value().values(0).struct_value().fields();
+  EXPECT_EQ(step.at("implementation").string_value(), "cudnn_conv");
+  EXPECT_FALSE(step.contains("run_kernels"));
+  EXPECT_FALSE(fs::exists(root / "cudnn_conv_kernels.cuh"));
 }
 
 }  // namespace

@@ -17,8 +17,16 @@
 // A candidate of the "graph_nhwc" template (compiler/codegen/cudnn_conv/cudnn_conv.h) describes
 // its graph on channels-last tensors (x NHWC, w KRSC, residuals and y NHWC) while the task's are
 // NCHW-contiguous: its caller converts x, w and the residuals into such copies before Run and
-// the NHWC y into the NCHW output after it (the worker: compiler/codegen/cudnn_conv/transpose.cuh;
-// a runtime may use ATen's channels_last conversions), as it fills a kBatchNorm step's rows.
+// the NHWC y into the NCHW output after it, as it fills a kBatchNorm step's rows, both with the
+// kernels of compiler/codegen/cudnn_conv (batch_norm_fold.cuh, transpose.cuh: NVRTC's build in
+// the worker, nvcc's in a generated extension). Where a run keeps those rows and copies in its
+// workspace, after cuDNN's part, is ScratchOf's layout, the same on both sides.
+//
+// The call (Call): the graph with where its operands come from among the task's inputs, the
+// batch norms' operands and the engine, as plan.json carries it (codegen::CudnnConvCallJson
+// writes it; ParseCall reads it): a runtime builds the graph from exactly the text the client
+// wrote from the judged candidate's codegen::CudnnConvCall, and the worker's tests check that
+// ParseCall's graph is the worker's own (Describe) for every kind of step.
 //
 // Header-only, on the cuDNN frontend (header-only, it brings nlohmann json: include this in as
 // few translation units as possible), cuDNN 9 and the C++ standard library: torch's extension
@@ -32,6 +40,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <iterator>
+#include <limits>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -339,6 +351,211 @@ class ConvPlan {
   std::vector<int64_t> built_;  // indices of the configurations that built, in order
   std::string last_failure_;
 };
+
+// ---- The call, as plan.json carries it ----
+
+// An operand of a batch norm fold: its position among the task's inputs (-1: absent) and the
+// fold kernel's code of its dtype (codegen::BatchNormFoldType: 0 float32, 1 bfloat16, 2 float16).
+struct FoldOperand {
+  int input = -1;
+  int type = 0;
+};
+
+// The operands of an eval-mode batch norm step, folded into its rows before each run
+// (compiler/codegen/cudnn_conv/batch_norm_fold.cuh, parameters in this order).
+struct BatchNormFold {
+  FoldOperand mean, var, weight, bias;
+  float eps = 1e-5f;
+};
+
+struct Call {
+  Conv conv;
+  int x_input = -1;  // positions among the task's inputs
+  int w_input = -1;
+  std::vector<int> step_inputs;            // per epilogue step: the input it reads, else -1
+  std::vector<BatchNormFold> batch_norms;  // the kBatchNorm steps', in step order
+  bool channels_last_inside = false;       // "graph_nhwc": conv's tensors are NHWC copies
+  Heuristic heuristic = Heuristic::kA;
+  int engine = 0;
+  std::string engine_name;  // cuDNN's name of the configuration the worker measured, or ""
+};
+
+// The names of the epilogue's steps, as codegen::ConvStepName spells them, in Step's order.
+inline constexpr const char* kStepNames[] = {"bias",    "residual", "scale", "relu",
+                                              "gelu",    "gelu_tanh", "silu", "sigmoid",
+                                              "tanh",    "batch_norm", "clamp"};
+
+// Reads the JSON of a call (codegen::CudnnConvCallJson): {"dtype", "x_input", "w_input", "x",
+// "w", "y" ({"dims", "strides"}), "padding", "stride", "dilation", "groups", "epilogue": [{"step",
+// "input", "scalar" (a clamp's lower bound; null: none), "upper" (null: none)}], "residuals": [tensor per residual step],
+// "batch_norms": [{"mean", "var", "weight", "bias": {"input", "type"}, "eps"} per batch norm
+// step], "channels_last_inside", "heuristic", "engine", "engine_name"}. Returns "" and fills
+// `out`, or what is wrong with the text.
+inline std::string ParseCall(const std::string& text, Call* out) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return "the cudnn_conv call is not a JSON object";
+  Call call;
+  try {
+    auto tensor = [](const nlohmann::json& t) {
+      return Tensor{t.at("dims").get<std::vector<int64_t>>(),
+                    t.at("strides").get<std::vector<int64_t>>()};
+    };
+    // Floats go through double: the frontend's serializer reads floats as hexadecimal strings.
+    auto number = [](const nlohmann::json& value, double none) {
+      return value.is_null() ? none : value.get<double>();
+    };
+    const std::string dtype = json.at("dtype").get<std::string>();
+    if (dtype == "float32") {
+      call.conv.type = DataType::kFloat;
+    } else if (dtype == "bfloat16") {
+      call.conv.type = DataType::kBFloat16;
+    } else if (dtype == "float16") {
+      call.conv.type = DataType::kHalf;
+    } else {
+      return "the cudnn_conv call's dtype " + dtype + " is not float32, bfloat16 or float16";
+    }
+    call.x_input = json.at("x_input").get<int>();
+    call.w_input = json.at("w_input").get<int>();
+    call.conv.x = tensor(json.at("x"));
+    call.conv.w = tensor(json.at("w"));
+    call.conv.y = tensor(json.at("y"));
+    call.conv.padding = json.at("padding").get<std::vector<int64_t>>();
+    call.conv.stride = json.at("stride").get<std::vector<int64_t>>();
+    call.conv.dilation = json.at("dilation").get<std::vector<int64_t>>();
+    const nlohmann::json& residuals = json.at("residuals");
+    size_t residual = 0;
+    for (const nlohmann::json& entry : json.at("epilogue")) {
+      const std::string name = entry.at("step").get<std::string>();
+      EpilogueStep step;
+      int kind = 0;
+      while (kind < static_cast<int>(std::size(kStepNames)) && name != kStepNames[kind]) ++kind;
+      if (kind == static_cast<int>(std::size(kStepNames))) {
+        return "the cudnn_conv call's epilogue step " + name + " is not one of the graph's";
+      }
+      step.step = static_cast<Step>(kind);
+      // null: a clamp without a lower bound (-infinity); any other step's scalar is finite.
+      step.scalar = static_cast<float>(number(entry.value("scalar", nlohmann::json(1.0)),
+                                              -std::numeric_limits<double>::infinity()));
+      step.upper = static_cast<float>(
+          number(entry.value("upper", nlohmann::json()), std::numeric_limits<double>::infinity()));
+      if (step.step == Step::kBias) step.operand = BiasOperand(call.conv.y);
+      if (step.step == Step::kResidual) {
+        if (residual >= residuals.size()) return "the cudnn_conv call has too few residuals";
+        step.operand = tensor(residuals[residual++]);
+      }
+      call.step_inputs.push_back(entry.at("input").get<int>());
+      call.conv.epilogue.push_back(std::move(step));
+    }
+    if (residual != residuals.size()) return "the cudnn_conv call has too many residuals";
+    for (const nlohmann::json& entry : json.value("batch_norms", nlohmann::json::array())) {
+      BatchNormFold fold;
+      FoldOperand* operands[] = {&fold.mean, &fold.var, &fold.weight, &fold.bias};
+      const char* names[] = {"mean", "var", "weight", "bias"};
+      for (int i = 0; i < 4; ++i) {
+        operands[i]->input = entry.at(names[i]).at("input").get<int>();
+        operands[i]->type = entry.at(names[i]).at("type").get<int>();
+      }
+      fold.eps = static_cast<float>(entry.at("eps").get<double>());
+      call.batch_norms.push_back(fold);
+    }
+    size_t norms = 0;
+    for (const EpilogueStep& step : call.conv.epilogue) norms += step.step == Step::kBatchNorm;
+    if (norms != call.batch_norms.size()) {
+      return "the cudnn_conv call has " + std::to_string(call.batch_norms.size()) +
+             " batch norms' operands for " + std::to_string(norms) + " batch norm steps";
+    }
+    call.channels_last_inside = json.value("channels_last_inside", false);
+    const int heuristic = json.at("heuristic").get<int>();
+    if (heuristic < 0 || heuristic >= kHeuristics) return "the cudnn_conv call's heuristic";
+    call.heuristic = static_cast<Heuristic>(heuristic);
+    call.engine = json.at("engine").get<int>();
+    call.engine_name = json.value("engine_name", std::string());
+  } catch (const std::exception& error) {
+    return std::string("the cudnn_conv call: ") + error.what();
+  }
+  *out = std::move(call);
+  return "";
+}
+
+// A canonical text of the graph `conv` describes (every field; floats exactly, in hexadecimal):
+// two graphs with the same text are the same graph.
+inline std::string Describe(const Conv& conv) {
+  std::ostringstream text;
+  text << std::hexfloat;
+  auto list = [&text](const std::vector<int64_t>& values) {
+    text << '[';
+    for (size_t i = 0; i < values.size(); ++i) text << (i > 0 ? "," : "") << values[i];
+    text << ']';
+  };
+  auto tensor = [&](const char* name, const Tensor& t) {
+    text << ' ' << name << ' ';
+    list(t.dims);
+    list(t.strides);
+  };
+  text << "type " << static_cast<int>(conv.type);
+  tensor("x", conv.x);
+  tensor("w", conv.w);
+  tensor("y", conv.y);
+  text << " padding ";
+  list(conv.padding);
+  text << " stride ";
+  list(conv.stride);
+  text << " dilation ";
+  list(conv.dilation);
+  for (const EpilogueStep& step : conv.epilogue) {
+    text << " | " << kStepNames[static_cast<int>(step.step)] << " scalar " << step.scalar
+         << " upper " << step.upper;
+    tensor("operand", step.operand);
+  }
+  return text.str();
+}
+
+// ---- A run's own part of the workspace ----
+
+// Where a run keeps its own data in its workspace, after cuDNN's `cudnn_bytes`, each region
+// 256-byte aligned: the kBatchNormRows float32 rows of K per kBatchNorm step (`fold`) and,
+// channels-last inside, the NHWC / KRSC copies of x, w and the residuals and the graph's NHWC
+// result (`y`); `total` is the workspace's size.
+struct Scratch {
+  int64_t fold = 0;
+  int64_t x = 0, w = 0, y = 0;
+  std::vector<int64_t> residuals;  // per kResidual step, in step order
+  int64_t total = 0;
+};
+
+inline int64_t Elements(const Tensor& tensor) {
+  int64_t elements = 1;
+  for (int64_t d : tensor.dims) elements *= d;
+  return elements;
+}
+
+inline int ElementBytes(DataType type) { return type == DataType::kFloat ? 4 : 2; }
+
+inline Scratch ScratchOf(const Conv& conv, size_t batch_norms, bool channels_last_inside,
+                         int64_t cudnn_bytes) {
+  Scratch scratch;
+  int64_t end = cudnn_bytes;
+  auto take = [&end](int64_t bytes) {
+    const int64_t at = (end + 255) / 256 * 256;
+    end = at + bytes;
+    return at;
+  };
+  if (batch_norms > 0) {
+    scratch.fold = take(static_cast<int64_t>(batch_norms) * kBatchNormRows * conv.y.dims[1] *
+                        static_cast<int64_t>(sizeof(float)));
+  }
+  if (channels_last_inside) {
+    const int element = ElementBytes(conv.type);
+    scratch.x = take(Elements(conv.x) * element);
+    scratch.w = take(Elements(conv.w) * element);
+    for (const EpilogueStep& step : conv.epilogue) {
+      if (step.step == Step::kResidual) scratch.residuals.push_back(take(Elements(step.operand) * element));
+    }
+    scratch.y = take(Elements(conv.y) * element);
+  }
+  scratch.total = end;
+  return scratch;
+}
 
 }  // namespace forge_cudnn
 

@@ -85,50 +85,6 @@ forge_cudnn::Conv GraphOf(const CudnnConvCall& call) {
   return conv;
 }
 
-int64_t Elements(const codegen::ConvTensor& tensor) {
-  int64_t elements = 1;
-  for (int64_t d : tensor.dims) elements *= d;
-  return elements;
-}
-
-int ElementBytes(forge::v1::DType dtype) { return dtype == forge::v1::DTYPE_FLOAT32 ? 4 : 2; }
-
-// Where a run keeps its own data in the stream's workspace, after cuDNN's part, each region
-// 256-byte aligned: the batch norm rows (kBatchNormFoldRows float32 rows of K per kBatchNorm
-// step) and, channels-last inside, the NHWC / KRSC copies of x, w and the residuals and the
-// graph's NHWC result.
-struct Scratch {
-  int64_t fold = 0;
-  int64_t x = 0, w = 0, y = 0;
-  std::vector<int64_t> residuals;
-  int64_t total = 0;
-};
-
-Scratch ScratchOf(const CudnnConvCall& call, int64_t cudnn_bytes) {
-  Scratch scratch;
-  int64_t end = cudnn_bytes;
-  auto take = [&end](int64_t bytes) {
-    const int64_t at = (end + 255) / 256 * 256;
-    end = at + bytes;
-    return at;
-  };
-  if (!call.batch_norms.empty()) {
-    scratch.fold = take(static_cast<int64_t>(call.batch_norms.size()) * codegen::kBatchNormFoldRows *
-                        call.y.dims[1] * static_cast<int64_t>(sizeof(float)));
-  }
-  if (call.channels_last_inside) {
-    const int element = ElementBytes(call.dtype);
-    scratch.x = take(Elements(call.x) * element);
-    scratch.w = take(Elements(call.w) * element);
-    for (const codegen::ConvTensor& residual : call.residuals) {
-      scratch.residuals.push_back(take(Elements(residual) * element));
-    }
-    scratch.y = take(Elements(call.y) * element);
-  }
-  scratch.total = end;
-  return scratch;
-}
-
 // The kernels a run launches around the graph (codegen::RunKernelsSource).
 struct RunKernels {
   gpu::Module module;
@@ -147,7 +103,8 @@ absl::Status LaunchTranspose(const RunKernels& kernels, forge::v1::DType dtype, 
   std::copy(std::begin(launch.block), std::end(launch.block), shape.block);
   long long b = batch, r = rows, c = columns;
   void* params[] = {&in, &out, &b, &r, &c};
-  return (ElementBytes(dtype) == 4 ? kernels.transpose4 : kernels.transpose2)
+  return (forge_cudnn::ElementBytes(GraphType(dtype)) == 4 ? kernels.transpose4
+                                                           : kernels.transpose2)
       .Launch(shape, params, stream);
 }
 
@@ -307,7 +264,9 @@ absl::Status CudnnConv::Run(const CudnnConvCall& call, absl::Span<const CUdevice
   auto address = [&](int input) { return reinterpret_cast<const void*>(args[input]); };
   absl::MutexLock lock(&state_->mutex);
   FORGE_ASSIGN_OR_RETURN(const forge_cudnn::ConvPlan* plan, state_->PlanFor(call));
-  const Scratch scratch = ScratchOf(call, plan->WorkspaceBytes(call.engine));
+  const forge_cudnn::Scratch scratch =
+      forge_cudnn::ScratchOf(GraphOf(call), call.batch_norms.size(), call.channels_last_inside,
+                             plan->WorkspaceBytes(call.engine));
   FORGE_ASSIGN_OR_RETURN(const CUdeviceptr workspace,
                          state_->Workspace(stream.handle(), scratch.total));
   const RunKernels* kernels = nullptr;
@@ -389,6 +348,10 @@ absl::Status ValidateCudnnConvGraph(const CudnnConvCall& call) {
     return absl::InvalidArgumentError(absl::StrCat(error, " (", codegen::DescribeCall(call), ")"));
   }
   return absl::OkStatus();
+}
+
+std::string DescribeCudnnConvGraph(const CudnnConvCall& call) {
+  return forge_cudnn::Describe(GraphOf(call));
 }
 
 }  // namespace forge::library

@@ -75,6 +75,11 @@ absl::StatusOr<CudnnConvLaunch> LoadCudnnConvCandidate(CudnnConv& conv,
 // frontend's message when it refuses the graph.
 absl::Status ValidateCudnnConvGraph(const codegen::CudnnConvCall& call);
 
+// The canonical text (forge_cudnn::Describe in runtime/extension/cudnn_conv_graph.h) of the graph
+// this executor builds for `call`: what a runtime's graph, parsed from the plan's JSON of the
+// call (forge_cudnn::ParseCall), must equal.
+std::string DescribeCudnnConvGraph(const codegen::CudnnConvCall& call);
+
 }  // namespace forge::library
 
 #endif  // FORGE_WORKER_LIBRARY_CUDNN_CONV_H_

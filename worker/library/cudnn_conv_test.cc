@@ -5,14 +5,17 @@
 #include "worker/library/cudnn_conv.h"
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/testing/codegen_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/extension/cudnn_conv_graph.h"
 #include "tests/support/gpu_test.h"
 
 namespace forge::library {
@@ -89,6 +92,96 @@ TEST(CudnnConvGraphTest, RefusesAGraphTheFrontendCannotMake) {
   const absl::Status status = ValidateCudnnConvGraph(call);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("rank"));
+}
+
+// The plan's step builds the judged candidate's graph: the JSON of the call the client writes into
+// plan.json (codegen::CudnnConvCallJson), read back as a generated extension reads it
+// (forge_cudnn::ParseCall), describes the graph this executor built for the candidate, and
+// routes the same task inputs to it, for every kind of step: batch norm folds, clamps (an
+// infinite upper bound too), residuals, channels-last inside, heuristic and engine.
+TEST(CudnnConvGraphTest, ThePlansCallBuildsTheCandidatesGraph) {
+  const std::vector<std::vector<std::string>> epilogues = {
+      {"relu"}, {"batch_norm", "relu"}, {"batch_norm", "residual", "relu"}, {"batch_norm", "relu6"},
+      {"hardtanh"}, {"clamp"}, {"channel_bias", "scale", "residual", "gelu"}};
+  const ConvShape shape = {.n = 2, .c = 32, .h = 15, .w = 9, .k = 48, .r = 3, .s = 3, .stride = 2,
+                           .padding = 2, .dilation = 2, .groups = 8};
+  int compared = 0;
+  for (const auto dtype : {kF32, forge::v1::DTYPE_BFLOAT16}) {
+    for (const auto& epilogue : epilogues) {
+      const forge::v1::KernelTask task = ConvEpilogueTask(dtype, shape, true, epilogue, false);
+      for (const SchedulePoint& point : {Point(1, 3), NhwcPoint(2, 5)}) {
+        auto call = codegen::DescribeCudnnConv(task, point);
+        ASSERT_TRUE(call.ok()) << call.status();
+        forge_cudnn::Call parsed;
+        const std::string json = codegen::CudnnConvCallJson(*call, "eng7");
+        ASSERT_EQ(forge_cudnn::ParseCall(json, &parsed), "") << json;
+        SCOPED_TRACE(codegen::DescribeCall(*call));
+        EXPECT_EQ(forge_cudnn::Describe(parsed.conv), DescribeCudnnConvGraph(*call));
+        EXPECT_EQ(parsed.x_input, call->x_input);
+        EXPECT_EQ(parsed.w_input, call->w_input);
+        ASSERT_EQ(parsed.step_inputs.size(), call->epilogue.size());
+        for (size_t i = 0; i < call->epilogue.size(); ++i) {
+          EXPECT_EQ(parsed.step_inputs[i], call->epilogue[i].input);
+          EXPECT_STREQ(forge_cudnn::kStepNames[static_cast<int>(parsed.conv.epilogue[i].step)],
+                       codegen::ConvStepName(call->epilogue[i].step));
+        }
+        ASSERT_EQ(parsed.batch_norms.size(), call->batch_norms.size());
+        for (size_t i = 0; i < call->batch_norms.size(); ++i) {
+          const codegen::CudnnBatchNorm& norm = call->batch_norms[i];
+          const forge_cudnn::BatchNormFold& fold = parsed.batch_norms[i];
+          const std::pair<const codegen::ChannelOperand*, const forge_cudnn::FoldOperand*>
+              operands[] = {{&norm.mean, &fold.mean}, {&norm.var, &fold.var},
+                            {&norm.weight, &fold.weight}, {&norm.bias, &fold.bias}};
+          for (const auto& [want, got] : operands) {
+            EXPECT_EQ(got->input, want->input);
+            if (want->input >= 0) EXPECT_EQ(got->type, *codegen::BatchNormFoldType(want->dtype));
+          }
+          EXPECT_EQ(fold.eps, static_cast<float>(norm.eps));
+        }
+        EXPECT_EQ(parsed.channels_last_inside, call->channels_last_inside);
+        EXPECT_EQ(static_cast<int>(parsed.heuristic), call->heuristic);
+        EXPECT_EQ(parsed.engine, call->engine);
+        EXPECT_EQ(parsed.engine_name, "eng7");
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 7 * 2);
+}
+
+// A clamp without bounds keeps none through the plan's JSON (null there).
+TEST(CudnnConvGraphTest, AnUnboundedClampStaysUnbounded) {
+  auto call = codegen::DescribeCudnnConv(
+      ConvEpilogueTask(kF32, {.n = 1, .c = 4, .h = 8, .w = 8, .k = 8, .r = 3, .s = 3}, true,
+                       {"clamp"}),
+      Point(0, 0));
+  ASSERT_TRUE(call.ok()) << call.status();
+  call->epilogue.back().upper = std::numeric_limits<double>::infinity();
+  call->epilogue.back().scalar = -std::numeric_limits<double>::infinity();
+  const std::string json = codegen::CudnnConvCallJson(*call, "");
+  EXPECT_THAT(json, HasSubstr("\"scalar\": null, \"upper\": null"));
+  forge_cudnn::Call parsed;
+  ASSERT_EQ(forge_cudnn::ParseCall(json, &parsed), "");
+  EXPECT_EQ(parsed.conv.epilogue.back().upper, std::numeric_limits<float>::infinity());
+  EXPECT_EQ(parsed.conv.epilogue.back().scalar, -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(forge_cudnn::Describe(parsed.conv), DescribeCudnnConvGraph(*call));
+}
+
+// Text that is not a call is refused with what is wrong, never a crash.
+TEST(CudnnConvGraphTest, ParseCallRefusesWhatIsNotACall) {
+  forge_cudnn::Call parsed;
+  EXPECT_THAT(forge_cudnn::ParseCall("[1, 2", &parsed), HasSubstr("not a JSON object"));
+  EXPECT_THAT(forge_cudnn::ParseCall("{\"dtype\": \"float32\"}", &parsed),
+              HasSubstr("the cudnn_conv call: "));
+  auto call = CallOf(ConvEpilogueTask(kF32, {.n = 1, .c = 4, .h = 8, .w = 8, .k = 8, .r = 3, .s = 3},
+                                      true, {"batch_norm"}));
+  std::string json = codegen::CudnnConvCallJson(call, "");
+  const std::string norms = "\"batch_norms\": [";
+  json.insert(json.find(norms) + norms.size(),
+              "{\"mean\": {\"input\": 3, \"type\": 0}, \"var\": {\"input\": 4, \"type\": 0}, "
+              "\"weight\": {\"input\": -1, \"type\": 0}, \"bias\": {\"input\": -1, \"type\": 0}, "
+              "\"eps\": 0.001}, ");
+  EXPECT_THAT(forge_cudnn::ParseCall(json, &parsed), HasSubstr("2 batch norms' operands for 1"));
 }
 
 class CudnnConvGpuTest : public forge::testing::GpuTest {

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status/status_macros.h"
+#include "common/text/json.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/gemm_analysis/gemm_analysis.h"
 
@@ -552,6 +554,56 @@ std::string DescribeCall(const CudnnConvCall& call) {
       "] groups ", call.groups, " epilogue [", absl::StrJoin(steps, " "), "]",
       call.channels_last_inside ? " channels_last_inside" : "", " heuristic ",
       call.heuristic, " engine ", call.engine);
+}
+
+namespace {
+
+std::string ConvTensorJson(const ConvTensor& tensor) {
+  return absl::StrCat("{\"dims\": [", absl::StrJoin(tensor.dims, ", "), "], \"strides\": [",
+                      absl::StrJoin(tensor.strides, ", "), "]}");
+}
+
+// A number exactly; null where JSON has none (infinities, NaN).
+std::string JsonNumber(double value) {
+  return std::isfinite(value) ? absl::StrFormat("%.17g", value) : "null";
+}
+
+std::string ChannelOperandJson(const ChannelOperand& operand) {
+  // An absent operand's type is never read; 0 keeps the field an integer.
+  const absl::StatusOr<int> type = BatchNormFoldType(operand.dtype);
+  return absl::StrCat("{\"input\": ", operand.input, ", \"type\": ", type.ok() ? *type : 0, "}");
+}
+
+}  // namespace
+
+std::string CudnnConvCallJson(const CudnnConvCall& call, absl::string_view engine_name) {
+  std::vector<std::string> steps;
+  for (const CudnnConvStep& step : call.epilogue) {
+    steps.push_back(absl::StrCat("{\"step\": ", JsonString(ConvStepName(step.step)),
+                                 ", \"input\": ", step.input, ", \"scalar\": ",
+                                 JsonNumber(step.scalar), ", \"upper\": ", JsonNumber(step.upper),
+                                 "}"));
+  }
+  std::vector<std::string> residuals;
+  for (const ConvTensor& residual : call.residuals) residuals.push_back(ConvTensorJson(residual));
+  std::vector<std::string> batch_norms;
+  for (const CudnnBatchNorm& norm : call.batch_norms) {
+    batch_norms.push_back(absl::StrCat(
+        "{\"mean\": ", ChannelOperandJson(norm.mean), ", \"var\": ", ChannelOperandJson(norm.var),
+        ", \"weight\": ", ChannelOperandJson(norm.weight),
+        ", \"bias\": ", ChannelOperandJson(norm.bias), ", \"eps\": ", JsonNumber(norm.eps), "}"));
+  }
+  return absl::StrCat(
+      "{\"dtype\": ", JsonString(DTypeName(call.dtype)), ", \"x_input\": ", call.x_input,
+      ", \"w_input\": ", call.w_input, ", \"x\": ", ConvTensorJson(call.x),
+      ", \"w\": ", ConvTensorJson(call.w), ", \"y\": ", ConvTensorJson(call.y),
+      ", \"padding\": [", absl::StrJoin(call.padding, ", "), "], \"stride\": [",
+      absl::StrJoin(call.stride, ", "), "], \"dilation\": [", absl::StrJoin(call.dilation, ", "),
+      "], \"groups\": ", call.groups, ", \"epilogue\": [", absl::StrJoin(steps, ", "),
+      "], \"residuals\": [", absl::StrJoin(residuals, ", "), "], \"batch_norms\": [",
+      absl::StrJoin(batch_norms, ", "), "], \"channels_last_inside\": ",
+      call.channels_last_inside ? "true" : "false", ", \"heuristic\": ", call.heuristic,
+      ", \"engine\": ", call.engine, ", \"engine_name\": ", JsonString(engine_name), "}");
 }
 
 absl::string_view RunKernelsSource() {

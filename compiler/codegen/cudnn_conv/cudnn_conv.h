@@ -141,6 +141,13 @@ struct CudnnConvCall {
 // The canonical one-line description of `call` (what the candidate's source is).
 std::string DescribeCall(const CudnnConvCall& call);
 
+// `call` as JSON, with cuDNN's name of the engine configuration the worker measured (empty when
+// not recorded): what plan.json carries for a runtime to build and run the same graph through
+// runtime/extension/cudnn_conv_graph.h (forge_cudnn::ParseCall, whose comment lists the fields):
+// every field, scalars exactly, an infinite clamp bound as null, each batch norm operand's
+// BatchNormFoldType code.
+std::string CudnnConvCallJson(const CudnnConvCall& call, absl::string_view engine_name);
+
 class CudnnConvFamily : public KernelFamily {
  public:
   static constexpr char kGraphTemplate[] = "graph";

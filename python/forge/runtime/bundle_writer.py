@@ -92,10 +92,29 @@ def kernel_step(task: str, node, expression: str, count: int) -> dict:
             "kernel": pointwise_kernel(expression, len(tensor_arguments(node)), count)}
 
 
+# Where `forge results` writes the source of the kernels cudnn_conv steps run around their graphs
+# (client/forge/results.cc kCudnnRunKernelsFile), and the repository's files it is made of
+# (codegen::RunKernelsSource), each from the line after its marker (forge_embed_cuda).
+CUDNN_RUN_KERNELS_FILE = "cudnn_conv_kernels.cuh"
+_RUN_KERNEL_FILES = ("compiler/codegen/kernel_prelude.cuh",
+                     "compiler/codegen/cudnn_conv/batch_norm_fold.cuh",
+                     "compiler/codegen/cudnn_conv/transpose.cuh")
+_EMBED_MARKER = "// FORGE_EMBED_BEGIN\n"
+
+
+def cudnn_run_kernels_source() -> str:
+    """codegen::RunKernelsSource, from the repository this module sits in."""
+    root = pathlib.Path(__file__).resolve().parents[3]
+    return "".join((root / name).read_text().split(_EMBED_MARKER, 1)[1]
+                   for name in _RUN_KERNEL_FILES)
+
+
 def write_bundle(directory: pathlib.Path, graph, steps: list[dict],
                  target_arch: str = "sm_90") -> pathlib.Path:
     """A result bundle for `graph`: plan.json with `steps` (dicts in plan.json's form; "kernel"
-    holds a kernel's source, written to tasks/<task>/kernel.cu) and graph.pb."""
+    holds a kernel's source, written to tasks/<task>/kernel.cu) and graph.pb. A cudnn_conv step
+    whose call folds a batch norm or runs channels-last inside names the source of the kernels
+    that do it, which the bundle then holds, as `forge results` writes them."""
     from forge.runtime import model_digest
 
     directory = pathlib.Path(directory)
@@ -125,6 +144,10 @@ def write_bundle(directory: pathlib.Path, graph, steps: list[dict],
             source.parent.mkdir(parents=True, exist_ok=True)
             source.write_text(step.pop("kernel"))
             step["source"] = str(source.relative_to(directory))
+        call = step.get("cudnn_conv") or {}
+        if call.get("batch_norms") or call.get("channels_last_inside"):
+            (directory / CUDNN_RUN_KERNELS_FILE).write_text(cudnn_run_kernels_source())
+            step.setdefault("run_kernels", CUDNN_RUN_KERNELS_FILE)
         written.append(step)
     plan = {"format": "forge.plan.v1", "job": "job-local", "model": graph.metadata.name,
             "model_digest": model_digest(graph), "target_arch": target_arch, "outputs": outputs,

@@ -35,7 +35,8 @@ _RUNTIME_ROOT = pathlib.Path(os.environ.get("FORGE_RUNTIME_ROOT") or (
     _PACKAGED_RUNTIME_ROOT if (_PACKAGED_RUNTIME_ROOT / "extension").is_dir()
     else pathlib.Path(__file__).resolve().parents[3] / "runtime"))
 _TEMPLATE_FILES = ("forge_runtime.h", "cublaslt_matmul.h", "host_launched.h", "ops.cpp.in",
-                   "kernel.cu.in", "plan.cpp.in", "cudnn_conv_graph.h", "cudnn_conv_step.h")
+                   "kernel.cu.in", "plan.cpp.in", "cudnn_conv_graph.h", "cudnn_conv_step.h",
+                   "cudnn_conv_kernels.cu.in")
 # Where a host-launched step's source finds the ABI header, under an include directory.
 _ABI_HEADER = "compiler/codegen/host_launch_abi.h"
 
@@ -46,12 +47,46 @@ _SCALAR_TYPES = {
     torch.int32: "at::kInt", torch.int64: "at::kLong", torch.uint8: "at::kByte",
     torch.bool: "at::kBool", torch.complex64: "at::kComplexFloat",
 }
-# cudnn_conv_graph.h's names of a graph's dtypes, epilogue steps and heuristic modes.
-_CUDNN_TYPES = {torch.float32: "kFloat", torch.float16: "kHalf", torch.bfloat16: "kBFloat16"}
-_CUDNN_STEPS = {"bias": "kBias", "residual": "kResidual", "scale": "kScale", "relu": "kRelu",
-                "gelu": "kGelu", "gelu_tanh": "kGeluTanh", "silu": "kSilu",
-                "sigmoid": "kSigmoid", "tanh": "kTanh"}
-_CUDNN_HEURISTICS = ("kA", "kB", "kFallback")
+# The table of the launchers of the kernels cudnn_conv steps run around their graphs
+# (cudnn_conv_step.h's RunKernels).
+_CUDNN_RUN_KERNELS = "kCudnnRunKernels"
+# The function of a channels-last-inside cudnn_conv op that also takes the layouts of its tensors.
+_LAYOUTS_SUFFIX = "_layouts"
+
+
+def _nhwc_inside(step: Step, ops: Mapping[str, str]) -> bool:
+    return (step.task in ops and step.implementation == "cudnn_conv" and
+            step.cudnn_conv.channels_last_inside)
+
+
+def kept_channels_last(steps, ops: Mapping[str, str], outputs) -> set[str]:
+    """The values the plan op keeps channels-last (NHWC) between cudnn_conv steps that run
+    channels-last inside (graph_nhwc winners), instead of converting each back to NCHW after one
+    step and to NHWC again in the next: a value is kept when such a step, run through its op,
+    writes it as its one output, it is not an output of the graph, and every step that reads it
+    is such a step reading it only as its x or a residual. Its writer then skips its conversion
+    out and its readers their conversions in, whose results would be these very bytes. Every
+    other reader (an ATen step, a generated kernel, an NCHW graph) sees NCHW as the graph says."""
+    positions = {}  # step index -> the inputs it may take channels-last
+    for step in steps:
+        if _nhwc_inside(step, ops):
+            call = step.cudnn_conv
+            positions[step.index] = {call.x_input} | {s.input for s in call.epilogue
+                                                      if s.step == "residual"}
+    readers: dict[str, list[tuple[Step, int]]] = {}
+    for step in steps:
+        for position, name in enumerate(step.inputs):
+            readers.setdefault(name, []).append((step, position))
+    kept = set()
+    for step in steps:
+        if step.index not in positions or len(step.outputs) != 1:
+            continue
+        name = step.outputs[0]
+        if name in outputs or not readers.get(name):
+            continue
+        if all(position in positions.get(reader.index, ()) for reader, position in readers[name]):
+            kept.add(name)
+    return kept
 _EPILOGUES = {"NONE": "kNone", "BIAS": "kBias", "RELU": "kRelu", "RELU_BIAS": "kReluBias",
               "GELU": "kGelu", "GELU_BIAS": "kGeluBias"}
 
@@ -165,6 +200,8 @@ class _Generator:
             if step.implementation == "cudnn_conv":
                 sha.update(repr((self.cudnn.include_paths, self.cudnn.ldflags,
                                  self.cudnn.digest)).encode())
+                if step.run_kernels is not None:
+                    sha.update(step.run_kernels.read_bytes())
         if self.graph is not None:  # the plan op runs every step, the graph's nodes included
             sha.update(self.graph.SerializeToString(deterministic=True))
             sha.update(repr([(s.task, s.implementation, s.nodes, s.inputs, s.outputs,
@@ -207,6 +244,16 @@ class _Generator:
                 f"{{{', '.join(inputs + outputs)}}}, kRuntimeArgs, kOp);",
                 "}"]
             return "\n".join(lines)
+        if step.implementation == "cudnn_conv" and step.cudnn_conv.channels_last_inside:
+            # The op, and the function the plan op calls where it keeps tensors channels-last
+            # (kept_channels_last): which inputs arrive NHWC, whether the output stays NHWC.
+            lines[1] = (f"void {op}{_LAYOUTS_SUFFIX}({parameters}, uint64_t nhwc_inputs, "
+                        "bool nhwc_output) {")
+            body = self.cudnn_lines(step, inputs)
+            body[-1] = body[-1].replace("kOp);", "kOp, nhwc_inputs, nhwc_output);")
+            return "\n".join(lines + body + [
+                "}", f"void {op}({parameters}) {{",
+                f"  {op}{_LAYOUTS_SUFFIX}({', '.join(inputs + outputs)}, 0, false);", "}"])
         if step.implementation == "cudnn_conv":
             return "\n".join(lines + self.cudnn_lines(step, inputs) + ["}"])
         if step.implementation == "library":
@@ -239,37 +286,40 @@ class _Generator:
 
     @staticmethod
     def cudnn_lines(step: Step, inputs: list[str]) -> list[str]:
-        """A cudnn_conv op's body: its step (the graph, built at the first call on a device) and
-        the run over the op's tensors."""
+        """A cudnn_conv op's body: its step, made from the call as plan.json has it (the graph is
+        built at the first call on a device), and the run over the op's tensors."""
         call = step.cudnn_conv
-        tensor = lambda t: f"{{{_cpp_list(t.dims)}, {_cpp_list(t.strides)}}}"
-        residuals = iter(call.residuals)
-        steps, operands = [], []
-        for conv_step in call.epilogue:
-            operand = {"bias": "forge_cudnn::BiasOperand(conv.y)",
-                       "residual": None}.get(conv_step.step, "forge_cudnn::Tensor{}")
-            if operand is None:
-                operand = f"forge_cudnn::Tensor{tensor(next(residuals))}"
-            steps.append(f"{{forge_cudnn::Step::{_CUDNN_STEPS[conv_step.step]}, {operand}, "
-                         f"static_cast<float>({_cpp_double(conv_step.scalar)})}}")
-            operands.append(inputs[conv_step.input] if conv_step.input >= 0 else "at::Tensor()")
+        kernels = f"&{_CUDNN_RUN_KERNELS}" if call.runs_kernels else "nullptr"
         return [
             "  static forge_runtime::CudnnConvStep* const step = new forge_runtime::CudnnConvStep(",
-            "      [] {",
-            "        forge_cudnn::Conv conv;",
-            f"        conv.type = forge_cudnn::DataType::{_CUDNN_TYPES[call.dtype]};",
-            f"        conv.x = {tensor(call.x)};",
-            f"        conv.w = {tensor(call.w)};",
-            f"        conv.y = {tensor(call.y)};",
-            f"        conv.padding = {_cpp_list(call.padding)};",
-            f"        conv.stride = {_cpp_list(call.stride)};",
-            f"        conv.dilation = {_cpp_list(call.dilation)};",
-            f"        conv.epilogue = {{{', '.join(steps)}}};",
-            "        return conv;",
-            f"      }}(), forge_cudnn::Heuristic::{_CUDNN_HEURISTICS[call.heuristic]}, "
-            f"{call.engine}, {_cpp_string(call.engine_name)});",
-            f"  step->Run({inputs[call.x_input]}, {inputs[call.w_input]}, "
-            f"{{{', '.join(operands)}}}, out0, kOp);"]
+            f"      {_cpp_string(call.text)},",
+            f"      {kernels}, kOp);",
+            f"  step->Run({_cpp_list(inputs)}, out0, kOp);"]
+
+    def cudnn_run_kernels(self, digest: str) -> tuple[dict[str, str], list[str]]:
+        """The translation unit of the kernels cudnn_conv steps launch around their graphs (the
+        bundle's source of them, cudnn_conv_kernels.cu.in) and the ops' declarations of its
+        launchers, when a step launches any."""
+        sources = {s.run_kernels for steps in self.steps.values() for s in steps
+                   if s.implementation == "cudnn_conv" and s.cudnn_conv.runs_kernels}
+        if not sources:
+            return {}, []
+        if len(sources) > 1:
+            raise PlanError(f"the plan's cudnn_conv steps name several sources of their kernels "
+                            f"({', '.join(sorted(map(str, sources)))}); a bundle has one")
+        source = sources.pop()
+        fold, transpose = f"forge_cudnn_conv_fold_{digest[:8]}", \
+            f"forge_cudnn_conv_transpose_{digest[:8]}"
+        text = _fill(self.templates["cudnn_conv_kernels.cu.in"], {
+            "SOURCE_PATH": source.relative_to(self.plan.directory), "SOURCE": source.read_text(),
+            "FOLD": fold, "TRANSPOSE": transpose})
+        declarations = [
+            f'extern "C" cudaError_t {fold}(const void*, int, const void*, int, const void*, int, '
+            "const void*, int, float, int, float*, cudaStream_t);",
+            f'extern "C" cudaError_t {transpose}(int, const void*, void*, long long, long long, '
+            "long long, cudaStream_t);",
+            f"static const forge_runtime::RunKernels {_CUDNN_RUN_KERNELS}{{&{fold}, &{transpose}}};"]
+        return {"cudnn_conv_kernels.cu": text}, declarations
 
     def step_indices(self, step: Step) -> str:
         """The plan steps that run step's task, "3, 7": they share its op."""
@@ -328,6 +378,9 @@ class _Generator:
             files["host_launched.h"] = self.templates["host_launched.h"]
         cudnn = any(s[0].implementation == "cudnn_conv" for s in self.steps.values())
         if cudnn:  # the frontend's headers cost seconds: only in extensions that use them
+            run_kernels, kernel_declarations = self.cudnn_run_kernels(digest)
+            files.update(run_kernels)
+            declarations += kernel_declarations
             declarations.insert(0, '#include "cudnn_conv_step.h"')
             for header in ("cudnn_conv_graph.h", "cudnn_conv_step.h"):
                 files[header] = self.templates[header]
@@ -374,6 +427,8 @@ class _PlanOpGenerator:
         reads = {name for step, calls, sdpa in self.steps
                  for name in self.reads(step, calls) + self.reads(step, self.sdpa_calls(sdpa))}
         self.outputs = user_outputs(graph)
+        # Values kept channels-last between the steps that write and read them.
+        self.channels_last = kept_channels_last(plan.steps, ops, set(self.outputs))
         weights = [i.value_name for i in graph.inputs
                    if i.kind != graph_pb2.INPUT_KIND_USER_INPUT and i.value_name in
                    reads | set(self.outputs)]
@@ -481,7 +536,16 @@ class _PlanOpGenerator:
                   for variable, name in zip(inputs, step.inputs)]
         lines += [f"    const at::Tensor {variable} = state.Produce(values, {self.place(name)});"
                   for variable, name in zip(outputs, step.outputs)]
-        lines += [f"    {self.ops[step.task]}({', '.join(inputs + outputs)});", "  }"]
+        nhwc_inputs = sum(1 << i for i, name in enumerate(step.inputs)
+                          if name in self.channels_last)
+        nhwc_output = any(name in self.channels_last for name in step.outputs)
+        if nhwc_inputs or nhwc_output:  # kept_channels_last: a cudnn_conv step's op
+            lines += [f"    {self.ops[step.task]}{_LAYOUTS_SUFFIX}({', '.join(inputs + outputs)}, "
+                      f"{nhwc_inputs:#x}ULL, {str(nhwc_output).lower()});  // channels-last: "
+                      + _cpp_comment(", ".join(n for n in step.inputs + step.outputs
+                                               if n in self.channels_last)), "  }"]
+        else:
+            lines += [f"    {self.ops[step.task]}({', '.join(inputs + outputs)});", "  }"]
         return "\n".join(lines)
 
     def generate(self, template: str, name: str) -> str:

@@ -71,7 +71,10 @@ class PlanError(ForgeError):
 
 
 # codegen::ConvStepName's names of a cuDNN graph's epilogue steps.
-CONV_STEPS = ("bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+CONV_STEPS = ("bias", "residual", "scale", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh",
+              "batch_norm", "clamp")
+# codegen::BatchNormFoldType's codes of a batch norm operand's dtype.
+FOLD_TYPES = {0: torch.float32, 1: torch.bfloat16, 2: torch.float16}
 CONV_DTYPES = ("float32", "float16", "bfloat16")
 CONV_HEURISTICS = 3  # 0 A, 1 B, 2 FALLBACK
 
@@ -88,7 +91,27 @@ class ConvTensor:
 class ConvStep:
     step: str  # one of CONV_STEPS
     input: int  # bias, residual: the operand's position among the task inputs; else -1
-    scalar: float  # scale
+    scalar: float  # scale; clamp: the lower bound
+    upper: float = math.inf  # clamp: the upper bound
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldOperand:
+    """A batch norm operand: its position among the task inputs (-1: absent), its dtype."""
+
+    input: int
+    dtype: torch.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvBatchNorm:
+    """A batch_norm step's operands, which the step folds before each run."""
+
+    mean: FoldOperand
+    var: FoldOperand
+    weight: FoldOperand
+    bias: FoldOperand
+    eps: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +134,16 @@ class CudnnConvCall:
     heuristic: int
     engine: int
     engine_name: str
+    batch_norms: tuple[ConvBatchNorm, ...] = ()  # the batch_norm steps' operands, in step order
+    # "graph_nhwc": x, w, y and the residuals are channels-last copies the step makes.
+    channels_last_inside: bool = False
+    # The entry as plan.json has it: what the op's C++ reads (forge_cudnn::ParseCall).
+    text: str = ""
+
+    @property
+    def runs_kernels(self) -> bool:
+        """Whether a run launches kernels around the graph (folds, channels-last copies)."""
+        return bool(self.batch_norms) or self.channels_last_inside
 
     @staticmethod
     def parse(entry: dict, inputs: int, where: str) -> "CudnnConvCall":
@@ -136,7 +169,39 @@ class CudnnConvCall:
             if (reads and not index(operand)) or (not reads and operand != -1):
                 raise PlanError(f"{where}: epilogue step {name} reads input {operand}, the step "
                                 f"has {inputs}")
-            epilogue.append(ConvStep(name, operand, float(step.get("scalar", 1.0))))
+            # Non-finite bounds are null (a clamp's lower: -inf; its upper: inf).
+            scalar, upper = step.get("scalar", 1.0), step.get("upper")
+            if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                       for v in (scalar, upper)):
+                raise PlanError(f"{where}: epilogue step {name}'s scalar {scalar!r} or upper "
+                                f"{upper!r} is not a number")
+            epilogue.append(ConvStep(name, operand,
+                                     -math.inf if scalar is None else float(scalar),
+                                     math.inf if upper is None else float(upper)))
+        batch_norms = []
+        for norm in entry.get("batch_norms", []):
+            operands = []
+            for key in ("mean", "var", "weight", "bias"):
+                operand = _field(norm, key, where, dict)
+                position = _field(operand, "input", where, int)
+                kind = _field(operand, "type", where, int)
+                required = key in ("mean", "var")
+                if not (index(position) or (position == -1 and not required)) or \
+                        kind not in FOLD_TYPES:
+                    raise PlanError(f"{where}: batch norm {key} reads input {position} of type "
+                                    f"{kind}, the step has {inputs} inputs")
+                operands.append(FoldOperand(position, FOLD_TYPES[kind]))
+            eps = _field(norm, "eps", where)
+            if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+                raise PlanError(f"{where}: batch norm eps {eps!r} is not a number")
+            batch_norms.append(ConvBatchNorm(*operands, float(eps)))
+        if len(batch_norms) != sum(s.step == "batch_norm" for s in epilogue):
+            raise PlanError(f"{where}: {len(batch_norms)} batch norms' operands for "
+                            f"{sum(s.step == 'batch_norm' for s in epilogue)} batch_norm steps")
+        channels_last_inside = entry.get("channels_last_inside", False)
+        if not isinstance(channels_last_inside, bool) or (channels_last_inside and rank != 4):
+            raise PlanError(f"{where}: channels_last_inside {channels_last_inside!r} (a bool, "
+                            "for 2-d convolutions)")
         residuals = tuple(tensor(r) for r in _field(entry, "residuals", where, list))
         if len(residuals) != sum(s.step == "residual" for s in epilogue):
             raise PlanError(f"{where}: {len(residuals)} residual tensors for "
@@ -150,7 +215,8 @@ class CudnnConvCall:
         return CudnnConvCall(DTYPES[dtype], x_input, w_input, x, w, y, ints("padding"),
                              ints("stride"), ints("dilation"), _field(entry, "groups", where, int),
                              tuple(epilogue), residuals, heuristic, engine,
-                             entry.get("engine_name", ""))
+                             entry.get("engine_name", ""), tuple(batch_norms),
+                             channels_last_inside, json.dumps(entry))
 
 
 def _ints(entry: dict, key: str, where: str) -> tuple[int, ...]:
@@ -302,8 +368,11 @@ class Step:
     # runs when the backend refuses at run time.
     sdpa_backend: str = ""
     sdpa_group: graph_pb2.Graph | None = dataclasses.field(default=None, compare=False)
-    # "cudnn_conv": the fused graph the step's op builds (runtime/extension/cudnn_conv_step.h).
+    # "cudnn_conv": the fused graph the step's op builds (runtime/extension/cudnn_conv_step.h),
+    # and where its call launches kernels around the graph, their source in the bundle
+    # (codegen::RunKernelsSource: what the worker ran).
     cudnn_conv: CudnnConvCall | None = None
+    run_kernels: pathlib.Path | None = None
 
     @property
     def runnable_as_planned(self) -> bool:
@@ -420,8 +489,14 @@ def _step(entry: dict, directory: pathlib.Path, buffers: dict[str, Buffer]) -> S
     if implementation == "sdpa":
         host = _sdpa(entry, index, inputs, outputs, where)
     if implementation == "cudnn_conv":
-        host = {"cudnn_conv": CudnnConvCall.parse(_field(entry, "cudnn_conv", where, dict),
-                                                  len(inputs), where)}
+        call = CudnnConvCall.parse(_field(entry, "cudnn_conv", where, dict), len(inputs), where)
+        host = {"cudnn_conv": call}
+        if call.runs_kernels:
+            run_kernels = directory / _field(entry, "run_kernels", where, str)
+            if not run_kernels.is_file():
+                raise PlanError(f"{where}: the source of its batch norm fold and channels-last "
+                                f"copies, {run_kernels}, does not exist")
+            host["run_kernels"] = run_kernels
     if implementation == "library" and kernel_name and epilogue_inputs is None:
         source_error = source_error or f"{source} does not say which inputs its epilogue reads"
     return Step(index=index, task=_field(entry, "task", where, str), implementation=implementation,
