@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -72,6 +73,31 @@ bool SplitRowsByDefault(const ReductionTask& analysis);
 // The one template's space for the task (row_reduce or col_reduce); defaults as declared, which
 // ReductionFamily::ScheduleSpace replaces with its default point.
 TemplateSpace SpaceOf(const ReductionTask& analysis);
+
+// transpose_reduce (TransposeSpaceOf): a row_reduce task whose rows are read across memory (the
+// reduced dim strided, the rows' innermost dim of unit stride: a layer norm over the channels of a
+// permuted NCHW tensor, ConvNeXt's) and whose transposing tile fits shared memory.
+// Whether some row-shaped value is read from a group input (itself, or a permute / transpose of
+// it) with a stride other than 1 along the reduced dim and a unit stride along the innermost
+// other dim larger than 1: consecutive rows are then consecutive in memory.
+bool TransposedRows(const ReductionTask& analysis);
+// The values transpose_reduce keeps in its shared-memory tile: the row-shaped values read from a
+// group input (itself, or a permute / transpose of it) with a stride other than 1 along the
+// reduced dim, in the group's order. Every other value the kernel reads straight from memory.
+std::vector<std::string> TransposeTileValues(const ReductionTask& analysis);
+// A tile row's stride in the tile (elements of `element_bytes`): at least the row length, and an
+// odd number of 4-byte words where possible, so that a warp's lanes on consecutive rows hit
+// distinct banks.
+int64_t TransposeTileStride(int64_t columns, int64_t element_bytes);
+// The bytes of one tile value's element (its register type's).
+int64_t TransposeTileElementBytes(const ReductionTask& analysis, const std::string& value);
+// transpose_reduce's dynamic shared memory: every tile value's rows_per_block x stride elements.
+int64_t TransposeTileBytes(const ReductionTask& analysis, int64_t tile_rows);
+TemplateSpace TransposeSpaceOf(const ReductionTask& analysis);
+// transpose_reduce's tile: at most this many bytes of shared memory a block.
+inline constexpr int64_t kMaxTransposeTileBytes = 160 * 1024;
+// The default prefers tiles that leave several blocks resident per SM.
+inline constexpr int64_t kTransposeTileBytesPreferred = 48 * 1024;
 
 // How a point maps rows and their elements onto threads, in both templates' terms: a row is
 // reduced by threads_per_row threads (col_reduce: reduce_threads), each taking vector_width
