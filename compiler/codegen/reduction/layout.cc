@@ -438,6 +438,10 @@ double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& poi
     // tile small enough for several blocks per SM.
     const double bytes =
         static_cast<double>(TransposeTileBytes(analysis, layout.rows_per_block));
+    // Two passes over the tile (in shared memory: no second read of DRAM) where the row
+    // templates default to one: with a thread's columns one at a time, Welford would divide per
+    // element and an online softmax take two exps per element.
+    score -= 2 * (Parameter(point, "online_softmax", 0) + Parameter(point, "welford", 0));
     score += -10 * std::abs(std::log2(static_cast<double>(layout.rows_per_block) / 32)) -
              5 * std::abs(std::log2(static_cast<double>(Parameter(point, "threads_per_block", 256)) /
                                     256)) -

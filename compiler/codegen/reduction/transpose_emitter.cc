@@ -52,7 +52,11 @@ absl::Status TransposeReduceEmitter::Prepare() {
         absl::StrCat(TileElement(tile), " = (", tile.type, ")", term->expr, ";"));
   }
   filling_ = false;
-  fill_ = {ChunkLoopHeader()};
+  // Unrolled, so that a thread's loads are in flight together (a 2-byte load each).
+  fill_ = {absl::StrCat("#pragma unroll", chunks_per_thread_ <= kMaxFillUnroll
+                                              ? ""
+                                              : absl::StrCat(" ", kMaxFillUnroll),
+                        "\n  ", ChunkLoopHeader())};
   for (const std::string& statement : emitter.statements()) fill_.push_back("      " + statement);
   fill_.push_back("    }\n  }");
   return absl::OkStatus();

@@ -37,6 +37,9 @@ class TransposeReduceEmitter : public ColumnReduceEmitter {
     int64_t offset = 0;  // bytes into the dynamic shared memory
   };
 
+  // The fill loop unrolls fully up to this many columns a thread, this deep past it.
+  static constexpr int64_t kMaxFillUnroll = 32;
+
   absl::string_view TemplateName() const override { return "transpose_reduce"; }
   std::string LayoutNotes() const override;
   absl::Status Prepare() override;
