@@ -65,8 +65,9 @@
 //
 // This folder: analysis.h (what a task reduces), layout.h (a point's layout, its constraints, its
 // cost hints and the default point), reduction_emitter.h with row_emitter.h, column_emitter.h and
-// transpose_emitter.h (the row_reduce, col_reduce and transpose_reduce sources), cross_entropy.h (that template whole), and the CUDA the
-// emitters embed (reduction_prelude.cuh, cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
+// transpose_emitter.h (the row_reduce, col_reduce and transpose_reduce sources), cross_entropy.h
+// (that template whole), and the CUDA the emitters embed (reduction_prelude.cuh,
+// cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 
