@@ -183,6 +183,28 @@ def rope_of_projection(m, x, cos, sin):
     return q * cos + rotate_half(q) * sin
 
 
+def rope_heads(m, x, cos, sin):
+    # Mistral's RoPE on q or k as the projection leaves it, (B, S, H, D) read as (B, H, S, D)
+    # through a transpose: x * cos + rotate_half(x) * sin, cos and sin of (S, D).
+    q = x.transpose(1, 2)
+    return q * cos + rotate_half(q) * sin
+
+
+def permuted_layer_norm(m, x):
+    # ConvNeXt's block: (N, C, H, W) -> permute(0, 2, 3, 1) -> LayerNorm(C, eps=1e-6): the
+    # normalized dim has stride H*W, consecutive positions are consecutive in memory.
+    return F.layer_norm(x.permute(0, 2, 3, 1), m.weight.shape, m.weight, m.bias, 1e-6)
+
+
+def permuted_rms_norm(m, x):
+    # RMS norm over the channels of (N, C, L) read as (N, L, C).
+    return rms_norm(m, x.transpose(1, 2))
+
+
+def norm_weight(n, dtype):
+    return lambda: {"weight": torch.randn(n).to(dtype)}
+
+
 def causal_mask_softmax(m, scores):
     length = scores.shape[-1]
     mask = torch.triu(torch.ones(length, length, dtype=torch.bool, device=scores.device), 1)
@@ -261,6 +283,14 @@ PROBLEMS = [
             lambda t: [t((999,), F16), t((999,), F16)]),
     Problem("pow_sub_f32", P, "validate", lambda m, x, y: x.pow(2) - y / 3.0,
             lambda t: [t((64, 4099), F32), t((64, 4099), F32)]),
+    # RoPE through views (issue 24): q/k of (B, S, H, D) transposed to heads, rotate_half's
+    # half-D slices and cat; D 64 and 128, odd S.
+    Problem("rope_heads_bf16_2x9x4x64", P, "validate", rope_heads,
+            lambda t: [t((2, 9, 4, 64), BF16), t((9, 64), BF16), t((9, 64), BF16)]),
+    Problem("rope_heads_f16_1x17x3x128", P, "validate", rope_heads,
+            lambda t: [t((1, 17, 3, 128), F16), t((17, 128), F16), t((17, 128), F16)]),
+    Problem("rope_heads_f32_3x5x2x64", P, "validate", rope_heads,
+            lambda t: [t((3, 5, 2, 64), F32), t((5, 64), F32), t((5, 64), F32)]),
     # ---- glue read through by index arithmetic (cat, stack, flip, roll, repeat, masks, sources,
     # lookups), fused with their producers and consumers ----
     Problem("glue_rope_llama_bf16", P, "validate",
@@ -368,6 +398,27 @@ PROBLEMS = [
     Problem("layer_norm_3d_of_permute_f32", R, "validate",
             lambda m, x: F.layer_norm(x.permute(0, 3, 1, 2), (4, 8, 8)),
             lambda t: [t((2, 8, 8, 4), F32)]),
+    # Norms and softmax over a strided dim whose rows are consecutive in memory (issue 24's
+    # transpose_reduce): ConvNeXt's permuted layer norm, RMS norm and (log_)softmax over a
+    # transposed tensor; odd sizes, partial tiles, f32 / bf16 / f16.
+    Problem("layer_norm_permuted_bf16_3x40x7x9", R, "validate", permuted_layer_norm,
+            lambda t: [t((3, 40, 7, 9), BF16)], affine(40, BF16)),
+    Problem("layer_norm_permuted_f32_2x37x5x11", R, "validate", permuted_layer_norm,
+            lambda t: [t((2, 37, 5, 11), F32)], affine(37, F32)),
+    Problem("layer_norm_permuted_f16_2x96x14x14", R, "validate", permuted_layer_norm,
+            lambda t: [t((2, 96, 14, 14), F16)], affine(96, F16)),
+    Problem("layer_norm_permuted_gelu_bf16_2x192x8x8", R, "validate",
+            lambda m, x: F.gelu(permuted_layer_norm(m, x)),
+            lambda t: [t((2, 192, 8, 8), BF16)], affine(192, BF16)),
+    Problem("rms_norm_transposed_bf16_2x128x75", R, "validate", permuted_rms_norm,
+            lambda t: [t((2, 128, 75), BF16)], norm_weight(128, BF16)),
+    Problem("rms_norm_transposed_f32_3x33x40", R, "validate", permuted_rms_norm,
+            lambda t: [t((3, 33, 40), F32)], norm_weight(33, F32)),
+    Problem("softmax_permuted_f32_3x50x99", R, "validate",
+            lambda m, x: torch.softmax(x.permute(0, 2, 1), -1), lambda t: [t((3, 50, 99), F32)]),
+    Problem("log_softmax_permuted_f16_2x256x64", R, "validate",
+            lambda m, x: torch.log_softmax(x.permute(0, 2, 1), -1),
+            lambda t: [t((2, 256, 64), F16)]),
     Problem("layer_norm_residual_f32", R, "validate", lambda m, x, r: layer_norm(m, x) + r,
             lambda t: [t((100, 512), F32), t((100, 512), F32)], affine(512, F32)),
     # logsumexp: softmax's statistics, one value per row
@@ -694,6 +745,14 @@ PROBLEMS = [
     Problem("permute_back_residual_bf16_32x192x28x28", P, "anchor",
             lambda m, x, y, g: x + (g * y).permute(0, 3, 1, 2),
             lambda t: [t((32, 192, 28, 28), BF16), t((32, 28, 28, 192), BF16), t((192,), BF16)]),
+    # Issue 24: ConvNeXt's permuted layer norm (stage 1 at batch 32: 56 x 56 positions of 192
+    # channels; transpose_reduce) and Mistral's RoPE on q (B1 S4096 H32 D128, read through the
+    # transpose to heads).
+    Problem("layernorm_permuted_32x192x56x56_bf16", R, "anchor", permuted_layer_norm,
+            lambda t: [t((32, 192, 56, 56), BF16)], affine(192, BF16)),
+    Problem("rope_1x4096x32x128_bf16", P, "anchor", rope_heads,
+            lambda t: [t((1, 4096, 32, 128), BF16), t((4096, 128), BF16),
+                       t((4096, 128), BF16)]),
     Problem("relu_4096x393216_f32", P, "anchor", lambda m, x: torch.relu(x),
             lambda t: [t((4096, 393216), F32)], judge_inputs=lambda t: [t((40, 393216), F32)]),
     Problem("chain_2p28_f32", P, "anchor", lambda m, x: chain(x),

@@ -507,6 +507,13 @@ std::string ElementEmitter::BindIndex(const std::string& component) {
   return variable;
 }
 
+std::optional<std::string> ElementEmitter::BoundComponent(absl::string_view variable) const {
+  for (const auto& [component, bound] : indices_) {
+    if (bound == variable) return component;
+  }
+  return std::nullopt;
+}
+
 Index ElementEmitter::Broadcast(const Index& index, const std::vector<int64_t>& from_shape) {
   Index result(from_shape.size());
   const size_t skipped = index.size() - from_shape.size();

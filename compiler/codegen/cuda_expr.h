@@ -176,6 +176,8 @@ class ElementEmitter {
   // An index component, bound to a variable unless it is already a name or a literal.
   std::string BindIndex(const std::string& component);
   const std::string& index_type() const { return index_type_; }
+  // The index expression BindIndex bound to `variable`; nullopt for any other name.
+  std::optional<std::string> BoundComponent(absl::string_view variable) const;
 
   // `index` of a value of `from_shape` seen from a consumer of `to_shape` (numpy broadcasting:
   // leading dimensions dropped, size-1 dimensions pinned to 0).

@@ -14,6 +14,7 @@
 #include "compiler/codegen/cost_hints.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/kernel_abi.h"
+#include "compiler/codegen/pointwise/lane_vectors.h"
 #include "compiler/ops/pointwise_call.h"
 
 namespace forge::codegen {
@@ -208,6 +209,35 @@ int64_t ParameterOf(const SchedulePoint& point, const std::string& name) {
   return point.parameters.at(name);
 }
 
+// The vector variable lane `lane` of a chunk reads input `position` (laid out by `spec`, stored
+// as `storage`) from at `index`, when the chunk's lanes read it as one aligned vector through
+// views (lane_vectors.h): declared by lane 0 (outside an EmitChoice alternative, whose variables
+// the later lanes could not see), found by the others in `vectors`. nullopt: a scalar load.
+std::optional<std::string> ViewVector(
+    const std::optional<pointwise::ChunkLanes>& lanes,
+    std::map<std::pair<int, std::string>, std::string>& vectors, int position,
+    const TensorSpec& spec, const std::string& storage, const Index& index, int lane,
+    ElementEmitter& emitter) {
+  if (!lanes.has_value() || emitter.in_choice()) return std::nullopt;
+  const int64_t width = static_cast<int64_t>(lanes->width());
+  if (ElementBytes(spec.dtype()) * width > 16) return std::nullopt;
+  std::optional<std::string> key = lanes->VectorKey(index, lane, spec, emitter);
+  if (!key.has_value()) return std::nullopt;
+  auto it = vectors.find({position, *key});
+  if (lane != 0) {
+    if (it == vectors.end()) return std::nullopt;
+    return it->second;
+  }
+  if (it != vectors.end()) return it->second;
+  const std::string variable = emitter.NewVariable();
+  emitter.AddStatement(absl::StrCat("const ForgeVec<", storage, ", ", width, "> ", variable,
+                                    " = *reinterpret_cast<const ForgeVec<", storage, ", ", width,
+                                    ">*>(in", position, " + ", ElementOffset(index, spec, emitter),
+                                    ");"));
+  vectors[{position, *key}] = variable;
+  return variable;
+}
+
 // The statements that compute and store one chunk of `vector_width` elements starting at
 // element `chunk_start`.
 // `store_to`, when given, makes the statement that stores output o's value (already converted to
@@ -220,6 +250,15 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
   const KernelTask& task = view.task();
   int lane = 0;  // the element of the chunk being emitted
   std::map<int, std::string> vector_loads;  // input position -> its vector variable
+  // Vector reads through views (lane_vectors.h): the chunk's lanes, and each read's vector
+  // variable, declared at lane 0, by input position and ChunkLanes key.
+  std::vector<std::vector<int64_t>> output_shapes;
+  for (const forge::v1::GraphOutput& output : task.group().outputs()) {
+    output_shapes.push_back(view.Shape(output.value_name()));
+  }
+  const std::optional<pointwise::ChunkLanes> lanes =
+      pointwise::ChunkLanes::Of(output_shapes, vector_width);
+  std::map<std::pair<int, std::string>, std::string> view_vectors;
   auto element = [&](int v) { return v == 0 ? std::string("chunk_start") : absl::StrCat("(chunk_start + ", v, ")"); };
 
   ElementEmitter emitter(
@@ -250,6 +289,11 @@ absl::StatusOr<std::vector<std::string>> ChunkBody(const PointwiseTask& analysis
           loaded = LoadConversion(spec.dtype(), absl::StrCat(it->second, ".v[", lane, "]"));
         } else if (in_place) {
           loaded = LoadConversion(spec.dtype(), absl::StrCat("in", position, "[", element(lane), "]"));
+        } else if (std::optional<std::string> vector_variable =
+                       ViewVector(lanes, view_vectors, position, spec, *storage, index, lane,
+                                  self);
+                   vector_variable.has_value()) {
+          loaded = LoadConversion(spec.dtype(), absl::StrCat(*vector_variable, ".v[", lane, "]"));
         } else {
           loaded = LoadConversion(spec.dtype(),
                                   absl::StrCat("in", position, "[", ElementOffset(index, spec, self), "]"));

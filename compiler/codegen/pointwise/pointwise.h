@@ -12,9 +12,13 @@
 // grid-stride loop: the grid covers every element (one block per threads*elements*vector
 // elements), which keeps the index arithmetic free of loop-carried state. Inputs laid out like the
 // outputs (same shape, contiguous) are read at the element's position directly ("contiguous fast
-// path"), with 16-byte vector loads when vector_width > 1; any other input (broadcast, strided,
-// remapped by a view op) is gathered element by element through its strides. Index arithmetic is
-// 32-bit unless some tensor of the group reaches past 2^31 elements.
+// path"), with 16-byte vector loads when vector_width > 1; an input read through views
+// (transpose, permute, slice, select, expand, broadcast: RoPE's q read as heads, its cos / sin
+// tables) is also loaded as one vector per chunk where lane_vectors.h proves from the index
+// arithmetic that the chunk's lanes read consecutive elements of unit stride from an aligned
+// start; any other read (a glue op's alternatives, a reshape's re-split, a misaligned slice) is
+// gathered element by element through its strides. Index arithmetic is 32-bit unless some tensor
+// of the group reaches past 2^31 elements.
 //
 // Parameters: threads_per_block {128, 256, 512, 1024}, elements_per_thread {1, 2, 4, 8},
 // vector_width {1, 2, 4, 8} (elements; needs contiguous outputs, a width that divides the element
@@ -44,7 +48,7 @@ class PointwiseFamily : public KernelFamily {
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_POINTWISE; }
   absl::string_view name() const override { return "pointwise"; }
-  absl::string_view generator_version() const override { return "pointwise-3"; }
+  absl::string_view generator_version() const override { return "pointwise-4"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

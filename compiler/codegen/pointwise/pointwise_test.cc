@@ -233,7 +233,7 @@ TEST(PointwiseTest, DefaultPointUsesTheWidestValidVector) {
   // The 8 float16 results are stored as 4 pairs, each rounded and packed by one instruction.
   EXPECT_THAT(kernel->source, HasSubstr("ForgeVec<unsigned, 4> "));
   EXPECT_THAT(kernel->source, HasSubstr(".v[3] = forge_pack_half2("));
-  EXPECT_EQ(kernel->generator_version, "pointwise-3");
+  EXPECT_EQ(kernel->generator_version, "pointwise-4");
   EXPECT_EQ(kernel->template_name, "pointwise_flat");
   EXPECT_EQ(kernel->parameters, point.parameters);
 }

@@ -71,7 +71,156 @@ absl::Status ValidateClusterPoint(const ReductionTask& analysis, const Layout& l
   return absl::OkStatus();
 }
 
+bool TransposePoint(const SchedulePoint& point) {
+  return point.template_name == ReductionFamily::kTransposeTemplateName;
+}
+
+// The strides of row-shaped value `name` as the kernel reads it: a group input's own, or a group
+// input's permuted by the permute or transpose node producing `name`; nullopt otherwise.
+std::optional<std::vector<int64_t>> RowValueStrides(const ReductionTask& analysis,
+                                                    const std::string& name) {
+  const GroupView& view = analysis.view;
+  const int rank = static_cast<int>(analysis.row_shape.size());
+  auto strides_of = [&](int position) {
+    const TensorSpec& spec = view.InputSpec(position);
+    return std::vector<int64_t>(spec.strides().begin(), spec.strides().end());
+  };
+  if (const int position = view.InputPosition(name); position >= 0) {
+    if (ShapeOf(view.InputSpec(position)) != analysis.row_shape) return std::nullopt;
+    return strides_of(position);
+  }
+  const forge::v1::Node* node = view.Producer(name);
+  if (node == nullptr || (node->op() != "aten::permute" && node->op() != "aten::transpose")) {
+    return std::nullopt;
+  }
+  const int position = view.InputPosition(TensorArgument(*node, "self"));
+  if (position < 0 || view.InputSpec(position).shape_size() != rank ||
+      static_cast<int>(view.InputSpec(position).strides_size()) != rank) {
+    return std::nullopt;
+  }
+  auto normalize = [rank](int64_t dim) { return dim < 0 ? dim + rank : dim; };
+  std::vector<int64_t> source(rank);  // dim j of `name` is dim source[j] of the input
+  for (int j = 0; j < rank; ++j) source[j] = j;
+  if (node->op() == "aten::permute") {
+    const forge::v1::Argument* dims = FindArgument(*node, "dims");
+    if (dims == nullptr || !dims->has_ints() || dims->ints().values_size() != rank) {
+      return std::nullopt;
+    }
+    for (int j = 0; j < rank; ++j) source[j] = normalize(dims->ints().values(j));
+  } else {
+    const forge::v1::Argument* dim0 = FindArgument(*node, "dim0");
+    const forge::v1::Argument* dim1 = FindArgument(*node, "dim1");
+    if (dim0 == nullptr || dim1 == nullptr) return std::nullopt;
+    const int64_t a = normalize(dim0->int_value()), b = normalize(dim1->int_value());
+    if (a < 0 || b < 0 || a >= rank || b >= rank) return std::nullopt;
+    std::swap(source[a], source[b]);
+  }
+  const std::vector<int64_t> input = strides_of(position);
+  std::vector<int64_t> strides(rank);
+  for (int j = 0; j < rank; ++j) {
+    if (source[j] < 0 || source[j] >= rank) return std::nullopt;
+    strides[j] = input[source[j]];
+  }
+  return strides;
+}
+
+absl::Status ValidateTransposePoint(const ReductionTask& analysis, const SchedulePoint& point,
+                                    const Layout& layout) {
+  if (!TransposedRows(analysis)) {
+    return absl::InvalidArgumentError(
+        "transpose_reduce: no row-shaped value is read with a unit stride across rows and a "
+        "strided reduced dim; the row templates read it coalesced as it is");
+  }
+  const int64_t tile_rows = layout.rows_per_block;
+  const int64_t threads = Parameter(point, "threads_per_block", 256);
+  if (layout.threads_per_row > 1 && analysis.columns <= layout.threads_per_row / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transpose_reduce: threads_per_block ", threads, " / tile_rows ", tile_rows, " = ",
+        layout.threads_per_row, " threads per row leaves half of them idle for ",
+        analysis.columns, " reduced elements"));
+  }
+  if (tile_rows > 16 && analysis.rows <= tile_rows / 2) {
+    return absl::InvalidArgumentError(absl::StrCat("transpose_reduce: tile_rows ", tile_rows,
+                                                   " leaves half the tile empty for ",
+                                                   analysis.rows, " rows"));
+  }
+  if (const int64_t bytes = TransposeTileBytes(analysis, tile_rows);
+      bytes > kMaxTransposeTileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transpose_reduce: a tile of ", tile_rows, " rows of ", analysis.columns, " keeps ", bytes,
+        " bytes in shared memory; more than ", kMaxTransposeTileBytes));
+  }
+  if ((analysis.rows + tile_rows - 1) / tile_rows > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(analysis.rows, " rows need more than 2^31-1 blocks"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+namespace {
+
+// The innermost dim of the row shape other than the reduced one, of more than one element; -1
+// when there is none.
+int InnerRowDim(const ReductionTask& analysis) {
+  for (int d = static_cast<int>(analysis.row_shape.size()) - 1; d >= 0; --d) {
+    if (d != analysis.axis && analysis.row_shape[d] > 1) return d;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool TransposedRows(const ReductionTask& analysis) {
+  if (ColumnTemplate(analysis) || analysis.columns < 2 || InnerRowDim(analysis) < 0) return false;
+  for (const std::string& value : TransposeTileValues(analysis)) {
+    if ((*RowValueStrides(analysis, value))[InnerRowDim(analysis)] == 1) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> TransposeTileValues(const ReductionTask& analysis) {
+  std::vector<std::string> values;
+  if (ColumnTemplate(analysis)) return values;
+  for (const forge::v1::Value& value : analysis.view.group().values()) {
+    if (analysis.view.Shape(value.name()) != analysis.row_shape) continue;
+    const std::optional<std::vector<int64_t>> strides = RowValueStrides(analysis, value.name());
+    if (strides.has_value() && (*strides)[analysis.axis] != 1) values.push_back(value.name());
+  }
+  return values;
+}
+
+int64_t TransposeTileStride(int64_t columns, int64_t element_bytes) {
+  for (int64_t stride = columns; stride < columns + 8; ++stride) {
+    const int64_t bytes = stride * element_bytes;
+    if (bytes % 4 == 0 && (bytes / 4) % 2 == 1) return stride;
+  }
+  // 8-byte elements: an odd number of them (two-way conflicts at most).
+  return columns % 2 == 1 ? columns : columns + 1;
+}
+
+int64_t TransposeTileElementBytes(const ReductionTask& analysis, const std::string& value) {
+  return std::max<int64_t>(4, ElementBytes(analysis.view.DType(value)));
+}
+
+int64_t TransposeTileBytes(const ReductionTask& analysis, int64_t tile_rows) {
+  int64_t bytes = 0;
+  for (const std::string& value : TransposeTileValues(analysis)) {
+    const int64_t element = TransposeTileElementBytes(analysis, value);
+    // Each value's part starts 16-byte aligned.
+    bytes += (tile_rows * TransposeTileStride(analysis.columns, element) * element + 15) / 16 * 16;
+  }
+  return bytes;
+}
+
+TemplateSpace TransposeSpaceOf(const ReductionTask& analysis) {
+  TemplateSpace space{ReductionFamily::kTransposeTemplateName,
+                      {{"tile_rows", {16, 32, 64}, 32}, {"threads_per_block", {128, 256, 512}, 256}}};
+  if (analysis.has_softmax) space.parameters.push_back({"online_softmax", {0, 1}, 1});
+  if (analysis.has_moments) space.parameters.push_back({"welford", {0, 1}, 1});
+  return space;
+}
 
 int64_t Parameter(const SchedulePoint& point, const std::string& name, int64_t fallback) {
   auto it = point.parameters.find(name);
@@ -118,7 +267,13 @@ TemplateSpace SpaceOf(const ReductionTask& analysis) {
 Layout LayoutOf(const ReductionTask& analysis, const SchedulePoint& point) {
   Layout layout;
   layout.cache_row = Parameter(point, "cache_row", 0) == 1;
-  if (ColumnTemplate(analysis)) {
+  if (TransposePoint(point)) {
+    // A tile of tile_rows rows; the block's threads split each row's columns as col_reduce's
+    // reduce_threads do.
+    layout.rows_per_block = Parameter(point, "tile_rows", 32);
+    layout.threads_per_row =
+        std::max<int64_t>(1, Parameter(point, "threads_per_block", 256) / layout.rows_per_block);
+  } else if (ColumnTemplate(analysis)) {
     layout.threads_per_row = Parameter(point, "reduce_threads", 1);
     layout.rows_per_block =
         std::max<int64_t>(1, Parameter(point, "threads_per_block", 256) / layout.threads_per_row);
@@ -204,6 +359,12 @@ absl::Status ValidateRowLayout(int64_t rows, int64_t columns, int64_t widest_acc
 }
 
 absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point) {
+  if (TransposePoint(point)) {
+    if (absl::Status status = CheckPointInSpace(TransposeSpaceOf(analysis), point); !status.ok()) {
+      return status;
+    }
+    return ValidateTransposePoint(analysis, point, LayoutOf(analysis, point));
+  }
   if (absl::Status status = CheckPointInSpace(SpaceOf(analysis), point); !status.ok()) {
     return status;
   }
@@ -272,7 +433,20 @@ double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& poi
                  Parameter(point, "welford", 0) - (layout.max_registers > 0 ? 1 : 0);
   // Rows that fill the GPU a block a row keep that default; their clusters are the search's.
   if (layout.cluster_blocks > 1 && !SplitRowsByDefault(analysis)) score -= 1000;
-  if (ColumnTemplate(analysis)) {
+  if (TransposePoint(point)) {
+    // A warp's lanes on 32 consecutive rows (one coalesced 32-element load), 256 threads, and a
+    // tile small enough for several blocks per SM.
+    const double bytes =
+        static_cast<double>(TransposeTileBytes(analysis, layout.rows_per_block));
+    // Two passes over the tile (in shared memory: no second read of DRAM) where the row
+    // templates default to one: with a thread's columns one at a time, Welford would divide per
+    // element and an online softmax take two exps per element.
+    score -= 2 * (Parameter(point, "online_softmax", 0) + Parameter(point, "welford", 0));
+    score += -10 * std::abs(std::log2(static_cast<double>(layout.rows_per_block) / 32)) -
+             5 * std::abs(std::log2(static_cast<double>(Parameter(point, "threads_per_block", 256)) /
+                                    256)) -
+             20 * std::max(0.0, std::log2(bytes / kTransposeTileBytesPreferred));
+  } else if (ColumnTemplate(analysis)) {
     const double blocks = std::ceil(static_cast<double>(analysis.rows) /
                                     static_cast<double>(layout.rows_per_block));
     score += -5 * std::abs(std::log2(block / 256)) -
@@ -319,6 +493,12 @@ CostHints CostHintsOf(const forge::v1::KernelTask& task, const ReductionTask& an
   hints.max_registers = layout.max_registers;
   const TensorSpec* largest = LargestInput(task);  // the row tensor
   if (largest == nullptr) return hints;
+  if (TransposePoint(point)) {
+    // One element a thread and step, into the shared-memory tile.
+    hints.row_cache = RowCache::kSharedMemory;
+    hints.bytes_in_flight_per_thread = static_cast<double>(DTypeBytes(largest->dtype()));
+    return hints;
+  }
   if (ColumnTemplate(analysis) || largest->shape_size() == 0) {
     // One element of the row tensor per thread and step.
     hints.bytes_in_flight_per_thread =

@@ -1,5 +1,7 @@
-// How a row_reduce or col_reduce schedule point maps a reduction task's rows onto threads and
-// blocks, the constraints a point must meet (Validate), and the budgets behind them.
+// How a row_reduce, col_reduce or transpose_reduce schedule point maps a reduction task's rows
+// onto threads and blocks, the constraints a point must meet (Validate), and the budgets behind
+// them. A transpose_reduce point's Layout is col_reduce's over a tile: `rows_per_block` is its
+// tile_rows, `threads_per_row` threads_per_block / tile_rows.
 //
 // Both templates are described in one Layout: a row is reduced by `threads_per_row` threads
 // (col_reduce: reduce_threads), each taking `width` consecutive elements per step (col_reduce: 1),
@@ -16,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -73,6 +76,31 @@ bool SplitRowsByDefault(const ReductionTask& analysis);
 // ReductionFamily::ScheduleSpace replaces with its default point.
 TemplateSpace SpaceOf(const ReductionTask& analysis);
 
+// transpose_reduce (TransposeSpaceOf): a row_reduce task whose rows are read across memory (the
+// reduced dim strided, the rows' innermost dim of unit stride: a layer norm over the channels of a
+// permuted NCHW tensor, ConvNeXt's) and whose transposing tile fits shared memory.
+// Whether some row-shaped value is read from a group input (itself, or a permute / transpose of
+// it) with a stride other than 1 along the reduced dim and a unit stride along the innermost
+// other dim larger than 1: consecutive rows are then consecutive in memory.
+bool TransposedRows(const ReductionTask& analysis);
+// The values transpose_reduce keeps in its shared-memory tile: the row-shaped values read from a
+// group input (itself, or a permute / transpose of it) with a stride other than 1 along the
+// reduced dim, in the group's order. Every other value the kernel reads straight from memory.
+std::vector<std::string> TransposeTileValues(const ReductionTask& analysis);
+// A tile row's stride in the tile (elements of `element_bytes`): at least the row length, and an
+// odd number of 4-byte words where possible, so that a warp's lanes on consecutive rows hit
+// distinct banks.
+int64_t TransposeTileStride(int64_t columns, int64_t element_bytes);
+// The bytes of one tile value's element (its register type's).
+int64_t TransposeTileElementBytes(const ReductionTask& analysis, const std::string& value);
+// transpose_reduce's dynamic shared memory: every tile value's rows_per_block x stride elements.
+int64_t TransposeTileBytes(const ReductionTask& analysis, int64_t tile_rows);
+TemplateSpace TransposeSpaceOf(const ReductionTask& analysis);
+// transpose_reduce's tile: at most this many bytes of shared memory a block.
+inline constexpr int64_t kMaxTransposeTileBytes = 160 * 1024;
+// The default prefers tiles that leave several blocks resident per SM.
+inline constexpr int64_t kTransposeTileBytesPreferred = 48 * 1024;
+
 // How a point maps rows and their elements onto threads, in both templates' terms: a row is
 // reduced by threads_per_row threads (col_reduce: reduce_threads), each taking vector_width
 // consecutive elements per step (col_reduce: 1).
@@ -122,15 +150,16 @@ int64_t PersistentClusters(const ReductionTask& analysis, const Layout& layout);
 // The row_reduce constraints, shared by the cross_entropy template (whose rows are the logits').
 absl::Status ValidateRowLayout(int64_t rows, int64_t columns, int64_t widest_access,
                                const Layout& layout);
-// Every constraint of a row_reduce or col_reduce point: InvalidArgument naming the first one
-// `point` violates.
+// Every constraint of a row_reduce, col_reduce or transpose_reduce point: InvalidArgument naming
+// the first one `point` violates.
 absl::Status ValidatePoint(const ReductionTask& analysis, const SchedulePoint& point);
 
 // How close a row layout is to "widest vectors, about `chunks_per_thread` chunks per thread, 256
 // threads per block": the default point of row_reduce (4 chunks) and cross_entropy maximizes it.
 double RowLayoutScore(int64_t columns, int64_t chunks_per_thread, const Layout& layout);
 
-// The preference of a valid row_reduce or col_reduce point as the task's default: row_reduce,
+// The preference of a valid point as the task's default (transpose_reduce: 32 tile rows, 256
+// threads, a tile of at most kTransposeTileBytesPreferred, two passes); row_reduce,
 // the point closest to "widest vectors, row in registers, about four chunks per thread, 256
 // threads per block" (a row too long for that, or few long rows: in a cluster's shared memory,
 // 512 threads per block; few rows split over enough blocks for two per SM); col_reduce, row in registers, 256 threads per block, and the fewest reduce_threads that
@@ -138,9 +167,10 @@ double RowLayoutScore(int64_t columns, int64_t chunks_per_thread, const Layout& 
 // for the search to try.
 double DefaultPointScore(const ReductionTask& analysis, const SchedulePoint& point);
 
-// The cost hints of a valid row_reduce or col_reduce point of `analysis` (an analysis of `task`)
-// with layout `layout`: its vector width and unrolled loads, where its row is cached, the bytes a
-// thread keeps in flight and, for an uncached row_reduce row, the passes that re-read it.
+// The cost hints of a valid point of `analysis` (an analysis of `task`) with layout `layout`: its
+// vector width and unrolled loads, where its row is cached (transpose_reduce: its tile, in shared
+// memory), the bytes a thread keeps in flight and, for an uncached row_reduce row, the passes
+// that re-read it.
 CostHints CostHintsOf(const forge::v1::KernelTask& task, const ReductionTask& analysis,
                       const SchedulePoint& point, const Layout& layout);
 

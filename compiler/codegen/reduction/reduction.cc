@@ -43,12 +43,24 @@ absl::StatusOr<std::vector<TemplateSpace>> ReductionFamily::ScheduleSpace(
   }
   absl::StatusOr<ReductionTask> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
+  auto settle = [&](TemplateSpace& space) {
+    reduction::DefaultToBestPoint(space, [&](const SchedulePoint& point) -> std::optional<double> {
+      if (!reduction::ValidatePoint(*analysis, point).ok()) return std::nullopt;
+      return reduction::DefaultPointScore(*analysis, point);
+    });
+    return reduction::ValidatePoint(*analysis, DefaultPoint(space)).ok();
+  };
+  std::vector<TemplateSpace> spaces;
+  // Rows read across memory (a norm over a permuted tensor's channels): transpose_reduce first,
+  // the default, where some point of it is valid; row_reduce is still searched.
+  if (reduction::TransposedRows(*analysis)) {
+    TemplateSpace transpose = reduction::TransposeSpaceOf(*analysis);
+    if (settle(transpose)) spaces.push_back(std::move(transpose));
+  }
   TemplateSpace space = reduction::SpaceOf(*analysis);
-  reduction::DefaultToBestPoint(space, [&](const SchedulePoint& point) -> std::optional<double> {
-    if (!reduction::ValidatePoint(*analysis, point).ok()) return std::nullopt;
-    return reduction::DefaultPointScore(*analysis, point);
-  });
-  return std::vector<TemplateSpace>{space};
+  settle(space);
+  spaces.push_back(std::move(space));
+  return spaces;
 }
 
 absl::Status ReductionFamily::Validate(const KernelTask& task, const SchedulePoint& point) const {
@@ -112,8 +124,10 @@ absl::StatusOr<LaunchPlan> ReductionFamily::Plan(const KernelTask& task,
                                  : (analysis->rows + rows_per_block - 1) / rows_per_block;
   plan.launch.grid = {static_cast<uint32_t>(row_groups * layout.cluster_blocks), 1, 1};
   plan.launch.block = {static_cast<uint32_t>(layout.BlockThreads()), 1, 1};
-  plan.launch.dynamic_shared_bytes =
-      static_cast<uint32_t>(reduction::SharedCacheOf(*analysis, layout).bytes);
+  plan.launch.dynamic_shared_bytes = static_cast<uint32_t>(
+      point.template_name == kTransposeTemplateName
+          ? reduction::TransposeTileBytes(*analysis, layout.rows_per_block)
+          : reduction::SharedCacheOf(*analysis, layout).bytes);
   plan.hints = reduction::CostHintsOf(task, *analysis, point, layout);
   return plan;
 }

@@ -37,6 +37,19 @@
 // memory in a fixed order (deterministic). A block holds threads_per_block / reduce_threads rows.
 // `cache_row`, `online_softmax` and `welford` are as above. Var and var_mean use `welford` too.
 //
+// Template "transpose_reduce", offered first (the default) beside row_reduce when the rows are
+// read across memory: some row-shaped value is a group input, or a permute / transpose of one,
+// whose reduced dim is strided and whose innermost other dim has unit stride (a layer norm, RMS
+// norm or softmax over the channels of a permuted NCHW tensor: ConvNeXt's dwconv -> permute ->
+// LayerNorm). A block takes a tile of `tile_rows` consecutive rows (consecutive in memory) with
+// `threads_per_block` threads: it computes the reductions' inputs with its lanes on consecutive
+// rows (coalesced loads) into a shared-memory tile, reduces each row as col_reduce does
+// (threads_per_block / tile_rows threads a row, combined in a fixed order), then writes the
+// outputs from the tile in their own order (along the row for an output contiguous along the
+// reduced dim: coalesced stores), the fused prologue and epilogue included. `online_softmax` and
+// `welford` as above. Validate declines a tile over kMaxTransposeTileBytes (layout.h) of shared
+// memory, a task whose rows are not read across memory, and idle threads or tile rows.
+//
 // Template "cross_entropy", for a task that is one aten::cross_entropy_loss node (or
 // aten::nll_loss / nll_loss_nd, whose rows are log-probabilities: the loss is -x[target], with no
 // pass over the row): (N, C) logits (float32 / bfloat16 / float16, accumulated in float32;
@@ -51,9 +64,10 @@
 // order, so the result is deterministic. Launches of one loaded module must not overlap.
 //
 // This folder: analysis.h (what a task reduces), layout.h (a point's layout, its constraints, its
-// cost hints and the default point), reduction_emitter.h with row_emitter.h and column_emitter.h
-// (the row_reduce and col_reduce sources), cross_entropy.h (that template whole), and the CUDA the
-// emitters embed (reduction_prelude.cuh, cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
+// cost hints and the default point), reduction_emitter.h with row_emitter.h, column_emitter.h and
+// transpose_emitter.h (the row_reduce, col_reduce and transpose_reduce sources), cross_entropy.h
+// (that template whole), and the CUDA the emitters embed (reduction_prelude.cuh,
+// cluster_prelude.cuh, cross_entropy.cuh; cuda_sources.h).
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_H_
 
@@ -65,6 +79,7 @@ class ReductionFamily : public KernelFamily {
  public:
   static constexpr char kTemplateName[] = "row_reduce";
   static constexpr char kColumnTemplateName[] = "col_reduce";
+  static constexpr char kTransposeTemplateName[] = "transpose_reduce";
   static constexpr char kKernelName[] = "forge_row_reduce";
   static constexpr char kCrossEntropyTemplateName[] = "cross_entropy";
   static constexpr char kCrossEntropyKernelName[] = "forge_cross_entropy";

@@ -15,6 +15,7 @@
 #include "compiler/codegen/reduction/cuda_sources.h"
 #include "compiler/codegen/reduction/reduction.h"
 #include "compiler/codegen/reduction/row_emitter.h"
+#include "compiler/codegen/reduction/transpose_emitter.h"
 
 namespace forge::codegen::reduction {
 
@@ -23,6 +24,9 @@ using forge::v1::TensorSpec;
 
 absl::StatusOr<std::string> EmitReductionKernel(const ReductionTask& analysis,
                                                 const SchedulePoint& point) {
+  if (point.template_name == ReductionFamily::kTransposeTemplateName) {
+    return TransposeReduceEmitter(analysis, point).Write();
+  }
   if (ColumnTemplate(analysis)) return ColumnReduceEmitter(analysis, point).Write();
   return RowReduceEmitter(analysis, point).Write();
 }
@@ -66,6 +70,9 @@ ElementEmitter ReductionEmitter::NewEmitter(const std::string& prefix) {
       view_, index_type_, prefix,
       [this](absl::string_view value, const Index& index,
              ElementEmitter& self) -> absl::StatusOr<std::optional<Term>> {
+        if (std::optional<Term> cached = CachedValue(value, index, self); cached.has_value()) {
+          return cached;
+        }
         if (auto it = analysis_.reduction_of_value.find(value);
             it != analysis_.reduction_of_value.end()) {
           const int r = it->second;
@@ -326,6 +333,7 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::Pass(
     Combine(scratch_count_++, acc_type, op, a, lines);
     const int r = stage.reduction;
     auto define = [&](absl::string_view what, const std::string& value) {
+      row_variables_.push_back(RowVariable(r, what));
       lines.push_back(absl::StrCat("const ", acc, " ", RowVariable(r, what), " = ", value, ";"));
     };
     const std::string eps = absl::StrFormat("((%s)%.17g)", acc, reduction.eps);
@@ -417,7 +425,7 @@ absl::StatusOr<std::vector<std::string>> ReductionEmitter::FinalPass() {
       }
     }
   }
-  std::vector<std::string> lines = {ChunkLoopHeader()};
+  std::vector<std::string> lines = {FinalLoopHeader()};
   for (const std::string& statement : emitter.statements()) lines.push_back("      " + statement);
   lines.push_back("    }");
   // A cached cluster copies the next row's chunk in once this chunk's outputs are stored (the
@@ -513,6 +521,7 @@ std::vector<std::string> ReductionEmitter::RowCoordinates() const {
 
 absl::StatusOr<std::string> ReductionEmitter::Write() {
   const KernelTask& task = view_.task();
+  if (absl::Status status = Prepare(); !status.ok()) return status;
   // Stages by pass: a reduction's first stage runs one pass after the last stage of every
   // reduction its input reads; two-pass variants take the following pass too.
   std::vector<int> last_pass(analysis_.reductions.size(), 0);

@@ -3,14 +3,17 @@
 // softmax and moments take two), the final pass that writes the row-shaped outputs, the per-row
 // outputs, and the row cache in registers. The templates differ in how threads map onto rows and
 // how a row's threads combine their partial results: RowReduceEmitter (row_emitter.h: a row per
-// warp or block, or per thread block cluster) and ColumnReduceEmitter (column_emitter.h:
-// consecutive threads on consecutive rows) supply those parts.
+// warp or block, or per thread block cluster), ColumnReduceEmitter (column_emitter.h:
+// consecutive threads on consecutive rows) and TransposeReduceEmitter (transpose_emitter.h:
+// col_reduce's threads over a shared-memory tile, the outputs written in their own order)
+// supply those parts.
 //
 // Emitting is a pure function of (analysis, point): the same inputs give byte-identical source.
 #ifndef FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_EMITTER_H_
 #define FORGE_COMPILER_CODEGEN_REDUCTION_REDUCTION_EMITTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +51,18 @@ class ReductionEmitter {
       : ReductionEmitter(analysis, point, LayoutOf(analysis, point)) {}
 
   // ---- What the templates supply ----
+  // Work before any pass is emitted (transpose_reduce: the statements filling its tile); an error
+  // ends the emission.
+  virtual absl::Status Prepare() { return absl::OkStatus(); }
+  // The element of `value` at `index` where the template keeps it (transpose_reduce: its
+  // shared-memory tile), read by statements added to `emitter`; nullopt to compute or load it.
+  virtual std::optional<Term> CachedValue(absl::string_view /*value*/, const Index& /*index*/,
+                                          ElementEmitter& /*emitter*/) {
+    return std::nullopt;
+  }
+  // The loop header of the final pass (which writes the row-shaped outputs): the chunk loop, or
+  // transpose_reduce's loop over its tile in the outputs' order. It opens two blocks.
+  virtual std::string FinalLoopHeader() const { return ChunkLoopHeader(); }
   // "row_reduce" or "col_reduce", for the source's comment.
   virtual absl::string_view TemplateName() const = 0;
   // Source after the kernel prelude and reduction_prelude.cuh (the cluster helpers).
@@ -130,6 +145,8 @@ class ReductionEmitter {
   // front by CacheRowInputs.
   std::set<int> cached_inputs_;
   std::vector<std::string> scratch_;  // shared-memory declarations
+  // The row statistics the passes define (RowVariable names, acc_type), in order.
+  std::vector<std::string> row_variables_;
   int scratch_count_ = 0;
 
  private:
