@@ -90,5 +90,32 @@ TEST_F(CostPredictorTest, AFamilyTheModelSawTooLittleOfGetsTheAnalyticPrediction
   EXPECT_EQ(prediction.seconds, candidates_[5].row.analytic_seconds);
 }
 
+// A model as the coordinator sends it (CostModelService): installed when its version is new, kept
+// when the version is the same, refused without usable bytes, dropped at version 0.
+TEST_F(CostPredictorTest, InstallTakesNewVersionsOnly) {
+  CostPredictor predictor;
+  const LearnedModel model = *LearnedModel::Train(rows_, {.rounds = 10});
+  forge::v1::GetCostModelResponse response;
+  response.set_space("NVIDIA H200");
+  response.set_version(5);
+  EXPECT_EQ(predictor.Install(response).status().code(), absl::StatusCode::kInvalidArgument);
+  response.set_model("not a model");
+  EXPECT_EQ(predictor.Install(response).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(predictor.model_version(), 0);
+  response.set_model(*model.Serialize());
+  response.mutable_held_out()->set_test_rows(9);
+  EXPECT_TRUE(*predictor.Install(response));
+  EXPECT_EQ(predictor.model_version(), 5);
+  EXPECT_EQ(predictor.model()->held_out.test_rows(), 9);
+  EXPECT_EQ(PredictedBy(*predictor.Predict(Candidate(1))), "learned v5");
+  response.clear_model();
+  EXPECT_FALSE(*predictor.Install(response));  // same version, no bytes: nothing to do
+  EXPECT_EQ(predictor.model_version(), 5);
+  response.set_version(0);
+  EXPECT_TRUE(*predictor.Install(response));
+  EXPECT_EQ(predictor.model_version(), 0);
+  EXPECT_EQ(PredictedBy(*predictor.Predict(Candidate(1))), "analytic");
+}
+
 }  // namespace
 }  // namespace forge::cost
