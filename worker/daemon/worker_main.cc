@@ -4,7 +4,8 @@
 // (common/config); --help lists them, --version prints the build's version. SIGTERM or SIGINT stops
 // it gracefully: no more leases, unstarted candidates go back to the coordinator, in-flight ones
 // finish within shutdown.grace
-// and are reported, then it exits 0.
+// and are reported, then it exits 0. A worker that emulates its GPU fetches the coordinator's
+// learned performance model every cost-model.poll (cost_model_fetcher.h) and predicts with it.
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
