@@ -21,6 +21,16 @@ bool LearnedModelServes(const LearnedModel& model, int family) {
          model.training_groups() >= kMinTrainingGroups && model.family_rows(family) >= kMinFamilyRows;
 }
 
+bool HeldOutPrefersAnalytic(const forge::v1::CostModelEvaluation& held_out, int family) {
+  for (const forge::v1::CostModelError& error : held_out.errors()) {
+    if (static_cast<int>(error.family()) == family && error.source() == "learned" &&
+        error.median_percent_error() > error.analytic_median_percent_error()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::string_view PredictionSourceName(PredictionSource source) {
   switch (source) {
     case PredictionSource::kAnalytic: return "analytic";
@@ -92,7 +102,8 @@ absl::StatusOr<CostPrediction> CostPredictor::Predict(const CandidateDescription
   prediction.analytic_seconds = candidate.analytic_seconds;
   const std::shared_ptr<const VersionedModel> model = Current();
   if (model == nullptr ||
-      !LearnedModelServes(model->model, static_cast<int>(candidate.task->family()))) {
+      !LearnedModelServes(model->model, static_cast<int>(candidate.task->family())) ||
+      HeldOutPrefersAnalytic(model->held_out, static_cast<int>(candidate.task->family()))) {
     return prediction;
   }
   const absl::StatusOr<double> learned =

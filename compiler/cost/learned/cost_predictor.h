@@ -10,7 +10,11 @@
 // kMinTrainingGroups tasks is not used (few tasks teach the trees one task's quirks; the
 // held-out evaluation, benchmarks/cost_model, splits by task for that reason), and a model is not
 // used for a candidate whose task family it saw fewer than kMinFamilyRows rows of (on the H200
-// data the learned model lost to the analytic one on the families it had 20 rows or fewer of).
+// data the learned model lost to the analytic one on the families it had 20 rows or fewer of), nor
+// for a family whose held-back rows it predicted worse than the analytic model
+// (HeldOutPrefersAnalytic: with the session-19 H200 points the GEMM family passed the row count
+// and its cuBLASLt tasks held out had MAPE 181% against the analytic 19%:
+// benchmarks/results/2026-12-02-cost-model-heldout-session19.md).
 // The trainer (server/cost_model_trainer.h) does not train below the first threshold.
 //
 // Models travel as forge.v1.GetCostModelResponse (the coordinator's CostModelService): Install
@@ -42,6 +46,11 @@ inline constexpr int64_t kMinFamilyRows = 30;
 // Whether the predictor uses `model` for a candidate of task `family` (forge.v1.KernelFamily): it
 // was trained on enough rows and tasks, and on kMinFamilyRows rows of the family.
 bool LearnedModelServes(const LearnedModel& model, int family);
+
+// Whether a model's held-out evaluation measured the learned model worse than the analytic one on
+// `family`'s held-back rows (median error): then the predictor uses the analytic model for the
+// family even where LearnedModelServes. A family without held-back rows is not judged.
+bool HeldOutPrefersAnalytic(const forge::v1::CostModelEvaluation& held_out, int family);
 
 // A learned model as stored: its version (1, 2, ... per GPU kind) and bytes' model, with its
 // measured error on results held back from its training (empty when none were held back).

@@ -90,6 +90,30 @@ TEST_F(CostPredictorTest, AFamilyTheModelSawTooLittleOfGetsTheAnalyticPrediction
   EXPECT_EQ(prediction.seconds, candidates_[5].row.analytic_seconds);
 }
 
+// A family the model's held-out evaluation measured worse than the analytic model gets the
+// analytic prediction, whatever its row count; a family measured better, or not measured, the
+// learned one.
+TEST_F(CostPredictorTest, AFamilyWorseThanAnalyticHeldOutGetsTheAnalyticPrediction) {
+  forge::v1::CostModelEvaluation held_out;
+  forge::v1::CostModelError* pointwise = held_out.add_errors();
+  pointwise->set_family(forge::v1::KERNEL_FAMILY_POINTWISE);
+  pointwise->set_source("learned");
+  pointwise->set_median_percent_error(12);
+  pointwise->set_analytic_median_percent_error(30);
+  CostPredictor predictor;
+  predictor.SetModel(VersionedModel{
+      .version = 2, .model = *LearnedModel::Train(rows_, {.rounds = 20}), .held_out = held_out});
+  EXPECT_EQ(predictor.Predict(Candidate(1))->source, PredictionSource::kLearned);
+  held_out.mutable_errors(0)->set_median_percent_error(45);
+  predictor.SetModel(VersionedModel{
+      .version = 3, .model = *LearnedModel::Train(rows_, {.rounds = 20}), .held_out = held_out});
+  const CostPrediction prediction = *predictor.Predict(Candidate(1));
+  EXPECT_EQ(prediction.source, PredictionSource::kAnalytic);
+  EXPECT_EQ(prediction.seconds, candidates_[1].row.analytic_seconds);
+  EXPECT_TRUE(HeldOutPrefersAnalytic(held_out, forge::v1::KERNEL_FAMILY_POINTWISE));
+  EXPECT_FALSE(HeldOutPrefersAnalytic(held_out, forge::v1::KERNEL_FAMILY_REDUCTION));
+}
+
 // A model as the coordinator sends it (CostModelService): installed when its version is new, kept
 // when the version is the same, refused without usable bytes, dropped at version 0.
 TEST_F(CostPredictorTest, InstallTakesNewVersionsOnly) {
