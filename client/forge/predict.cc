@@ -366,7 +366,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks,
           ", \"predicted_us\": ", absl::StrFormat("%.6g", row.measurement->median_us()),
           ", \"percent_of_floor\": ", absl::StrFormat("%.4g", row.measurement->percent_of_floor()),
           ", \"resources\": ", resources, ", \"predicted_by\": ", JsonString(row.predicted_by),
-          row.explanation.empty() ? "" : absl::StrCat(", \"explain\": ", JsonString(row.explanation)),
+          row.explanation.empty() ? ""
+                                  : absl::StrCat(", \"explain\": ", JsonString(row.explanation)),
           "}"));
     }
     task_items.push_back(absl::StrCat(

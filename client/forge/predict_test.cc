@@ -100,15 +100,17 @@ TEST(PredictTest, AtenOnlyTasksAreNotPredicted) {
 }
 
 // Version 3 of a learned model of pointwise tasks (the synthetic dataset: enough rows of
-// POINTWISE only), with its held-out evaluation or without.
+// POINTWISE only), with its held-out evaluation or without. The default training options: with
+// 40 rounds the held-out evaluation measures the model worse than the analytic one on POINTWISE,
+// and the predictor rightly serves the analytic model.
 std::unique_ptr<cost::CostPredictor> PointwiseModel(bool with_held_out) {
   const std::vector<cost::TrainingRow> rows =
       cost::testing::RowsOf(*cost::testing::SyntheticPointwise(*FindGpu("H200"), 10));
   auto learned = std::make_unique<cost::CostPredictor>();
   learned->SetModel(cost::VersionedModel{
       .version = 3,
-      .model = *cost::LearnedModel::Train(rows, {.rounds = 40}),
-      .held_out = with_held_out ? **cost::EvaluateHeldOut(rows, {.rounds = 40})
+      .model = *cost::LearnedModel::Train(rows, {}),
+      .held_out = with_held_out ? **cost::EvaluateHeldOut(rows, {})
                                 : forge::v1::CostModelEvaluation()});
   return learned;
 }

@@ -45,7 +45,8 @@ struct CostModelFetcher::State {
               : absl::StrCat("learned version ", response.version(), " of ", response.space(),
                              " (", response.training_rows(), " rows, ", response.training_tasks(),
                              " tasks)",
-                             model.predictor->UsesLearnedModel() ? "" : "; too little data: analytic"));
+                             model.predictor->UsesLearnedModel() ? ""
+                                                                 : "; too little data: analytic"));
     }
     return absl::OkStatus();
   }

@@ -23,8 +23,10 @@ struct Selection {
 };
 
 forge::v1::CostModelError ErrorOf(forge::v1::KernelFamily family, const Selection& selection) {
-  const GroupedScores scores = ScoreByTask(selection.predicted, selection.measured, selection.tasks);
-  const GroupedScores analytic = ScoreByTask(selection.analytic, selection.measured, selection.tasks);
+  const GroupedScores scores =
+      ScoreByTask(selection.predicted, selection.measured, selection.tasks);
+  const GroupedScores analytic =
+      ScoreByTask(selection.analytic, selection.measured, selection.tasks);
   forge::v1::CostModelError error;
   error.set_family(family);
   error.set_rows(scores.rows);
@@ -66,7 +68,8 @@ absl::StatusOr<std::optional<forge::v1::CostModelEvaluation>> EvaluateHeldOut(
     features.push_back(row->features);
     analytic.push_back(row->analytic_seconds);
   }
-  FORGE_ASSIGN_OR_RETURN(const std::vector<double> learned, model.PredictSeconds(features, analytic));
+  FORGE_ASSIGN_OR_RETURN(const std::vector<double> learned,
+                         model.PredictSeconds(features, analytic));
   std::map<int, Selection> by_family;  // 0: all
   for (size_t i = 0; i < test.size(); ++i) {
     const int family = TaskFamilyOf(test[i]->features);
