@@ -110,13 +110,24 @@ absl::Status BlobUpload::Commit() {
 
 absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(RedisClient* redis,
                                                            std::string directory) {
+  return Open(redis, std::move(directory), keys::Blob(""));
+}
+
+absl::StatusOr<std::unique_ptr<BlobStore>> BlobStore::Open(RedisClient* redis,
+                                                           std::string directory,
+                                                           std::string index_prefix) {
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(directory) / "tmp", error);
   if (error) {
     return absl::InternalError(
         absl::StrCat("creating the blob directory ", directory, ": ", error.message()));
   }
-  return std::unique_ptr<BlobStore>(new BlobStore(redis, std::move(directory)));
+  return std::unique_ptr<BlobStore>(
+      new BlobStore(redis, std::move(directory), std::move(index_prefix)));
+}
+
+std::string BlobStore::IndexKey(absl::string_view sha256) const {
+  return absl::StrCat(index_prefix_, sha256);
 }
 
 std::string BlobStore::PathOf(absl::string_view sha256) const {
@@ -129,7 +140,7 @@ absl::StatusOr<std::vector<std::string>> BlobStore::Missing(
   commands.reserve(sha256s.size());
   for (const std::string& sha256 : sha256s) {
     FORGE_RETURN_IF_ERROR(ValidateSha256(sha256, "blob digest"));
-    commands.push_back({"HGET", keys::Blob(sha256), std::string(keys::kBlobSizeField)});
+    commands.push_back({"HGET", IndexKey(sha256), std::string(keys::kBlobSizeField)});
   }
   if (commands.empty()) return std::vector<std::string>{};
   absl::StatusOr<std::vector<RedisReply>> replies = redis_->Pipeline(commands);
@@ -139,7 +150,7 @@ absl::StatusOr<std::vector<std::string>> BlobStore::Missing(
     const RedisReply& reply = (*replies)[i];
     if (reply.is_error()) {
       return absl::InternalError(
-          absl::StrCat("looking up ", keys::Blob(sha256s[i]), ": ", reply.str()));
+          absl::StrCat("looking up ", IndexKey(sha256s[i]), ": ", reply.str()));
     }
     struct stat file;
     const bool present = reply.is_bulk_string() &&
@@ -170,7 +181,7 @@ absl::StatusOr<std::string> BlobStore::Read(absl::string_view sha256) const {
 }
 
 absl::StatusOr<std::vector<StoredBlob>> BlobStore::List() {
-  const std::string prefix = keys::Blob("");
+  const std::string& prefix = index_prefix_;
   FORGE_ASSIGN_OR_RETURN(const std::vector<std::string> indexed,
                          ScanKeys(*redis_, absl::StrCat(prefix, "*")));
   std::vector<std::vector<std::string>> reads;
@@ -202,7 +213,7 @@ absl::StatusOr<std::vector<StoredBlob>> BlobStore::List() {
 absl::Status BlobStore::Remove(absl::string_view sha256) {
   FORGE_RETURN_IF_ERROR(ValidateSha256(sha256, "blob digest"));
   FORGE_RETURN_IF_ERROR(
-      CheckReply(absl::StrCat("removing blob ", sha256), redis_->Command({"DEL", keys::Blob(sha256)})));
+      CheckReply(absl::StrCat("removing blob ", sha256), redis_->Command({"DEL", IndexKey(sha256)})));
   const std::string path = PathOf(sha256);
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("removing", path);
   return absl::OkStatus();
@@ -210,7 +221,7 @@ absl::Status BlobStore::Remove(absl::string_view sha256) {
 
 absl::Status BlobStore::Index(absl::string_view sha256, int64_t size) {
   absl::StatusOr<RedisReply> reply = redis_->Command(
-      {"HSET", keys::Blob(sha256), std::string(keys::kBlobSizeField), absl::StrCat(size),
+      {"HSET", IndexKey(sha256), std::string(keys::kBlobSizeField), absl::StrCat(size),
        std::string(keys::kBlobStoredMsField), absl::StrCat(absl::ToUnixMillis(absl::Now()))});
   return Annotate(reply.status(), absl::StrCat("indexing blob ", sha256));
 }

@@ -73,9 +73,13 @@ class BlobUpload {
 
 class BlobStore {
  public:
-  // Creates `directory` when missing. `redis` must outlive the store.
+  // Creates `directory` when missing. `redis` must outlive the store. The index is under
+  // keys::Blob (the weights'); a store of other bytes (the compiled-object catalog) names its own
+  // `index_prefix` and directory, so that neither store's listing (the sweeper's) sees the other.
   static absl::StatusOr<std::unique_ptr<BlobStore>> Open(RedisClient* redis,
                                                          std::string directory);
+  static absl::StatusOr<std::unique_ptr<BlobStore>> Open(RedisClient* redis, std::string directory,
+                                                         std::string index_prefix);
   BlobStore(const BlobStore&) = delete;
   BlobStore& operator=(const BlobStore&) = delete;
 
@@ -101,12 +105,14 @@ class BlobStore {
 
  private:
   friend class BlobUpload;
-  BlobStore(RedisClient* redis, std::string directory)
-      : redis_(redis), directory_(std::move(directory)) {}
+  BlobStore(RedisClient* redis, std::string directory, std::string index_prefix)
+      : redis_(redis), directory_(std::move(directory)), index_prefix_(std::move(index_prefix)) {}
   absl::Status Index(absl::string_view sha256, int64_t size);
+  std::string IndexKey(absl::string_view sha256) const;
 
   RedisClient* const redis_;
   const std::string directory_;
+  const std::string index_prefix_;
 };
 
 }  // namespace forge::server

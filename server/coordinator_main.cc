@@ -21,6 +21,10 @@
 // measured results arrived (and there are enough), stores it in Redis, and loads the newest
 // version (its own or another coordinator's) into the search prior. forge.v1.CostModelService
 // serves it to workers and `forge predict --learned` (server/cost_model_service.h).
+//
+// The compiled-object catalog (server/compiled_catalog): objects workers compiled, under
+// catalog.dir, served to every worker by WorkerService (FetchCompiledObject, PublishCompiledObject);
+// catalog.max-object-bytes and catalog.max-total-bytes bound it; catalog.enabled=false: none.
 #include <pthread.h>
 #include <signal.h>
 
@@ -53,6 +57,7 @@
 #include "server/auth/auth.h"
 #include "server/revocation/revocation.h"
 #include "server/blob_store.h"
+#include "server/compiled_catalog/compiled_catalog.h"
 #include "server/cost_model_store.h"
 #include "server/cost_model_service.h"
 #include "server/cost_model_trainer.h"
@@ -99,6 +104,17 @@ ConfigSchema Schema() {
       .String("redis.password", "", "Password for Redis AUTH; empty for none.")
       .Duration("redis.timeout", absl::Seconds(2), "Longest wait for a reply from Redis.")
       .String("blobs.dir", "forge-blobs", "Directory that holds uploaded weight blobs.")
+      .Bool("catalog.enabled", true,
+            "Keep the compiled-object catalog: objects workers compiled, served to every worker. "
+            "Off: workers compile for themselves.")
+      .String("catalog.dir", "",
+              "Directory of the catalog's objects; empty: blobs.dir/catalog (beside the blobs' "
+              "files, on the same volume).")
+      .Int64("catalog.max-object-bytes", CompiledCatalogOptions().max_object_bytes,
+             "Largest compiled object a worker may publish.",
+             {.min = 1, .max = kMaxMessageBytes - (1 << 20)})
+      .Int64("catalog.max-total-bytes", CompiledCatalogOptions().max_total_bytes,
+             "Largest total of the catalog's objects; publishes past it are refused.", {.min = 1})
       .String("metrics.listen", "127.0.0.1:0",
               "HTTP address of /metrics; port 0 picks a free one; empty serves none.")
       .Duration("metrics.refresh", absl::Seconds(5),
@@ -335,11 +351,27 @@ int Run(int argc, char** argv) {
     auth.CheckRevocations(
         std::make_shared<Revocations>(&redis, config->GetDuration("auth.revocation-cache")));
   }
+  // The catalog's metrics go to the coordinator's registry, made here for it.
+  auto registry = std::make_shared<metrics::Registry>();
+  std::unique_ptr<CompiledCatalog> catalog;
+  std::string catalog_dir = config->GetString("catalog.dir");
+  if (catalog_dir.empty()) catalog_dir = absl::StrCat(config->GetString("blobs.dir"), "/catalog");
+  if (config->GetBool("catalog.enabled")) {
+    absl::StatusOr<std::unique_ptr<CompiledCatalog>> opened = CompiledCatalog::Open(
+        &redis, catalog_dir,
+        {.max_object_bytes = config->GetInt64("catalog.max-object-bytes"),
+         .max_total_bytes = config->GetInt64("catalog.max-total-bytes")},
+        registry.get());
+    if (!opened.ok()) {
+      log->critical("{}", opened.status().ToString());
+      return 1;
+    }
+    catalog = *std::move(opened);
+  }
   JobStore jobs(&redis);
   // With authentication, results no authenticated worker reported are not served.
   ResultCache results(&redis, /*attributed_only=*/!auth.open());
 
-  auto registry = std::make_shared<metrics::Registry>();
   SchedulerOptions scheduler_options;
   scheduler_options.lease_duration = config->GetDuration("lease.duration");
   scheduler_options.heartbeat_interval = config->GetDuration("heartbeat.interval");
@@ -372,8 +404,10 @@ int Run(int argc, char** argv) {
                      {.watch_redis = redis_options,
                       .watch_wait = config->GetDuration("watch.wait"),
                       .intake = intake,
-                      .auth = auth});
-  WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get(), auth);
+                      .auth = auth,
+                      .catalog = catalog.get()});
+  WorkerService worker_service(scheduler->get(), service.rpc_counter(), registry.get(), auth,
+                               catalog.get());
   Periodically ticker(config->GetDuration("scheduler.tick"), [&scheduler] {
     if (absl::Status ticked = (*scheduler)->Tick(); !ticked.ok()) {
       GetLogger("scheduler")->warn("tick: {}", ticked.ToString());
@@ -470,6 +504,7 @@ int Run(int argc, char** argv) {
                  {"auth", auth.open() ? "none" : "tokens"},
                  {"redis", redis.address()},
                  {"blobs", config->GetString("blobs.dir")},
+                 {"catalog", catalog != nullptr ? catalog_dir : "off"},
                  {"metrics_port", exposer != nullptr ? exposer->port() : 0}});
 
   int signal = 0;

@@ -351,6 +351,15 @@ grpc::Status JobService::PurgeResults(grpc::ServerContext* context,
   }
   absl::StatusOr<forge::v1::PurgeResultsResponse> purged = scheduler_->PurgeResults(*filter);
   if (purged.ok()) purged->set_identity_revoked(revoke);
+  // The compiled objects it published go too: other workers would load its host code.
+  if (purged.ok() && !filter->worker_identity.empty() && options_.catalog != nullptr) {
+    absl::StatusOr<int64_t> objects = options_.catalog->PurgePublisher(filter->worker_identity);
+    if (objects.ok()) {
+      purged->set_compiled_objects_removed(*objects);
+    } else {
+      purged = Annotate(objects.status(), "purging the worker's compiled objects");
+    }
+  }
   // The audit line: who purged what, also when it failed midway.
   LogWithFields(*GetLogger("coordinator"), spdlog::level::warn, "results purged",
                 {{"by", by},
@@ -360,6 +369,8 @@ grpc::Status JobService::PurgeResults(grpc::ServerContext* context,
                  {"candidate", filter->candidate_digest},
                  {"task", filter->task_digest},
                  {"removed", purged.ok() ? purged->results_removed() : int64_t{0}},
+                 {"compiled_objects_removed",
+                  purged.ok() ? purged->compiled_objects_removed() : int64_t{0}},
                  {"tasks", purged.ok() ? absl::StrJoin(purged->task_digests(), ",") : ""},
                  {"status", purged.status().ToString()}});
   if (purged.ok()) *response = *std::move(purged);

@@ -32,6 +32,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/auth/auth.h"
 #include "server/blob_store.h"
+#include "server/compiled_catalog/compiled_catalog.h"
 #include "server/intake.h"
 #include "server/job_store.h"
 #include "server/scheduler.h"
@@ -50,6 +51,9 @@ struct JobServiceOptions {
   IntakeLimits intake;
   // Who may call what (server/auth/auth.h); open by default: every caller anonymous.
   Authenticator auth;
+  // The compiled-object catalog, whose objects a purge of a worker identity removes too; null:
+  // none. Must outlive the service.
+  CompiledCatalog* catalog = nullptr;
 };
 
 class JobService final : public forge::v1::JobService::Service {

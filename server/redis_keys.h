@@ -60,6 +60,16 @@
 //                                          (the LearnedModel's bytes), "target", "rows", "tasks",
 //                                          "results_seen" (measured results when it was trained),
 //                                          "trained_ms"
+//
+// The compiled-object catalog (compiled_catalog/compiled_catalog.h):
+//
+//   forge:catalog:{key}            hash    the object compiled under a compile-cache key: "sha256",
+//                                          "size", "publisher", "published_ms", "kind", "arch",
+//                                          "compile_seconds"; written once (first publisher wins)
+//   forge:catalog:by:{identity}    set     the keys a worker identity published (for the purge)
+//   forge:catalog:bytes            string  bytes of every indexed object together (INCRBY/DECRBY)
+//   forge:catalog:object:{sha256}  hash    the objects' blob index (blob_store.h's layout); the bytes
+//                                          are files under the catalog's own directory
 #ifndef FORGE_SERVER_REDIS_KEYS_H_
 #define FORGE_SERVER_REDIS_KEYS_H_
 
@@ -119,6 +129,14 @@ inline std::string Worker(absl::string_view worker_id) {
 inline std::string CostModel(absl::string_view space) {
   return absl::StrCat("forge:cost_model:", space);
 }
+inline std::string CatalogEntry(absl::string_view key) {
+  return absl::StrCat("forge:catalog:", key);
+}
+inline std::string CatalogByPublisher(absl::string_view identity) {
+  return absl::StrCat("forge:catalog:by:", identity);
+}
+inline constexpr absl::string_view kCatalogBytes = "forge:catalog:bytes";
+inline constexpr absl::string_view kCatalogObjectPrefix = "forge:catalog:object:";
 
 // Fields of forge:job:{id}. The progress counters share their names with the JobProgress fields
 // and are copied into every event of forge:events:{id}.

@@ -30,11 +30,13 @@ metrics::Family<metrics::Histogram>* RegisterLatency(metrics::Registry* registry
 }  // namespace
 
 WorkerService::WorkerService(Scheduler* scheduler, metrics::Family<metrics::Counter>* rpcs,
-                             metrics::Registry* registry, Authenticator auth)
+                             metrics::Registry* registry, Authenticator auth,
+                             CompiledCatalog* catalog)
     : scheduler_(scheduler),
       rpcs_(rpcs),
       latency_(RegisterLatency(registry)),
-      auth_(std::move(auth)) {}
+      auth_(std::move(auth)),
+      catalog_(catalog) {}
 
 absl::StatusOr<Caller> WorkerService::Authorize(const grpc::ServerContext& context,
                                                 absl::string_view worker_id) const {
@@ -109,6 +111,52 @@ grpc::Status WorkerService::Report(grpc::ServerContext* context,
     result.set_worker_identity(caller->authenticated ? caller->owner : "");
   }
   return Finish("Report", started, scheduler_->Report(attributed), response);
+}
+
+absl::StatusOr<Caller> WorkerService::AuthorizeCatalog(const grpc::ServerContext& context) const {
+  FORGE_ASSIGN_OR_RETURN(Caller caller, auth_.Authorize(context, {Role::kWorker}));
+  if (catalog_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this coordinator keeps no compiled-object catalog (catalog.enabled is off)");
+  }
+  return caller;
+}
+
+grpc::Status WorkerService::FetchCompiledObject(
+    grpc::ServerContext* context, const forge::v1::FetchCompiledObjectRequest* request,
+    forge::v1::FetchCompiledObjectResponse* response) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<Caller> caller = AuthorizeCatalog(*context);
+  if (!caller.ok()) {
+    return Finish<forge::v1::FetchCompiledObjectResponse>("FetchCompiledObject", started,
+                                                          caller.status(), response);
+  }
+  return Finish("FetchCompiledObject", started, catalog_->Fetch(request->cache_key()), response);
+}
+
+grpc::Status WorkerService::PublishCompiledObject(
+    grpc::ServerContext* context, const forge::v1::PublishCompiledObjectRequest* request,
+    forge::v1::PublishCompiledObjectResponse* response) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<Caller> caller = AuthorizeCatalog(*context);
+  absl::Status allowed = caller.status();
+  if (caller.ok() && !caller->authenticated) {
+    allowed = absl::FailedPreconditionError(
+        "publishing compiled objects needs an authenticated worker identity, and this "
+        "coordinator has no authentication (auth.tokens or auth.token-secret)");
+  }
+  if (!allowed.ok()) {
+    return Finish<forge::v1::PublishCompiledObjectResponse>("PublishCompiledObject", started,
+                                                            allowed, response);
+  }
+  absl::StatusOr<forge::v1::PublishCompiledObjectResponse> published;
+  absl::StatusOr<bool> stored = catalog_->Publish(*request, caller->owner);
+  if (stored.ok()) {
+    published.emplace().set_stored(*stored);
+  } else {
+    published = stored.status();
+  }
+  return Finish("PublishCompiledObject", started, std::move(published), response);
 }
 
 }  // namespace forge::server

@@ -8,6 +8,12 @@
 // (and the scheduler refuses reports for leases its id does not hold). Each reported result's
 // worker_identity is set to the identity, replacing what the worker sent. With open auth anyone
 // may call as any worker id, and worker_identity is left empty.
+//
+// The compiled-object catalog (server/compiled_catalog): FetchCompiledObject and
+// PublishCompiledObject need the worker role too, but no worker id (the catalog is the fleet's, not
+// a worker's). Publishing needs an authenticated identity, which the catalog records as the
+// object's publisher (a coordinator without authentication refuses it: FAILED_PRECONDITION);
+// without a catalog both calls are FAILED_PRECONDITION.
 #ifndef FORGE_SERVER_WORKER_SERVICE_H_
 #define FORGE_SERVER_WORKER_SERVICE_H_
 
@@ -18,6 +24,7 @@
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/auth/auth.h"
+#include "server/compiled_catalog/compiled_catalog.h"
 #include "server/scheduler.h"
 
 namespace forge::server {
@@ -27,9 +34,10 @@ class WorkerService final : public forge::v1::WorkerService::Service {
   // `scheduler` must outlive the service; `rpcs` is the coordinator's RPC counter family. The
   // registry gets forge_coordinator_worker_rpc_seconds{method}: time spent answering, which is
   // mostly the scheduler's Redis round trips (aborts if it has the family already). `auth` says who
-  // may call (open: anyone).
+  // may call (open: anyone). `catalog`, when set, must outlive the service.
   WorkerService(Scheduler* scheduler, metrics::Family<metrics::Counter>* rpcs,
-                metrics::Registry* registry, Authenticator auth = {});
+                metrics::Registry* registry, Authenticator auth = {},
+                CompiledCatalog* catalog = nullptr);
 
   grpc::Status Register(grpc::ServerContext* context, const forge::v1::RegisterRequest* request,
                         forge::v1::RegisterResponse* response) override;
@@ -39,8 +47,16 @@ class WorkerService final : public forge::v1::WorkerService::Service {
                      forge::v1::LeaseResponse* response) override;
   grpc::Status Report(grpc::ServerContext* context, const forge::v1::ReportRequest* request,
                       forge::v1::ReportResponse* response) override;
+  grpc::Status FetchCompiledObject(grpc::ServerContext* context,
+                                   const forge::v1::FetchCompiledObjectRequest* request,
+                                   forge::v1::FetchCompiledObjectResponse* response) override;
+  grpc::Status PublishCompiledObject(grpc::ServerContext* context,
+                                     const forge::v1::PublishCompiledObjectRequest* request,
+                                     forge::v1::PublishCompiledObjectResponse* response) override;
 
  private:
+  // The caller of `context` when it is a worker and the coordinator keeps a catalog.
+  absl::StatusOr<Caller> AuthorizeCatalog(const grpc::ServerContext& context) const;
   // The worker identity of `context`, checked to own `worker_id`.
   absl::StatusOr<Caller> Authorize(const grpc::ServerContext& context,
                                    absl::string_view worker_id) const;
@@ -52,6 +68,7 @@ class WorkerService final : public forge::v1::WorkerService::Service {
   metrics::Family<metrics::Counter>* const rpcs_;
   metrics::Family<metrics::Histogram>* const latency_;
   const Authenticator auth_;
+  CompiledCatalog* const catalog_;
 };
 
 }  // namespace forge::server

@@ -13,7 +13,8 @@
 //   generators_bench anchor PROBLEMS_DIR OUT.jsonl
 //   (either mode: PROBLEM names after OUT.jsonl restrict the run to those problems;
 //   FORGE_BENCH_POINTS adds given points to the sampled ones, see RequestedPoints;
-//   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints)
+//   FORGE_BENCH_SAMPLES sets how many are sampled, see PickPoints; FORGE_TEST_COMPILE_CACHE names
+//   the compile pool's disk cache, shared with the GPU tests)
 //     For each "anchor" problem: up to kAnchorPoints schedule points per applicable family timed
 //     (L2 flushed, median of kTimedReps), the fastest judged (then the next, if it fails), timed
 //     again on the judge's buffers with the outputs poisoned before every rep and re-checked;
@@ -192,12 +193,19 @@ absl::StatusOr<std::vector<forge::v1::KernelTask>> GeneratedFamilyTasks(
 
 // The family whose points an anchor samples first (the others that apply follow): the task's
 // own, except for tasks whose families all have numbers of their own (ATTENTION: the generated
-// flash_attention first, then sdpa_library's backends).
+// flash_attention first, then sdpa_library's backends), and except when it does not apply (a
+// gated GEMM task, which cuBLASLt cannot run: cutlass_gemm's), then the first that does.
 const codegen::KernelFamily* AnchorFamily(const forge::v1::KernelTask& task) {
   static const std::map<forge::v1::KernelFamily, forge::v1::KernelFamily> kFirst = {
       {forge::v1::KERNEL_FAMILY_ATTENTION, forge::v1::KERNEL_FAMILY_FLASH_ATTENTION}};
   const auto first = kFirst.find(task.family());
-  return codegen::FindFamily(first != kFirst.end() ? first->second : task.family());
+  const codegen::KernelFamily* own =
+      codegen::FindFamily(first != kFirst.end() ? first->second : task.family());
+  if (own != nullptr && own->Applies(task).ok()) return own;
+  for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
+    if (family->kind() != forge::v1::KERNEL_FAMILY_ATEN) return family;
+  }
+  return own;
 }
 
 // FORGE_BENCH_POINTS: points to measure besides the sampled ones, ';'-separated, each a list of
@@ -981,6 +989,12 @@ int Main(int argc, char** argv) {
   if (const char* nvcc = std::getenv("FORGE_NVCC")) pool_options.nvcc_path = nvcc;
   if (const char* cutlass = std::getenv("FORGE_CUTLASS_INCLUDE")) {
     pool_options.cutlass_include = cutlass;
+  }
+  // FORGE_TEST_COMPILE_CACHE (run_round.sh and run_families_check.sh set it for the GPU tests):
+  // the compile pool's disk cache, so that an anchor reuses a shared object a test compiled (a
+  // CUTLASS configuration is ~45 s of nvcc) and a rerun compiles nothing.
+  if (const char* cache = std::getenv("FORGE_TEST_COMPILE_CACHE"); cache != nullptr && *cache) {
+    pool_options.disk_cache_dir = cache;
   }
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool =
       compile::CompilePool::Create(std::move(pool_options));

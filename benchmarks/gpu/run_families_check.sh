@@ -101,7 +101,7 @@ if [[ $phases == *" decode "* ]]; then
   if [ "${DECODE_ANCHORS:-1}" != 0 ]; then
     ONLY="$(python3 "$here/problems.py" names attention validate) $(python3 "$here/problems.py" names attention anchor)" \
       FORGE_BENCH_SAMPLES="${DECODE_SAMPLES:-12}" VALIDATE_TIMEOUT_S=420 ANCHOR_TIMEOUT_S=500 \
-      FORGE_BENCH_POINTS="split_keys=256;split_keys=512;split_keys=1024;split_keys=2048;warps=8;unroll=4;unroll=1;split_keys=512,warps=8;split_keys=1024,unroll=4" \
+      FORGE_BENCH_POINTS="stages=0,max_registers=0;stages=0;stages=2;stages=3;max_registers=0;split_keys=256;split_keys=512;split_keys=1024;split_keys=2048;warps=8,unroll=1,stages=2;unroll=1;split_keys=512,warps=8,unroll=1,stages=2;split_keys=1024,unroll=4,stages=2,max_registers=0" \
       BASELINES_TIMEOUT_S=200 bash "$here/run_generators.sh" validate anchor baselines \
       > "$logs/generators_decode.log" 2>&1
     echo "decode validate + anchors: exit $?" >> "$summary"

@@ -15,6 +15,10 @@ absl::StatusOr<std::string> PurgeResultsCommand(JobClient& client,
   FORGE_ASSIGN_OR_RETURN(forge::v1::PurgeResultsResponse response, client.PurgeResults(request));
   if (json) return ProtoJson(response, /*pretty=*/true);
   std::string out = absl::StrCat(response.results_removed(), " result(s) removed from the cache");
+  if (response.compiled_objects_removed() > 0) {
+    absl::StrAppend(&out, "; ", response.compiled_objects_removed(),
+                    " compiled object(s) it published removed from the catalog");
+  }
   if (response.identity_revoked()) {
     absl::StrAppend(&out, "; worker identity ", request.worker_identity(),
                     " revoked (forge admin revoke-token --identity ", request.worker_identity(),

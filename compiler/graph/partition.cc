@@ -85,6 +85,7 @@ class Partitioner {
     if (absl::Status status = IndexGraph(); !status.ok()) return status;
     group_of_.assign(nodes_.size(), -1);
     GroupAttention();
+    GroupGatedProducts();
     GroupAnchors();
     GroupPointwise();
     GroupOpaque();
@@ -174,6 +175,14 @@ class Partitioner {
   bool WouldCreateCycle(const NodeSet& members) const;
 
   void GroupAttention();
+  // Every gated product (SwiGLU) as one GEMM group; a near miss leaves a note on its gate.
+  void GroupGatedProducts();
+  // The node that alone reads `node`'s one used output (through views), or -1 when the output
+  // has other readers or is a graph output.
+  int SoleReader(int node) const;
+  // The value that `value` views, through views; itself when a non-view node or an input
+  // defines it.
+  std::string ViewRoot(const std::string& value) const;
   void GroupAnchors();
   void AbsorbPrologue(int group, int reduction);
   void AbsorbEpilogue(int group, int anchor);
@@ -352,6 +361,93 @@ void Partitioner::GroupAttention() {
       if (node != anchor) AddToGroup(group, node);
     }
     AbsorbEpilogue(group, anchor);
+  }
+}
+
+int Partitioner::SoleReader(int node) const {
+  const std::vector<std::string> used = UsedOutputs(node);
+  if (used.size() != 1) return -1;
+  NodeSet readers;
+  bool escapes = false;
+  ComputeReaders(used.front(), &readers, &escapes);
+  return escapes || readers.size() != 1 ? -1 : *readers.begin();
+}
+
+std::string Partitioner::ViewRoot(const std::string& value) const {
+  std::string root = value;
+  for (int producer = producer_.at(root);
+       producer != kGraphInput && IsView(producer) && !args_[producer].empty();
+       producer = producer_.at(root)) {
+    root = args_[producer].front();
+  }
+  return root;
+}
+
+// Gated products: act(A W_gate) * (A W_up), the gate and up projections of a Llama / Mistral
+// MLP (SwiGLU: act = silu), found from their mul. Both projections are linear (no bias), mm or
+// matmul reading the same A; the gate's product is read only by the activation, the activation and
+// the up product only by the mul, each link direct (no view between). The group is the four nodes
+// (views of A that only it reads join it later), and takes no epilogue: the gated kernel (cutlass_gemm's sm90_gated) writes the mul's result and
+// nothing else, so an add or cast after it stays a task of its own. Only bfloat16 and float16 form
+// the group (the gated kernel's dtypes): a float32 MLP keeps its two GEMM tasks, whose cuBLASLt
+// and 3xTF32 candidates it needs. A bfloat16 / float16 near miss (a bias, different inputs, a
+// second reader) keeps them too, and the gate's task says why. Runs before the other anchors,
+// which would take the activation and the mul as epilogues of two separate tasks.
+void Partitioner::GroupGatedProducts() {
+  // A projection: linear, mm or matmul by a 2-d weight (no batched product).
+  auto is_projection = [&](int node) {
+    if (node < 0 || classes_[node] != OpClass::kGemm || args_[node].size() < 2) return false;
+    const std::string& op = nodes_[node]->op();
+    return (op == "aten::linear" || op == "aten::mm" || op == "aten::matmul") &&
+           values_.at(args_[node][1])->tensor().shape_size() == 2;
+  };
+  for (int mul = 0; mul < static_cast<int>(nodes_.size()); ++mul) {
+    if (nodes_[mul]->op() != "aten::mul" || args_[mul].size() != 2 ||
+        args_[mul][0] == args_[mul][1]) {
+      continue;
+    }
+    int act = -1, gate = -1, up = -1;
+    // Direct producers, no views between (the gated kernel's analysis reads the values as the
+    // projections and the silu write them).
+    for (int side = 0; side < 2 && act < 0; ++side) {
+      const int candidate_act = producer_.at(args_[mul][side]);
+      const int candidate_up = producer_.at(args_[mul][1 - side]);
+      if (candidate_act == kGraphInput || nodes_[candidate_act]->op() != "aten::silu" ||
+          args_[candidate_act].size() != 1 || !is_projection(candidate_up)) {
+        continue;
+      }
+      const int candidate_gate = producer_.at(args_[candidate_act][0]);
+      if (!is_projection(candidate_gate) || candidate_gate == candidate_up) continue;
+      act = candidate_act;
+      gate = candidate_gate;
+      up = candidate_up;
+    }
+    if (act < 0) continue;
+    const std::vector<int> members = {gate, act, up, mul};
+    if (std::any_of(members.begin(), members.end(), [&](int node) { return group_of_[node] >= 0; })) {
+      continue;  // explicit attention's
+    }
+    // Only the gated kernel's dtypes: a float32 MLP keeps its two GEMM tasks without a note
+    // (every float32 Llama-style model has one; nothing is missed).
+    const forge::v1::DType dtype = values_.at(nodes_[mul]->outputs(0))->tensor().dtype();
+    if (dtype != forge::v1::DTYPE_BFLOAT16 && dtype != forge::v1::DTYPE_FLOAT16) continue;
+    std::string obstacle;
+    if (SoleReader(gate) != act || SoleReader(act) != mul || SoleReader(up) != mul) {
+      obstacle = "the projections or the silu are read elsewhere too";
+    } else if (ViewRoot(args_[gate][0]) != ViewRoot(args_[up][0])) {
+      obstacle = "the gate and up projections read different inputs";
+    } else if (args_[gate].size() != 2 || args_[up].size() != 2) {
+      obstacle = "a projection has a bias";
+    } else if (WouldCreateCycle(NodeSet(members.begin(), members.end()))) {
+      obstacle = "one task would depend on itself";
+    }
+    if (!obstacle.empty()) {
+      node_notes_[gate].push_back(absl::StrCat("not a gated product (SwiGLU): ", obstacle,
+                                               "; the projections stay separate GEMM tasks"));
+      continue;
+    }
+    const int group = NewGroup(forge::v1::KERNEL_FAMILY_GEMM, gate);
+    for (int node : {act, up, mul}) AddToGroup(group, node);
   }
 }
 

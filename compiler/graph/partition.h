@@ -8,7 +8,11 @@
 //     that breaks a rule) is left to the rules below, and its reason becomes a note of the task
 //     its softmax lands in ("not attention: ...").
 //  1. Anchors, in graph order: every reduction, scan, GEMM, convolution and attention node starts
-//     a group of its family.
+//     a group of its family. A GEMM that is one projection of a gated product (SwiGLU:
+//     silu(A W_gate) * (A W_up), bfloat16 or float16, no biases, each intermediate read once)
+//     makes one GEMM group of both projections, the silu and the mul, with no epilogue (the gated
+//     kernel writes the mul's result); a float32 one keeps separate GEMM groups, and a near miss
+//     (a bias, different inputs, a second reader) too, with a note on the gate's task.
 //     - A reduction or scan takes its pointwise prologue: pointwise producers whose every use is inside the
 //       group (RMSNorm's pow feeding mean), transitively.
 //     - Every anchor takes its pointwise epilogue: while the group's last node has exactly one used

@@ -22,14 +22,17 @@ namespace {
 
 using ::forge::v1::Graph;
 using ::forge::v1::KernelFamily;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Builds small float32 graphs: every value is contiguous, every node has one output named after
-// the node ("relu" -> "relu_1", ...).
+// Builds small graphs (float32 unless set_dtype says otherwise): every value is contiguous,
+// every node has one output named after the node ("relu" -> "relu_1", ...).
 class GraphBuilder {
  public:
+  // The dtype of the values described from now on.
+  void set_dtype(forge::v1::DType dtype) { dtype_ = dtype; }
   std::string Input(const std::string& name, std::vector<std::int64_t> shape,
                     forge::v1::InputKind kind = forge::v1::INPUT_KIND_USER_INPUT) {
     AddValue(name, shape);
@@ -64,7 +67,7 @@ class GraphBuilder {
   void AddValue(const std::string& name, const std::vector<std::int64_t>& shape) {
     auto* tensor = graph_.add_values()->mutable_tensor();
     graph_.mutable_values(graph_.values_size() - 1)->set_name(name);
-    tensor->set_dtype(forge::v1::DTYPE_FLOAT32);
+    tensor->set_dtype(dtype_);
     std::int64_t stride = 1;
     std::vector<std::int64_t> strides(shape.size());
     for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
@@ -77,6 +80,7 @@ class GraphBuilder {
 
   Graph graph_;
   int count_ = 0;
+  forge::v1::DType dtype_ = forge::v1::DTYPE_FLOAT32;
 };
 
 // Partitions `graph` and checks what must hold for every partition: each node in exactly one
@@ -224,6 +228,85 @@ TEST(PartitionTest, GemmTakesItsSingleConsumerEpilogue) {
   EXPECT_THAT(Summary(result), ElementsAre("GEMM: linear+add+gelu+add", "GEMM: linear",
                                            "POINTWISE: relu", "POINTWISE: neg"));
   EXPECT_EQ(result.tasks[0].flops(), 2 * 8 * 64 * 64 + 3 * 8 * 64);
+}
+
+// A Llama-style MLP, down(silu(gate(x)) * up(x)) + x, of `dtype` with x [8, 64] and hidden 128,
+// changed by `spelling`.
+struct GatedMlpSpelling {
+  forge::v1::DType dtype = forge::v1::DTYPE_BFLOAT16;
+  bool up_first_in_mul = false;  // mul(up, silu(gate))
+  bool gate_bias = false;        // linear(x, wg, bias)
+  bool up_reads_other = false;   // up(y) with another input y
+  bool gate_is_output = false;   // the gate's product is a graph output too
+};
+Graph GatedMlpGraph(const GatedMlpSpelling& spelling) {
+  GraphBuilder b;
+  b.set_dtype(spelling.dtype);
+  const std::string x = b.Input("x", {8, 64});
+  const std::string y = b.Input("y", {8, 64});
+  const std::string wg = b.Input("wg", {128, 64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string wu = b.Input("wu", {128, 64}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string wd = b.Input("wd", {64, 128}, forge::v1::INPUT_KIND_PARAMETER);
+  const std::string bias = b.Input("bias", {128}, forge::v1::INPUT_KIND_PARAMETER);
+  std::vector<std::string> gate_args = {x, wg};
+  if (spelling.gate_bias) gate_args.push_back(bias);
+  const std::string gate = b.Op("aten::linear", gate_args, {8, 128});
+  const std::string act = b.Op("aten::silu", {gate}, {8, 128});
+  const std::string up = b.Op("aten::linear", {spelling.up_reads_other ? y : x, wu}, {8, 128});
+  const std::string gated = spelling.up_first_in_mul ? b.Op("aten::mul", {up, act}, {8, 128})
+                                                     : b.Op("aten::mul", {act, up}, {8, 128});
+  const std::string down = b.Op("aten::linear", {gated, wd}, {8, 64});
+  b.Output(b.Op("aten::add", {down, x}, {8, 64}));
+  if (spelling.gate_is_output) b.Output(gate);
+  return b.graph();
+}
+
+std::vector<std::string> AllNotes(const PartitionResult& result) {
+  std::vector<std::string> notes;
+  for (const auto& task : result.tasks) notes.insert(notes.end(), task.notes().begin(), task.notes().end());
+  return notes;
+}
+
+TEST(PartitionTest, GatedProductIsOneGemmTaskWithoutEpilogue) {
+  for (const bool up_first : {false, true}) {
+    SCOPED_TRACE(up_first);
+    const PartitionResult result = PartitionAndCheck(GatedMlpGraph({.up_first_in_mul = up_first}));
+    EXPECT_THAT(Summary(result), ElementsAre("GEMM: linear+silu+linear+mul", "GEMM: linear+add"));
+    EXPECT_THAT(AllNotes(result), IsEmpty());
+    // Both projections' flops, plus the silu's and the mul's.
+    EXPECT_GE(result.tasks[0].flops(), 2 * 2 * 8 * 128 * 64);
+    EXPECT_EQ(result.tasks[0].inputs_size(), 3);  // x, wg, wu
+  }
+  // float16 too.
+  EXPECT_THAT(Summary(PartitionAndCheck(GatedMlpGraph({.dtype = forge::v1::DTYPE_FLOAT16}))),
+              ElementsAre("GEMM: linear+silu+linear+mul", "GEMM: linear+add"));
+  // float32 has no gated kernel: the projections keep their GEMM tasks (cuBLASLt, 3xTF32), the
+  // gate's with the silu and the mul as its epilogue, without a note (nothing is missed).
+  const PartitionResult f32 = PartitionAndCheck(GatedMlpGraph({.dtype = forge::v1::DTYPE_FLOAT32}));
+  EXPECT_THAT(Summary(f32),
+              ElementsAre("GEMM: linear", "GEMM: linear+silu+mul", "GEMM: linear+add"));
+  EXPECT_THAT(AllNotes(f32), IsEmpty());
+}
+
+TEST(PartitionTest, NearMissesOfAGatedProductStaySeparateAndSayWhy) {
+  const struct {
+    GatedMlpSpelling spelling;
+    const char* reason;
+  } cases[] = {
+      {{.gate_bias = true}, "a projection has a bias"},
+      {{.up_reads_other = true}, "the gate and up projections read different inputs"},
+      {{.gate_is_output = true}, "are read elsewhere too"},
+  };
+  for (const auto& test : cases) {
+    SCOPED_TRACE(test.reason);
+    const PartitionResult result = PartitionAndCheck(GatedMlpGraph(test.spelling));
+    EXPECT_THAT(AllNotes(result),
+                ElementsAre(AllOf(HasSubstr("not a gated product (SwiGLU): "),
+                                  HasSubstr(test.reason))));
+    for (const std::string& row : Summary(result)) {
+      EXPECT_THAT(row, ::testing::Not(HasSubstr("linear+silu+linear")));
+    }
+  }
 }
 
 // The inputs of a conv + batch norm: x (1, 8, 16, 16), the weight (8, 8, 3, 3), the running mean
@@ -701,6 +784,16 @@ TEST(PartitionModelsTest, LlamaBlockTasks) {
     if (row.starts_with("REDUCTION")) EXPECT_EQ(row, "REDUCTION: pow+mean+add+rsqrt+mul+mul");
   }
   EXPECT_THAT(Summary(result), ::testing::Contains("GEMM: transpose+view+linear+add"));  // o_proj + residual
+  // Its MLP is float32: no gated task (the partitioner forms it for bfloat16 and float16).
+  EXPECT_THAT(AllNotes(result), ::testing::Each(::testing::Not(HasSubstr("gated product"))));
+}
+
+// A bfloat16 Llama-3-style MLP (python/tests/models.py's SwiGluMlp) as exported: the gate and up
+// projections, the silu and the mul are one GEMM task; the down projection another.
+TEST(PartitionModelsTest, SwiGluMlpIsOneGatedTask) {
+  const PartitionResult result = PartitionAndCheck(LoadModel("swiglu_mlp_bf16"));
+  EXPECT_THAT(Summary(result), ElementsAre("GEMM: linear+silu+linear+mul", "GEMM: linear"));
+  EXPECT_THAT(AllNotes(result), IsEmpty());
 }
 
 // The glue around a Mistral-style attention (tests/fixtures: python/tests/models.py's

@@ -28,6 +28,21 @@ class LinearMulLeakyRelu(nn.Module):
         return F.leaky_relu(self.fc(x) * 2.0, 0.01)
 
 
+class SwiGluMlp(nn.Module):
+    """A Llama-3-style MLP in bfloat16: down(silu(gate(x)) * up(x)), no biases (the partitioner's
+    gated-product task: gate, silu, up and mul as one GEMM task)."""
+
+    def __init__(self, width=64, hidden=128):
+        super().__init__()
+        self.gate = nn.Linear(width, hidden, bias=False)
+        self.up = nn.Linear(width, hidden, bias=False)
+        self.down = nn.Linear(hidden, width, bias=False)
+        self.to(torch.bfloat16)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
 class ConvBnRelu(nn.Module):
     def __init__(self):
         super().__init__()
@@ -246,6 +261,7 @@ def all_models():
         ("expand_gqa_attention", ExpandGqaAttention(), (torch.randn(2, 4, 7, 8),
                                                         torch.randn(2, 2, 7, 8),
                                                         torch.randn(2, 2, 7, 8))),
+        ("swiglu_mlp_bf16", SwiGluMlp(), (torch.randn(2, 16, 64).bfloat16(),)),
     ]
     return [(name, module.eval(), inputs) for name, module, inputs in cases]
 

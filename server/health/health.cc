@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "common/grpc_status/grpc_status.h"
 #include "common/logging/logging.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -56,10 +56,7 @@ absl::StatusOr<bool> CheckHealth(grpc::Channel& channel, absl::Duration timeout)
                    done.Notify();
                  });
   done.WaitForNotification();
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat("grpc.health.v1.Health/Check: ", status.error_message()));
-  }
+  if (!status.ok()) return FromGrpcStatus(status, "grpc.health.v1.Health/Check");
   std::vector<grpc::Slice> slices;
   if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable health response");
   std::string bytes;

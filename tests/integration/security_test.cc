@@ -27,6 +27,7 @@
 #include "tests/support/exported_model.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/tls_certificates.h"
 
 namespace forge {
 namespace {
@@ -50,19 +51,7 @@ class SecurityTest : public ::testing::Test {
   void SetUp() override {
     // A CA, a server certificate it signs for localhost and 127.0.0.1, and an unrelated CA.
     const std::string d = dir_.path();
-    WriteFile(d + "/san.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
-    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const std::string script = absl::StrCat(
-        "cd ", d, " && openssl req -x509 ", ec, " -keyout ca.key -out ca.pem -days 1",
-        " -subj /CN=forge-test-ca && openssl req ", ec,
-        " -keyout server.key -out server.csr -subj /CN=localhost && openssl x509 -req",
-        " -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1",
-        " -extfile san.ext && openssl req ", ec,
-        " -keyout client.key -out client.csr -subj /CN=forge-test-client && openssl x509 -req",
-        " -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 1",
-        " && openssl req -x509 ", ec,
-        " -keyout other.key -out other.pem -days 1 -subj /CN=other-ca) >openssl.log 2>&1");
-    ASSERT_EQ(std::system(("(" + script).c_str()), 0) << "openssl failed; see " << d;
+    ASSERT_TRUE(testing::WriteTestCertificates(d).ok()) << "openssl failed; see " << d;
     WriteFile(d + "/tokens",
               absl::StrCat("# test tokens\n", kAlice, " alice submit max-priority=5\n", kBob,
                            " bob submit\n", kReader, " carol read\n", kAdmin, " root admin\n",

@@ -8,19 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status/grpc_status.h"
 #include "compiler/graph/partition.h"
 #include "grpcpp/grpcpp.h"
 
 namespace forge::testing {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view call) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(call, ": ", status.error_message()));
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -91,7 +83,7 @@ absl::StatusOr<forge::v1::SubmitJobResponse> SubmitExportedModel(
   {
     grpc::ClientContext context;
     grpc::Status status = stub.MissingBlobs(&context, missing_request, &missing);
-    if (!status.ok()) return FromGrpc(status, "MissingBlobs");
+    if (!status.ok()) return FromGrpcStatus(status, "MissingBlobs");
   }
   forge::v1::SubmitJobResponse response;
   grpc::ClientContext context;
@@ -113,7 +105,7 @@ absl::StatusOr<forge::v1::SubmitJobResponse> SubmitExportedModel(
   }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
-  if (!status.ok()) return FromGrpc(status, "SubmitJob");
+  if (!status.ok()) return FromGrpcStatus(status, "SubmitJob");
   return response;
 }
 

@@ -350,6 +350,13 @@ void HashField(Sha256& hash, absl::string_view field) {
   hash.Update(field);
 }
 
+// Cubins and shared objects alike are ELF files.
+bool IsElf(absl::string_view bytes) { return absl::StartsWith(bytes, "\x7f" "ELF"); }
+
+absl::string_view OutputName(codegen::CompileOutput output) {
+  return output == codegen::CompileOutput::kNvccSharedObject ? "shared_object" : "cubin";
+}
+
 std::future<CompileResult> ReadyFuture(CompileResult result) {
   std::promise<CompileResult> promise;
   promise.set_value(std::move(result));
@@ -400,16 +407,41 @@ absl::StatusOr<std::unique_ptr<CompilePool>> CompilePool::Create(CompilePoolOpti
       CheckNvrtc(nvrtcGetNumSupportedArchs(&arch_count), "nvrtcGetNumSupportedArchs"));
   std::vector<int> archs(static_cast<std::size_t>(arch_count));
   FORGE_RETURN_IF_ERROR(CheckNvrtc(nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs"));
-  return std::unique_ptr<CompilePool>(
-      new CompilePool(std::move(options), absl::StrCat(major, ".", minor), std::move(archs)));
+  Metrics metrics;
+  if (options.registry != nullptr) {
+    FORGE_ASSIGN_OR_RETURN(
+        metrics.compile_seconds,
+        options.registry->AddHistogram(
+            {"forge_worker_compile_seconds",
+             "Seconds of each successful compile this worker ran (NVRTC or nvcc), by output: one "
+             "per configuration it did not find in a cache or the catalog.",
+             {}},
+            {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 240, 600}));
+    FORGE_ASSIGN_OR_RETURN(
+        metrics.lookups,
+        options.registry->AddCounter(
+            {"forge_worker_catalog_lookups_total",
+             "Compiled-object catalog lookups, by outcome: hit, miss, error (unreachable or "
+             "refused), rejected (bytes that were no entry of the key).",
+             {}}));
+    FORGE_ASSIGN_OR_RETURN(
+        metrics.publishes,
+        options.registry->AddCounter({"forge_worker_catalog_publishes_total",
+                                      "Compiled objects published to the catalog, by outcome: "
+                                      "stored, exists (another worker's came first), error.",
+                                      {}}));
+  }
+  return std::unique_ptr<CompilePool>(new CompilePool(
+      std::move(options), absl::StrCat(major, ".", minor), std::move(archs), metrics));
 }
 
 CompilePool::CompilePool(CompilePoolOptions options, std::string nvrtc_version,
-                         std::vector<int> archs)
+                         std::vector<int> archs, Metrics metrics)
     : options_(std::move(options)),
       nvrtc_version_(std::move(nvrtc_version)),
       supported_archs_(std::move(archs)),
-      created_(absl::Now()) {
+      created_(absl::Now()),
+      metrics_(metrics) {
   workers_.reserve(static_cast<std::size_t>(options_.threads));
   for (int i = 0; i < options_.threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -444,6 +476,8 @@ Digest CompilePool::CacheKey(const CompileRequest& request) const {
     absl::StatusOr<NvccToolchain> toolchain = nvcc_toolchain();
     HashField(hash, toolchain.ok() ? toolchain->nvcc_version : "no nvcc");
     HashField(hash, toolchain.ok() ? toolchain->cutlass_version : "");
+    HashField(hash, toolchain.ok() ? toolchain->host_compiler_version : "");
+    HashField(hash, toolchain.ok() ? toolchain->libc_version : "");
     HashField(hash, kHostLaunchAbiHeader);
   } else {
     HashField(hash, nvrtc_version_);
@@ -540,12 +574,62 @@ void CompilePool::WorkerLoop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    CompileResult result = Produce(job);
+    std::string publish;
+    CompileResult result = Produce(job, publish);
+    const double compile_seconds = result.compile_seconds;
+    // Waiters get the result first; the catalog's copy follows.
     Finish(job.key, std::move(result));
+    if (!publish.empty()) PublishToCatalog(job, compile_seconds, publish);
   }
 }
 
-CompileResult CompilePool::Produce(const Job& job) {
+bool CompilePool::UsesCatalog(const CompileRequest& request) const {
+  return options_.catalog != nullptr &&
+         (request.output == codegen::CompileOutput::kNvccSharedObject || options_.catalog_cubins);
+}
+
+void CompilePool::CountLookup(absl::string_view outcome) {
+  if (outcome == "hit") ++stats_.catalog_hits;
+  if (outcome == "miss") ++stats_.catalog_misses;
+  if (outcome == "error") ++stats_.catalog_errors;
+  if (outcome == "rejected") ++stats_.catalog_rejects;
+  if (metrics_.lookups != nullptr) {
+    metrics_.lookups->Add({{"outcome", std::string(outcome)}}).Increment();
+  }
+}
+
+std::optional<CompileResult> CompilePool::FromCatalog(const Job& job) {
+  absl::StatusOr<CatalogEntry> fetched = options_.catalog->Fetch(job.key);
+  if (absl::IsUnimplemented(fetched.status())) return std::nullopt;  // the catalog is off
+  std::optional<CompileResult> cached;
+  if (fetched.ok()) cached = DecodeDiskEntry(job.key, fetched->bytes);
+  const bool hit = cached.has_value() && IsElf(cached->cubin);
+  absl::MutexLock lock(&mutex_);
+  if (hit) {
+    CountLookup("hit");
+    cached->source = CompileSource::kCatalog;
+    return cached;
+  }
+  const bool bad_bytes = fetched.ok() || absl::IsDataLoss(fetched.status());
+  CountLookup(bad_bytes ? "rejected" : absl::IsNotFound(fetched.status()) ? "miss" : "error");
+  return std::nullopt;
+}
+
+void CompilePool::PublishToCatalog(const Job& job, double compile_seconds,
+                                   absl::string_view entry) {
+  absl::StatusOr<bool> stored = options_.catalog->Publish(
+      job.key, job.request.output, job.request.arch, compile_seconds, entry);
+  if (absl::IsUnimplemented(stored.status())) return;  // publishing is off for this worker
+  absl::MutexLock lock(&mutex_);
+  if (stored.ok() && *stored) ++stats_.catalog_publishes;
+  if (!stored.ok()) ++stats_.catalog_publish_failures;
+  if (metrics_.publishes != nullptr) {
+    metrics_.publishes->Add({{"outcome", !stored.ok() ? "error" : *stored ? "stored" : "exists"}})
+        .Increment();
+  }
+}
+
+CompileResult CompilePool::Produce(const Job& job, std::string& publish) {
   std::filesystem::path disk_path;
   if (!options_.disk_cache_dir.empty()) {
     disk_path = DiskEntryPath(options_.disk_cache_dir, job.key);
@@ -560,13 +644,32 @@ CompileResult CompilePool::Produce(const Job& job) {
     }
   }
 
+  const bool catalog = UsesCatalog(job.request);
+  if (catalog) {
+    if (std::optional<CompileResult> fetched = FromCatalog(job)) {
+      const bool saved = disk_path.empty() ||
+                         WriteFileAtomically(disk_path, EncodeDiskEntry(job.key, *fetched)).ok();
+      if (!saved) {
+        absl::MutexLock lock(&mutex_);
+        ++stats_.disk_write_failures;
+      }
+      return *std::move(fetched);
+    }
+  }
+
   CompileResult result = Run(job.request);
-  const bool saved = disk_path.empty() || !result.ok() ||
-                     WriteFileAtomically(disk_path, EncodeDiskEntry(job.key, result)).ok();
+  std::string entry;
+  if (result.ok() && (catalog || !disk_path.empty())) entry = EncodeDiskEntry(job.key, result);
+  const bool saved = disk_path.empty() || !result.ok() || WriteFileAtomically(disk_path, entry).ok();
+  if (catalog && result.ok()) publish = std::move(entry);
   absl::MutexLock lock(&mutex_);
   ++stats_.compiles;
   stats_.compile_seconds += result.compile_seconds;
   if (!saved) ++stats_.disk_write_failures;
+  if (result.ok() && metrics_.compile_seconds != nullptr) {
+    metrics_.compile_seconds->Add({{"output", std::string(OutputName(job.request.output))}})
+        .Observe(result.compile_seconds);
+  }
   return result;
 }
 

@@ -7,9 +7,21 @@
 // CompilePool runs compiles on its own threads. Results are cached in memory and, optionally, on
 // disk, keyed by the SHA-256 of everything that determines the output: the kind, source, arch,
 // options, name expressions and the compiler's version (NVRTC's; for shared objects nvcc's
-// `--version` text, the CUTLASS headers' version and the host-launch ABI header). Equal requests
+// `--version` text, the CUTLASS headers' version, the host-launch ABI header, the host compiler's
+// version and the C library's: NvccToolchain). Equal requests
 // submitted while one is compiling share that compile. A restarted pool with the same disk cache
 // directory finds both kinds there.
+//
+// With a catalog (object_catalog.h: the fleet's, kept by the coordinator), a request missing both
+// caches is looked up there before it is compiled, and what the pool compiles is published there
+// (shared objects always; cubins when catalog_cubins: NVRTC takes ~0.1-1 s, little for a round
+// trip to save). A catalog entry is taken only when it decodes as a cache entry of the request's
+// own key with an ELF object; anything else (missing, unreachable, refused, garbage) compiles
+// locally: the catalog never fails a request.
+//
+// Metrics, when CompilePoolOptions::registry is set: forge_worker_compile_seconds{output} (each
+// compile run here that succeeded), forge_worker_catalog_lookups_total{outcome=hit|miss|error|
+// rejected}, forge_worker_catalog_publishes_total{outcome=stored|exists|error}.
 #ifndef FORGE_WORKER_COMPILE_COMPILE_POOL_H_
 #define FORGE_WORKER_COMPILE_COMPILE_POOL_H_
 
@@ -30,8 +42,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/digest/sha256.h"
+#include "common/metrics/metrics.h"
 #include "compiler/codegen/generated_kernel.h"
 #include "worker/compile/nvcc.h"
+#include "worker/compile/object_catalog.h"
 #include "worker/compile/ptxas_report.h"
 
 namespace forge::compile {
@@ -71,6 +85,7 @@ enum class CompileSource {
   kMemoryCache,     // an earlier identical request's result
   kDiskCache,       // read back from the pool's cache directory
   kJoinedInFlight,  // an identical request was compiling when this one arrived; shares its result
+  kCatalog,         // another worker's compile, from the fleet's catalog (object_catalog.h)
 };
 
 struct CompileResult {
@@ -91,7 +106,8 @@ struct CompileResult {
 
   bool ok() const { return status.ok(); }
   bool cache_hit() const {
-    return source == CompileSource::kMemoryCache || source == CompileSource::kDiskCache;
+    return source == CompileSource::kMemoryCache || source == CompileSource::kDiskCache ||
+           source == CompileSource::kCatalog;
   }
 };
 
@@ -108,6 +124,13 @@ struct CompilePoolOptions {
   std::string nvcc_path = DefaultNvccPath();
   std::string cutlass_include = DefaultCutlassInclude();
   absl::Duration nvcc_timeout = absl::Minutes(10);
+  // The fleet's catalog of compiled objects; null: none. Shared by whoever else holds it.
+  std::shared_ptr<ObjectCatalog> catalog;
+  // Cubins go through the catalog too (shared objects always do).
+  bool catalog_cubins = false;
+  // Where the pool's metrics go (the header comment lists them); null: nowhere. Must outlive the
+  // pool; Create fails when it has the families already.
+  metrics::Registry* registry = nullptr;
 };
 
 struct CompilePoolStats {
@@ -120,6 +143,13 @@ struct CompilePoolStats {
   std::int64_t disk_rejects = 0;         // cache files that failed their checksum or parse
   std::int64_t disk_write_failures = 0;  // results that could not be saved to disk
   double compile_seconds = 0;            // summed over `compiles`
+  // The catalog (object_catalog.h): lookups by outcome, and publishes.
+  std::int64_t catalog_hits = 0;
+  std::int64_t catalog_misses = 0;
+  std::int64_t catalog_errors = 0;   // unreachable, timed out, refused
+  std::int64_t catalog_rejects = 0;  // served bytes that were no cache entry of the key
+  std::int64_t catalog_publishes = 0;          // entries stored in the catalog
+  std::int64_t catalog_publish_failures = 0;
   double uptime_seconds = 0;
   double compiles_per_second = 0;  // compiles / uptime
 };
@@ -159,10 +189,24 @@ class CompilePool {
     CompileResult result;
     std::int64_t bytes;
   };
+  struct Metrics {
+    metrics::Family<metrics::Histogram>* compile_seconds = nullptr;
+    metrics::Family<metrics::Counter>* lookups = nullptr;
+    metrics::Family<metrics::Counter>* publishes = nullptr;
+  };
 
-  CompilePool(CompilePoolOptions options, std::string nvrtc_version, std::vector<int> archs);
+  CompilePool(CompilePoolOptions options, std::string nvrtc_version, std::vector<int> archs,
+              Metrics metrics);
   void WorkerLoop();
-  CompileResult Produce(const Job& job);
+  // The result of `job`, from the disk cache, the catalog or a compile; `publish` gets the cache
+  // entry to publish to the catalog afterwards, when there is one.
+  CompileResult Produce(const Job& job, std::string& publish);
+  // Whether `request` goes through the catalog.
+  bool UsesCatalog(const CompileRequest& request) const;
+  // The catalog's entry for `job`, decoded and checked; nullopt to compile.
+  std::optional<CompileResult> FromCatalog(const Job& job);
+  void PublishToCatalog(const Job& job, double compile_seconds, absl::string_view entry);
+  void CountLookup(absl::string_view outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The compile itself, by the request's output kind.
   CompileResult Run(const CompileRequest& request) const;
   // Why the pool cannot take `request` at all (an arch it does not know, nvcc missing), or OK.
@@ -176,6 +220,7 @@ class CompilePool {
   const std::string nvrtc_version_;
   const std::vector<int> supported_archs_;  // NVRTC's sm numbers: 75, 80, ..., 121
   const absl::Time created_;
+  const Metrics metrics_;
 
   mutable absl::Mutex toolchain_mutex_;
   mutable std::optional<absl::StatusOr<NvccToolchain>> toolchain_ ABSL_GUARDED_BY(toolchain_mutex_);

@@ -1,6 +1,7 @@
 #include "worker/compile/nvcc.h"
 
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -208,6 +209,16 @@ absl::StatusOr<NvccToolchain> DescribeNvccToolchain(const std::string& nvcc_path
                                 absl::StripAsciiWhitespace(run->output)));
   }
   toolchain.nvcc_version = std::string(absl::StripAsciiWhitespace(run->output));
+  const char* ccbin = std::getenv("NVCC_CCBIN");
+  absl::StatusOr<ToolRun> host =
+      RunTool({ccbin != nullptr && *ccbin ? ccbin : "g++", "--version"}, directory->path(),
+              kVersionTimeout);
+  if (host.ok() && host->succeeded()) {
+    const absl::string_view output = host->output;
+    toolchain.host_compiler_version =
+        std::string(absl::StripAsciiWhitespace(output.substr(0, output.find('\n'))));
+  }
+  toolchain.libc_version = gnu_get_libc_version();
 
   if (!cutlass_include.empty()) {
     const std::string header =

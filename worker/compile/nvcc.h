@@ -64,9 +64,16 @@ struct NvccToolchain {
   // compile with a message that says so.
   std::string cutlass_include;
   std::string cutlass_version;  // "4.2.0" from cutlass/version.h; empty without headers
+  // The host compiler nvcc runs ($NVCC_CCBIN, else g++ on PATH: the first line of its --version;
+  // empty when it does not answer) and this machine's C library ("2.36"): an object's host code
+  // is theirs, and one built against a newer glibc may not load where it is older, so both key the
+  // objects the fleet's catalog shares.
+  std::string host_compiler_version;
+  std::string libc_version;
 };
 
-// Runs `nvcc --version` and reads cutlass/version.h under `cutlass_include` (when not empty).
+// Runs `nvcc --version` and the host compiler's `--version`, reads cutlass/version.h under
+// `cutlass_include` (when not empty) and the C library's version.
 // FailedPrecondition naming the path when nvcc is missing or does not answer; a configured
 // CUTLASS directory without cutlass/version.h is left out (cutlass_include empty), not an error,
 // since only CUTLASS sources need it.

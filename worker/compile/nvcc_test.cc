@@ -120,6 +120,8 @@ TEST(NvccTest, DescribesTheToolkitsNvccAndTheCutlassHeaders) {
       DescribeNvccToolchain(DefaultNvccPath(), DefaultCutlassInclude());
   ASSERT_TRUE(toolchain.ok()) << toolchain.status();
   EXPECT_THAT(toolchain->nvcc_version, HasSubstr("release"));
+  EXPECT_FALSE(toolchain->host_compiler_version.empty()) << "g++ --version";
+  EXPECT_THAT(toolchain->libc_version, ::testing::StartsWith("2."));
   if (!DefaultCutlassInclude().empty()) EXPECT_EQ(toolchain->cutlass_version, "4.2.0");
 
   absl::StatusOr<NvccToolchain> missing = DescribeNvccToolchain("/nonexistent/nvcc", "");

@@ -30,6 +30,7 @@
 #include "common/tls/tls.h"
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
+#include "worker/compile/catalog_client.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/daemon/cost_model_fetcher.h"
 #include "worker/daemon/emulated_executor.h"
@@ -66,6 +67,11 @@ ConfigSchema Schema() {
       .Duration("compile.nvcc-timeout", absl::Minutes(10),
                 "Longest one nvcc build may take before it is killed (a CUTLASS configuration "
                 "takes ~45 s on one core).")
+      .Bool("compile.catalog", true,
+            "Look compiled objects up in the coordinator's fleet-wide catalog before compiling, "
+            "and publish what this worker compiles (publishing needs a worker token).")
+      .Bool("compile.catalog-cubins", false,
+            "Also NVRTC cubins (shared objects always go through the catalog when it is on).")
       .String("worker-id", "",
               "Id to register with; reuse it across restarts. Empty: the coordinator assigns one.")
       .String("hostname", "", "Host name to register with; empty: this machine's.")
@@ -187,13 +193,33 @@ int Run(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials({.tls = config->GetBool("tls"),
+                         .ca_file = config->GetString("tls-ca"),
+                         .cert_file = config->GetString("tls-cert"),
+                         .key_file = config->GetString("tls-key"),
+                         .token = config->GetString("token")});
+  if (!credentials.ok()) {
+    log->critical("{}", credentials.status().ToString());
+    return 2;
+  }
+  auto registry = std::make_shared<metrics::Registry>();
+
   const int compile_threads = static_cast<int>(config->GetInt64("compile-threads"));
+  std::shared_ptr<compile::ObjectCatalog> catalog;
+  if (config->GetBool("compile.catalog")) {
+    catalog = std::make_shared<compile::CatalogClient>(compile::CatalogClientOptions{
+        .coordinator = config->GetString("coordinator"), .credentials = *credentials});
+  }
   absl::StatusOr<std::unique_ptr<compile::CompilePool>> pool = compile::CompilePool::Create(
       {.threads = compile_threads,
        .disk_cache_dir = config->GetString("compile-cache-dir"),
        .nvcc_path = config->GetString("compile.nvcc"),
        .cutlass_include = config->GetString("compile.cutlass-include"),
-       .nvcc_timeout = config->GetDuration("compile.nvcc-timeout")});
+       .nvcc_timeout = config->GetDuration("compile.nvcc-timeout"),
+       .catalog = catalog,
+       .catalog_cubins = config->GetBool("compile.catalog-cubins"),
+       .registry = registry.get()});
   if (!pool.ok()) {
     log->critical("{}", pool.status().ToString());
     return 1;
@@ -206,17 +232,6 @@ int Run(int argc, char** argv) {
     log->critical("{}", lanes.status().ToString());
     return 1;
   }
-
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ClientCredentials({.tls = config->GetBool("tls"),
-                         .ca_file = config->GetString("tls-ca"),
-                         .cert_file = config->GetString("tls-cert"),
-                         .key_file = config->GetString("tls-key"),
-                         .token = config->GetString("token")});
-  if (!credentials.ok()) {
-    log->critical("{}", credentials.status().ToString());
-    return 2;
-  }
   std::unique_ptr<CostModelFetcher> fetcher;
   if (const absl::Duration poll = config->GetDuration("cost-model.poll");
       poll > absl::ZeroDuration() && !lanes->empty() && lanes->front()->gpu().emulated()) {
@@ -227,7 +242,6 @@ int Run(int argc, char** argv) {
         std::vector<FetchedModel>{{lanes->front()->gpu().name(), &learned}});
     fetcher->Start();
   }
-  auto registry = std::make_shared<metrics::Registry>();
   std::string hostname = config->GetString("hostname");
   if (hostname.empty()) hostname = ThisHostname();
   absl::StatusOr<std::unique_ptr<WorkerDaemon>> daemon = WorkerDaemon::Create(

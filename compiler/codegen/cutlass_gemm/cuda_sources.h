@@ -7,10 +7,13 @@ namespace forge::codegen::cutlass_gemm {
 
 // cutlass_common.cuh: runtime-argument access, errors, accurate activation functors.
 extern const char kCutlassCommon[];
-// sm90_tma_ws.cuh and sm80_3xtf32.cuh: one template each, after the two above.
+// sm90_gemm.cuh: what the 16-bit sm90 templates share (Element, tiles, Sm90Gemm), before them.
+extern const char kSm90Gemm[];
+// One template each, after the above.
 extern const char kSm90TmaWs[];
 extern const char kSm80ThreeTf32[];
 extern const char kSm90ThreeTf32[];
+extern const char kSm90Gated[];
 // cutlass_entry_points.cuh: forge_workspace_bytes and forge_launch, after the template.
 extern const char kCutlassEntryPoints[];
 

@@ -8,7 +8,8 @@
 //    tile-scheduler settings from the runtime arguments;
 //  - forge_cutlass::Sm90Stride: a CuTe (rows, cols, batch) stride from a leading dimension and a
 //    batch stride, for the sm90 templates' operands and outputs;
-//  - activation functors that compute in float with the accurate libm functions (CUTLASS's own
+//  - activation functors (parameterized ones, leaky_relu and the clamps, when the prologue
+//    defines FORGE_ACTIVATION_P0 / _P1) that compute in float with the accurate libm functions (CUTLASS's own
 //    Tanh and GELU_taylor use tanh.approx.f32, about 2^-11 relative error: too coarse for
 //    float32's 1e-4 tolerance), for scalars and for the fragments (cutlass::Array) the epilogues
 //    apply them to.
@@ -80,7 +81,7 @@ inline const char* CheckArgs(const Args& args, int32_t buffer_count) {
   for (int index : {FORGE_ARG_A, FORGE_ARG_B, FORGE_ARG_D}) {
     if (args[index] < 0 || args[index] >= buffer_count) return "an operand names no buffer";
   }
-  for (int index : {FORGE_ARG_BIAS, FORGE_ARG_C}) {
+  for (int index : {FORGE_ARG_BIAS, FORGE_ARG_C, FORGE_ARG_B_UP}) {
     if (args[index] < -1 || args[index] >= buffer_count) return "an operand names no buffer";
   }
   return "";
@@ -128,6 +129,29 @@ struct Elementwise<Op, cutlass::Array<T, N>> {
     return y;
   }
 };
+
+#ifdef FORGE_ACTIVATION_P0
+// The parameterized activations: their constants come with the configuration (the prologue's
+// FORGE_ACTIVATION_P0 / _P1, double literals), converted to float as ATen's float math does.
+// leaky_relu(x, slope P0); clamp to [P0, P1] (hardtanh, relu6, clamp, clamp_min, clamp_max). A
+// NaN passes through both, as in ATen.
+struct LeakyReluOp {
+  CUTLASS_HOST_DEVICE static float Apply(float x) {
+    return x > 0.0f ? x : x * static_cast<float>(FORGE_ACTIVATION_P0);
+  }
+};
+struct ClampOp {
+  CUTLASS_HOST_DEVICE static float Apply(float x) {
+    const float low = static_cast<float>(FORGE_ACTIVATION_P0);
+    const float high = static_cast<float>(FORGE_ACTIVATION_P1);
+    return x < low ? low : (x > high ? high : x);
+  }
+};
+template <class T>
+using LeakyRelu = Elementwise<LeakyReluOp, T>;
+template <class T>
+using Clamp = Elementwise<ClampOp, T>;
+#endif
 
 template <class T>
 using Tanh = Elementwise<TanhOp, T>;

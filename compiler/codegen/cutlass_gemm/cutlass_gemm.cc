@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/codegen/cuda_expr.h"
 #include "compiler/codegen/cutlass_gemm/cuda_sources.h"
@@ -25,12 +28,57 @@ using forge::v1::TensorSpec;
 
 // ---- The epilogue ----
 
+// The scalar parameters of a parameterized activation, compiled into the configuration as
+// FORGE_ACTIVATION_P0 / _P1 (cutlass_common.cuh): leaky_relu's negative slope (P0); the clamps'
+// lower and upper bounds (P0, P1; an absent bound is infinite).
+using ActivationParameters = std::pair<double, double>;
+
+// A Scalar argument's value: `fallback` when absent or None; nullopt when it is not a number (a
+// tensor bound).
+std::optional<double> ScalarArgument(const Node& node, absl::string_view name, double fallback) {
+  const Argument* argument = FindArgument(node, name);
+  if (argument == nullptr || argument->has_none()) return fallback;
+  if (argument->has_float_value()) return argument->float_value();
+  if (argument->has_int_value()) return static_cast<double>(argument->int_value());
+  return std::nullopt;
+}
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The bounds named `low_name` and `high_name` (each defaulting as given), as P0 and P1.
+std::optional<ActivationParameters> Bounds(const Node& node, absl::string_view low_name,
+                                           absl::string_view high_name, double low, double high) {
+  const std::optional<double> lower = ScalarArgument(node, low_name, low);
+  const std::optional<double> upper = ScalarArgument(node, high_name, high);
+  if (!lower || !upper) return std::nullopt;
+  return ActivationParameters{*lower, *upper};
+}
+
+std::optional<ActivationParameters> LeakyReluParameters(const Node& node) {
+  const std::optional<double> slope = ScalarArgument(node, "negative_slope", 0.01);
+  if (!slope) return std::nullopt;
+  return ActivationParameters{*slope, 0};
+}
+std::optional<ActivationParameters> HardtanhParameters(const Node& node) {
+  return Bounds(node, "min_val", "max_val", -1, 1);
+}
+std::optional<ActivationParameters> Relu6Parameters(const Node&) {
+  return ActivationParameters{0, 6};
+}
+// clamp, clamp_min and clamp_max: an absent bound is infinite.
+std::optional<ActivationParameters> ClampParameters(const Node& node) {
+  return Bounds(node, "min", "max", -kInfinity, kInfinity);
+}
+
 // An activation the templates apply: the node that asks for it and the CUDA functor template.
 struct Activation {
   const char* name;         // in kernel names
   const char* op;           // the node's op, without "aten::"; "" for the identity
   const char* approximate;  // gelu's `approximate` ("none" when absent); nullptr: not gelu
   const char* functor;      // the epilogue functor template (cutlass_common.cuh or CUTLASS's)
+  // Its scalar parameters from the node (nullptr: none; nullopt: not expressible, e.g. a tensor
+  // bound).
+  std::optional<ActivationParameters> (*parameters)(const Node&) = nullptr;
 };
 constexpr Activation kIdentity = {"", "", nullptr, "cutlass::epilogue::thread::Identity"};
 constexpr Activation kActivations[] = {
@@ -40,15 +88,29 @@ constexpr Activation kActivations[] = {
     {"silu", "silu", nullptr, "forge_cutlass::Silu"},
     {"sigmoid", "sigmoid", nullptr, "forge_cutlass::Sigmoid"},
     {"tanh", "tanh", nullptr, "forge_cutlass::Tanh"},
+    {"leaky_relu", "leaky_relu", nullptr, "forge_cutlass::LeakyRelu", LeakyReluParameters},
+    {"hardtanh", "hardtanh", nullptr, "forge_cutlass::Clamp", HardtanhParameters},
+    {"relu6", "relu6", nullptr, "forge_cutlass::Clamp", Relu6Parameters},
+    {"clamp", "clamp", nullptr, "forge_cutlass::Clamp", ClampParameters},
+    {"clamp_min", "clamp_min", nullptr, "forge_cutlass::Clamp", ClampParameters},
+    {"clamp_max", "clamp_max", nullptr, "forge_cutlass::Clamp", ClampParameters},
 };
 
-const Activation* FindActivation(const Node& node) {
+// The activation `node` asks for, with its parameters; nullptr when the epilogue has none such.
+const Activation* FindActivation(const Node& node,
+                                 std::optional<ActivationParameters>* parameters) {
   const absl::string_view op = OpName(node);
   const Argument* approximate = FindArgument(node, "approximate");
   const std::string form = approximate != nullptr ? approximate->string_value() : "none";
   for (const Activation& activation : kActivations) {
     if (op != activation.op) continue;
-    if (activation.approximate == nullptr || form == activation.approximate) return &activation;
+    if (activation.approximate != nullptr && form != activation.approximate) continue;
+    *parameters = std::nullopt;
+    if (activation.parameters != nullptr) {
+      *parameters = activation.parameters(node);
+      if (!*parameters) return nullptr;
+    }
+    return &activation;
   }
   return nullptr;
 }
@@ -67,7 +129,11 @@ struct CutlassAnalysis {
   int bias_input = -1;
   RowMajorOperand residual;  // buffer -1: none
   const Activation* activation = &kIdentity;
+  std::optional<ActivationParameters> activation_parameters;  // when the activation has some
   RowMajorOperand output;
+  // A gated product (sm90_gated): `product` is A x B_gate, `up_b` B_up, `activation` the gate's.
+  bool gated = false;
+  GemmMatrix up_b;
   // Why the task's epilogue cannot be expressed; empty when it can.
   std::string obstacle;
 };
@@ -153,7 +219,8 @@ std::string FoldEpilogue(const GroupView& view, const Node& matmul, CutlassAnaly
       } else {
         break;
       }
-    } else if (const Activation* activation = FindActivation(*next);
+    } else if (const Activation* activation =
+                   FindActivation(*next, &analysis.activation_parameters);
                activation != nullptr && no_activation) {
       analysis.activation = activation;
     } else {
@@ -168,20 +235,47 @@ absl::Status Prefixed(const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("cutlass_gemm: ", status.message()));
 }
 
+// The gated product of a group of two products: act(A B_gate) * (A B_up) and nothing after it
+// but reshapes; returns the mul's value.
+absl::StatusOr<std::string> AnalyzeGated(const GroupView& view, CutlassAnalysis& analysis) {
+  absl::StatusOr<GatedProductAnalysis> gated = AnalyzeGatedProduct(view);
+  if (!gated.ok()) return gated.status();
+  analysis.gated = true;
+  analysis.product = gated->product;
+  analysis.up_b = gated->up_b;
+  analysis.activation = FindActivation(*gated->activation, &analysis.activation_parameters);
+  if (analysis.activation == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the gate's ", DescribeNode(*gated->activation),
+        " is not an activation the epilogue has (relu, gelu, silu, sigmoid, tanh, leaky_relu, "
+        "hardtanh, relu6, clamp with scalar bounds)"));
+  }
+  return gated->mul->outputs(0);
+}
+
 absl::StatusOr<CutlassAnalysis> Analyze(const KernelTask& task) {
   absl::StatusOr<GroupView> view = GroupView::Create(task);
   if (!view.ok()) return view.status();
-  absl::StatusOr<ProductAnalysis> product = AnalyzeProduct(*view, {.broadcast_batch = true});
-  if (!product.ok()) return Prefixed(product.status());
   CutlassAnalysis analysis;
-  analysis.product = product->product;
-  const std::string result = FoldEpilogue(*view, *product->matmul, analysis);
-  if (!analysis.obstacle.empty()) return Prefixed(absl::UnimplementedError(analysis.obstacle));
+  std::string result;
+  if (ProductCount(*view) == 2) {
+    absl::StatusOr<std::string> gated = AnalyzeGated(*view, analysis);
+    if (!gated.ok()) return Prefixed(gated.status());
+    result = *gated;
+  } else {
+    absl::StatusOr<ProductAnalysis> product = AnalyzeProduct(*view, {.broadcast_batch = true});
+    if (!product.ok()) return Prefixed(product.status());
+    analysis.product = product->product;
+    result = FoldEpilogue(*view, *product->matmul, analysis);
+    if (!analysis.obstacle.empty()) return Prefixed(absl::UnimplementedError(analysis.obstacle));
+  }
   for (const Node* node : RemainingNodes(*view, result)) {
     if (!IsReshape(*node)) {
       return Prefixed(absl::UnimplementedError(absl::StrCat(
           DescribeNode(*node), " is not expressible in a CUTLASS epilogue (supported: ",
-          "activation(alpha * product + beta * residual + bias[n]))")));
+          analysis.gated ? "act(A B_gate) * (A B_up)"
+                         : "activation(alpha * product + beta * residual + bias[n])",
+          ")")));
     }
   }
   if (task.outputs_size() != 1) {
@@ -204,14 +298,16 @@ bool Is16Bit(DType dtype) {
   return dtype == forge::v1::DTYPE_BFLOAT16 || dtype == forge::v1::DTYPE_FLOAT16;
 }
 
-// The templates of a product of `dtype`, in the order their spaces are offered.
-std::vector<const char*> TemplatesFor(DType dtype) {
-  if (Is16Bit(dtype)) return {CutlassGemmFamily::kSm90Template};
+// The templates of the analysed task, in the order their spaces are offered.
+std::vector<const char*> TemplatesFor(const CutlassAnalysis& analysis) {
+  if (analysis.gated) return {CutlassGemmFamily::kSm90GatedTemplate};
+  if (Is16Bit(analysis.product.dtype)) return {CutlassGemmFamily::kSm90Template};
   return {CutlassGemmFamily::kSm90ThreeTf32Template, CutlassGemmFamily::kSm80Template};
 }
 
 TemplateSpace SpaceOf(absl::string_view template_name) {
-  if (template_name == CutlassGemmFamily::kSm90Template) {
+  if (template_name == CutlassGemmFamily::kSm90Template ||
+      template_name == CutlassGemmFamily::kSm90GatedTemplate) {
     return {std::string(template_name),
             {{"tile_m", {64, 128, 256}, 128},
              {"tile_n", {64, 128, 256}, 256},
@@ -264,9 +360,36 @@ int Sm80Alignment(const CutlassAnalysis& analysis) {
   return aligned ? 4 : 1;
 }
 
+// What keeps sm90_gated from running the gated product; empty when nothing does.
+std::string GatedObstacle(const CutlassAnalysis& analysis) {
+  const GemmProduct& p = analysis.product;
+  if (!Is16Bit(p.dtype)) {
+    return absl::StrCat("sm90_gated runs bfloat16 and float16 gated products, not ",
+                        DTypeName(p.dtype), " (the partitioner forms float32 ones as two GEMM "
+                        "tasks)");
+  }
+  if (analysis.up_b.transposed != p.b.transposed || analysis.up_b.leading_dim != p.b.leading_dim) {
+    return "sm90_gated: the up projection's weight is laid out unlike the gate's (one ldb)";
+  }
+  constexpr int64_t kElementsPer16Bytes = 8;
+  // TMA: A's rows and its contiguous extent, and the packed weight's contiguous extent K.
+  const int64_t a_contiguous = p.a.transposed ? p.m : p.k;
+  for (const auto& [what, count] :
+       std::vector<std::pair<std::string, int64_t>>{{"A's leading dimension", p.a.leading_dim},
+                                                    {"A's contiguous extent", a_contiguous},
+                                                    {"K", p.k}}) {
+    if (count % kElementsPer16Bytes != 0) {
+      return absl::StrCat("sm90_gated: ", what, " (", count,
+                          " elements) is not a multiple of 16 bytes, as TMA needs");
+    }
+  }
+  return "";
+}
+
 // What keeps `template_name` from running the task at any point; empty when nothing does.
 std::string TemplateObstacle(const CutlassAnalysis& analysis, absl::string_view template_name) {
   const GemmProduct& p = analysis.product;
+  if (template_name == CutlassGemmFamily::kSm90GatedTemplate) return GatedObstacle(analysis);
   if (template_name == CutlassGemmFamily::kSm80Template) {
     if (analysis.bias_input >= 0 && analysis.residual.buffer >= 0) {
       return "sm80_3xtf32 adds a bias as its C operand, so not a bias and a residual together";
@@ -301,7 +424,7 @@ std::string TemplateObstacle(const CutlassAnalysis& analysis, absl::string_view 
 std::vector<const char*> UsableTemplates(const CutlassAnalysis& analysis, std::string* obstacles) {
   std::vector<const char*> usable;
   std::vector<std::string> reasons;
-  for (const char* name : TemplatesFor(analysis.product.dtype)) {
+  for (const char* name : TemplatesFor(analysis)) {
     if (std::string obstacle = TemplateObstacle(analysis, name); obstacle.empty()) {
       usable.push_back(name);
     } else {
@@ -341,11 +464,12 @@ absl::Status ValidateSm90Point(const SchedulePoint& point) {
 }
 
 absl::Status ValidateAgainst(const CutlassAnalysis& analysis, const SchedulePoint& point) {
-  const std::vector<const char*> templates = TemplatesFor(analysis.product.dtype);
+  const std::vector<const char*> templates = TemplatesFor(analysis);
   if (std::find(templates.begin(), templates.end(), point.template_name) == templates.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cutlass_gemm: template '", point.template_name, "' does not apply to a ",
-        DTypeName(analysis.product.dtype), " product (its templates are '",
+        DTypeName(analysis.product.dtype), analysis.gated ? " gated" : "",
+        " product (its templates are '",
         absl::StrJoin(templates, "', '"), "')"));
   }
   if (absl::Status status = CheckPointInSpace(SpaceOf(point.template_name), point);
@@ -356,7 +480,10 @@ absl::Status ValidateAgainst(const CutlassAnalysis& analysis, const SchedulePoin
       !obstacle.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cutlass_gemm: ", obstacle));
   }
-  if (point.template_name == CutlassGemmFamily::kSm90Template) return ValidateSm90Point(point);
+  if (point.template_name == CutlassGemmFamily::kSm90Template ||
+      point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
+    return ValidateSm90Point(point);
+  }
   return absl::OkStatus();
 }
 
@@ -382,6 +509,7 @@ bool ARowMajor(const GemmProduct& p) { return !p.a.transposed; }
 bool BRowMajor(const GemmProduct& p) { return !p.b.transposed; }
 
 std::string EpilogueName(const CutlassAnalysis& analysis, bool source_operand) {
+  if (analysis.gated) return absl::StrCat("_", analysis.activation->name, "_gated");
   std::vector<std::string> parts;
   if (analysis.bias_input >= 0) parts.push_back("bias");
   if (source_operand) parts.push_back("residual");
@@ -406,6 +534,7 @@ std::vector<int64_t> CommonRuntimeArgs(const CutlassAnalysis& analysis) {
   args[kArgBatchStrideB] = p.b.batch_stride;
   args[kArgBias] = -1;
   args[kArgC] = -1;
+  args[kArgBUp] = -1;
   args[kArgD] = analysis.output.buffer;
   args[kArgLdd] = analysis.output.leading_dim;
   args[kArgBatchStrideD] = analysis.output.batch_stride;
@@ -468,37 +597,84 @@ void SetSm90RuntimeArgsAndLaunch(const CutlassAnalysis& analysis, const Schedule
   config.launch.block = {384, 1, 1};
 }
 
+// The schedule point of the 16-bit sm90 templates (sm90_tma_ws, sm90_gated).
+struct Sm90Tiling {
+  int64_t tile_m, tile_n, tile_k, cluster_m, cluster_n;
+  bool pingpong;
+
+  explicit Sm90Tiling(const SchedulePoint& point)
+      : tile_m(point.parameters.at("tile_m")),
+        tile_n(point.parameters.at("tile_n")),
+        tile_k(point.parameters.at("tile_k")),
+        cluster_m(point.parameters.at("cluster_m")),
+        cluster_n(point.parameters.at("cluster_n")),
+        pingpong(point.parameters.at("schedule") == 1) {}
+
+  // "128x256x64_2x1x1_cooperative" in kernel names.
+  std::string Name() const {
+    return absl::StrCat(tile_m, "x", tile_n, "x", tile_k, "_", cluster_m, "x", cluster_n, "x1_",
+                        pingpong ? "pingpong" : "cooperative");
+  }
+  // The element, A's layout, tile, cluster and schedule #defines, then the activation's.
+  Defines CommonDefines(const CutlassAnalysis& analysis) const {
+    const bool bf16 = analysis.product.dtype == forge::v1::DTYPE_BFLOAT16;
+    return {{"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
+            {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(analysis.product))},
+            {"FORGE_TILE_M", absl::StrCat(tile_m)},
+            {"FORGE_TILE_N", absl::StrCat(tile_n)},
+            {"FORGE_TILE_K", absl::StrCat(tile_k)},
+            {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
+            {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
+            {"FORGE_PINGPONG", pingpong ? "1" : "0"},
+            {"FORGE_ACTIVATION", analysis.activation->functor}};
+  }
+};
+
+const char* ElementName(DType dtype) {
+  return dtype == forge::v1::DTYPE_BFLOAT16 ? "bf16" : "f16";
+}
+
 Configuration Sm90Configuration(const CutlassAnalysis& analysis, const SchedulePoint& point) {
   const GemmProduct& p = analysis.product;
-  const auto& params = point.parameters;
-  const int64_t tile_m = params.at("tile_m");
-  const int64_t tile_n = params.at("tile_n");
-  const int64_t tile_k = params.at("tile_k");
-  const int64_t cluster_m = params.at("cluster_m");
-  const int64_t cluster_n = params.at("cluster_n");
-  const bool pingpong = params.at("schedule") == 1;
+  const Sm90Tiling tiling(point);
   const bool source = analysis.residual.buffer >= 0;
-  const bool bf16 = p.dtype == forge::v1::DTYPE_BFLOAT16;
   Configuration config;
-  config.kernel_name = absl::StrCat(
-      "cutlass_sm90_", bf16 ? "bf16" : "f16", "_", LayoutLetter(ARowMajor(p)),
-      LayoutLetter(BRowMajor(p)), "_", tile_m, "x", tile_n, "x", tile_k, "_", cluster_m, "x",
-      cluster_n, "x1_", pingpong ? "pingpong" : "cooperative", EpilogueName(analysis, source));
-  config.defines = {
-      {"FORGE_ELEMENT", bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t"},
-      {"FORGE_LAYOUT_A", LayoutTag(ARowMajor(p))},
-      {"FORGE_LAYOUT_B", LayoutTag(BRowMajor(p))},
-      {"FORGE_TILE_M", absl::StrCat(tile_m)},
-      {"FORGE_TILE_N", absl::StrCat(tile_n)},
-      {"FORGE_TILE_K", absl::StrCat(tile_k)},
-      {"FORGE_CLUSTER_M", absl::StrCat(cluster_m)},
-      {"FORGE_CLUSTER_N", absl::StrCat(cluster_n)},
-      {"FORGE_PINGPONG", pingpong ? "1" : "0"},
-      {"FORGE_ACTIVATION", analysis.activation->functor},
-      {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
-      {"FORGE_HAS_SOURCE", source ? "1" : "0"}};
-  SetSm90RuntimeArgsAndLaunch(analysis, point, tile_m, tile_n, config);
-  SetGemmHints(p, tile_m, tile_n, tile_k, GemmMath::kTensorCore16Bit, 1, config.hints);
+  config.kernel_name = absl::StrCat("cutlass_sm90_", ElementName(p.dtype), "_",
+                                    LayoutLetter(ARowMajor(p)), LayoutLetter(BRowMajor(p)), "_",
+                                    tiling.Name(), EpilogueName(analysis, source));
+  config.defines = tiling.CommonDefines(analysis);
+  config.defines.insert(config.defines.end(),
+                        {{"FORGE_LAYOUT_B", LayoutTag(BRowMajor(p))},
+                         {"FORGE_HAS_BIAS", analysis.bias_input >= 0 ? "1" : "0"},
+                         {"FORGE_HAS_SOURCE", source ? "1" : "0"}});
+  SetSm90RuntimeArgsAndLaunch(analysis, point, tiling.tile_m, tiling.tile_n, config);
+  SetGemmHints(p, tiling.tile_m, tiling.tile_n, tiling.tile_k, GemmMath::kTensorCore16Bit, 1,
+               config.hints);
+  return config;
+}
+
+// sm90_gated: sm90_tma_ws's configuration over the packed product (2n columns), the gate's
+// activation, no bias or C; the up weight and B's layout as runtime arguments.
+Configuration Sm90GatedConfiguration(const CutlassAnalysis& analysis,
+                                     const SchedulePoint& point) {
+  const GemmProduct& p = analysis.product;
+  const Sm90Tiling tiling(point);
+  Configuration config;
+  config.kernel_name =
+      absl::StrCat("cutlass_sm90_gated_", ElementName(p.dtype), "_", LayoutLetter(ARowMajor(p)),
+                   "_", tiling.Name(), EpilogueName(analysis, false));
+  config.defines = tiling.CommonDefines(analysis);
+  config.defines.push_back({"FORGE_HAS_BIAS", "0"});
+  CutlassAnalysis packed = analysis;
+  packed.product.n = 2 * p.n;  // the GEMM's columns: (gate, up) pairs
+  SetSm90RuntimeArgsAndLaunch(packed, point, tiling.tile_m, tiling.tile_n, config);
+  std::vector<int64_t>& args = config.runtime_args;
+  args[kArgN] = p.n;
+  args[kArgBRowMajor] = BRowMajor(p) ? 1 : 0;
+  args[kArgBUp] = analysis.up_b.input;
+  SetGemmHints(packed.product, tiling.tile_m, tiling.tile_n, tiling.tile_k,
+               GemmMath::kTensorCore16Bit, 1, config.hints);
+  config.hints.kernel_launches = 2;  // the packing kernel, then the GEMM
   return config;
 }
 
@@ -574,17 +750,52 @@ Configuration Sm90ThreeTf32Configuration(const CutlassAnalysis& analysis,
   return config;
 }
 
+// A double as a C++ literal that keeps every bit (hexadecimal floating point), or the infinity
+// builtin.
+std::string DoubleLiteral(double value) {
+  if (std::isinf(value)) return value > 0 ? "(__builtin_huge_val())" : "(-__builtin_huge_val())";
+  return absl::StrFormat("(%a)", value);
+}
+
 absl::StatusOr<Configuration> ConfigurationOf(const KernelTask& task, const SchedulePoint& point) {
   absl::StatusOr<CutlassAnalysis> analysis = Analyze(task);
   if (!analysis.ok()) return analysis.status();
   if (absl::Status status = ValidateAgainst(*analysis, point); !status.ok()) return status;
+  Configuration config;
   if (point.template_name == CutlassGemmFamily::kSm90Template) {
-    return Sm90Configuration(*analysis, point);
+    config = Sm90Configuration(*analysis, point);
+  } else if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
+    config = Sm90ThreeTf32Configuration(*analysis, point);
+  } else if (point.template_name == CutlassGemmFamily::kSm90GatedTemplate) {
+    config = Sm90GatedConfiguration(*analysis, point);
+  } else {
+    config = Sm80Configuration(*analysis, point);
   }
-  if (point.template_name == CutlassGemmFamily::kSm90ThreeTf32Template) {
-    return Sm90ThreeTf32Configuration(*analysis, point);
+  // A parameterized activation's constants are part of the configuration (compiled in).
+  if (const auto& parameters = analysis->activation_parameters) {
+    config.defines.push_back({"FORGE_ACTIVATION_P0", DoubleLiteral(parameters->first)});
+    config.defines.push_back({"FORGE_ACTIVATION_P1", DoubleLiteral(parameters->second)});
   }
-  return Sm80Configuration(*analysis, point);
+  return config;
+}
+
+// The embedded CUDA of each template (cuda_sources.h) between cutlass_common.cuh and
+// cutlass_entry_points.cuh, by name: what it shares with other templates, then its own.
+std::string TemplateSource(absl::string_view template_name) {
+  struct Source {
+    const char* name;
+    const char* shared;
+    const char* text;
+  };
+  static constexpr Source kSources[] = {
+      {CutlassGemmFamily::kSm90Template, cutlass_gemm::kSm90Gemm, cutlass_gemm::kSm90TmaWs},
+      {CutlassGemmFamily::kSm90GatedTemplate, cutlass_gemm::kSm90Gemm, cutlass_gemm::kSm90Gated},
+      {CutlassGemmFamily::kSm90ThreeTf32Template, "", cutlass_gemm::kSm90ThreeTf32},
+      {CutlassGemmFamily::kSm80Template, "", cutlass_gemm::kSm80ThreeTf32}};
+  for (const Source& source : kSources) {
+    if (template_name == source.name) return absl::StrCat(source.shared, source.text);
+  }
+  return "#error unknown cutlass_gemm template\n";
 }
 
 // The compile options every template's source needs beyond the worker's -std, -arch and include
@@ -602,7 +813,7 @@ const char* RuntimeArgName(RuntimeArg arg) {
       "M",   "N",   "K",    "BATCH",          "A",   "LDA",   "BATCH_STRIDE_A",
       "B",   "LDB", "BATCH_STRIDE_B", "BIAS", "C",   "LDC",   "BATCH_STRIDE_C",
       "D",   "LDD", "BATCH_STRIDE_D", "ALPHA", "BETA", "RASTER", "SWIZZLE",
-      "A_ROW_MAJOR", "B_ROW_MAJOR", "PROMOTION"};
+      "A_ROW_MAJOR", "B_ROW_MAJOR", "PROMOTION", "B_UP"};
   return arg >= 0 && arg < kRuntimeArgCount ? kNames[arg] : "?";
 }
 
@@ -664,10 +875,7 @@ absl::StatusOr<std::string> CutlassGemmFamily::Emit(const KernelTask& task,
                     " ", arg, "\n");
   }
   absl::StrAppend(&source, "#define FORGE_ARG_COUNT ", static_cast<int>(kRuntimeArgCount), "\n",
-                  cutlass_gemm::kCutlassCommon,
-                  plan.template_name == kSm90Template           ? cutlass_gemm::kSm90TmaWs
-                  : plan.template_name == kSm90ThreeTf32Template ? cutlass_gemm::kSm90ThreeTf32
-                                                                 : cutlass_gemm::kSm80ThreeTf32,
+                  cutlass_gemm::kCutlassCommon, TemplateSource(plan.template_name),
                   cutlass_gemm::kCutlassEntryPoints);
   return source;
 }
@@ -677,7 +885,8 @@ absl::Status CutlassGemmFamily::SupportsArch(const KernelTask& /*task*/,
                                              absl::string_view target_arch) const {
   absl::StatusOr<int> capability = ComputeCapabilityOf(target_arch);
   if (!capability.ok()) return capability.status();
-  if ((point.template_name == kSm90Template || point.template_name == kSm90ThreeTf32Template) &&
+  if ((point.template_name == kSm90Template || point.template_name == kSm90ThreeTf32Template ||
+       point.template_name == kSm90GatedTemplate) &&
       *capability != 90) {
     return absl::FailedPreconditionError(absl::StrCat(
         point.template_name, " needs sm_90 (TMA and WGMMA of Hopper), not ", target_arch));

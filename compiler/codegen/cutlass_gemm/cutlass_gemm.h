@@ -4,7 +4,8 @@
 // Executor::kHostLaunched, the compile output CompileOutput::kNvccSharedObject.
 //
 // Templates (each one .cuh in this folder, between cutlass_common.cuh and
-// cutlass_entry_points.cuh, which hold what they share):
+// cutlass_entry_points.cuh, which hold what they share; the 16-bit sm90 ones after sm90_gemm.cuh,
+// their shared mainloop):
 //  - "sm90_tma_ws" (sm90_tma_ws.cuh) for bfloat16 and float16 tasks: CUTLASS 3.x CollectiveBuilder
 //    kernels for Hopper (TMA, WGMMA, warp-specialized persistent kernels, TMA epilogue with an
 //    epilogue fusion), float32 accumulation. Parameters:
@@ -42,6 +43,16 @@
 //    of K = 8 between promotions). Cooperative schedule, TMA epilogue (D and C need 16-byte
 //    leading dimensions). The CUTLASS probe measured 1.89x eager float32 at 4096^3 with 0
 //    elements outside float32's tolerance (benchmarks/results/2026-12-02-h200-cutlass-probe.md).
+//  - "sm90_gated" (sm90_gated.cuh) for bfloat16 and float16 gated products (SwiGLU:
+//    silu(x Wg^T) * (x Wu^T), gemm_analysis.h's GatedProductAnalysis; the partitioner forms the
+//    task from a Llama/Mistral MLP's gate and up projections): ONE CUTLASS 3.x WGMMA GEMM over a
+//    packed weight whose rows interleave the two weights (gate j, up j), written into the
+//    workspace by a packing kernel before the GEMM, with an epilogue of Forge's own that turns
+//    each accumulator column pair into act(gate) * up in registers and writes the n-wide output.
+//    The parameters of sm90_tma_ws (tile_n counts packed columns: tile_n / 2 output columns).
+//    Needs A's leading dimension and K (and M for a column-major A) to be multiples of 8
+//    elements, both weights in one layout and leading dimension, no batch; anything else
+//    (float32, a bias on a projection, an epilogue after the mul) is declined with the reason.
 //
 // Epilogue: D = activation(alpha * (A B) + beta * C + bias) with
 //  - alpha: a scalar multiply (or divide) of the product, before anything is added;
@@ -49,7 +60,8 @@
 //    or an add after the product);
 //  - C: a residual add of a contiguous task input of the product's shape (beta = 1);
 //  - activation: relu, gelu (erf and tanh forms), silu, sigmoid, tanh (computed in float with the
-//    accurate libm functions; cutlass_common.cuh).
+//    accurate libm functions; cutlass_common.cuh), leaky_relu and the clamps (hardtanh, relu6,
+//    clamp, clamp_min, clamp_max) with scalar parameters, compiled into the configuration.
 // in that order; then only reshapes to the task's one contiguous output of the product's dtype.
 // sm80_3xtf32 expresses a bias as C with leading dimension 0, so not a bias and a residual
 // together. Anything else (an activation before an add, a second output, a cast...) is declined
@@ -102,6 +114,7 @@ enum RuntimeArg : int {
   kArgARowMajor,      // sm90_3xtf32: 1 when A (m x k) is row-major, 0 column-major
   kArgBRowMajor,      // sm90_3xtf32: 1 when B (k x n) is row-major, 0 column-major
   kArgPromotion,      // sm90_3xtf32: MMAs between promotions into float32 registers
+  kArgBUp,            // sm90_gated: buffer of the up projection's B (B is the gate's), or -1
   kRuntimeArgCount,
 };
 // "M", "N", ..., "SWIZZLE": the FORGE_ARG_ suffix of `arg`.
@@ -132,10 +145,11 @@ class CutlassGemmFamily : public KernelFamily {
   static constexpr char kSm90Template[] = "sm90_tma_ws";
   static constexpr char kSm80Template[] = "sm80_3xtf32";
   static constexpr char kSm90ThreeTf32Template[] = "sm90_3xtf32";
+  static constexpr char kSm90GatedTemplate[] = "sm90_gated";
 
   forge::v1::KernelFamily kind() const override { return forge::v1::KERNEL_FAMILY_CUTLASS_GEMM; }
   absl::string_view name() const override { return "cutlass_gemm"; }
-  absl::string_view generator_version() const override { return "cutlass_gemm-4"; }
+  absl::string_view generator_version() const override { return "cutlass_gemm-5"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(
@@ -150,7 +164,7 @@ class CutlassGemmFamily : public KernelFamily {
   // cutlass_entry_points.cuh. Identical for every task planned to the same configuration.
   absl::StatusOr<std::string> Emit(const forge::v1::KernelTask& task,
                                    const LaunchPlan& plan) const override;
-  // sm90_tma_ws and sm90_3xtf32: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.
+  // sm90_tma_ws, sm90_3xtf32 and sm90_gated: sm_90 (Hopper) only; sm80_3xtf32: sm_80 and later.
   absl::Status SupportsArch(const forge::v1::KernelTask& task, const SchedulePoint& point,
                             absl::string_view target_arch) const override;
 };

@@ -21,10 +21,12 @@ namespace {
 
 using forge::v1::KernelTask;
 
-// A template, and the dtype of the task that exercises it.
+// A template, the dtype of the task that exercises it, and whether that task is a gated
+// product (SwiGLU) rather than gelu(linear(x, w, bias)).
 struct TemplateCase {
   const char* template_name;
   forge::v1::DType dtype;
+  bool gated = false;
 };
 
 void PrintTo(const TemplateCase& c, std::ostream* os) { *os << c.template_name; }
@@ -33,9 +35,12 @@ class CutlassGemmCompileTest : public ::testing::TestWithParam<TemplateCase> {};
 
 TEST_P(CutlassGemmCompileTest, CompilesToTheHostLaunchAbi) {
   if (!testing::HaveCutlass()) GTEST_SKIP() << "no CUTLASS headers (scripts/setup)";
-  // gelu(linear(x, w, bias)): the bias and an activation exercise the fused epilogue.
+  // gelu(linear(x, w, bias)): the bias and an activation exercise the fused epilogue; the gated
+  // template's silu(x Wg^T) * (x Wu^T) its packing kernel and pair-combining epilogue.
   const KernelTask task =
-      testing::LinearActivationTask(GetParam().dtype, 256, 512, 128, true, "gelu", "tanh");
+      GetParam().gated
+          ? testing::GatedLinearTask(GetParam().dtype, 256, 512, 128)
+          : testing::LinearActivationTask(GetParam().dtype, 256, 512, 128, true, "gelu", "tanh");
   const CutlassGemmFamily family;
   auto spaces = family.ScheduleSpace(task);
   ASSERT_TRUE(spaces.ok()) << spaces.status();
@@ -72,7 +77,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(TemplateCase{CutlassGemmFamily::kSm90Template, forge::v1::DTYPE_BFLOAT16},
                       TemplateCase{CutlassGemmFamily::kSm90ThreeTf32Template,
                                    forge::v1::DTYPE_FLOAT32},
-                      TemplateCase{CutlassGemmFamily::kSm80Template, forge::v1::DTYPE_FLOAT32}),
+                      TemplateCase{CutlassGemmFamily::kSm80Template, forge::v1::DTYPE_FLOAT32},
+                      TemplateCase{CutlassGemmFamily::kSm90GatedTemplate,
+                                   forge::v1::DTYPE_BFLOAT16, /*gated=*/true}),
     [](const auto& info) { return std::string(info.param.template_name); });
 
 }  // namespace

@@ -193,7 +193,7 @@ TEST(CutlassGemmTest, LinearBiasGeluPlan) {
   // output is buffer 3 (after the three inputs); no C.
   EXPECT_THAT(plan.runtime_args,
               ElementsAre(256, 512, 128, 1, 0, 128, 0, 1, 128, 0, 2, -1, 512, 0, 3, 512, 0,
-                          Bits(1.0), Bits(0.0), 2, 4, 0, 0, 0));
+                          Bits(1.0), Bits(0.0), 2, 4, 0, 0, 0, -1));
   EXPECT_EQ(plan.hints.gemm_math, GemmMath::kTensorCore16Bit);
   EXPECT_EQ(plan.hints.gemm_ctas, 2 * 2);
   EXPECT_DOUBLE_EQ(plan.hints.gemm_tile_utilization, 1.0);
@@ -225,6 +225,54 @@ TEST(CutlassGemmTest, ActivationsMapToFunctors) {
           << activation.first;
     }
   }
+}
+
+// linear(x[64, 64], w[64, 64]) * 2, then `op`: the anchor linear x2 + leaky ReLU's epilogue
+// and the clamps.
+KernelTask ScaledActivationTask(forge::v1::DType dtype, const std::string& op,
+                                std::vector<forge::v1::Argument> arguments) {
+  return testing::ScaledActivationTask(dtype, 64, 64, 64, op, std::move(arguments));
+}
+
+TEST(CutlassGemmTest, ParameterizedActivationsCompileTheirConstantsIn) {
+  const struct {
+    std::string op;
+    std::vector<forge::v1::Argument> arguments;
+    std::string functor, p0, p1;
+  } cases[] = {
+      {"leaky_relu", {}, "LeakyRelu", "(0x1.47ae147ae147bp-7)", "(0x0p+0)"},  // 0.01
+      {"leaky_relu", {testing::FloatArg("negative_slope", 0.2)}, "LeakyRelu",
+       "(0x1.999999999999ap-3)", "(0x0p+0)"},
+      {"hardtanh", {}, "Clamp", "(-0x1p+0)", "(0x1p+0)"},
+      {"relu6", {}, "Clamp", "(0x0p+0)", "(0x1.8p+2)"},
+      {"clamp", {testing::FloatArg("min", -0.5), testing::NoneArg("max")}, "Clamp", "(-0x1p-1)",
+       "(__builtin_huge_val())"},
+      {"clamp_max", {testing::IntArg("max", 3)}, "Clamp", "(-__builtin_huge_val())",
+       "(0x1.8p+1)"},
+  };
+  for (forge::v1::DType dtype : {kBF16, kF32}) {
+    for (const auto& test : cases) {
+      SCOPED_TRACE(test.op + " " + test.p0);
+      const KernelTask task = ScaledActivationTask(dtype, test.op, test.arguments);
+      auto kernel = kFamily.Generate(task, DefaultOf(task));
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_THAT(kernel->source,
+                  HasSubstr("#define FORGE_ACTIVATION forge_cutlass::" + test.functor + "\n"));
+      EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_ACTIVATION_P0 " + test.p0 + "\n"));
+      EXPECT_THAT(kernel->source, HasSubstr("#define FORGE_ACTIVATION_P1 " + test.p1 + "\n"));
+      EXPECT_EQ(kernel->runtime_args[kArgAlpha], Bits(2.0));  // the scale stays alpha
+    }
+  }
+  // Without parameters, no constants.
+  auto relu = kFamily.Generate(LinearTask(kBF16, 64, 64, 64, true, "relu"),
+                               DefaultOf(LinearTask(kBF16, 64, 64, 64, true, "relu")));
+  ASSERT_TRUE(relu.ok());
+  EXPECT_THAT(relu->source, ::testing::Not(HasSubstr("#define FORGE_ACTIVATION_P0")));
+  // A tensor bound is not a constant: declined, the task keeps gemm_library's candidates.
+  const absl::Status tensor_bound = kFamily.Applies(
+      ScaledActivationTask(kBF16, "clamp", {TensorArg("min", "low")}));
+  EXPECT_EQ(tensor_bound.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(tensor_bound.message()), HasSubstr("(node act) is not expressible"));
 }
 
 TEST(CutlassGemmTest, ScaleAndResidualAreAlphaAndC) {
@@ -260,7 +308,7 @@ TEST(CutlassGemmTest, BatchedTransposedAndBroadcastOperands) {
   EXPECT_THAT(plan.kernel_name, HasSubstr("_tn_"));
   EXPECT_THAT(plan.runtime_args,
               ElementsAre(64, 32, 16, 3, 0, 16, 64 * 16, 1, 16, 32 * 16, -1, -1, 32, 64 * 32, 2,
-                          32, 64 * 32, Bits(1.0), Bits(0.0), 0, 1, 0, 0, 0));
+                          32, 64 * 32, Bits(1.0), Bits(0.0), 0, 1, 0, 0, 0, -1));
   // Row-major b: B is row-major (ld n).
   const std::vector<int64_t> plain = ArgsOf(testing::MatmulTask(kBF16, 3, 3, 64, 32, 16));
   EXPECT_EQ(plain[kArgLdb], 32);
@@ -367,6 +415,113 @@ TEST(CutlassGemmTest, ThreeTf32OnSm90ReadsAnyLayoutThroughRuntimeArguments) {
   EXPECT_EQ(kFamily.SupportsArch(plain, point, "sm_80").code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(kFamily.SupportsArch(plain, point, "sm_90").ok());
+}
+
+// ---- Gated products (SwiGLU: silu(x Wg^T) * (x Wu^T)) ----
+
+KernelTask GatedTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                     const std::string& activation = "silu") {
+  return testing::GatedLinearTask(dtype, m, n, k, activation);
+}
+
+// silu(x Wg^T) * (x Wu^T) with x[m, k] and each weight [n, k] of `dtype`, its pieces changed
+// by the caller: `tail` (an op applied after the mul, "" for none), a bias on the gate, an up
+// projection that reads another A.
+KernelTask GatedVariant(forge::v1::DType dtype, const std::string& tail, bool gate_bias,
+                        bool other_a) {
+  TaskBuilder builder;
+  builder.Input("x", dtype, {64, 64}).Input("wg", dtype, {32, 64}).Input("wu", dtype, {32, 64});
+  std::vector<forge::v1::Argument> gate = {TensorArg("input", "x"), TensorArg("weight", "wg")};
+  if (gate_bias) {
+    builder.Input("bias", dtype, {32});
+    gate.push_back(OptionalTensorArg("bias", "bias"));
+  }
+  if (other_a) builder.Input("x2", dtype, {64, 64});
+  builder.Node("gate", "linear", "", gate, dtype, {64, 32})
+      .Node("up", "linear", "",
+            {TensorArg("input", other_a ? "x2" : "x"), TensorArg("weight", "wu")}, dtype, {64, 32})
+      .Node("act", "silu", "", {TensorArg("self", "gate")}, dtype, {64, 32})
+      .Node("gated", "mul", "Tensor", {TensorArg("self", "up"), TensorArg("other", "act")}, dtype,
+            {64, 32});
+  if (tail.empty()) return builder.Output("gated").Build(kGemm);
+  return builder.Node("tail", tail, "", {TensorArg("self", "gated")}, dtype, {64, 32})
+      .Output("tail")
+      .Build(kGemm);
+}
+
+TEST(CutlassGemmGatedTest, SwiGluIsOneGatedGemm) {
+  const KernelTask task = GatedTask(kBF16, 256, 512, 128);
+  auto spaces = kFamily.ScheduleSpace(task);
+  ASSERT_TRUE(spaces.ok()) << spaces.status();
+  ASSERT_EQ(spaces->size(), 1u);
+  EXPECT_EQ(spaces->front().template_name, "sm90_gated");
+  const LaunchPlan plan = PlanOf(task, DefaultOf(task));
+  EXPECT_EQ(plan.kernel_name, "cutlass_sm90_gated_bf16_t_128x256x64_2x1x1_cooperative_silu_gated");
+  // x is A (buffer 0, ld 128); wg (buffer 1) is B stored transposed (ld 128, B_ROW_MAJOR 0);
+  // wu is buffer 2 (B_UP); the output is buffer 3, n = 512 wide.
+  EXPECT_THAT(plan.runtime_args,
+              ElementsAre(256, 512, 128, 1, 0, 128, 0, 1, 128, 0, -1, -1, 512, 0, 3, 512, 0,
+                          Bits(1.0), Bits(0.0), 0, 1, 0, 0, 0, 2));
+  // The GEMM runs over 2n = 1024 packed columns: 2 x 4 tiles; the packing kernel launches first.
+  EXPECT_EQ(plan.hints.gemm_ctas, 2 * 4);
+  EXPECT_EQ(plan.hints.kernel_launches, 2);
+  EXPECT_EQ(plan.launch.grid[1], 4u);
+  auto source = kFamily.Emit(task, plan);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_THAT(*source, HasSubstr("#define FORGE_ACTIVATION forge_cutlass::Silu\n"));
+  EXPECT_THAT(*source, HasSubstr("#define FORGE_ARG_B_UP 24\n"));
+  EXPECT_THAT(*source, HasSubstr("class GatedEpilogue"));
+  EXPECT_THAT(*source, HasSubstr("PackGatedWeights"));
+  // Compile once, launch everywhere: another shape, the same source.
+  auto other = kFamily.Generate(GatedTask(kBF16, 4096, 14336, 4096), DefaultOf(task));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->source, *source);
+  // GeGLU is the same template with gelu's functor.
+  const LaunchPlan geglu = PlanOf(GatedTask(kF16, 256, 512, 128, "gelu"), DefaultOf(task));
+  EXPECT_EQ(geglu.kernel_name, "cutlass_sm90_gated_f16_t_128x256x64_2x1x1_cooperative_gelu_gated");
+  // Hopper only; the schedule rules are sm90_tma_ws's.
+  EXPECT_EQ(kFamily.SupportsArch(task, DefaultOf(task), "sm_80").code(),
+            absl::StatusCode::kFailedPrecondition);
+  SchedulePoint narrow = DefaultOf(task);
+  narrow.parameters["tile_m"] = 64;
+  EXPECT_THAT(std::string(kFamily.Validate(task, narrow).message()),
+              HasSubstr("needs tile_m >= 128"));
+}
+
+TEST(CutlassGemmGatedTest, DeclinesWithReasons) {
+  auto reason = [](const KernelTask& task) {
+    const absl::Status status = kFamily.Applies(task);
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+    return std::string(status.message());
+  };
+  EXPECT_TRUE(kFamily.Applies(GatedVariant(kBF16, "", false, false)).ok());
+  EXPECT_THAT(reason(GatedTask(kF32, 64, 64, 64)),
+              HasSubstr("sm90_gated runs bfloat16 and float16 gated products, not float32"));
+  EXPECT_THAT(reason(GatedTask(kBF16, 64, 64, 100)),
+              HasSubstr("sm90_gated: A's leading dimension (100 elements) is not a multiple of 16 "
+                        "bytes"));
+  EXPECT_THAT(reason(GatedVariant(kBF16, "", true, false)), HasSubstr("has a bias"));
+  EXPECT_THAT(reason(GatedVariant(kBF16, "", false, true)),
+              HasSubstr("do not read the same A"));
+  EXPECT_THAT(reason(GatedVariant(kBF16, "neg", false, false)),
+              HasSubstr("(node tail) is not expressible in a CUTLASS epilogue (supported: "
+                        "act(A B_gate) * (A B_up))"));
+  EXPECT_THAT(reason(GatedTask(kBF16, 64, 64, 64, "neg")),
+              HasSubstr("is not an activation the epilogue has"));
+  // The single-product template's point is not the gated task's.
+  EXPECT_THAT(std::string(kFamily.Validate(GatedTask(kBF16, 64, 64, 64),
+                                           DefaultOf(LinearTask(kBF16, 64, 64, 64)))
+                              .message()),
+              HasSubstr("does not apply to a bfloat16 gated product"));
+}
+
+TEST(CutlassGemmGatedTest, OnlyCutlassAndAtenRunAGatedTask) {
+  // cuBLASLt and the GEMV have one product each: they decline, and ATen runs the unfused ops.
+  std::vector<std::string> names;
+  for (const KernelFamily* applicable : ApplicableFamilies(GatedTask(kBF16, 64, 64, 64))) {
+    names.emplace_back(applicable->name());
+  }
+  EXPECT_THAT(names, ElementsAre("cutlass_gemm", "aten"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The sm90_tma_ws template: a CUTLASS 3.x GEMM for Hopper (TMA loads, WGMMA, a warp-specialized
 // persistent kernel, TMA epilogue with an epilogue fusion), embedded at build time after the
-// generated prologue and cutlass_common.cuh. The prologue defines the configuration:
+// generated prologue, cutlass_common.cuh and sm90_gemm.cuh (the mainloop it shares with
+// sm90_gated). The prologue defines the configuration:
 //   FORGE_ELEMENT          cutlass::bfloat16_t or cutlass::half_t (A, B, C, D and the bias)
 //   FORGE_LAYOUT_A/_B      cutlass::layout::RowMajor or ColumnMajor (A is m x k, B is k x n)
 //   FORGE_TILE_M/_N/_K     the CTA tile;  FORGE_CLUSTER_M/_N  the thread block cluster
@@ -18,33 +19,20 @@
 // The build embeds the text after the next line, byte for byte (forge_embed_cuda): edits below it
 // change the generated source, so they bump the family's generator_version.
 // FORGE_EMBED_BEGIN
-#include "cute/tensor.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/operations.hpp"
-#include "cutlass/gemm/collective/collective_builder.hpp"
-#include "cutlass/gemm/device/gemm_universal_adapter.h"
-#include "cutlass/gemm/dispatch_policy.hpp"
-#include "cutlass/gemm/gemm.h"
-#include "cutlass/gemm/kernel/gemm_universal.hpp"
 
 namespace forge_cutlass {
 
-using Element = FORGE_ELEMENT;
 using LayoutA = FORGE_LAYOUT_A;
 using LayoutB = FORGE_LAYOUT_B;
 using LayoutD = cutlass::layout::RowMajor;
 using ElementAccumulator = float;
 using ElementCompute = float;
-constexpr int kAlignment = 128 / cutlass::sizeof_bits<Element>::value;
-
-using TileShape = cute::Shape<cute::Int<FORGE_TILE_M>, cute::Int<FORGE_TILE_N>, cute::Int<FORGE_TILE_K>>;
-using ClusterShape = cute::Shape<cute::Int<FORGE_CLUSTER_M>, cute::Int<FORGE_CLUSTER_N>, cute::_1>;
 
 #if FORGE_PINGPONG
-using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 #else
-using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 #endif
 
@@ -68,16 +56,7 @@ using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBui
     ElementC, LayoutD, kAlignment, Element, LayoutD, kAlignment, EpilogueSchedule,
     FusionOp>::CollectiveOp;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlignment, Element,
-    LayoutB, kAlignment, ElementAccumulator, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-        sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    MainloopSchedule>::CollectiveOp;
-
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
-                                                        CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+using Gemm = Sm90Gemm<LayoutA, LayoutB, CollectiveEpilogue>;
 
 using StrideA = typename Gemm::GemmKernel::StrideA;
 using StrideB = typename Gemm::GemmKernel::StrideB;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,19 @@ constexpr int64_t kMaxVectorBytes = 16;
 constexpr int64_t kMaxDataRegisters = 160;
 // The SMs the default split aims to fill twice over (an H100 / H200's 132).
 constexpr int64_t kDefaultTargetBlocks = 2 * 132;
+// Registers of an SM (sm_80 and sm_90 alike): a cap of max_registers per thread lets
+// kRegistersPerSm / (max_registers x threads) blocks share an SM.
+constexpr int64_t kRegistersPerSm = 64 * 1024;
+// The cap the default asks for (four blocks of four warps per SM: the default grid of about four
+// blocks per SM in one wave) where the point's data and row state leave room under it.
+constexpr int64_t kDefaultMaxRegisters = 128;
+// Registers of data and per-row state (each row's max, sum, unroll scores and about two of
+// indexing) a point may hold under that cap: past this, ptxas spills (checked by compiling every
+// capped rows / unroll / vector point of six test tasks for sm_90: 8 rows at unroll 1 with 72
+// registers of data spilled; 139 points at or under this budget did not).
+constexpr int64_t kMaxCappedStateRegisters = 104;
+// The ring depths the default tries, deepest first (0, loads into registers, where none fits).
+constexpr int64_t kDefaultStages[] = {4, 3, 2, 0};
 constexpr double kLog2E = 1.4426950408889634;
 
 absl::Status Unimplemented(absl::string_view why) {
@@ -262,18 +276,24 @@ TemplateSpace Space() {
            {"warps", {1, 2, 4, 8}, 4},
            {"unroll", {1, 2, 4}, 2},
            {"vector_width", {1, 2, 4, 8}, 1},
-           {"rows", {1, 2, 4, 8, 16}, 1}}};
+           {"rows", {1, 2, 4, 8, 16}, 1},
+           {"stages", {0, 2, 3, 4}, 0},
+           {"max_registers", {0, kDefaultMaxRegisters}, 0}}};
 }
 
 // A point's kernel: what the source's constants and the launch follow from.
 struct DecodeLayout {
-  int64_t split_keys = 0, warps = 0, unroll = 0, vector = 0, rows = 0;
+  int64_t split_keys = 0, warps = 0, unroll = 0, vector = 0, rows = 0, stages = 0;
+  int64_t max_registers = 0;   // 0: the compiler's choice
+  int64_t min_blocks = 0;      // what __launch_bounds__ asks for under the cap (0: nothing)
   int64_t element_bytes = 0;
   int64_t lanes_per_key = 0;   // a power of two, at most 32
   int64_t vectors_per_lane = 0;
   int64_t splits = 0, chunks = 0, groups = 0;
   int64_t keys_per_step = 0;   // keys one step of the block reads
   int64_t data_registers = 0;
+  int64_t state_registers = 0;  // data_registers and each row's state (softmax, indexing)
+  int64_t ring_bytes = 0;      // the cp.async ring (stages > 0): stages steps of K and V
   int64_t shared_bytes = 0;
   int64_t workspace_bytes = 0;
 };
@@ -286,6 +306,9 @@ DecodeLayout LayoutOf(const DecodeTask& t, const SchedulePoint& point) {
   l.unroll = params.at("unroll");
   l.vector = params.at("vector_width");
   l.rows = params.at("rows");
+  l.stages = params.at("stages");
+  l.max_registers = params.at("max_registers");
+  if (l.max_registers > 0) l.min_blocks = kRegistersPerSm / (l.max_registers * 32 * l.warps);
   l.element_bytes = ElementBytes(t.a.dtype);
   const int64_t vectors = CeilDiv(t.a.head_dim, l.vector);
   l.lanes_per_key = std::min<int64_t>(32, PowerOfTwoAtLeast(vectors));
@@ -297,7 +320,11 @@ DecodeLayout LayoutOf(const DecodeTask& t, const SchedulePoint& point) {
   const int64_t width = l.vectors_per_lane * l.vector;
   l.data_registers = 2 * l.rows * width +
                      2 * l.unroll * l.vectors_per_lane * CeilDiv(l.vector * l.element_bytes, 4);
-  l.shared_bytes = 4 * (l.warps * l.rows * (t.a.head_dim + 2));
+  // Each thread's vectors of K and V for one step, per stage.
+  l.ring_bytes = l.stages * l.unroll * l.vectors_per_lane * 2 * (32 * l.warps) * l.vector *
+                 l.element_bytes;
+  l.state_registers = l.data_registers + l.rows * (4 + l.unroll);
+  l.shared_bytes = 4 * (l.warps * l.rows * (t.a.head_dim + 2)) + l.ring_bytes;
   if (l.splits > 1) {
     l.shared_bytes += 4 * (l.rows * l.splits + l.rows) + 4;
     l.workspace_bytes = 4 * l.groups * l.chunks * l.rows * l.splits * (t.a.head_dim + 2);
@@ -328,6 +355,12 @@ absl::Status ValidateLayout(const DecodeTask& t, const SchedulePoint& point) {
       }
     }
   }
+  const int64_t vector_bytes = l.vector * l.element_bytes;
+  if (l.stages > 0 && vector_bytes != 4 && vector_bytes != 8 && vector_bytes != 16) {
+    return Invalid(absl::StrCat("stages ", l.stages, " copies K and V with cp.async, which moves "
+                                "4, 8 or 16 bytes: vector_width ", l.vector, " of ",
+                                l.element_bytes, "-byte elements is ", vector_bytes, " bytes"));
+  }
   if (l.rows > 1 && l.rows >= 2 * t.group_rows) {
     return Invalid(absl::StrCat("rows ", l.rows, " for ", t.group_rows,
                                 " query rows per K/V head: fewer rows cover them"));
@@ -339,6 +372,11 @@ absl::Status ValidateLayout(const DecodeTask& t, const SchedulePoint& point) {
                                 " registers of data, past ", kMaxDataRegisters,
                                 " (the kernel would spill)"));
   }
+  if (l.max_registers > 0 && l.state_registers > kMaxCappedStateRegisters) {
+    return Invalid(absl::StrCat("max_registers ", l.max_registers, " with ", l.state_registers,
+                                " registers of data and row state (past ",
+                                kMaxCappedStateRegisters, "): the kernel would spill under the cap"));
+  }
   if (l.split_keys > 32 && l.split_keys >= 2 * t.keys) {
     return Invalid(absl::StrCat("split_keys ", l.split_keys, " for ", t.keys,
                                 " keys: a smaller split is the same kernel"));
@@ -348,11 +386,14 @@ absl::Status ValidateLayout(const DecodeTask& t, const SchedulePoint& point) {
                                 l.warps, " warps reads ", l.keys_per_step, " keys"));
   }
   if (l.shared_bytes > kMaxStaticSharedBytes) {
-    return Invalid(absl::StrCat(l.shared_bytes, " bytes of shared memory (", l.warps,
-                                " warps x ", l.rows, " rows x D ", a.head_dim,
-                                l.splits > 1 ? absl::StrCat(", ", l.splits, " splits' weights")
-                                             : "",
-                                ") exceed 48 KiB"));
+    return Invalid(absl::StrCat(
+        l.shared_bytes, " bytes of shared memory (", l.warps, " warps x ", l.rows, " rows x D ",
+        a.head_dim,
+        l.ring_bytes > 0 ? absl::StrCat(", a ring of ", l.stages, " stages of ", l.unroll,
+                                        " keys per lane group: ", l.ring_bytes, " bytes")
+                         : "",
+        l.splits > 1 ? absl::StrCat(", ", l.splits, " splits' weights") : "",
+        ") exceed 48 KiB"));
   }
   if (l.workspace_bytes > FlashAttentionFamily::kMaxWorkspaceBytes) {
     return Invalid(absl::StrCat(l.splits, " splits' partials take ", l.workspace_bytes,
@@ -386,31 +427,35 @@ absl::StatusOr<std::vector<TemplateSpace>> FlashAttentionFamily::ScheduleSpace(
                          [&](const ScheduleParameter& p) { return p.name == name; });
   };
   // Default: the group's rows in one block (K and V read once) up to 8, the widest valid vector,
-  // then the longest split that still gives kDefaultTargetBlocks blocks (two per SM), fewer rows
-  // and loads in flight until the point fits.
+  // the deepest cp.async ring that fits (kDefaultStages first: more bytes in flight per SM, which
+  // is what a decode kernel's bandwidth is bound by), then the longest split that still gives
+  // kDefaultTargetBlocks blocks (two per SM), fewer rows and loads in flight until the point fits.
   const int64_t rows = std::min<int64_t>(8, PowerOfTwoAtLeast(t.group_rows));
+  const std::vector<int64_t>& splits = parameter("split_keys").values;
   for (int64_t r = rows; r >= 1; r /= 2) {
     for (int64_t unroll : {int64_t{2}, int64_t{1}}) {
       for (int64_t width : {8, 4, 2, 1}) {
-        SchedulePoint point = DefaultPoint(space);
-        point.parameters["rows"] = r;
-        point.parameters["unroll"] = unroll;
-        point.parameters["vector_width"] = width;
-        const std::vector<int64_t>& splits = parameter("split_keys").values;
-        for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
-          point.parameters["split_keys"] = *it;
-          if (!ValidateLayout(t, point).ok()) continue;
-          const DecodeLayout l = LayoutOf(t, point);
-          if (l.splits * l.groups * l.chunks < kDefaultTargetBlocks && *it != splits.front()) {
-            continue;  // a shorter split gives more blocks, if it is valid
+        for (int64_t stages : kDefaultStages) {
+          SchedulePoint point = DefaultPoint(space);
+          point.parameters["rows"] = r;
+          point.parameters["unroll"] = unroll;
+          point.parameters["vector_width"] = width;
+          point.parameters["stages"] = stages;
+          point.parameters["max_registers"] =
+              LayoutOf(t, point).state_registers <= kMaxCappedStateRegisters
+                  ? kDefaultMaxRegisters
+                  : 0;
+          // The longest valid split that reaches the target, else the shortest valid one.
+          std::optional<int64_t> chosen;
+          for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
+            point.parameters["split_keys"] = *it;
+            if (!ValidateLayout(t, point).ok()) continue;
+            chosen = *it;
+            const DecodeLayout l = LayoutOf(t, point);
+            if (l.splits * l.groups * l.chunks >= kDefaultTargetBlocks) break;
           }
-          for (auto& [name, value] : point.parameters) parameter(name).default_value = value;
-          return std::vector<TemplateSpace>{space};
-        }
-        // No split reaches the target: the shortest valid one.
-        for (int64_t split : splits) {
-          point.parameters["split_keys"] = split;
-          if (!ValidateLayout(t, point).ok()) continue;
+          if (!chosen.has_value()) continue;
+          point.parameters["split_keys"] = *chosen;
           for (auto& [name, value] : point.parameters) parameter(name).default_value = value;
           return std::vector<TemplateSpace>{space};
         }
@@ -439,11 +484,14 @@ absl::StatusOr<LaunchPlan> FlashAttentionFamily::Plan(const KernelTask& task,
   plan.template_name = kDecodeTemplate;
   plan.parameters = point.parameters;
   plan.generator_version = std::string(generator_version());
-  // K and V are the streamed tensors: each lane keeps unroll keys' vectors of both in flight.
+  // K and V are the streamed tensors: each lane keeps unroll keys' vectors of both in flight,
+  // times the ring's stages (the loop keeps that many steps requested).
   plan.hints.vector_width = l.vector;
+  plan.hints.max_registers = l.max_registers;
   plan.hints.unrolled_elements = l.vector * l.vectors_per_lane * l.unroll;
   plan.hints.bytes_in_flight_per_thread =
-      static_cast<double>(2 * l.unroll * l.vectors_per_lane * l.vector * l.element_bytes);
+      static_cast<double>(2 * l.unroll * l.vectors_per_lane * l.vector * l.element_bytes *
+                          std::max<int64_t>(1, l.stages));
   return plan;
 }
 
@@ -492,7 +540,8 @@ absl::StatusOr<std::string> FlashAttentionFamily::Emit(const KernelTask& task,
       {"ROWS", absl::StrCat(l.rows)},
       {"CHUNKS", absl::StrCat(l.chunks)},
       {"SPLIT_KEYS", ll(l.split_keys)},
-      {"SPLITS", absl::StrCat(l.splits)}};
+      {"SPLITS", absl::StrCat(l.splits)},
+      {"STAGES", absl::StrCat(l.stages)}};
   if (has_mask) {
     defines.push_back({"M_T", *StorageType(t.mask_dtype)});
     defines.push_back({"M_SB", ll(t.mask[0])});
@@ -504,13 +553,14 @@ absl::StatusOr<std::string> FlashAttentionFamily::Emit(const KernelTask& task,
   absl::StrAppend(&source, "\n// Task ", task.digest(), ": ", DescribeAttention(a), "; ",
                   kDecodeTemplate, ", ", l.splits, " splits of ", l.split_keys, " keys, ",
                   l.warps, " warps, unroll ", l.unroll, ", vector ", l.vector, ", ", l.rows,
-                  " rows per block.\n");
+                  " rows per block, ", l.stages, " stages.\n");
   for (const auto& [name, value] : defines) {
     absl::StrAppend(&source, "#define FORGE_FA_", name, " ", value, "\n");
   }
   absl::StrAppend(&source, flash_attention::kSplitKvDecodeBody);
   absl::StrAppend(&source, "\nextern \"C\" __global__ void __launch_bounds__(", 32 * l.warps,
-                  ", 1) ", kDecodeKernel, "(", KernelParameterList(task), ") {\n",
+                  ", ", std::max<int64_t>(1, l.min_blocks), ") ", kDecodeKernel, "(",
+                  KernelParameterList(task), ") {\n",
                   "  forge_fa_run(in", t.q_source.input, ", in", t.k_source.input, ", in",
                   t.v_source.input,
                   ", ", has_mask ? absl::StrCat("in", t.mask_input) : "(const float*)nullptr",

@@ -1,6 +1,7 @@
 // The flash_attention family (KERNEL_FAMILY_FLASH_ATTENTION): ATTENTION tasks generated as
 // online-softmax kernels. Built so far: decode, split-KV flash-decoding for few queries over a
-// long KV cache (template "split_kv_decode", one NVRTC kernel, split_kv_decode.cuh).
+// long KV cache (template "split_kv_decode", one NVRTC kernel, split_kv_decode.cuh), loading K
+// and V into registers or through a bandwidth-oriented cp.async pipeline (parameter stages).
 //
 // Tasks (attention_analysis.h: SDPA or the explicit pattern; the task's family stays ATTENTION):
 //   - at most kMaxQueryLength query rows per head (decode's 1, speculative decoding's few), over
@@ -37,9 +38,23 @@
 //   vector_width  1, 2, 4, 8   elements per load of K and V (at most 16 bytes)
 //   rows          1 .. 16      query rows per block (of the group's H / Hkv x Sq); more rows
 //                              re-read the group's K and V from L2 in other blocks
+//   stages        0, 2, 3, 4   0: a step's K and V loaded straight into registers, so a warp
+//                              waits one DRAM latency per step; 2..4: the bandwidth-oriented
+//                              schedule, a ring of that many steps in shared memory filled with
+//                              cp.async (sm_80+), the next stages - 1 steps' K and V requested
+//                              before a step computes. Each thread copies and reads back only its
+//                              own vectors, so the ring needs no barrier. The default is the
+//                              deepest ring that fits, with splits for >= 2 blocks per SM.
+//   max_registers 0, 128       0: the compiler's register count (__launch_bounds__(threads, 1));
+//                              128: __launch_bounds__ asks for 64K / (128 x threads) blocks per
+//                              SM (four blocks of 4 warps: Llama's default grid in one wave,
+//                              where the compiler's own 130 registers fit three). The default
+//                              where the point's data and row state leave room under it.
 // Validate declines, with reasons: vectors wider than 16 bytes or misaligned by D, a stride or a
-// storage offset; points whose registers (queries, accumulators, loads in flight) would spill;
-// shared memory past 48 KiB; a split longer than twice the keys (a smaller one is the same
+// storage offset; a ring (stages > 0) of vectors that are not 4, 8 or 16 bytes (what cp.async
+// moves); a register cap over a point whose data and row state would spill under it; points
+// whose registers (queries, accumulators, loads in flight) would spill;
+// shared memory (the warps' merge buffers and the ring) past 48 KiB; a split longer than twice the keys (a smaller one is the same
 // kernel) or shorter than the keys one step of the block reads (idle warps); rows idle for half
 // the block; partials past kMaxWorkspaceBytes; grids past CUDA's limits.
 #ifndef FORGE_COMPILER_CODEGEN_FLASH_ATTENTION_FLASH_ATTENTION_H_
@@ -68,7 +83,7 @@ class FlashAttentionFamily : public KernelFamily {
     return forge::v1::KERNEL_FAMILY_FLASH_ATTENTION;
   }
   absl::string_view name() const override { return "flash_attention"; }
-  absl::string_view generator_version() const override { return "flash_attention-1"; }
+  absl::string_view generator_version() const override { return "flash_attention-2"; }
 
   absl::Status Applies(const forge::v1::KernelTask& task) const override;
   absl::StatusOr<std::vector<TemplateSpace>> ScheduleSpace(

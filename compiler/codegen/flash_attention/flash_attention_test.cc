@@ -1,6 +1,7 @@
 #include "compiler/codegen/flash_attention/flash_attention.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTw
   const SchedulePoint point = Default(task);
   EXPECT_EQ(point.parameters.at("rows"), 4);  // the 4 query heads of a K/V head: K, V read once
   EXPECT_EQ(point.parameters.at("vector_width"), 8);
+  EXPECT_EQ(point.parameters.at("stages"), 4);  // the bandwidth-oriented schedule: a cp.async ring
+  // 128 registers per thread: four blocks of 4 warps per SM, the ~4 blocks per SM of the grid
+  // in one wave (the compiler's own choice, 130, fits three).
+  EXPECT_EQ(point.parameters.at("max_registers"), 128);
   auto plan = FlashAttentionFamily().Plan(task, point);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const auto& grid = plan->launch.grid;
@@ -72,7 +77,31 @@ TEST(FlashAttentionTest, DefaultPointReadsTheGroupOnceWithSixteenByteLoadsOverTw
   EXPECT_EQ(grid[0], (8192 + point.parameters.at("split_keys") - 1) /
                          point.parameters.at("split_keys"));
   EXPECT_EQ(plan->hints.vector_width, 8);
-  EXPECT_GT(plan->hints.bytes_in_flight_per_thread, 0);
+  // Each thread keeps 4 stages of 2 keys' 16-byte vectors of K and V requested.
+  EXPECT_EQ(plan->hints.bytes_in_flight_per_thread, 4 * 2 * 2 * 16);
+  EXPECT_EQ(plan->hints.max_registers, 128);
+  auto kernel = FlashAttentionFamily().Generate(task, point);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("__launch_bounds__(128, 4) forge_flash_decode("));
+}
+
+// Every Llama decode shape the issue targets (b1 and b8, KV 2048 to 32768) defaults to the ring,
+// with at least two blocks per SM of an H200 (132 SMs).
+TEST(FlashAttentionTest, DecodeShapesDefaultToTheRingOverTwoBlocksPerSm) {
+  for (const auto& [batch, kv_len] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 2048}, {1, 8192}, {1, 32768}, {8, 2048}, {8, 8192}, {8, 32768}}) {
+    const KernelTask task = SdpaTask(kBF16, LlamaDecodeShape(batch, kv_len));
+    const SchedulePoint point = Default(task);
+    EXPECT_GE(point.parameters.at("stages"), 2) << "b" << batch << " kv" << kv_len;
+    auto plan = FlashAttentionFamily().Plan(task, point);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const auto& grid = plan->launch.grid;
+    EXPECT_GE(grid[0] * grid[1] * grid[2], 2u * 132) << "b" << batch << " kv" << kv_len;
+  }
+  // Two-byte vectors cannot be copied by cp.async: the default falls back to registers.
+  const KernelTask odd_f16 = SdpaTask(kF16, {.kv_len = 1000, .head_dim = 67});
+  EXPECT_EQ(Default(odd_f16).parameters.at("stages"), 0);
+  EXPECT_TRUE(FlashAttentionFamily().Validate(odd_f16, Default(odd_f16)).ok());
 }
 
 TEST(FlashAttentionTest, ValidateNamesTheViolatedConstraint) {
@@ -105,6 +134,69 @@ TEST(FlashAttentionTest, ValidateNamesTheViolatedConstraint) {
               HasSubstr("exceed 48 KiB"));
   EXPECT_THAT(family.Validate(llama, SchedulePoint{"split_kv_decode", {{"warps", 3}}}).ok(),
               false);
+  // The ring: cp.async moves 4, 8 or 16 bytes, and the ring shares the 48 KiB.
+  EXPECT_THAT(family.Validate(odd_d, With(odd_d, {{"vector_width", 1}, {"stages", 2}})).message(),
+              HasSubstr("cp.async, which moves 4, 8 or 16 bytes: vector_width 1 of 2-byte "
+                        "elements is 2 bytes"));
+  EXPECT_TRUE(family.Validate(odd_d, With(odd_d, {{"vector_width", 1}, {"stages", 0}})).ok());
+  EXPECT_TRUE(family.Validate(f32, With(f32, {{"vector_width", 1}, {"stages", 3}})).ok());
+  EXPECT_THAT(family.Validate(llama, With(llama, {{"warps", 8}, {"unroll", 4}, {"stages", 4},
+                                                  {"max_registers", 0}}))
+                  .message(),
+              HasSubstr("a ring of 4 stages of 4 keys per lane group: 131072 bytes"));
+  EXPECT_TRUE(
+      family.Validate(llama, With(llama, {{"warps", 8}, {"unroll", 1}, {"stages", 2}})).ok());
+  EXPECT_FALSE(family.Validate(llama, With(llama, {{"stages", 1}})).ok());
+  EXPECT_THAT(family.Validate(wide, With(wide, {{"rows", 8}, {"vector_width", 4}, {"unroll", 1},
+                                                {"stages", 0}, {"max_registers", 128}}))
+                  .message(),
+              HasSubstr("max_registers 128 with 184 registers of data and row state (past "
+                        "104): the kernel would spill under the cap"));
+  EXPECT_TRUE(family.Validate(llama, With(llama, {{"max_registers", 0}})).ok());
+}
+
+// Every ring depth and both load paths, with 16-, 8- and 4-byte copies, with and without the
+// register cap, compile with NVRTC for sm_80 and sm_90 without spills, and the source names the
+// depth.
+TEST(FlashAttentionTest, EveryRingDepthCompilesWithoutSpills) {
+  struct Case {
+    std::string name;
+    KernelTask task;
+    std::map<std::string, int64_t> changes;
+  };
+  const std::vector<Case> cases = {
+      {"llama b1 kv8192 bf16 16-byte", SdpaTask(kBF16, LlamaDecodeShape(1, 8192)), {}},
+      {"llama b8 kv2048 bf16 unroll 1 2 warps", SdpaTask(kBF16, LlamaDecodeShape(8, 2048)),
+       {{"unroll", 1}, {"warps", 2}}},
+      {"d80 f16 8-byte additive",
+       SdpaTask(kF16, {.heads = 4, .kv_heads = 1, .q_len = 5, .kv_len = 640, .head_dim = 80},
+                "additive"),
+       {{"vector_width", 4}}},
+      {"d64 f32 4-byte bool",
+       SdpaTask(kF32, {.heads = 2, .kv_heads = 1, .q_len = 2, .kv_len = 777, .head_dim = 64},
+                "bool"),
+       {{"vector_width", 1}}},
+  };
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const Case& c : cases) {
+    for (int64_t stages : {0, 2, 3, 4}) {
+      std::map<std::string, int64_t> changes = c.changes;
+      changes["stages"] = stages;
+      // Every other depth under the register cap where the point allows it, the rest without.
+      if (stages % 2 == 1 || stages == 0) changes["max_registers"] = 0;
+      const SchedulePoint point = With(c.task, changes);
+      ASSERT_TRUE(FlashAttentionFamily().Validate(c.task, point).ok())
+          << c.name << " stages " << stages << ": "
+          << FlashAttentionFamily().Validate(c.task, point);
+      auto kernel = FlashAttentionFamily().Generate(c.task, point);
+      ASSERT_TRUE(kernel.ok()) << c.name << ": " << kernel.status();
+      EXPECT_THAT(kernel->source, HasSubstr(absl::StrCat("#define FORGE_FA_STAGES ", stages)));
+      kernels.push_back(*std::move(kernel));
+      labels.push_back(absl::StrCat(c.name, " stages=", stages));
+    }
+  }
+  testing::ExpectCompiles(kernels, labels, /*expect_no_spills=*/true, {"sm_80", "sm_90"});
 }
 
 TEST(FlashAttentionTest, CausalDecodeReadsOnlyTheKeysTheQueriesSee) {
@@ -174,11 +266,20 @@ TEST(FlashAttentionTest, PriorPredictsDecodeNearTheBandwidthFloor) {
     EXPECT_GE(*seconds, floor) << "b" << batch;
     EXPECT_LE(*seconds, 2 * floor) << "b" << batch;
     auto scalar = FlashAttentionFamily().Plan(
-        task, With(task, {{"vector_width", 1}, {"unroll", 1}, {"warps", 1}}));
+        task, With(task, {{"vector_width", 1}, {"unroll", 1}, {"warps", 1}, {"stages", 0}}));
     ASSERT_TRUE(scalar.ok()) << scalar.status();
     auto scalar_seconds = prior->PredictSeconds(task, *scalar);
     ASSERT_TRUE(scalar_seconds.ok()) << scalar_seconds.status();
     EXPECT_GT(*scalar_seconds, *seconds) << "b" << batch;
+    // The ring keeps more bytes in flight than loads into registers: never predicted slower.
+    auto registers = FlashAttentionFamily().Plan(task, With(task, {{"stages", 0}}));
+    ASSERT_TRUE(registers.ok()) << registers.status();
+    auto register_seconds = prior->PredictSeconds(task, *registers);
+    ASSERT_TRUE(register_seconds.ok()) << register_seconds.status();
+    EXPECT_LE(*seconds, *register_seconds) << "b" << batch;
+    std::printf("b%lld kv%lld: predicted %.2f us (ring), %.2f us (registers), floor %.2f us\n",
+                static_cast<long long>(batch), static_cast<long long>(kv_len), *seconds * 1e6,
+                *register_seconds * 1e6, floor * 1e6);
   }
 }
 

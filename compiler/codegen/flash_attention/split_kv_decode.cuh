@@ -31,9 +31,15 @@
 //   FORGE_FA_ROWS             query rows per block (of the group's G * SQ), FORGE_FA_CHUNKS
 //                             blocks along grid.z cover them
 //   FORGE_FA_SPLIT_KEYS       keys per block; FORGE_FA_SPLITS blocks along grid.x cover the keys
+//   FORGE_FA_STAGES           0: each step's K and V loaded straight into registers; 2..4: a
+//                             ring of that many steps in shared memory filled by cp.async (sm_80
+//                             and newer), the loads of the next STAGES - 1 steps in flight while
+//                             a step computes (the vector must be 4, 8 or 16 bytes)
 //
 // Block (split, batch * HKV + kv head, chunk): its rows' queries in registers, the split's keys
-// streamed with 16-byte loads, K and V of each key read once for all the group's query heads;
+// streamed with 16-byte loads, K and V of each key read once for all the group's query heads
+// (with STAGES > 0 through a per-thread cp.async ring: each thread copies its own vectors of a
+// step and reads back only those, so the ring needs no barrier, only cp.async.wait_group);
 // an online softmax in float32 per lane group, then lane groups (shuffles) and warps (shared
 // memory, in warp order) merged. One split writes the output; several write float32 partials
 // (unnormalized sum, max, sum of weights) to the module's own __device__ workspace, and the
@@ -96,6 +102,58 @@ __device__ __forceinline__ float forge_fa_score(float x, const MaskT* __restrict
 #endif
 #endif
 }
+
+// Calls f(u, n, j, d0, in_bounds) for each vector this thread reads in the step at j_warp: the
+// u-th of its keys (j), the n-th of its vectors of that key (head dims d0..d0 + VEC - 1);
+// in_bounds is false past the split or the head dim.
+template <typename F>
+__device__ __forceinline__ void forge_fa_step_vectors(long long j_warp, long long k_end,
+                                                      int key_lane, int d_lane, F f) {
+#pragma unroll
+  for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
+    const long long j = j_warp + (long long)u * kForgeFaKeysPerStep + key_lane;
+#pragma unroll
+    for (int n = 0; n < FORGE_FA_NV; ++n) {
+      const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
+      f(u, n, j, d0, j < k_end && d0 < FORGE_FA_D);
+    }
+  }
+}
+
+#if FORGE_FA_STAGES > 0
+// The ring: slot (stage, u, n, K or V) of every thread, consecutive threads' vectors adjacent
+// (a warp's accesses are free of bank conflicts).
+constexpr int kForgeFaRingSlots = FORGE_FA_STAGES * FORGE_FA_UNROLL * FORGE_FA_NV * 2;
+__device__ __forceinline__ int forge_fa_ring_index(int stage, int u, int n, int operand) {
+  return (((stage * FORGE_FA_UNROLL + u) * FORGE_FA_NV + n) * 2 + operand) * kForgeFaThreads +
+         threadIdx.x;
+}
+// An asynchronous copy of one vector (4, 8 or 16 bytes, aligned) from global to shared memory;
+// 16-byte copies bypass L1.
+__device__ __forceinline__ void forge_fa_cp_async(ForgeFaVec* shared, const FORGE_FA_T* global) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  if (sizeof(ForgeFaVec) == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(global),
+                 "n"((int)sizeof(ForgeFaVec)) : "memory");
+  }
+}
+// Requests this thread's vectors of K and V of the step at j_warp into ring stage `stage`, as one
+// cp.async group (an empty one past the split: every step commits one group, so waiting for all
+// but the newest STAGES - 1 groups waits for the step about to be read).
+__device__ __forceinline__ void forge_fa_request(ForgeFaVec* ring, int stage, long long j_warp,
+                                                 long long k_end, const FORGE_FA_T* kb,
+                                                 const FORGE_FA_T* vb, int key_lane, int d_lane) {
+  forge_fa_step_vectors(j_warp, k_end, key_lane, d_lane,
+                        [&](int u, int n, long long j, int d0, bool in_bounds) {
+    if (!in_bounds) return;
+    forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 0)], kb + j * FORGE_FA_K_SJ + d0);
+    forge_fa_cp_async(&ring[forge_fa_ring_index(stage, u, n, 1)], vb + j * FORGE_FA_V_SJ + d0);
+  });
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+#endif
 
 #if FORGE_FA_SPLITS > 1
 // The partials of every (batch * kv head, chunk, row, split), and a ticket per (batch * kv head,
@@ -190,25 +248,44 @@ __device__ __forceinline__ void forge_fa_run(const FORGE_FA_T* __restrict__ q,
       k + FORGE_FA_K_OFF + b * FORGE_FA_K_SB + (long long)kvh * FORGE_FA_K_SH;
   const FORGE_FA_T* __restrict__ vb =
       v + FORGE_FA_V_OFF + b * FORGE_FA_V_SB + (long long)kvh * FORGE_FA_V_SH;
+  const long long j_first = k_begin + warp * kForgeFaKeysPerWarp;
+  constexpr long long kStepKeys = (long long)kForgeFaKeysPerStep * FORGE_FA_UNROLL;
+#if FORGE_FA_STAGES > 0
+  __shared__ ForgeFaVec s_ring[kForgeFaRingSlots * kForgeFaThreads];
+  // The first STAGES - 1 steps requested before the loop; each iteration requests the step
+  // STAGES - 1 ahead into the stage the previous iteration read, then waits for its own.
+#pragma unroll
+  for (int s = 0; s < FORGE_FA_STAGES - 1; ++s) {
+    forge_fa_request(s_ring, s, j_first + s * kStepKeys, k_end, kb, vb, key_lane, d_lane);
+  }
+  int stage = 0;
+#endif
   // The loop bound is the warp's, so every lane runs every iteration (the shuffles need them).
-  for (long long j_warp = k_begin + warp * kForgeFaKeysPerWarp; j_warp < k_end;
-       j_warp += (long long)kForgeFaKeysPerStep * FORGE_FA_UNROLL) {
+  for (long long j_warp = j_first; j_warp < k_end; j_warp += kStepKeys) {
     ForgeFaVec kv[FORGE_FA_UNROLL][FORGE_FA_NV], vv[FORGE_FA_UNROLL][FORGE_FA_NV];
+#if FORGE_FA_STAGES > 0
+    forge_fa_request(s_ring, (stage + FORGE_FA_STAGES - 1) % FORGE_FA_STAGES,
+                     j_warp + (FORGE_FA_STAGES - 1) * kStepKeys, k_end, kb, vb, key_lane, d_lane);
+    asm volatile("cp.async.wait_group %0;" ::"n"(FORGE_FA_STAGES - 1) : "memory");
+#endif
+    forge_fa_step_vectors(j_warp, k_end, key_lane, d_lane,
+                          [&](int u, int n, long long j, int d0, bool in_bounds) {
+      if (in_bounds) {
+#if FORGE_FA_STAGES > 0
+        kv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 0)];
+        vv[u][n] = s_ring[forge_fa_ring_index(stage, u, n, 1)];
+#else
+        kv[u][n] = *reinterpret_cast<const ForgeFaVec*>(kb + j * FORGE_FA_K_SJ + d0);
+        vv[u][n] = *reinterpret_cast<const ForgeFaVec*>(vb + j * FORGE_FA_V_SJ + d0);
+#endif
+      } else {
 #pragma unroll
-    for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
-      const long long j = j_warp + (long long)u * kForgeFaKeysPerStep + key_lane;
-#pragma unroll
-      for (int n = 0; n < FORGE_FA_NV; ++n) {
-        const int d0 = (n * FORGE_FA_LPK + d_lane) * FORGE_FA_VEC;
-        if (j < k_end && d0 < FORGE_FA_D) {
-          kv[u][n] = *reinterpret_cast<const ForgeFaVec*>(kb + j * FORGE_FA_K_SJ + d0);
-          vv[u][n] = *reinterpret_cast<const ForgeFaVec*>(vb + j * FORGE_FA_V_SJ + d0);
-        } else {
-#pragma unroll
-          for (int e = 0; e < FORGE_FA_VEC; ++e) kv[u][n].v[e] = vv[u][n].v[e] = FORGE_FA_T{};
-        }
+        for (int e = 0; e < FORGE_FA_VEC; ++e) kv[u][n].v[e] = vv[u][n].v[e] = FORGE_FA_T{};
       }
-    }
+    });
+#if FORGE_FA_STAGES > 0
+    stage = stage + 1 == FORGE_FA_STAGES ? 0 : stage + 1;
+#endif
     float t[FORGE_FA_UNROLL][FORGE_FA_ROWS];
 #pragma unroll
     for (int u = 0; u < FORGE_FA_UNROLL; ++u) {
@@ -261,6 +338,11 @@ __device__ __forceinline__ void forge_fa_run(const FORGE_FA_T* __restrict__ q,
       m[r] = top;
     }
   }
+
+#if FORGE_FA_STAGES > 0
+  // Only empty groups (steps past the split) can be pending; none outlives the loop.
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
 
   // The warp's lane groups merged (butterfly over the key lanes), then written for the block.
 #pragma unroll

@@ -250,14 +250,18 @@ absl::Status DescribeProduct(const GroupView& view, const Node& matmul,
   return absl::OkStatus();
 }
 
+bool IsProduct(const Node& node) {
+  const absl::string_view op = OpName(node);
+  return op == "linear" || op == "addmm" || op == "mm" || op == "bmm" || op == "matmul";
+}
+
 }  // namespace
 
 absl::StatusOr<ProductAnalysis> AnalyzeProduct(const GroupView& view,
                                                const ProductOptions& options) {
   ProductAnalysis analysis;
   for (const Node& node : view.group().nodes()) {
-    const absl::string_view op = OpName(node);
-    if (op != "linear" && op != "addmm" && op != "mm" && op != "bmm" && op != "matmul") continue;
+    if (!IsProduct(node)) continue;
     if (analysis.matmul != nullptr) {
       return absl::UnimplementedError(
           absl::StrCat(DescribeNode(node), " is a second matrix product in the group"));
@@ -272,6 +276,68 @@ absl::StatusOr<ProductAnalysis> AnalyzeProduct(const GroupView& view,
     return status;
   }
   return analysis;
+}
+
+int ProductCount(const GroupView& view) {
+  const auto& nodes = view.group().nodes();
+  return static_cast<int>(std::count_if(nodes.begin(), nodes.end(), IsProduct));
+}
+
+absl::StatusOr<GatedProductAnalysis> AnalyzeGatedProduct(const GroupView& view) {
+  GatedProductAnalysis gated;
+  std::vector<const Node*> products;
+  for (const Node& node : view.group().nodes()) {
+    if (IsProduct(node)) products.push_back(&node);
+  }
+  if (products.size() != 2) {
+    return absl::UnimplementedError(absl::StrCat(
+        "a gated product has two matrix products; the group has ", products.size()));
+  }
+  // The product read by the mul directly is the up projection; the other one's sole reader is
+  // the activation, whose sole reader is the mul.
+  const forge::v1::Graph& group = view.group();
+  for (int gate = 0; gate < 2 && gated.mul == nullptr; ++gate) {
+    const Node* activation = SoleConsumer(group, products[gate]->outputs(0));
+    const Node* mul = SoleConsumer(group, products[1 - gate]->outputs(0));
+    if (activation == nullptr || mul == nullptr || OpName(*mul) != "mul" ||
+        activation->outputs_size() != 1 || SoleConsumer(group, activation->outputs(0)) != mul) {
+      continue;
+    }
+    const std::vector<std::string> reads = ReadValues(*mul);
+    if (reads.size() != 2) continue;
+    gated = {products[gate], products[1 - gate], activation, mul};
+  }
+  if (gated.mul == nullptr) {
+    return absl::UnimplementedError(
+        "the two matrix products are not act(A B_gate) * (A B_up), each read once");
+  }
+  for (const Node* product : {gated.gate, gated.up}) {
+    const absl::string_view op = OpName(*product);
+    if (op != "linear" && op != "mm" && op != "matmul") {
+      return absl::UnimplementedError(absl::StrCat(
+          DescribeNode(*product), ": a gated product's projections are linear, mm or matmul"));
+    }
+    if (op == "linear" && !TensorArgument(*product, "bias").empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat(DescribeNode(*product), " has a bias; the gated product has none"));
+    }
+  }
+  GemmProduct up;
+  if (absl::Status status = DescribeProduct(view, *gated.gate, {}, gated.product); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = DescribeProduct(view, *gated.up, {}, up); !status.ok()) return status;
+  if (gated.product.batch != 1 || up.batch != 1) {
+    return absl::UnimplementedError("a gated product is not batched (3-d x 3-d)");
+  }
+  if (up.a != gated.product.a || up.m != gated.product.m || up.n != gated.product.n ||
+      up.k != gated.product.k || up.dtype != gated.product.dtype) {
+    return absl::UnimplementedError(absl::StrCat(
+        DescribeNode(*gated.gate), " and ", DescribeNode(*gated.up),
+        " do not read the same A with the same sizes and dtype"));
+  }
+  gated.up_b = up.b;
+  return gated;
 }
 
 std::optional<int> BiasInput(const GroupView& view, absl::string_view value, int64_t n,

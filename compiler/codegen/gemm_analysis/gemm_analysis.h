@@ -63,6 +63,24 @@ struct ProductAnalysis {
   GemmProduct product;
 };
 
+// A gated product (SwiGLU's gate and up projections of a Llama/Mistral MLP):
+//   result = act(A B_gate) * (A B_up)
+// two product nodes (linear, mm or matmul; N-d x 2-d, no bias) that read the same A, an
+// activation node on the gate's product (its only reader) and a mul of the activation and the
+// up product (the up product's only reader), in either order.
+struct GatedProductAnalysis {
+  const forge::v1::Node* gate = nullptr;        // the gate's product node
+  const forge::v1::Node* up = nullptr;          // the up's product node
+  const forge::v1::Node* activation = nullptr;  // act(gate)
+  const forge::v1::Node* mul = nullptr;         // act(gate) * up
+  GemmProduct product;                          // A x B_gate (sizes, dtype, A, B_gate)
+  GemmMatrix up_b;                              // B_up: same sizes as B_gate
+};
+
+// The gated product of `view`'s group: Unimplemented (with the reason) when the group is not
+// one, or when its products differ in A, sizes or dtype, are batched or carry a bias.
+absl::StatusOr<GatedProductAnalysis> AnalyzeGatedProduct(const GroupView& view);
+
 // Finds the product of `view`'s group and describes its operands. Unimplemented when the group
 // has no product or two, when an operand is not a strided reinterpretation of a task input (or
 // has no unit-stride dimension, or starts at a storage offset), for ranks other than N-d x 2-d
@@ -70,6 +88,9 @@ struct ProductAnalysis {
 // bfloat16 and float16; InvalidArgument when the sizes disagree.
 absl::StatusOr<ProductAnalysis> AnalyzeProduct(const GroupView& view,
                                                const ProductOptions& options = {});
+
+// The number of matrix product nodes (linear, addmm, mm, bmm, matmul) in `view`'s group.
+int ProductCount(const GroupView& view);
 
 // "linear", "addmm", ...: the op without its "aten::" namespace.
 absl::string_view OpName(const forge::v1::Node& node);

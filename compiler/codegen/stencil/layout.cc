@@ -436,7 +436,13 @@ int LaneAxis(const Layout& layout) {
                                                                                                : 3;
 }
 
-std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
+namespace {
+
+// Every template that may run the task, each space at its table default (not settled): what
+// ValidatePoint checks a point against. A point valid in one of these makes its template offered
+// (SpacesOf), so checking against them equals checking against SpacesOf's without enumerating
+// any space (SettleDefault can walk a whole space; the search validates every point it builds).
+std::vector<TemplateSpace> CandidateSpaces(const StencilTask& analysis) {
   std::vector<TemplateSpace> spaces;
   const bool reduce_first = WindowReduceApplies(analysis) && !analysis.channels_last &&
                             WindowTaps(analysis) >= kWindowReduceFirstTaps;
@@ -455,9 +461,15 @@ std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
   if (WindowReduceApplies(analysis) && !reduce_first) {
     spaces.push_back(WindowReduceSpace(analysis));
   }
+  return spaces;
+}
+
+}  // namespace
+
+std::vector<TemplateSpace> SpacesOf(const StencilTask& analysis) {
   // The added templates are offered only where some point of theirs is valid, at a valid default.
   std::vector<TemplateSpace> offered;
-  for (TemplateSpace& space : spaces) {
+  for (TemplateSpace& space : CandidateSpaces(analysis)) {
     const bool added = space.template_name != kPlanarTemplate &&
                        space.template_name != kChannelsLastTemplate;
     if (!added || SettleDefault(analysis, space)) offered.push_back(std::move(space));
@@ -504,7 +516,7 @@ Layout LayoutOf(const SchedulePoint& point) {
 }
 
 absl::Status ValidatePoint(const StencilTask& analysis, const SchedulePoint& point) {
-  const std::vector<TemplateSpace> spaces = SpacesOf(analysis);
+  const std::vector<TemplateSpace> spaces = CandidateSpaces(analysis);
   const TemplateSpace* space = nullptr;
   for (const TemplateSpace& candidate : spaces) {
     if (candidate.template_name == point.template_name) space = &candidate;

@@ -411,6 +411,41 @@ forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, in
   return builder.Output("act").Build(forge::v1::KERNEL_FAMILY_GEMM);
 }
 
+forge::v1::KernelTask ScaledActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           const std::string& activation,
+                                           std::vector<forge::v1::Argument> arguments) {
+  const bool tensor_bound = std::any_of(arguments.begin(), arguments.end(),
+                                        [](const forge::v1::Argument& a) { return a.has_tensor(); });
+  arguments.insert(arguments.begin(), TensorArg("self", "scaled"));
+  TaskBuilder builder;
+  builder.Input("x", dtype, {m, k}).Input("w", dtype, {n, k});
+  if (tensor_bound) builder.Input("low", dtype, {m, n});
+  return builder
+      .Node("linear", "linear", "", {TensorArg("input", "x"), TensorArg("weight", "w")}, dtype,
+            {m, n})
+      .Node("scaled", "mul", "Scalar", {TensorArg("self", "linear"), FloatArg("other", 2)}, dtype,
+            {m, n})
+      .Node("act", activation, "", arguments, dtype, {m, n})
+      .Output("act")
+      .Build(forge::v1::KERNEL_FAMILY_GEMM);
+}
+
+forge::v1::KernelTask GatedLinearTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                      const std::string& activation) {
+  TaskBuilder builder;
+  builder.Input("x", dtype, {m, k}).Input("wg", dtype, {n, k}).Input("wu", dtype, {n, k});
+  builder.Node("gate", "linear", "", {TensorArg("input", "x"), TensorArg("weight", "wg")}, dtype,
+               {m, n});
+  builder.Node("up", "linear", "", {TensorArg("input", "x"), TensorArg("weight", "wu")}, dtype,
+               {m, n});
+  builder.Node("act", activation, "", {TensorArg("self", "gate")}, dtype, {m, n});
+  builder.Node("gated", "mul", "Tensor", {TensorArg("self", "act"), TensorArg("other", "up")},
+               dtype, {m, n});
+  forge::v1::KernelTask task = builder.Output("gated").Build(forge::v1::KERNEL_FAMILY_GEMM);
+  task.set_flops(4 * m * n * k);
+  return task;
+}
+
 forge::v1::KernelTask SdpaTask(forge::v1::DType dtype, const AttentionShape& shape,
                                const std::string& mask) {
   const AttentionShape& s = shape;

@@ -104,6 +104,16 @@ std::vector<SchedulePoint> EvenSample(const std::vector<SchedulePoint>& points, 
 forge::v1::KernelTask LinearActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
                                            bool bias, const std::string& activation,
                                            const std::string& approximate = "");
+// linear(x[m, k], w[n, k]) * 2, then `activation` on it with `arguments` after its `self`
+// (leaky_relu's slope, a clamp's bounds). Inputs: x, w, and `low` [m, n] when an argument is a
+// tensor (a clamp's tensor bound, which must name "low").
+forge::v1::KernelTask ScaledActivationTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                           const std::string& activation,
+                                           std::vector<forge::v1::Argument> arguments);
+// A gated product (SwiGLU's gate and up projections of a Llama MLP):
+// activation(linear(x[m, k], wg[n, k])) * linear(x, wu[n, k]).
+forge::v1::KernelTask GatedLinearTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
+                                      const std::string& activation = "silu");
 // mm(a[m, k], b[k, n]) * scale + residual[m, n].
 forge::v1::KernelTask ScaleResidualTask(forge::v1::DType dtype, int64_t m, int64_t n, int64_t k,
                                         double scale);
