@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_status/grpc_status.h"
 #include "common/logging/logging.h"
 #include "forge/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -31,9 +32,8 @@ struct CostModelFetcher::State {
     forge::v1::GetCostModelResponse response;
     const grpc::Status status = stub->GetCostModel(&context, request, &response);
     if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("GetCostModel(", model.gpu, ") at ", options.coordinator,
-                                       ": ", status.error_message()));
+      return FromGrpcStatus(
+          status, absl::StrCat("GetCostModel(", model.gpu, ") at ", options.coordinator));
     }
     const absl::StatusOr<bool> installed = model.predictor->Install(response);
     if (!installed.ok()) return installed.status();
