@@ -19,7 +19,8 @@
 // The learned performance model (server/cost_model_trainer.h): every cost-model.interval the
 // coordinator trains a new version of cost-model.space's model when cost-model.retrain-every new
 // measured results arrived (and there are enough), stores it in Redis, and loads the newest
-// version (its own or another coordinator's) into the search prior.
+// version (its own or another coordinator's) into the search prior. forge.v1.CostModelService
+// serves it to workers and `forge predict --learned` (server/cost_model_service.h).
 //
 // The compiled-object catalog (server/compiled_catalog): objects workers compiled, under
 // catalog.dir, served to every worker by WorkerService (FetchCompiledObject, PublishCompiledObject);
@@ -58,6 +59,7 @@
 #include "server/blob_store.h"
 #include "server/compiled_catalog/compiled_catalog.h"
 #include "server/cost_model_store.h"
+#include "server/cost_model_service.h"
 #include "server/cost_model_trainer.h"
 #include "server/health/health.h"
 #include "server/job_service.h"
@@ -437,6 +439,12 @@ int Run(int argc, char** argv) {
   CostModelStore cost_models(&redis);
   CostModelTrainer trainer(&redis, &results, &cost_models,
                            {.retrain_every = config->GetInt64("cost-model.retrain-every")});
+  // Workers and `forge predict` fetch the models (server/cost_model_service.h).
+  CostModelService cost_model_service(
+      &cost_models,
+      cost_model_space.empty() ? std::vector<std::string>{}
+                               : std::vector<std::string>{cost_model_space},
+      auth);
   std::optional<Periodically> training;
   if (!cost_model_space.empty()) {
     training.emplace(config->GetDuration("cost-model.interval"), [&] {
@@ -488,6 +496,7 @@ int Run(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(&service);
   builder.RegisterService(&worker_service);
+  builder.RegisterService(&cost_model_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     log->critical("cannot listen on {}", listen);

@@ -65,6 +65,31 @@ TEST_F(CostModelStoreTest, EachPutIsTheNextVersionAndRoundTrips) {
             *second.PredictSeconds(features, analytic));
 }
 
+TEST_F(CostModelStoreTest, TheHeldOutErrorTravelsWithItsVersion) {
+  CostModelStore store(redis_.get());
+  const cost::LearnedModel model = *cost::LearnedModel::Train(rows_, {.rounds = 10});
+  forge::v1::CostModelEvaluation held_out;
+  held_out.set_method("held out by task");
+  held_out.set_test_rows(42);
+  forge::v1::CostModelError* error = held_out.add_errors();
+  error->set_family(forge::v1::KERNEL_FAMILY_POINTWISE);
+  error->set_median_percent_error(12.5);
+  ASSERT_EQ(*store.Put(kSpace, model, 100, held_out), 1);
+  ASSERT_EQ(*store.Put(kSpace, model, 150), 2);  // version 2 has none
+
+  const std::optional<StoredCostModel> stored = *store.GetStored(kSpace);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->info.version, 2);
+  EXPECT_EQ(stored->bytes, *model.Serialize());
+  EXPECT_EQ(stored->info.held_out.errors_size(), 0);
+
+  ASSERT_EQ(*store.Put(kSpace, model, 200, held_out), 3);
+  const std::optional<cost::VersionedModel> loaded = *store.Get(kSpace);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->held_out.SerializeAsString(), held_out.SerializeAsString());
+  EXPECT_EQ((*store.Info(kSpace))->held_out.test_rows(), 42);
+}
+
 TEST_F(CostModelStoreTest, BytesThatAreNoModelAreDataLoss) {
   CostModelStore store(redis_.get());
   ASSERT_TRUE(redis_->Command({"HSET", keys::CostModel(kSpace), "version", "3", "model", "junk"})

@@ -12,6 +12,7 @@
 #include "compiler/codegen/family.h"
 #include "compiler/cost/learned/cost_predictor.h"
 #include "compiler/cost/learned/features.h"
+#include "compiler/cost/learned/held_out.h"
 #include "compiler/cost/plan_prediction.h"
 #include "compiler/search/candidate.h"
 #include "server/redis_keys.h"
@@ -160,9 +161,15 @@ absl::StatusOr<TrainOutcome> CostModelTrainer::MaybeTrain(absl::string_view spac
                      current->version, "; retraining at ", options_.retrain_every);
     return outcome;
   }
+  // The error is measured first, by a model that never saw the held-back tasks; the stored model
+  // then learns from every row.
+  FORGE_ASSIGN_OR_RETURN(const std::optional<forge::v1::CostModelEvaluation> held_out,
+                         cost::EvaluateHeldOut(set.rows, options_.train));
   FORGE_ASSIGN_OR_RETURN(const cost::LearnedModel model,
                          cost::LearnedModel::Train(set.rows, options_.train));
-  FORGE_ASSIGN_OR_RETURN(outcome.version, store_->Put(space, model, set.results_seen));
+  FORGE_ASSIGN_OR_RETURN(outcome.version,
+                         store_->Put(space, model, set.results_seen,
+                                     held_out.value_or(forge::v1::CostModelEvaluation())));
   outcome.trained = true;
   outcome.reason = absl::StrCat("trained version ", outcome.version, " on ", outcome.rows,
                                 " rows over ", outcome.tasks, " tasks");

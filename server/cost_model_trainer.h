@@ -16,7 +16,9 @@
 // Incremental: MaybeTrain trains only when the space's measured results grew by `retrain_every`
 // since the stored model (its results_seen), and only over the threshold of cost_predictor.h
 // (kMinTrainingRows rows over kMinTrainingGroups tasks); below it the analytic model stays in use.
-// Each training uses every row (XGBoost retrains from scratch in seconds; no warm start).
+// Each training uses every row (XGBoost retrains from scratch in seconds; no warm start), after a
+// model trained without every fifth task measured its error on them (compiler/cost/learned/
+// held_out.h); that error is stored with the version, never the training error.
 #ifndef FORGE_SERVER_COST_MODEL_TRAINER_H_
 #define FORGE_SERVER_COST_MODEL_TRAINER_H_
 

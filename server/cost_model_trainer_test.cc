@@ -128,6 +128,15 @@ TEST_F(CostModelTrainerTest, TrainsOverTheThresholdAndVersionsEachRetraining) {
   const std::optional<cost::VersionedModel> stored = *store_->Get(kSpace);
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->model.training_rows(), outcome->rows);
+  // Stored with it: the error of a model trained without one of the five tasks, on that task.
+  const forge::v1::CostModelEvaluation& held_out = stored->held_out;
+  EXPECT_GT(held_out.test_rows(), 0);
+  EXPECT_EQ(held_out.train_rows() + held_out.test_rows(), outcome->rows);
+  ASSERT_EQ(held_out.errors_size(), 2);
+  EXPECT_EQ(held_out.errors(0).family(), forge::v1::KERNEL_FAMILY_REDUCTION);
+  EXPECT_EQ(held_out.errors(0).tasks(), 1);
+  EXPECT_EQ(held_out.errors(1).rows(), held_out.test_rows());
+  EXPECT_GE(held_out.errors(1).median_percent_error(), 0);
 
   // Nothing new: the same version.
   outcome = trainer.MaybeTrain(kSpace);

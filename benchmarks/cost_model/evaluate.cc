@@ -259,42 +259,21 @@ absl::StatusOr<std::vector<double>> HeldOutPredictions(
   return predicted;
 }
 
-struct Scores {
-  double mape = 0;
-  double median_ape = 0;
-  double spearman = 0;  // mean over the tasks with two points or more
-  double worst_spearman = 0;
-};
-
 // Scores of `predicted` over the rows `selected`.
-Scores Score(const std::vector<Row>& rows, const std::vector<double>& predicted,
-             const std::vector<size_t>& selected) {
+GroupedScores Score(const std::vector<Row>& rows, const std::vector<double>& predicted,
+                    const std::vector<size_t>& selected) {
   std::vector<double> p, m;
-  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_task;
+  std::vector<std::string> tasks;
   for (const size_t i : selected) {
     p.push_back(predicted[i]);
     m.push_back(rows[i].training.measured_seconds);
-    by_task[rows[i].task].first.push_back(predicted[i]);
-    by_task[rows[i].task].second.push_back(rows[i].training.measured_seconds);
+    tasks.push_back(rows[i].task);
   }
-  Scores scores{.mape = MeanAbsolutePercentError(p, m),
-                .median_ape = MedianAbsolutePercentError(p, m),
-                .worst_spearman = 1};
-  int tasks = 0;
-  for (const auto& [task, values] : by_task) {
-    const double rho = Spearman(values.first, values.second);
-    if (std::isnan(rho)) continue;
-    scores.spearman += rho;
-    scores.worst_spearman = std::min(scores.worst_spearman, rho);
-    ++tasks;
-  }
-  scores.spearman = tasks > 0 ? scores.spearman / tasks : std::nan("");
-  if (tasks == 0) scores.worst_spearman = std::nan("");
-  return scores;
+  return ScoreByTask(p, m, tasks);
 }
 
-std::string Cell(const Scores& s) {
-  return absl::StrFormat("%.1f%% / %.1f%% / %.2f (%.2f)", s.mape, s.median_ape, s.spearman,
+std::string Cell(const GroupedScores& s) {
+  return absl::StrFormat("%.1f%% / %.1f%% / %.2f (%.2f)", s.mean_ape, s.median_ape, s.spearman,
                          s.worst_spearman);
 }
 

@@ -29,6 +29,7 @@
 #include "client/forge/jobs.h"
 #include "client/forge/model.h"
 #include "client/forge/predict.h"
+#include "compiler/cost/learned/cost_predictor.h"
 #include "client/forge/results.h"
 #include "client/forge/submit.h"
 #include "client/forge/watch.h"
@@ -209,9 +210,36 @@ int RunInspect(const Call& call) {
   });
 }
 
+// With --learned, the coordinator's learned performance model for the GPU (CostModelService).
 int RunPredict(const Call& call) {
-  return RunLocalModelCommand(call, [](const auto& graph, const auto& gpu, bool json) {
-    return PredictGraph(graph, PredictOptions{gpu, json});
+  cost::CostPredictor learned;
+  PredictOptions options;
+  options.gpu = call.Get("gpu");
+  options.json = call.Switch("json");
+  options.explain = call.Switch("explain");
+  options.transfer_from = call.Get("transfer-from");
+  if (!options.transfer_from.empty() && !call.Switch("learned")) {
+    return UsageFailure(call, "--transfer-from needs --learned (it transfers a learned model)");
+  }
+  if (call.Switch("learned")) {
+    int exit_code = 0;
+    std::unique_ptr<JobClient> client = Connect(call, exit_code);
+    if (client == nullptr) return exit_code;
+    forge::v1::GetCostModelRequest request;
+    request.set_gpu(options.transfer_from.empty() ? options.gpu : options.transfer_from);
+    absl::StatusOr<forge::v1::GetCostModelResponse> response = client->GetCostModel(request);
+    if (!response.ok()) return Fail(call, response.status());
+    if (absl::StatusOr<bool> installed = learned.Install(*response); !installed.ok()) {
+      return Fail(call, installed.status());
+    }
+    options.learned = &learned;
+    options.learned_origin = absl::StrCat("coordinator ", client->address(),
+                                          response->space().empty()
+                                              ? std::string()
+                                              : absl::StrCat(", ", response->space()));
+  }
+  return RunLocalModelCommand(call, [&options](const auto& graph, const auto&, bool) {
+    return PredictGraph(graph, options);
   });
 }
 
@@ -484,16 +512,28 @@ const std::vector<Command>& Commands() {
        RunInspect},
       {"predict",
        "compile each task's default kernels and PREDICT their times (no GPU)",
-       "forge predict MODEL [--gpu NAME] [--json]",
+       "forge predict MODEL [--gpu NAME] [--json] [--learned [--transfer-from GPU]] [--explain]",
        "Partitions a model into kernel tasks; for each task generates the default kernel of\n"
        "every applicable family, compiles it with NVRTC for the GPU's architecture and PREDICTS\n"
        "its time with the emulated backend's performance model. No GPU is used: every time is\n"
        "predicted. Prints per kernel: predicted us, roofline floor, % of floor, registers/spill\n"
-       "bytes; then the best predicted time per task summed over the model against the floors.",
-       {kGpuFlag, kJsonFlag},
+       "bytes and the model that predicted it; then the best predicted time per task summed\n"
+       "over the model against the floors, and the performance model with its measured error\n"
+       "on results held back from training, per task family. With --learned the coordinator's\n"
+       "learned model for the GPU refines the analytic one (the connection settings say where\n"
+       "the coordinator is; without --learned none is contacted).",
+       {kGpuFlag, kJsonFlag,
+        Switch("learned", "fetch the coordinator's learned performance model for the GPU"),
+        Switch("explain", "under each kernel, what drove its prediction (learned: per-feature "
+                          "contributions; analytic: the model's account)"),
+        Text("transfer-from", "GPU",
+             "with --learned: use that GPU's learned model and carry its predictions to --gpu by "
+             "the ratio of the two GPUs' ceilings on each kernel's bottleneck (PREDICTED, no "
+             "measured error)",
+             "")},
        1,
        1,
-       false,
+       true,
        RunPredict},
       {"submit",
        "upload models (only the weights the coordinator lacks) and start one job each",

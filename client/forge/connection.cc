@@ -121,6 +121,7 @@ struct JobClient::Channel {
   absl::Duration call_timeout;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<forge::v1::JobService::Stub> stub;
+  std::unique_ptr<forge::v1::CostModelService::Stub> cost_models;
 
   // A context with the bearer token and, when `timeout` is finite, a deadline.
   std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) const {
@@ -143,9 +144,17 @@ struct JobClient::Channel {
                                  grpc::Status (forge::v1::JobService::Stub::*call)(
                                      grpc::ClientContext*, const Request&, Response*),
                                  const Request& request) const {
+    return UnaryOn(*stub, method, call, request);
+  }
+
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> UnaryOn(Stub& on, absl::string_view method,
+                                   grpc::Status (Stub::*call)(grpc::ClientContext*,
+                                                              const Request&, Response*),
+                                   const Request& request) const {
     std::unique_ptr<grpc::ClientContext> context = Context(call_timeout);
     Response response;
-    grpc::Status status = (stub.get()->*call)(context.get(), request, &response);
+    grpc::Status status = (on.*call)(context.get(), request, &response);
     if (!status.ok()) return Error(method, status);
     return response;
   }
@@ -184,6 +193,7 @@ absl::StatusOr<std::unique_ptr<JobClient>> JobClient::Connect(const ConnectionSe
         " (UNAVAILABLE; ", settings.tls ? "TLS" : "plaintext", " gRPC)"));
   }
   channel->stub = forge::v1::JobService::NewStub(channel->channel);
+  channel->cost_models = forge::v1::CostModelService::NewStub(channel->channel);
   return std::unique_ptr<JobClient>(new JobClient(std::move(channel)));
 }
 
@@ -294,6 +304,12 @@ absl::StatusOr<forge::v1::ListWorkersResponse> JobClient::ListWorkers(
 absl::StatusOr<forge::v1::PurgeResultsResponse> JobClient::PurgeResults(
     const forge::v1::PurgeResultsRequest& request) {
   return channel_->Unary("PurgeResults", &forge::v1::JobService::Stub::PurgeResults, request);
+}
+
+absl::StatusOr<forge::v1::GetCostModelResponse> JobClient::GetCostModel(
+    const forge::v1::GetCostModelRequest& request) {
+  return channel_->UnaryOn(*channel_->cost_models, "GetCostModel",
+                           &forge::v1::CostModelService::Stub::GetCostModel, request);
 }
 
 absl::StatusOr<forge::v1::RevokeTokenResponse> JobClient::RevokeToken(

@@ -67,7 +67,7 @@ std::string DefaultConfigPath(const std::optional<std::vector<std::string>>& env
 // Yields the bytes of a blob to upload, by digest.
 using BlobReader = std::function<absl::StatusOr<std::string>(const std::string& sha256)>;
 
-// JobService over one channel. Each unary call has the settings' call_timeout as its deadline;
+// JobService (and CostModelService's one call) over one channel. Each unary call has the settings' call_timeout as its deadline;
 // WatchJob has none (it lasts as long as the job). Errors keep the gRPC code as the absl code
 // (UNAVAILABLE -> kUnavailable, NOT_FOUND -> kNotFound, ...) and read
 //   "coordinator HOST:PORT: GetJob failed (NOT_FOUND): job "x" not found".
@@ -105,6 +105,9 @@ class JobClient {
       const forge::v1::PurgeResultsRequest& request);
   absl::StatusOr<forge::v1::RevokeTokenResponse> RevokeToken(
       const forge::v1::RevokeTokenRequest& request);
+  // forge.v1.CostModelService on the same channel: the learned performance model of a GPU.
+  absl::StatusOr<forge::v1::GetCostModelResponse> GetCostModel(
+      const forge::v1::GetCostModelRequest& request);
 
  private:
   struct Channel;

@@ -1,5 +1,7 @@
 #include "client/forge/predict.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "common/version/version.h"
 #include "compiler/codegen/family.h"
 #include "compiler/graph/cost.h"
+#include "compiler/cost/learned/transfer.h"
 #include "compiler/graph/partition.h"
 #include "worker/compile/compile_pool.h"
 #include "worker/emulated/emulated_backend.h"
@@ -34,6 +37,8 @@ struct CandidateRow {
   // The family's Validate refused its own default point for this task (e.g. an SDPA backend that
   // cannot run these shapes): not a failure, the template does not serve the task.
   bool declined = false;
+  std::string predicted_by;  // "analytic" or "learned vN"
+  std::string explanation;   // with --explain: what drove the prediction
 };
 
 struct TaskRows {
@@ -46,8 +51,88 @@ struct TaskRows {
   std::optional<double> best_us;
 };
 
+std::string FamilyName(forge::v1::KernelFamily family) {
+  return std::string(absl::StripPrefix(forge::v1::KernelFamily_Name(family), "KERNEL_FAMILY_"));
+}
+
+// What drove a prediction: the learned model's largest contributions as factors on the time, or
+// the analytic model's own account.
+std::string Explanation(const PredictOptions& options, const GpuArch& gpu, const KernelTask& task,
+                        const codegen::GeneratedKernel& kernel,
+                        const emulated::EmulatedResult& predicted) {
+  if (predicted.prediction.source != cost::PredictionSource::kLearned ||
+      options.learned == nullptr) {
+    return absl::StrCat("analytic model: ", predicted.explanation);
+  }
+  const absl::StatusOr<cost::LearnedModel::Contributions> contributions =
+      options.learned->Explain({.gpu = &gpu,
+                                .task = &task,
+                                .plan = &kernel,
+                                .resources = predicted.resources,
+                                .analytic_seconds = predicted.prediction.analytic_seconds});
+  if (!contributions.ok()) {
+    return absl::StrCat("learned model: no contributions (", contributions.status().message(),
+                        ")");
+  }
+  constexpr size_t kShown = 6;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < std::min(kShown, contributions->features.size()); ++i) {
+    parts.push_back(absl::StrFormat("%s x%.3g", contributions->features[i].first,
+                                    std::exp(contributions->features[i].second)));
+  }
+  const bool ratio =
+      options.learned->model() != nullptr &&
+      options.learned->model()->model.target() == cost::Target::kLogRatioToAnalytic;
+  return absl::StrFormat(
+      "%s: analytic %.3f us; %s x%.3g, then by feature (SHAP, largest first): %s",
+      cost::PredictedBy(predicted.prediction), predicted.prediction.analytic_seconds * 1e6,
+      ratio ? "the model's base ratio" : "the model's base time (us) e^bias",
+      ratio ? std::exp(contributions->bias) : std::exp(contributions->bias) * 1e6,
+      parts.empty() ? "none" : absl::StrJoin(parts, ", "));
+}
+
+// With --transfer-from: the GPU whose learned model predicts, and its backend.
+struct TransferSource {
+  GpuArch gpu;
+  const emulated::EmulatedBackend* backend = nullptr;
+};
+
+// The learned model's prediction of `kernel` on the transfer source, carried to `gpu` by the
+// ceilings' ratio (cost/learned/transfer.h) into `row`; false when the learned model does not
+// serve the candidate there (the caller keeps the target's analytic prediction).
+absl::StatusOr<bool> TransferLearned(const KernelTask& task, const codegen::GeneratedKernel& kernel,
+                                     const GpuArch& gpu, const TransferSource& source,
+                                     const PredictOptions& options, CandidateRow& row) {
+  FORGE_ASSIGN_OR_RETURN(const emulated::EmulatedResult on_source,
+                         source.backend->Predict(task, kernel, source.gpu.name, ""));
+  if (!on_source.result.has_measurement() ||
+      on_source.prediction.source != cost::PredictionSource::kLearned) {
+    return false;
+  }
+  FORGE_ASSIGN_OR_RETURN(const cost::Transfer transfer,
+                         cost::TransferSeconds(on_source.prediction.seconds, task, source.gpu,
+                                               gpu));
+  forge::v1::Measurement& measurement = *row.measurement;
+  const double micros = transfer.seconds * 1e6;
+  measurement.set_median_us(micros);
+  measurement.set_min_us(micros);
+  measurement.set_max_us(micros);
+  measurement.set_percent_of_floor(measurement.roofline_floor_us() / micros * 100);
+  row.predicted_by = absl::StrFormat("%s on %s x%.3g (%s)", cost::PredictedBy(on_source.prediction),
+                                     source.gpu.name, transfer.ratio,
+                                     cost::BottleneckName(transfer.bottleneck));
+  if (options.explain) {
+    row.explanation = absl::StrCat(
+        "transferred from ", source.gpu.name, " by the ratio of the arch table's ",
+        cost::BottleneckName(transfer.bottleneck), " ceilings; there: ",
+        Explanation(options, source.gpu, task, kernel, on_source));
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<CandidateRow>> PredictDefaults(
-    const KernelTask& task, const emulated::EmulatedBackend& backend, const GpuArch& gpu) {
+    const KernelTask& task, const emulated::EmulatedBackend& backend, const GpuArch& gpu,
+    const PredictOptions& options, const std::optional<TransferSource>& transfer) {
   std::vector<CandidateRow> rows;
   for (const codegen::KernelFamily* family : codegen::ApplicableFamilies(task)) {
     if (family->kind() == forge::v1::KERNEL_FAMILY_ATEN) continue;
@@ -74,6 +159,15 @@ absl::StatusOr<std::vector<CandidateRow>> PredictDefaults(
                              backend.Predict(task, *kernel, gpu.name, /*candidate_digest=*/""));
       if (predicted.result.has_measurement()) {
         row.measurement = predicted.result.measurement();
+        row.predicted_by = cost::PredictedBy(predicted.prediction);
+        bool transferred = false;
+        if (transfer.has_value()) {
+          FORGE_ASSIGN_OR_RETURN(transferred,
+                                 TransferLearned(task, *kernel, gpu, *transfer, options, row));
+        }
+        if (options.explain && !transferred) {
+          row.explanation = Explanation(options, gpu, task, *kernel, predicted);
+        }
       } else {
         row.failure = predicted.result.failure().detail();
       }
@@ -112,14 +206,103 @@ Totals Sum(const std::vector<TaskRows>& tasks) {
   return totals;
 }
 
-std::string RenderText(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
+// The performance model in use and its measured error on held-back results, per task family.
+std::string ModelText(const PredictOptions& options) {
+  const std::shared_ptr<const cost::VersionedModel> model =
+      options.learned != nullptr ? options.learned->model() : nullptr;
+  if (model == nullptr) {
+    return absl::StrCat(
+        "\nPerformance model: analytic (worker/emulated)",
+        options.learned != nullptr ? absl::StrCat("; ", options.learned_origin,
+                                                  " has no learned model for this GPU")
+                                   : "; --learned fetches the coordinator's learned model",
+        ". Its error: no measured error here (benchmarks/results has the H200 comparisons).\n");
+  }
+  std::string out = absl::StrFormat(
+      "\nPerformance model: learned v%d (%s; %d rows over %d tasks, target %s) over the analytic "
+      "one; a row says which predicted it (the learned model serves task families it saw %d "
+      "rows of).\n",
+      model->version, options.learned_origin, model->model.training_rows(),
+      model->model.training_groups(), cost::TargetName(model->model.target()),
+      cost::kMinFamilyRows);
+  if (!options.transfer_from.empty()) {
+    const absl::StatusOr<GpuArch> source = FindGpu(options.transfer_from);
+    const std::string source_name = source.ok() ? source->name : options.transfer_from;
+    absl::StrAppendFormat(
+        &out,
+        "TRANSFERRED: the learned rows were predicted on %s and carried to this GPU by the ratio "
+        "of the arch table's ceilings on each candidate's bottleneck (DRAM, FFMA, tensor core; "
+        "launch-bound: unchanged). Expected error on this GPU: no measured error (no transfer "
+        "check between two measured GPU kinds exists). The errors below are %s's.\n",
+        source_name, source_name);
+  }
+  const forge::v1::CostModelEvaluation& held_out = model->held_out;
+  if (held_out.errors().empty()) {
+    absl::StrAppend(&out, "Measured error: no measured error (the version was stored without a "
+                          "held-out evaluation).\n");
+    return out;
+  }
+  absl::StrAppendFormat(&out, "Measured error on results held back from training (%s; %d rows):\n",
+                        held_out.method(), held_out.test_rows());
+  absl::StrAppendFormat(&out, "  %-11s  %5s  %5s  %-8s  %10s  %9s  %8s  %15s\n", "family", "rows",
+                        "tasks", "source", "median err", "mean err", "Spearman",
+                        "analytic median");
+  for (const forge::v1::CostModelError& error : held_out.errors()) {
+    absl::StrAppendFormat(
+        &out, "  %-11s  %5d  %5d  %-8s  %9.1f%%  %8.1f%%  %8s  %14.1f%%\n",
+        error.family() == forge::v1::KERNEL_FAMILY_UNSPECIFIED ? "all" : FamilyName(error.family()),
+        error.rows(), error.tasks(), error.source(), error.median_percent_error(),
+        error.mean_percent_error(),
+        error.has_spearman() ? absl::StrFormat("%.2f", error.spearman()) : "-",
+        error.analytic_median_percent_error());
+  }
+  return out;
+}
+
+std::string ModelJson(const PredictOptions& options) {
+  const std::shared_ptr<const cost::VersionedModel> model =
+      options.learned != nullptr ? options.learned->model() : nullptr;
+  if (model == nullptr) return "{\"source\": \"analytic\", \"held_out\": null}";
+  std::vector<std::string> errors;
+  for (const forge::v1::CostModelError& error : model->held_out.errors()) {
+    errors.push_back(absl::StrCat(
+        "{\"family\": ",
+        JsonString(error.family() == forge::v1::KERNEL_FAMILY_UNSPECIFIED
+                       ? "all"
+                       : FamilyName(error.family())),
+        ", \"rows\": ", error.rows(), ", \"tasks\": ", error.tasks(),
+        ", \"source\": ", JsonString(error.source()),
+        ", \"median_percent_error\": ", absl::StrFormat("%.4g", error.median_percent_error()),
+        ", \"mean_percent_error\": ", absl::StrFormat("%.4g", error.mean_percent_error()),
+        ", \"spearman\": ",
+        error.has_spearman() ? absl::StrFormat("%.4g", error.spearman()) : "null",
+        ", \"analytic_median_percent_error\": ",
+        absl::StrFormat("%.4g", error.analytic_median_percent_error()), "}"));
+  }
+  return absl::StrCat(
+      "{\"source\": \"learned\", \"version\": ", model->version, ", \"transferred_from\": ",
+      options.transfer_from.empty() ? std::string("null") : JsonString(options.transfer_from),
+      ", \"transferred_error\": ",
+      options.transfer_from.empty() ? "null" : "\"no measured error\"",
+      ", \"origin\": ", JsonString(options.learned_origin),
+      ", \"training_rows\": ", model->model.training_rows(),
+      ", \"training_tasks\": ", model->model.training_groups(), ", \"held_out\": ",
+      model->held_out.errors().empty()
+          ? std::string("null")
+          : absl::StrCat("{\"method\": ", JsonString(model->held_out.method()),
+                         ", \"errors\": [", absl::StrJoin(errors, ", "), "]}"),
+      "}");
+}
+
+std::string RenderText(const GpuArch& gpu, const std::vector<TaskRows>& tasks,
+                       const PredictOptions& options) {
   std::string out = absl::StrFormat(
       "PREDICTED kernel times on %s (no GPU was used; emulated backend: NVRTC for %s + "
       "performance model), default schedule point of each template\n",
       gpu.name, gpu.arch);
-  absl::StrAppendFormat(&out, "%-12s  %-9s  %-9s  %-38s  %-28s  %9s  %9s  %7s  %-9s  %3s\n",
+  absl::StrAppendFormat(&out, "%-12s  %-9s  %-9s  %-38s  %-28s  %9s  %9s  %7s  %-9s  %3s  %s\n",
                         "task", "family", "kind", "family/template", "ops", "pred us",
-                        "floor us", "% floor", "regs/spill", "occ");
+                        "floor us", "% floor", "regs/spill", "occ", "model");
   for (const TaskRows& task : tasks) {
     if (task.candidates.empty()) {
       absl::StrAppendFormat(&out, "%-12s  %-9s  %-9s  %-38s  %-28s  %9s  %9.3f  %7s  %-9s  %3d\n",
@@ -136,10 +319,11 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
         continue;
       }
       absl::StrAppendFormat(
-          &out, "%-12s  %-9s  %-9s  %-38s  %-28s  %9.3f  %9.3f  %6.1f%%  %-9s  %3d\n",
+          &out, "%-12s  %-9s  %-9s  %-38s  %-28s  %9.3f  %9.3f  %6.1f%%  %-9s  %3d  %s\n",
           task.short_digest, task.family, "PREDICTED", row.family_template, task.ops,
           row.measurement->median_us(), task.floor_us, row.measurement->percent_of_floor(),
-          Resources(*row.measurement), task.task->occurrences());
+          Resources(*row.measurement), task.task->occurrences(), row.predicted_by);
+      if (!row.explanation.empty()) absl::StrAppend(&out, "    why: ", row.explanation, "\n");
     }
   }
   const Totals totals = Sum(tasks);
@@ -153,10 +337,12 @@ std::string RenderText(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
     absl::StrAppendFormat(&out, "%d task occurrences run through ATen and are not predicted\n",
                           totals.aten_occurrences);
   }
+  absl::StrAppend(&out, ModelText(options));
   return out;
 }
 
-std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
+std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks,
+                       const PredictOptions& options) {
   std::vector<std::string> task_items;
   for (const TaskRows& task : tasks) {
     std::vector<std::string> candidates;
@@ -179,7 +365,10 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
           "{\"template\": ", JsonString(row.family_template), ", \"kind\": \"predicted\"",
           ", \"predicted_us\": ", absl::StrFormat("%.6g", row.measurement->median_us()),
           ", \"percent_of_floor\": ", absl::StrFormat("%.4g", row.measurement->percent_of_floor()),
-          ", \"resources\": ", resources, "}"));
+          ", \"resources\": ", resources, ", \"predicted_by\": ", JsonString(row.predicted_by),
+          row.explanation.empty() ? ""
+                                  : absl::StrCat(", \"explain\": ", JsonString(row.explanation)),
+          "}"));
     }
     task_items.push_back(absl::StrCat(
         "    {\"digest\": ", JsonString(task.task->digest()), ", \"family\": ",
@@ -194,7 +383,8 @@ std::string RenderJson(const GpuArch& gpu, const std::vector<TaskRows>& tasks) {
   return absl::StrCat(
       "{\n  \"version\": ", JsonString(FullVersion()), ",\n  \"gpu\": ", JsonString(gpu.name),
       ",\n  \"arch\": ", JsonString(gpu.arch),
-      ",\n  \"kind\": \"predicted\",\n  \"backend\": \"emulated\",\n  \"tasks\": [\n",
+      ",\n  \"kind\": \"predicted\",\n  \"backend\": \"emulated\",\n  \"model\": ",
+      ModelJson(options), ",\n  \"tasks\": [\n",
       absl::StrJoin(task_items, ",\n"), "\n  ],\n  \"totals\": {\"predicted_occurrences\": ",
       totals.predicted_occurrences, ", \"aten_occurrences\": ", totals.aten_occurrences,
       ", \"best_predicted_us\": ", absl::StrFormat("%.6g", totals.best_us),
@@ -209,7 +399,16 @@ absl::StatusOr<std::string> PredictGraph(const forge::v1::Graph& graph,
   FORGE_ASSIGN_OR_RETURN(const graph::PartitionResult partition, graph::Partition(graph));
   FORGE_ASSIGN_OR_RETURN(std::unique_ptr<compile::CompilePool> pool,
                          compile::CompilePool::Create(compile::CompilePoolOptions{}));
-  const emulated::EmulatedBackend backend(pool.get());
+  // Transferring: the target's own predictions are the analytic model's; the learned model
+  // predicts on the source GPU.
+  const emulated::EmulatedBackend backend(
+      pool.get(), options.transfer_from.empty() ? options.learned : nullptr);
+  const emulated::EmulatedBackend source_backend(pool.get(), options.learned);
+  std::optional<TransferSource> transfer;
+  if (!options.transfer_from.empty()) {
+    FORGE_ASSIGN_OR_RETURN(const GpuArch source, FindGpu(options.transfer_from));
+    transfer = TransferSource{.gpu = source, .backend = &source_backend};
+  }
 
   std::vector<TaskRows> tasks;
   for (const KernelTask& task : partition.tasks) {
@@ -219,13 +418,12 @@ absl::StatusOr<std::string> PredictGraph(const forge::v1::Graph& graph,
                                          graph::FloorMathMode(task)));
     TaskRows rows{.task = &task,
                   .short_digest = task.digest().substr(0, 12),
-                  .family = std::string(absl::StripPrefix(
-                      forge::v1::KernelFamily_Name(task.family()), "KERNEL_FAMILY_")),
+                  .family = FamilyName(task.family()),
                   .ops = OpSummary(task.group()),
                   .floor_us = floor.seconds * 1e6,
                   .candidates = {},
                   .best_us = std::nullopt};
-    FORGE_ASSIGN_OR_RETURN(rows.candidates, PredictDefaults(task, backend, gpu));
+    FORGE_ASSIGN_OR_RETURN(rows.candidates, PredictDefaults(task, backend, gpu, options, transfer));
     for (const CandidateRow& row : rows.candidates) {
       if (!row.measurement.has_value()) continue;
       const double us = row.measurement->median_us();
@@ -233,7 +431,7 @@ absl::StatusOr<std::string> PredictGraph(const forge::v1::Graph& graph,
     }
     tasks.push_back(std::move(rows));
   }
-  return options.json ? RenderJson(gpu, tasks) : RenderText(gpu, tasks);
+  return options.json ? RenderJson(gpu, tasks, options) : RenderText(gpu, tasks, options);
 }
 
 }  // namespace forge::client

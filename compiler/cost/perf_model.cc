@@ -244,6 +244,8 @@ absl::StatusOr<KernelPrediction> PredictKernelTime(const GpuArch& gpu,
   return prediction;
 }
 
+double LaunchOverheadSeconds() { return kLaunchOverheadSeconds; }
+
 absl::StatusOr<LibraryPrediction> PredictLibraryTime(const GpuArch& gpu, double flops,
                                                      double bytes, MathMode mode,
                                                      int kernel_launches) {

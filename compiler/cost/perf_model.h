@@ -93,6 +93,10 @@ absl::StatusOr<KernelPrediction> PredictKernelTime(const GpuArch& gpu,
                                                    const KernelResources& resources,
                                                    const KernelWork& work);
 
+// The overhead of one kernel launch as CUDA events see it, one figure for every GPU of the table
+// (perf_model.cc says where it comes from).
+double LaunchOverheadSeconds();
+
 // A library call (cuBLASLt, ATen kernels) whose resources Forge cannot see: the roofline time
 // over a documented library efficiency, plus one launch overhead per kernel it launches.
 struct LibraryPrediction {

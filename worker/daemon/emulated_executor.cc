@@ -10,7 +10,8 @@
 namespace forge::daemon {
 
 absl::StatusOr<std::unique_ptr<EmulatedExecutor>> EmulatedExecutor::Create(
-    absl::string_view gpu_name, int index, compile::CompilePool* pool) {
+    absl::string_view gpu_name, int index, compile::CompilePool* pool,
+    const cost::CostPredictor* learned) {
   FORGE_ASSIGN_OR_RETURN(const GpuArch arch, FindGpu(gpu_name));
   forge::v1::GpuInfo gpu;
   gpu.set_index(index);
@@ -18,7 +19,7 @@ absl::StatusOr<std::unique_ptr<EmulatedExecutor>> EmulatedExecutor::Create(
   gpu.set_arch(arch.arch);
   gpu.set_sm_count(arch.sm_count);
   gpu.set_emulated(true);
-  return std::unique_ptr<EmulatedExecutor>(new EmulatedExecutor(std::move(gpu), pool));
+  return std::unique_ptr<EmulatedExecutor>(new EmulatedExecutor(std::move(gpu), pool, learned));
 }
 
 absl::StatusOr<forge::v1::Result> EmulatedExecutor::Execute(PreparedCandidate prepared,

@@ -21,10 +21,12 @@ namespace forge::daemon {
 class EmulatedExecutor final : public Executor {
  public:
   // Emulates the GPU named `gpu_name` in common/arch's table ("H200", "A100", ...) as GPU
-  // `index` of the worker. NotFound, listing the known GPUs, for another name.
-  static absl::StatusOr<std::unique_ptr<EmulatedExecutor>> Create(absl::string_view gpu_name,
-                                                                  int index,
-                                                                  compile::CompilePool* pool);
+  // `index` of the worker. NotFound, listing the known GPUs, for another name. With `learned`
+  // (which must outlive the executor; the worker's CostModelFetcher keeps it current), the
+  // learned performance model refines the predictions where it has a usable model.
+  static absl::StatusOr<std::unique_ptr<EmulatedExecutor>> Create(
+      absl::string_view gpu_name, int index, compile::CompilePool* pool,
+      const cost::CostPredictor* learned = nullptr);
 
   // Predicts the candidate (a cache hit for the compile Prepare did). A candidate the model
   // cannot predict (an inconsistent task) fails at FAILURE_STAGE_TIME, reason INTERNAL; never
@@ -33,8 +35,9 @@ class EmulatedExecutor final : public Executor {
                                             StageTimes* times) override;
 
  private:
-  EmulatedExecutor(forge::v1::GpuInfo gpu, compile::CompilePool* pool)
-      : Executor(std::move(gpu), pool), backend_(pool) {}
+  EmulatedExecutor(forge::v1::GpuInfo gpu, compile::CompilePool* pool,
+                   const cost::CostPredictor* learned)
+      : Executor(std::move(gpu), pool), backend_(pool, learned) {}
 
   bool CompilesHostLaunched() const override { return false; }
 

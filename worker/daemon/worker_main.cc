@@ -4,7 +4,8 @@
 // (common/config); --help lists them, --version prints the build's version. SIGTERM or SIGINT stops
 // it gracefully: no more leases, unstarted candidates go back to the coordinator, in-flight ones
 // finish within shutdown.grace
-// and are reported, then it exits 0.
+// and are reported, then it exits 0. A worker that emulates its GPU fetches the coordinator's
+// learned performance model every cost-model.poll (cost_model_fetcher.h) and predicts with it.
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,6 +32,7 @@
 #include "compiler/codegen/family.h"
 #include "worker/compile/catalog_client.h"
 #include "worker/compile/compile_pool.h"
+#include "worker/daemon/cost_model_fetcher.h"
 #include "worker/daemon/emulated_executor.h"
 #include "worker/daemon/gpu_executor.h"
 #include "worker/daemon/worker_daemon.h"
@@ -93,6 +95,9 @@ ConfigSchema Schema() {
       .Int64("max-candidates-per-lease", 0,
              "Most candidates per Lease call; 0: as the coordinator allows.",
              {.min = 0, .max = 100000})
+      .Duration("cost-model.poll", absl::Seconds(30),
+                "How often an emulating worker fetches the coordinator's learned performance "
+                "model (forge.v1.CostModelService); 0: never, the analytic model only.")
       .Duration("shutdown.grace", absl::Seconds(10),
                 "Time in-flight candidates get to finish after SIGTERM.")
       .Alias("shutdown-grace");
@@ -118,33 +123,35 @@ std::string DefaultSandboxChild() {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> EmulatedLanes(
-    const std::string& gpu_name, int count, compile::CompilePool* pool) {
+    const std::string& gpu_name, int count, compile::CompilePool* pool,
+    const cost::CostPredictor* learned) {
   std::vector<std::unique_ptr<Executor>> lanes;
   for (int index = 0; index < count; ++index) {
     absl::StatusOr<std::unique_ptr<EmulatedExecutor>> lane =
-        EmulatedExecutor::Create(gpu_name, index, pool);
+        EmulatedExecutor::Create(gpu_name, index, pool, learned);
     if (!lane.ok()) return lane.status();
     lanes.push_back(*std::move(lane));
   }
   return lanes;
 }
 
-// Real GPUs when the driver finds any; otherwise emulated ones, loudly.
+// Real GPUs when the driver finds any; otherwise emulated ones, loudly, predicting with `learned`.
 absl::StatusOr<std::vector<std::unique_ptr<Executor>>> Lanes(const Config& config,
-                                                             compile::CompilePool* pool) {
+                                                             compile::CompilePool* pool,
+                                                             const cost::CostPredictor* learned) {
   auto log = GetLogger("worker");
   const int emulated_count = static_cast<int>(config.GetInt64("gpus"));
   if (const std::string& emulate = config.GetString("emulate"); !emulate.empty()) {
     log->info("emulating {} x {} (--emulate): results are PREDICTED, not measured",
               emulated_count, emulate);
-    return EmulatedLanes(emulate, emulated_count, pool);
+    return EmulatedLanes(emulate, emulated_count, pool, learned);
   }
   absl::StatusOr<std::vector<gpu::DeviceProperties>> devices = DiscoverGpus();
   if (!devices.ok()) {
     log->warn("NO GPU: {}. Emulating {} x {} instead: every result of this worker is PREDICTED "
               "by the performance model, none is measured. Pass --emulate to choose the GPU.",
               devices.status().ToString(), emulated_count, kFallbackGpu);
-    return EmulatedLanes(kFallbackGpu, emulated_count, pool);
+    return EmulatedLanes(kFallbackGpu, emulated_count, pool, learned);
   }
   std::string sandbox_child = config.GetString("sandbox-child");
   if (sandbox_child.empty()) sandbox_child = DefaultSandboxChild();
@@ -235,10 +242,23 @@ int Run(int argc, char** argv) {
     log->critical("{}", pool.status().ToString());
     return 1;
   }
-  absl::StatusOr<std::vector<std::unique_ptr<Executor>>> lanes = Lanes(*config, pool->get());
+  // The learned performance model of the emulated GPU, kept current by the fetcher below.
+  cost::CostPredictor learned;
+  absl::StatusOr<std::vector<std::unique_ptr<Executor>>> lanes =
+      Lanes(*config, pool->get(), &learned);
   if (!lanes.ok()) {
     log->critical("{}", lanes.status().ToString());
     return 1;
+  }
+  std::unique_ptr<CostModelFetcher> fetcher;
+  if (const absl::Duration poll = config->GetDuration("cost-model.poll");
+      poll > absl::ZeroDuration() && !lanes->empty() && lanes->front()->gpu().emulated()) {
+    fetcher = std::make_unique<CostModelFetcher>(
+        CostModelFetcherOptions{.coordinator = config->GetString("coordinator"),
+                                .credentials = *credentials,
+                                .interval = poll},
+        std::vector<FetchedModel>{{lanes->front()->gpu().name(), &learned}});
+    fetcher->Start();
   }
   std::string hostname = config->GetString("hostname");
   if (hostname.empty()) hostname = ThisHostname();

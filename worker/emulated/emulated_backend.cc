@@ -36,8 +36,11 @@ EmulatedResult CompileFailure(absl::string_view candidate_digest, forge::v1::Fai
 }
 
 forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch& gpu,
-                                         absl::string_view candidate_digest, double seconds,
+                                         absl::string_view candidate_digest,
+                                         const cost::CostPrediction& prediction,
                                          double floor_seconds) {
+  const double seconds = prediction.seconds;
+  outcome.prediction = prediction;
   forge::v1::Measurement* measurement = outcome.result.mutable_measurement();
   measurement->set_candidate_digest(std::string(candidate_digest));
   measurement->set_kind(forge::v1::MEASUREMENT_KIND_PREDICTED);
@@ -53,21 +56,22 @@ forge::v1::Measurement* StartMeasurement(EmulatedResult& outcome, const GpuArch&
 
 }  // namespace
 
-double EmulatedBackend::Refine(const GpuArch& gpu, const forge::v1::KernelTask& task,
-                               const codegen::LaunchPlan& plan,
-                               const std::optional<cost::KernelResources>& resources,
-                               const cost::PlanPrediction& analytic,
-                               std::string& explanation) const {
-  if (learned_ == nullptr) return analytic.seconds;
+cost::CostPrediction EmulatedBackend::Refine(
+    const GpuArch& gpu, const forge::v1::KernelTask& task, const codegen::LaunchPlan& plan,
+    const std::optional<cost::KernelResources>& resources, const cost::PlanPrediction& analytic,
+    std::string& explanation) const {
+  cost::CostPrediction analytic_only{.seconds = analytic.seconds,
+                                     .analytic_seconds = analytic.seconds};
+  if (learned_ == nullptr) return analytic_only;
   const absl::StatusOr<cost::CostPrediction> prediction =
       learned_->Predict({.gpu = &gpu, .task = &task, .plan = &plan, .resources = resources,
                          .analytic_seconds = analytic.seconds});
   if (!prediction.ok() || prediction->source != cost::PredictionSource::kLearned) {
-    return analytic.seconds;
+    return analytic_only;
   }
   explanation = absl::StrCat("learned model v", prediction->model_version, " (analytic ",
                              absl::SixDigits(analytic.seconds * 1e6), " us: ", explanation, ")");
-  return prediction->seconds;
+  return *prediction;
 }
 
 absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelTask& task,
@@ -86,9 +90,9 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
     FORGE_ASSIGN_OR_RETURN(const cost::PlanPrediction prediction,
                            cost::PredictPlan(gpu, task, kernel, std::nullopt));
     std::string explanation = prediction.explanation;
-    const double seconds = Refine(gpu, task, kernel, std::nullopt, prediction, explanation);
+    const cost::CostPrediction refined = Refine(gpu, task, kernel, std::nullopt, prediction, explanation);
     forge::v1::Measurement* measurement =
-        StartMeasurement(outcome, gpu, candidate_digest, seconds, floor.seconds);
+        StartMeasurement(outcome, gpu, candidate_digest, refined, floor.seconds);
     measurement->mutable_metrics()->set_counters_available(false);
     measurement->mutable_metrics()->set_resources_available(false);
     outcome.explanation = std::move(explanation);
@@ -136,10 +140,10 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
   FORGE_ASSIGN_OR_RETURN(const cost::PlanPrediction prediction,
                          cost::PredictPlan(gpu, task, kernel, resources));
   std::string explanation = prediction.explanation;
-  const double seconds = Refine(gpu, task, kernel, resources, prediction, explanation);
+  const cost::CostPrediction refined = Refine(gpu, task, kernel, resources, prediction, explanation);
 
   forge::v1::Measurement* measurement =
-      StartMeasurement(outcome, gpu, candidate_digest, seconds, floor.seconds);
+      StartMeasurement(outcome, gpu, candidate_digest, refined, floor.seconds);
   forge::v1::KernelMetrics* metrics = measurement->mutable_metrics();
   metrics->set_counters_available(false);
   metrics->set_resources_available(true);
@@ -149,6 +153,7 @@ absl::StatusOr<EmulatedResult> EmulatedBackend::Predict(const forge::v1::KernelT
   metrics->set_spill_store_bytes(static_cast<int32_t>(report->spill_store_bytes));
   metrics->set_spill_load_bytes(static_cast<int32_t>(report->spill_load_bytes));
   outcome.explanation = std::move(explanation);
+  outcome.resources = resources;
   return outcome;
 }
 

@@ -27,6 +27,10 @@ struct EmulatedResult {
   forge::v1::Result result;
   // The model's one-line account of the prediction; the compile error for a failure.
   std::string explanation;
+  // For a measurement: which model predicted it (learned vN or analytic) and the analytic time.
+  cost::CostPrediction prediction;
+  // ptxas' figures the prediction used (generated kernels); nullopt for library candidates.
+  std::optional<cost::KernelResources> resources;
 };
 
 class EmulatedBackend {
@@ -53,9 +57,9 @@ class EmulatedBackend {
                                          absl::string_view candidate_digest) const;
 
  private:
-  // The learned model's time for a candidate the analytic model predicted at `analytic`
-  // (explanation extended when the learned model made it).
-  double Refine(const GpuArch& gpu, const forge::v1::KernelTask& task,
+  // The learned model's prediction for a candidate the analytic model predicted at `analytic`
+  // (explanation extended when the learned model made it), the analytic one otherwise.
+  cost::CostPrediction Refine(const GpuArch& gpu, const forge::v1::KernelTask& task,
                 const codegen::LaunchPlan& plan,
                 const std::optional<cost::KernelResources>& resources,
                 const cost::PlanPrediction& analytic, std::string& explanation) const;

@@ -173,6 +173,8 @@ TEST_F(EmulatedBackendTest, LearnedModelRefinesThePredictionWhenItHasOne) {
                              ->result.measurement()
                              .median_us());
   EXPECT_EQ(analytic->explanation.find("learned"), std::string::npos);
+  EXPECT_EQ(cost::PredictedBy(analytic->prediction), "analytic");
+  EXPECT_EQ(analytic->prediction.source, cost::PredictionSource::kAnalytic);
 
   const absl::StatusOr<std::vector<cost::testing::SyntheticCandidate>> candidates =
       cost::testing::SyntheticPointwise(*FindGpu("H200"), 8);
@@ -187,6 +189,9 @@ TEST_F(EmulatedBackendTest, LearnedModelRefinesThePredictionWhenItHasOne) {
   EXPECT_NE(refined->explanation.find("learned model v4"), std::string::npos)
       << refined->explanation;
   EXPECT_GT(refined->result.measurement().median_us(), 0);
+  EXPECT_EQ(cost::PredictedBy(refined->prediction), "learned v4");
+  EXPECT_EQ(refined->prediction.model_version, 4);
+  EXPECT_EQ(refined->prediction.analytic_seconds * 1e6, analytic_us);
 }
 
 TEST_F(EmulatedBackendTest, UnknownGpuIsAnError) {

@@ -10,10 +10,18 @@
 // kMinTrainingGroups tasks is not used (few tasks teach the trees one task's quirks; the
 // held-out evaluation, benchmarks/cost_model, splits by task for that reason), and a model is not
 // used for a candidate whose task family it saw fewer than kMinFamilyRows rows of (on the H200
-// data the learned model lost to the analytic one on the families it had 20 rows or fewer of).
+// data the learned model lost to the analytic one on the families it had 20 rows or fewer of), nor
+// for a family whose held-back rows it predicted worse than the analytic model
+// (HeldOutPrefersAnalytic: with the session-19 H200 points the GEMM family passed the row count
+// and its cuBLASLt tasks held out had MAPE 181% against the analytic 19%:
+// benchmarks/results/2026-12-02-cost-model-heldout-session19.md).
 // The trainer (server/cost_model_trainer.h) does not train below the first threshold.
 //
-// Thread-safe: SetModel may run while other threads predict.
+// Models travel as forge.v1.GetCostModelResponse (the coordinator's CostModelService): Install
+// takes one, with the model's measured error on held-back results (held_out), which reports show
+// next to the predictions it made.
+//
+// Thread-safe: SetModel and Install may run while other threads predict.
 #ifndef FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_
 #define FORGE_COMPILER_COST_LEARNED_COST_PREDICTOR_H_
 
@@ -27,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "compiler/cost/learned/features.h"
 #include "compiler/cost/learned/learned_model.h"
+#include "forge/v1/service.pb.h"
 
 namespace forge::cost {
 
@@ -34,10 +43,21 @@ inline constexpr int64_t kMinTrainingRows = 100;
 inline constexpr int64_t kMinTrainingGroups = 5;
 inline constexpr int64_t kMinFamilyRows = 30;
 
-// A learned model as stored: its version (1, 2, ... per GPU kind) and bytes' model.
+// Whether the predictor uses `model` for a candidate of task `family` (forge.v1.KernelFamily): it
+// was trained on enough rows and tasks, and on kMinFamilyRows rows of the family.
+bool LearnedModelServes(const LearnedModel& model, int family);
+
+// Whether a model's held-out evaluation measured the learned model worse than the analytic one on
+// `family`'s held-back rows (median error): then the predictor uses the analytic model for the
+// family even where LearnedModelServes. A family without held-back rows is not judged.
+bool HeldOutPrefersAnalytic(const forge::v1::CostModelEvaluation& held_out, int family);
+
+// A learned model as stored: its version (1, 2, ... per GPU kind) and bytes' model, with its
+// measured error on results held back from its training (empty when none were held back).
 struct VersionedModel {
   int64_t version = 0;
   LearnedModel model;
+  forge::v1::CostModelEvaluation held_out;
 };
 
 enum class PredictionSource { kAnalytic, kLearned };
@@ -52,6 +72,9 @@ struct CostPrediction {
   int64_t model_version = 0;  // 0 for the analytic model
 };
 
+// Which model made `prediction`: "analytic" or "learned vN".
+std::string PredictedBy(const CostPrediction& prediction);
+
 class CostPredictor {
  public:
   CostPredictor() = default;
@@ -60,8 +83,22 @@ class CostPredictor {
   // but not used.
   void SetModel(std::optional<VersionedModel> model);
 
+  // Installs the model of `response` when its version differs from the installed one (version 0:
+  // back to the analytic model); returns whether the installed model changed. InvalidArgument
+  // when a new version comes without bytes or with bytes that are no model of this build's
+  // feature schema (the installed model is kept).
+  absl::StatusOr<bool> Install(const forge::v1::GetCostModelResponse& response);
+
   // The installed model's version (0: none).
   int64_t model_version() const;
+
+  // What drives the installed model's prediction for `candidate` (LearnedModel::Explain), for
+  // `forge predict --explain`. FailedPrecondition when no model is installed; ExtractFeatures'
+  // errors.
+  absl::StatusOr<LearnedModel::Contributions> Explain(const CandidateDescription& candidate) const;
+
+  // The installed model (null: none), for its held-out error and --explain.
+  std::shared_ptr<const VersionedModel> model() const { return Current(); }
 
   // Whether predictions use the learned model (for the families it saw enough of).
   bool UsesLearnedModel() const;

@@ -90,5 +90,56 @@ TEST_F(CostPredictorTest, AFamilyTheModelSawTooLittleOfGetsTheAnalyticPrediction
   EXPECT_EQ(prediction.seconds, candidates_[5].row.analytic_seconds);
 }
 
+// A family the model's held-out evaluation measured worse than the analytic model gets the
+// analytic prediction, whatever its row count; a family measured better, or not measured, the
+// learned one.
+TEST_F(CostPredictorTest, AFamilyWorseThanAnalyticHeldOutGetsTheAnalyticPrediction) {
+  forge::v1::CostModelEvaluation held_out;
+  forge::v1::CostModelError* pointwise = held_out.add_errors();
+  pointwise->set_family(forge::v1::KERNEL_FAMILY_POINTWISE);
+  pointwise->set_source("learned");
+  pointwise->set_median_percent_error(12);
+  pointwise->set_analytic_median_percent_error(30);
+  CostPredictor predictor;
+  predictor.SetModel(VersionedModel{
+      .version = 2, .model = *LearnedModel::Train(rows_, {.rounds = 20}), .held_out = held_out});
+  EXPECT_EQ(predictor.Predict(Candidate(1))->source, PredictionSource::kLearned);
+  held_out.mutable_errors(0)->set_median_percent_error(45);
+  predictor.SetModel(VersionedModel{
+      .version = 3, .model = *LearnedModel::Train(rows_, {.rounds = 20}), .held_out = held_out});
+  const CostPrediction prediction = *predictor.Predict(Candidate(1));
+  EXPECT_EQ(prediction.source, PredictionSource::kAnalytic);
+  EXPECT_EQ(prediction.seconds, candidates_[1].row.analytic_seconds);
+  EXPECT_TRUE(HeldOutPrefersAnalytic(held_out, forge::v1::KERNEL_FAMILY_POINTWISE));
+  EXPECT_FALSE(HeldOutPrefersAnalytic(held_out, forge::v1::KERNEL_FAMILY_REDUCTION));
+}
+
+// A model as the coordinator sends it (CostModelService): installed when its version is new, kept
+// when the version is the same, refused without usable bytes, dropped at version 0.
+TEST_F(CostPredictorTest, InstallTakesNewVersionsOnly) {
+  CostPredictor predictor;
+  const LearnedModel model = *LearnedModel::Train(rows_, {.rounds = 10});
+  forge::v1::GetCostModelResponse response;
+  response.set_space("NVIDIA H200");
+  response.set_version(5);
+  EXPECT_EQ(predictor.Install(response).status().code(), absl::StatusCode::kInvalidArgument);
+  response.set_model("not a model");
+  EXPECT_EQ(predictor.Install(response).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(predictor.model_version(), 0);
+  response.set_model(*model.Serialize());
+  response.mutable_held_out()->set_test_rows(9);
+  EXPECT_TRUE(*predictor.Install(response));
+  EXPECT_EQ(predictor.model_version(), 5);
+  EXPECT_EQ(predictor.model()->held_out.test_rows(), 9);
+  EXPECT_EQ(PredictedBy(*predictor.Predict(Candidate(1))), "learned v5");
+  response.clear_model();
+  EXPECT_FALSE(*predictor.Install(response));  // same version, no bytes: nothing to do
+  EXPECT_EQ(predictor.model_version(), 5);
+  response.set_version(0);
+  EXPECT_TRUE(*predictor.Install(response));
+  EXPECT_EQ(predictor.model_version(), 0);
+  EXPECT_EQ(PredictedBy(*predictor.Predict(Candidate(1))), "analytic");
+}
+
 }  // namespace
 }  // namespace forge::cost

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <utility>
 
 namespace forge::cost {
 namespace {
@@ -59,6 +61,37 @@ double MedianAbsolutePercentError(absl::Span<const double> predicted,
   std::sort(errors.begin(), errors.end());
   const size_t n = errors.size();
   return n % 2 == 1 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+}
+
+GroupedScores ScoreByTask(absl::Span<const double> predicted, absl::Span<const double> measured,
+                          absl::Span<const std::string> tasks) {
+  const size_t n = std::min({predicted.size(), measured.size(), tasks.size()});
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> by_task;
+  for (size_t i = 0; i < n; ++i) {
+    by_task[tasks[i]].first.push_back(predicted[i]);
+    by_task[tasks[i]].second.push_back(measured[i]);
+  }
+  GroupedScores scores{.rows = static_cast<int64_t>(n),
+                       .tasks = static_cast<int64_t>(by_task.size()),
+                       .mean_ape = MeanAbsolutePercentError(predicted.first(n), measured.first(n)),
+                       .median_ape =
+                           MedianAbsolutePercentError(predicted.first(n), measured.first(n)),
+                       .spearman = 0,
+                       .worst_spearman = 1};
+  int ranked = 0;
+  for (const auto& [task, values] : by_task) {
+    const double rho = Spearman(values.first, values.second);
+    if (std::isnan(rho)) continue;
+    scores.spearman += rho;
+    scores.worst_spearman = std::min(scores.worst_spearman, rho);
+    ++ranked;
+  }
+  if (ranked == 0) {
+    scores.spearman = scores.worst_spearman = std::nan("");
+  } else {
+    scores.spearman /= ranked;
+  }
+  return scores;
 }
 
 }  // namespace forge::cost

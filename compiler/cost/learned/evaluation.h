@@ -4,6 +4,8 @@
 #ifndef FORGE_COMPILER_COST_LEARNED_EVALUATION_H_
 #define FORGE_COMPILER_COST_LEARNED_EVALUATION_H_
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -24,6 +26,21 @@ double MeanAbsolutePercentError(absl::Span<const double> predicted,
 // Median of |predicted - measured| / measured, in percent; NaN when empty.
 double MedianAbsolutePercentError(absl::Span<const double> predicted,
                                   absl::Span<const double> measured);
+
+// The scores of predictions against measurements of candidates grouped by task (`tasks[i]` names
+// row i's task): the errors over every row, and Spearman within each task, since the search ranks
+// candidates of one task.
+struct GroupedScores {
+  int64_t rows = 0;
+  int64_t tasks = 0;
+  double mean_ape = 0;        // percent; NaN when empty
+  double median_ape = 0;      // percent; NaN when empty
+  double spearman = 0;        // mean over the tasks with a defined Spearman; NaN when none
+  double worst_spearman = 0;  // the lowest of those; NaN when none
+};
+// The three spans have the same size (rows beyond the shortest are ignored).
+GroupedScores ScoreByTask(absl::Span<const double> predicted, absl::Span<const double> measured,
+                          absl::Span<const std::string> tasks);
 
 }  // namespace forge::cost
 

@@ -2,6 +2,8 @@
 #include "compiler/cost/learned/evaluation.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -29,6 +31,24 @@ TEST(EvaluationTest, PercentErrors) {
                                               std::vector<double>{100, 100}),
                    15);
   EXPECT_TRUE(std::isnan(MeanAbsolutePercentError({}, {})));
+}
+
+TEST(EvaluationTest, ScoreByTaskRanksWithinEachTask) {
+  // Task a ranked right, task b reversed, task c one row (no ranking): mean Spearman 0, worst -1.
+  const std::vector<double> measured = {1, 2, 3, 10, 20, 5};
+  const std::vector<double> predicted = {1, 2, 3, 20, 10, 10};
+  const std::vector<std::string> tasks = {"a", "a", "a", "b", "b", "c"};
+  const GroupedScores scores = ScoreByTask(predicted, measured, tasks);
+  EXPECT_EQ(scores.rows, 6);
+  EXPECT_EQ(scores.tasks, 3);
+  EXPECT_DOUBLE_EQ(scores.spearman, 0);
+  EXPECT_DOUBLE_EQ(scores.worst_spearman, -1);
+  EXPECT_DOUBLE_EQ(scores.mean_ape, (0 + 0 + 0 + 100 + 50 + 100) / 6.0);
+  EXPECT_DOUBLE_EQ(scores.median_ape, 25);  // of 0 0 0 50 100 100
+  const GroupedScores single = ScoreByTask(std::vector<double>{2}, std::vector<double>{1},
+                                           std::vector<std::string>{"a"});
+  EXPECT_TRUE(std::isnan(single.spearman));
+  EXPECT_TRUE(std::isnan(single.worst_spearman));
 }
 
 }  // namespace

@@ -209,6 +209,16 @@ const std::string& FeatureSchemaDigest() {
   return *digest;
 }
 
+int TaskFamilyOf(absl::Span<const float> row) {
+  static const size_t column = [] {
+    const std::vector<std::string>& names = FeatureNames();
+    return static_cast<size_t>(std::find(names.begin(), names.end(), "task_family") -
+                               names.begin());
+  }();
+  if (row.size() != FeatureNames().size() || std::isnan(row[column])) return 0;
+  return static_cast<int>(row[column]);
+}
+
 absl::StatusOr<std::vector<float>> ExtractFeatures(const CandidateDescription& candidate) {
   if (candidate.gpu == nullptr || candidate.task == nullptr || candidate.plan == nullptr) {
     return absl::InvalidArgumentError("a candidate's features need its GPU, task and plan");

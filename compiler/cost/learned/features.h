@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/arch/arch.h"
 #include "compiler/codegen/generated_kernel.h"
 #include "compiler/cost/perf_model.h"
@@ -50,6 +51,10 @@ const std::vector<std::string>& FeatureNames();
 
 // A digest of the names and their order: a model trained on one schema refuses another's rows.
 const std::string& FeatureSchemaDigest();
+
+// The task family (forge.v1.KernelFamily) a row of ExtractFeatures was made for; UNSPECIFIED
+// (0) for a row of another length or without it.
+int TaskFamilyOf(absl::Span<const float> row);
 
 // The row of `candidate`: FeatureNames().size() numbers, NaN where a figure is unknown.
 // InvalidArgument when a pointer is null or analytic_seconds is not positive.

@@ -36,16 +36,6 @@ constexpr char kAttributeRows[] = "forge_training_rows";
 constexpr char kAttributeGroups[] = "forge_training_groups";
 constexpr char kAttributeFamilyRows[] = "forge_family_rows";  // "family=rows;..."
 
-// The column of the task's family in a feature row.
-size_t FamilyColumn() {
-  static const size_t column = [] {
-    const std::vector<std::string>& names = FeatureNames();
-    return static_cast<size_t>(std::find(names.begin(), names.end(), "task_family") -
-                               names.begin());
-  }();
-  return column;
-}
-
 std::string FormatFamilyRows(const std::map<int, int64_t>& rows) {
   std::vector<std::string> parts;
   for (const auto& [family, count] : rows) parts.push_back(absl::StrCat(family, "=", count));
@@ -112,6 +102,29 @@ double SecondsOf(Target target, double predicted, double analytic) {
   return target == Target::kLogSeconds ? std::exp(predicted) : analytic * std::exp(predicted);
 }
 
+// XGBoosterPredictFromDMatrix's "type": the values, or pred_contribs (SHAP: one value per
+// feature, then the bias).
+constexpr int kPredictValues = 0;
+constexpr int kPredictContributions = 2;
+
+// The predictions of `type` for `matrix`, all rows flattened; valid until the next call on
+// `handle` (the caller holds the booster's mutex).
+absl::StatusOr<absl::Span<const float>> PredictLocked(BoosterHandle handle, DMatrixHandle matrix,
+                                                      int type) {
+  const bst_ulong* shape = nullptr;
+  bst_ulong dimensions = 0;
+  const float* values = nullptr;
+  const std::string config = absl::StrCat(
+      R"({"type": )", type,
+      R"(, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})");
+  FORGE_RETURN_IF_ERROR(Check(
+      XGBoosterPredictFromDMatrix(handle, matrix, config.c_str(), &shape, &dimensions, &values),
+      type == kPredictValues ? "predict" : "contributions"));
+  size_t total = 1;
+  for (bst_ulong i = 0; i < dimensions; ++i) total *= shape[i];
+  return absl::MakeConstSpan(values, total);
+}
+
 absl::StatusOr<std::string> Attribute(BoosterHandle handle, const char* key) {
   const char* value = nullptr;
   int found = 0;
@@ -157,9 +170,7 @@ absl::StatusOr<LearnedModel> LearnedModel::Train(absl::Span<const TrainingRow> r
           " s, analytic ", row.analytic_seconds, " s"));
     }
     features.push_back(row.features);
-    if (row.features.size() > FamilyColumn() && !std::isnan(row.features[FamilyColumn()])) {
-      ++family_rows[static_cast<int>(row.features[FamilyColumn()])];
-    }
+    if (const int family = TaskFamilyOf(row.features); family != 0) ++family_rows[family];
     labels.push_back(static_cast<float>(
         TargetOf(options.target, row.measured_seconds, row.analytic_seconds)));
     groups.insert(row.group);
@@ -268,15 +279,12 @@ absl::StatusOr<std::vector<double>> LearnedModel::PredictSeconds(
   std::vector<double> seconds;
   seconds.reserve(features.size());
   std::lock_guard<std::mutex> lock(booster_->mutex);
-  const bst_ulong* shape = nullptr;
-  bst_ulong dimensions = 0;
-  const float* predicted = nullptr;
-  FORGE_RETURN_IF_ERROR(Check(
-      XGBoosterPredictFromDMatrix(
-          booster_->handle, matrix->handle(),
-          R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false})",
-          &shape, &dimensions, &predicted),
-      "predict"));
+  FORGE_ASSIGN_OR_RETURN(const absl::Span<const float> predicted,
+                         PredictLocked(booster_->handle, matrix->handle(), kPredictValues));
+  if (predicted.size() != features.size()) {
+    return absl::InternalError(absl::StrCat("XGBoost gave ", predicted.size(),
+                                            " predictions for ", features.size(), " rows"));
+  }
   for (std::size_t i = 0; i < features.size(); ++i) {
     seconds.push_back(SecondsOf(target_, predicted[i], analytic_seconds[i]));
   }
@@ -289,6 +297,29 @@ absl::StatusOr<double> LearnedModel::PredictSeconds(const std::vector<float>& fe
       const std::vector<double> seconds,
       PredictSeconds(absl::MakeConstSpan(&features, 1), absl::MakeConstSpan(&analytic_seconds, 1)));
   return seconds.front();
+}
+
+absl::StatusOr<LearnedModel::Contributions> LearnedModel::Explain(
+    const std::vector<float>& features) const {
+  FORGE_ASSIGN_OR_RETURN(std::unique_ptr<Matrix> matrix,
+                         Matrix::Dense(absl::MakeConstSpan(&features, 1)));
+  std::lock_guard<std::mutex> lock(booster_->mutex);
+  FORGE_ASSIGN_OR_RETURN(const absl::Span<const float> values,
+                         PredictLocked(booster_->handle, matrix->handle(), kPredictContributions));
+  const size_t columns = FeatureNames().size();
+  if (values.size() != columns + 1) {
+    return absl::InternalError(absl::StrCat("XGBoost gave ", values.size(), " contributions for ",
+                                            columns, " features and the bias"));
+  }
+  Contributions out;
+  out.bias = values[columns];
+  for (size_t i = 0; i < columns; ++i) {
+    if (values[i] != 0) out.features.emplace_back(FeatureNames()[i], values[i]);
+  }
+  std::sort(out.features.begin(), out.features.end(), [](const auto& a, const auto& b) {
+    return std::abs(a.second) > std::abs(b.second);
+  });
+  return out;
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, double>>> LearnedModel::Importance() const {

@@ -82,6 +82,16 @@ class LearnedModel {
   // Training rows of tasks of `family` (forge.v1.KernelFamily, the task_family feature).
   int64_t family_rows(int family) const;
 
+  // What drives the prediction for one row (XGBoost's SHAP contributions, pred_contribs): per
+  // feature its additive share of the predicted target (log seconds, or log of the ratio to the
+  // analytic prediction), largest magnitude first, and the bias (the training mean) apart;
+  // exp(contribution) is the feature's factor on the time. Features contributing 0 are left out.
+  struct Contributions {
+    std::vector<std::pair<std::string, double>> features;
+    double bias = 0;
+  };
+  absl::StatusOr<Contributions> Explain(const std::vector<float>& features) const;
+
   // Features by gain importance (name, total gain), largest first; for --explain and reports.
   absl::StatusOr<std::vector<std::pair<std::string, double>>> Importance() const;
 

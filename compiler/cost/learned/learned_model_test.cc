@@ -2,6 +2,7 @@
 // tasks it never saw, both targets; serialization round-trips; bad input is an error.
 #include "compiler/cost/learned/learned_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -109,6 +110,38 @@ TEST_F(LearnedModelTest, SerializationRoundTripsPredictionsAndAttributes) {
   bool named = false;
   for (const auto& [name, gain] : *importance) named |= name == "hint_vector_width";
   EXPECT_TRUE(named);
+}
+
+// SHAP contributions: they and the bias add up to the predicted target (here the log of the
+// ratio to the analytic time), and the hidden rule's feature drives a scalar launch.
+TEST_F(LearnedModelTest, ExplainSumsToThePredictionAndNamesTheVectorWidth) {
+  const LearnedModel model = *LearnedModel::Train(train_, {});
+  size_t scalar = 0;
+  const size_t width = static_cast<size_t>(
+      std::find(FeatureNames().begin(), FeatureNames().end(), "hint_vector_width") -
+      FeatureNames().begin());
+  while (test_[scalar].features[width] != 1) ++scalar;
+  const absl::StatusOr<LearnedModel::Contributions> explained =
+      model.Explain(test_[scalar].features);
+  ASSERT_TRUE(explained.ok()) << explained.status();
+  double sum = explained->bias;
+  for (const auto& [name, value] : explained->features) sum += value;
+  const double predicted =
+      *model.PredictSeconds(test_[scalar].features, test_[scalar].analytic_seconds);
+  EXPECT_NEAR(sum, std::log(predicted / test_[scalar].analytic_seconds), 1e-3);
+  ASSERT_FALSE(explained->features.empty());
+  bool found = false;
+  for (size_t i = 0; i < std::min<size_t>(3, explained->features.size()); ++i) {
+    found |= explained->features[i].first == "hint_vector_width";
+  }
+  EXPECT_TRUE(found) << explained->features.front().first;
+  for (size_t i = 1; i < explained->features.size(); ++i) {
+    EXPECT_GE(std::abs(explained->features[i - 1].second),
+              std::abs(explained->features[i].second));
+  }
+  std::vector<float> short_row = test_[scalar].features;
+  short_row.pop_back();
+  EXPECT_FALSE(model.Explain(short_row).ok());
 }
 
 TEST_F(LearnedModelTest, RefusesBytesThatAreNotAForgeModel) {

@@ -420,6 +420,7 @@ constexpr ExpectedRpc kExpectedRpcs[] = {
     {"JobService", "GetResults", false, false},   {"WorkerService", "Register", false, false},
     {"WorkerService", "Heartbeat", false, false}, {"WorkerService", "Lease", false, false},
     {"WorkerService", "Report", false, false},
+    {"CostModelService", "GetCostModel", false, false},
 };
 
 TEST(ProtocolServicesTest, OfferTheRpcsClientsAndWorkersUse) {
