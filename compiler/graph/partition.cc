@@ -383,14 +383,26 @@ std::string Partitioner::ViewRoot(const std::string& value) const {
   return root;
 }
 
+// Rows of a product whose output is `tensor`: every dim but the last.
+int64_t ProductRows(const forge::v1::TensorSpec& tensor) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < tensor.shape_size(); ++d) rows *= tensor.shape(d);
+  return rows;
+}
+
+// The most rows the gemv family takes (compiler/codegen/gemv/gemv.h's kMaxRows; the graph layer
+// does not depend on codegen).
+constexpr int64_t kMaxDecodeRows = 16;
+
 // Gated products: act(A W_gate) * (A W_up), the gate and up projections of a Llama / Mistral
 // MLP (SwiGLU: act = silu), found from their mul. Both projections are linear (no bias), mm or
 // matmul reading the same A; the gate's product is read only by the activation, the activation and
 // the up product only by the mul, each link direct (no view between). The group is the four nodes
-// (views of A that only it reads join it later), and takes no epilogue: the gated kernel (cutlass_gemm's sm90_gated) writes the mul's result and
-// nothing else, so an add or cast after it stays a task of its own. Only bfloat16 and float16 form
-// the group (the gated kernel's dtypes): a float32 MLP keeps its two GEMM tasks, whose cuBLASLt
-// and 3xTF32 candidates it needs. A bfloat16 / float16 near miss (a bias, different inputs, a
+// (views of A that only it reads join it later), and takes no epilogue: the gated kernel
+// (cutlass_gemm's sm90_gated) writes the mul's result and nothing else, so an add or cast after it
+// stays a task of its own. Only bfloat16 and float16 form the group (the gated kernel's dtypes): a
+// float32 MLP keeps its two GEMM tasks, whose cuBLASLt and 3xTF32 candidates it needs; and only
+// more than kMaxDecodeRows rows (a decode step's projections stay gemv's). A bfloat16 / float16 near miss (a bias, different inputs, a
 // second reader) keeps them too, and the gate's task says why. Runs before the other anchors,
 // which would take the activation and the mul as epilogues of two separate tasks.
 void Partitioner::GroupGatedProducts() {
@@ -431,6 +443,10 @@ void Partitioner::GroupGatedProducts() {
     // (every float32 Llama-style model has one; nothing is missed).
     const forge::v1::DType dtype = values_.at(nodes_[mul]->outputs(0))->tensor().dtype();
     if (dtype != forge::v1::DTYPE_BFLOAT16 && dtype != forge::v1::DTYPE_FLOAT16) continue;
+    // Nor decode's few rows: there the time is reading the weights once, which the gemv family
+    // does per projection near the bandwidth limit (M <= 16, gemv.h's kMaxRows), while the gated
+    // kernel repacks both weights every launch (twice the traffic) and gemv declines a gated task.
+    if (ProductRows(values_.at(nodes_[mul]->outputs(0))->tensor()) <= kMaxDecodeRows) continue;
     std::string obstacle;
     if (SoleReader(gate) != act || SoleReader(act) != mul || SoleReader(up) != mul) {
       obstacle = "the projections or the silu are read elsewhere too";

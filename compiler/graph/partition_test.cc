@@ -238,25 +238,27 @@ struct GatedMlpSpelling {
   bool gate_bias = false;        // linear(x, wg, bias)
   bool up_reads_other = false;   // up(y) with another input y
   bool gate_is_output = false;   // the gate's product is a graph output too
+  int64_t rows = 32;             // M: tokens (decode's few rows stay separate GEMM tasks)
 };
 Graph GatedMlpGraph(const GatedMlpSpelling& spelling) {
   GraphBuilder b;
   b.set_dtype(spelling.dtype);
-  const std::string x = b.Input("x", {8, 64});
-  const std::string y = b.Input("y", {8, 64});
+  const int64_t m = spelling.rows;
+  const std::string x = b.Input("x", {m, 64});
+  const std::string y = b.Input("y", {m, 64});
   const std::string wg = b.Input("wg", {128, 64}, forge::v1::INPUT_KIND_PARAMETER);
   const std::string wu = b.Input("wu", {128, 64}, forge::v1::INPUT_KIND_PARAMETER);
   const std::string wd = b.Input("wd", {64, 128}, forge::v1::INPUT_KIND_PARAMETER);
   const std::string bias = b.Input("bias", {128}, forge::v1::INPUT_KIND_PARAMETER);
   std::vector<std::string> gate_args = {x, wg};
   if (spelling.gate_bias) gate_args.push_back(bias);
-  const std::string gate = b.Op("aten::linear", gate_args, {8, 128});
-  const std::string act = b.Op("aten::silu", {gate}, {8, 128});
-  const std::string up = b.Op("aten::linear", {spelling.up_reads_other ? y : x, wu}, {8, 128});
-  const std::string gated = spelling.up_first_in_mul ? b.Op("aten::mul", {up, act}, {8, 128})
-                                                     : b.Op("aten::mul", {act, up}, {8, 128});
-  const std::string down = b.Op("aten::linear", {gated, wd}, {8, 64});
-  b.Output(b.Op("aten::add", {down, x}, {8, 64}));
+  const std::string gate = b.Op("aten::linear", gate_args, {m, 128});
+  const std::string act = b.Op("aten::silu", {gate}, {m, 128});
+  const std::string up = b.Op("aten::linear", {spelling.up_reads_other ? y : x, wu}, {m, 128});
+  const std::string gated = spelling.up_first_in_mul ? b.Op("aten::mul", {up, act}, {m, 128})
+                                                     : b.Op("aten::mul", {act, up}, {m, 128});
+  const std::string down = b.Op("aten::linear", {gated, wd}, {m, 64});
+  b.Output(b.Op("aten::add", {down, x}, {m, 64}));
   if (spelling.gate_is_output) b.Output(gate);
   return b.graph();
 }
@@ -286,6 +288,17 @@ TEST(PartitionTest, GatedProductIsOneGemmTaskWithoutEpilogue) {
   EXPECT_THAT(Summary(f32),
               ElementsAre("GEMM: linear", "GEMM: linear+silu+mul", "GEMM: linear+add"));
   EXPECT_THAT(AllNotes(f32), IsEmpty());
+  // Decode's few rows (M <= 16): the gemv family reads each weight once at the bandwidth limit,
+  // where the gated kernel would repack both weights every launch; the gate keeps silu and mul.
+  for (const int64_t rows : {1, 8, 16}) {
+    SCOPED_TRACE(rows);
+    const PartitionResult decode = PartitionAndCheck(GatedMlpGraph({.rows = rows}));
+    EXPECT_THAT(Summary(decode),
+                ElementsAre("GEMM: linear", "GEMM: linear+silu+mul", "GEMM: linear+add"));
+    EXPECT_THAT(AllNotes(decode), IsEmpty());
+  }
+  EXPECT_THAT(Summary(PartitionAndCheck(GatedMlpGraph({.rows = 17}))),
+              ElementsAre("GEMM: linear+silu+linear+mul", "GEMM: linear+add"));
 }
 
 TEST(PartitionTest, NearMissesOfAGatedProductStaySeparateAndSayWhy) {
