@@ -338,6 +338,38 @@ TEST(SanitizeTest, AToolThatCannotRunLeavesTheCandidateUnsanitized) {
   EXPECT_THAT(outcome->evidence.detail(), HasSubstr("memcheck exited with status 127"));
 }
 
+// A clean run: the tool reports no error and the child's launch succeeded. An OK status
+// serializes to no bytes, so the child's answer file is empty: still an answer (found on the
+// H200: every honest candidate was UNAVAILABLE, "the child wrote no answer").
+TEST(SanitizeTest, ACleanRunWithAnEmptyAnswerIsPassed) {
+  char folder[] = "/tmp/forge-sanitize-clean-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  const std::string tool = absl::StrCat(folder, "/compute-sanitizer");
+  const std::string child = absl::StrCat(folder, "/child");
+  {
+    // The tool: writes a clean report to --log-file and runs the target after it.
+    std::ofstream file(tool);
+    file << "#!/bin/sh\nwhile [ \"$1\" != --log-file ]; do shift; done\n"
+            "echo '========= ERROR SUMMARY: 0 errors' > \"$2\"; shift 2; exec \"$@\"\n";
+  }
+  {
+    // The target: a launch that succeeded writes a serialized OK status, which is empty.
+    std::ofstream file(child);
+    file << "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in --sanitize-answer=*) "
+            ": > \"${a#--sanitize-answer=}\";; esac; done\n";
+  }
+  ASSERT_EQ(std::system(absl::StrCat("chmod +x '", tool, "' '", child, "'").c_str()), 0);
+  SandboxCandidate candidate = SomeCandidate();
+  candidate.kernel.hints.executor = codegen::Executor::kGeneratedKernel;
+  absl::StatusOr<SanitizeOutcome> outcome =
+      Sanitize({.tool_path = tool, .child_path = child}, candidate, judge::JudgeOptions());
+  std::system(absl::StrCat("rm -rf '", folder, "'").c_str());
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->failure.has_value());
+  EXPECT_EQ(outcome->evidence.state(), forge::v1::SANITIZER_STATE_PASSED)
+      << outcome->evidence.detail();
+}
+
 TEST(SanitizeTest, AnAtenCandidateIsNotApplicableAndStartsNothing) {
   SandboxCandidate candidate = SomeCandidate();
   candidate.kernel.hints.executor = codegen::Executor::kAten;

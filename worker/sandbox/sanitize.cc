@@ -229,9 +229,11 @@ absl::StatusOr<SanitizeOutcome> Sanitize(const SanitizeOptions& options,
                                        absl::FormatDuration(timeout)));
       continue;
     }
+    // An OK status serializes to no bytes: the answer is the file's existence, then its parse.
     wire::Status answer;
-    const std::string answer_bytes = ReadFile(run.answer);
-    const bool answered = !answer_bytes.empty() && answer.ParseFromString(answer_bytes);
+    std::error_code missing;
+    const bool answered = std::filesystem::exists(run.answer, missing) &&
+                          answer.ParseFromString(ReadFile(run.answer));
     const absl::Status launched =
         answered ? FromWire(answer) : absl::UnknownError("the child wrote no answer");
     if (!WIFEXITED(run.wait_status) || WEXITSTATUS(run.wait_status) != 0 || !launched.ok()) {
