@@ -56,7 +56,10 @@ extern "C" __global__ void softmax_atomic_sum(const float* x, float* y) {
 }
 
 // Layer norm with both sums through atomicAdd on shared floats (launch-dependent order), two
-// passes.
+// passes, the first shifted by the row's first element: float32 sums of the raw values lose the
+// mean of a row far from zero (at the large-mean draw, mean 256 over 1003 columns, an unshifted
+// sum's error was 1.7e-4 in the outputs, over float32's 1e-4 tolerance on the H200 — rightly
+// rejected, as eager's Welford is accurate there), while the shifted sum keeps it.
 extern "C" __global__ void layer_norm_atomic_sums(const float* x, float* y) {
   __shared__ float sum, squares;
   const float* in = x + blockIdx.x * COLUMNS;
@@ -66,11 +69,12 @@ extern "C" __global__ void layer_norm_atomic_sums(const float* x, float* y) {
     squares = 0;
   }
   __syncthreads();
+  const float pivot = in[0];
   float mine = 0;
-  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) mine += in[c];
+  for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) mine += in[c] - pivot;
   atomicAdd(&sum, mine);
   __syncthreads();
-  const float mean = sum / COLUMNS;
+  const float mean = pivot + sum / COLUMNS;
   mine = 0;
   for (int c = threadIdx.x; c < COLUMNS; c += blockDim.x) {
     const float d = in[c] - mean;

@@ -34,11 +34,12 @@ extern "C" __global__ void affine_shared_race(const float* x, float* y) {
   if (i < N) y[i] = x[i] * scale + 1.0f;
 }
 
-// Reads each output element before writing it: whatever the output held (the judge's poison)
-// changes the result only if it is exactly 1234.5. initcheck.
+// Reads every 1000th output element before writing it: whatever the output held (the judge's
+// poison) changes the result only if it is exactly 1234.5. initcheck. (Every element read first
+// cost initcheck 100 s on the H200, a million reports; a thousand show the same bug.)
 extern "C" __global__ void affine_reads_its_output_first(const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= N) return;
-  float old = y[i];
+  float old = i % 1000 == 0 ? y[i] : 0.0f;
   y[i] = x[i] * 2.0f + (old == 1234.5f ? 1.0000001f : 1.0f);
 }
