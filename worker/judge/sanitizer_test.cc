@@ -38,6 +38,7 @@ TEST(SanitizerToolsTest, GeneratedKernelsGetEveryToolAndAtenNone) {
                           SanitizerTool::kSynccheck));
   EXPECT_THAT(ToolsFor(codegen::Executor::kCublasLt),
               ElementsAre(SanitizerTool::kMemcheck, SanitizerTool::kSynccheck));
+  EXPECT_THAT(ToolsFor(codegen::Executor::kCudnn), ElementsAre(SanitizerTool::kMemcheck));
   EXPECT_THAT(ToolsFor(codegen::Executor::kAten), IsEmpty());
 }
 
