@@ -45,9 +45,8 @@ TEST(DeviceCompareSourceTest, CompilesForEveryTargetArchitecture) {
 
 // The element rule the device runs is the header the host compiles, as it is now on disk.
 TEST(DeviceCompareSourceTest, EmbedsTheHostsElementRule) {
-  // The header beside this test's source (CMake compiles sources by their absolute paths).
-  const std::string path = absl::StrCat(absl::StripSuffix(__FILE__, "device_compare_test.cc"),
-                                        "compare_chunk.h");
+  // The header beside this test's source (FORGE_JUDGE_SOURCE_DIR: worker/judge/CMakeLists.txt).
+  const std::string path = FORGE_JUDGE_SOURCE_DIR "/compare_chunk.h";
   std::ifstream file(path);
   ASSERT_TRUE(file) << "cannot read " << path;
   std::stringstream header;

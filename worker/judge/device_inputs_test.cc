@@ -39,8 +39,7 @@ TEST(DeviceInputsSourceTest, CompilesForEveryTargetArchitecture) {
 // The element rule the device runs is the header the host compiles, as it is now on disk (after
 // its top comment), and the module is built without FMA contraction.
 TEST(DeviceInputsSourceTest, EmbedsTheHostsDrawElement) {
-  const std::string path = absl::StrCat(absl::StripSuffix(__FILE__, "device_inputs_test.cc"),
-                                        "draw_element.h");
+  const std::string path = FORGE_JUDGE_SOURCE_DIR "/draw_element.h";
   std::ifstream file(path);
   ASSERT_TRUE(file) << "cannot read " << path;
   std::stringstream text;
