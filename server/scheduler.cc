@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging/logging.h"
@@ -100,6 +101,13 @@ Scheduler::Scheduler(RedisClient* redis, JobStore* jobs, ResultCache* results,
        "Scheduler state: live_workers, leases, leased_candidates, frontier (proposed candidates "
        "waiting for a lease), running_jobs, searches.",
        {}});
+  search_build_seconds_ = *registry->AddHistogram(
+      {"forge_coordinator_search_build_seconds",
+       "Seconds to load or build one task's search (every schedule point of its space generated "
+       "and validated), taken under the scheduler's lock: long ones delay every worker's Lease "
+       "and Heartbeat.",
+       {}},
+      {0.001, 0.01, 0.1, 0.3, 1, 3, 10, 30, 100});
 }
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(RedisClient* redis, JobStore* jobs,
@@ -215,11 +223,28 @@ absl::Status Scheduler::BindJobLocked(JobRun& job, const std::string& space,
 absl::StatusOr<TaskSearch*> Scheduler::TaskSearchLocked(const std::string& space,
                                                         const std::string& arch,
                                                         const KernelTask& task) {
-  return searches_.Get(space, arch, task, leases_,
-                       [this](TaskSearch& search, const std::string& digest, const Result& result)
-                           ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                             return ApplyResultLocked(search, digest, result);
-                           });
+  const bool loaded = searches_.Find(space, task.digest()) != nullptr;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TaskSearch*> search =
+      searches_.Get(space, arch, task, leases_,
+                    [this](TaskSearch& search, const std::string& digest, const Result& result)
+                        ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                          return ApplyResultLocked(search, digest, result);
+                        });
+  if (!loaded) {
+    // Built under mutex_: every Lease and Heartbeat waits for it (a max-pool task once took
+    // ~80 s, and workers' calls timed out). Seen on /metrics, and named in the log when slow.
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    search_build_seconds_->Add({}).Observe(seconds);
+    if (seconds >= 1.0) {
+      LogWithFields(*GetLogger("scheduler"), spdlog::level::warn,
+                    "a task's search took long to build, under the scheduler's lock",
+                    {{"task", task.digest()},
+                     {"family", forge::v1::KernelFamily_Name(task.family())},
+                     {"seconds", absl::StrFormat("%.1f", seconds)}});
+    }
+  }
+  return search;
 }
 
 // ----- workers -----

@@ -262,6 +262,8 @@ class Scheduler {
   metrics::Family<metrics::Counter>* candidates_;  // {event: leased, measured, failed, cached, ...}
   metrics::Family<metrics::Counter>* cache_lookups_;  // {outcome: hit, miss}
   metrics::Family<metrics::Gauge>* gauges_;  // {what: live_workers, frontier, leases, ...}
+  // Seconds to load or build one task's search (TaskSearchLocked, under mutex_).
+  metrics::Family<metrics::Histogram>* search_build_seconds_;
 
   absl::Mutex mutex_;
   WorkerRegistry workers_ ABSL_GUARDED_BY(mutex_);

@@ -365,6 +365,32 @@ TEST_F(SchedulerTest, EveryTaskMeasuresCheapCandidatesBeforeAnyExpensiveCompile)
   EXPECT_EQ(nvcc_results, expensive_leased) << "compile seconds are stored with the results";
 }
 
+// Every task's search is built once, under the scheduler's lock, and timed on /metrics
+// (forge_coordinator_search_build_seconds): a slow family shows there before it wedges leases.
+TEST_F(SchedulerTest, EachTasksSearchBuildIsTimedOnce) {
+  auto builds = [&] {
+    uint64_t count = 0;
+    for (const metrics::FamilySnapshot& family : registry_->Collect()) {
+      if (family.name != "forge_coordinator_search_build_seconds") continue;
+      for (const metrics::SeriesSnapshot& series : family.series) {
+        if (!series.cumulative_counts.empty()) count += series.cumulative_counts.back();
+      }
+    }
+    return count;
+  };
+  EXPECT_EQ(builds(), 0u);
+  const std::string worker = RegisterWorker();
+  const forge::v1::Graph graph = LoadModel("llama_block");
+  absl::StatusOr<graph::PartitionResult> partition = graph::Partition(graph);
+  ASSERT_TRUE(partition.ok()) << partition.status();
+  SubmitGraph(graph);
+  LeaseFor(worker);  // binds the job to the worker's arch: every task's search is built
+  const uint64_t built = builds();
+  EXPECT_EQ(built, partition->tasks.size());
+  LeaseFor(worker);  // loaded searches are not built again
+  EXPECT_EQ(builds(), built);
+}
+
 TEST_F(SchedulerTest, ASecondJobOverTheSameModelIsAnsweredByTheCacheWithoutLeases) {
   const std::string worker = RegisterWorker();
   const std::string first = Submit("softmax");
